@@ -1,0 +1,121 @@
+// The captured work of training steps: plain structs shared by the plugin (which fills
+// them) and the engine (which forecasts them). No torch types may appear here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace habitat {
+
+struct TensorMeta {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  std::string dtype;   // torch name without the "torch." prefix: "float32", "bfloat16", ...
+  std::string device;  // "cpu", "cuda:0", "meta", ...
+  bool contiguous = true;
+  bool defined = true;  // false for an undefined (None-like) tensor in a list
+  uint64_t storage = 0;  // identifies the underlying storage within a step (0 = unknown)
+  int64_t storage_offset = 0;
+
+  int64_t numel() const;
+  // numel * element size; 0 when the dtype is unknown.
+  int64_t nbytes() const;
+};
+
+// One schema argument's value, reduced to what cost models need.
+struct ArgValue {
+  enum class Kind { None, Tensor, TensorList, Int, IntList, Double, Bool, BoolList, String, Other };
+  Kind kind = Kind::None;
+  std::vector<TensorMeta> tensors;  // Tensor: one entry; TensorList: each element
+  std::vector<int64_t> ints;        // Int: one; IntList: each; Bool/BoolList: 0 or 1 each
+  double real = 0;                  // Double
+  std::string text;                 // String; for Other the type name
+};
+
+struct Argument {
+  std::string name;  // schema argument name ("self", "stride", "dim", ...)
+  ArgValue value;
+};
+
+// A CUDA kernel launched by an op (from CUPTI), with what occupancy needs.
+struct KernelLaunch {
+  std::string name;
+  int grid[3] = {1, 1, 1};
+  int block[3] = {1, 1, 1};
+  int registers_per_thread = 0;
+  int static_shared_bytes = 0;
+  int dynamic_shared_bytes = 0;
+  double duration_us = 0;
+  uint32_t stream = 0;
+
+  int64_t blocks() const { return int64_t{grid[0]} * grid[1] * grid[2]; }
+  int threads_per_block() const { return block[0] * block[1] * block[2]; }
+  int shared_bytes() const { return static_shared_bytes + dynamic_shared_bytes; }
+};
+
+enum class Phase { Forward, Backward, Optimizer, Other };
+const char* to_string(Phase p);
+std::optional<Phase> phase_from_string(const std::string& s);
+
+struct OpRecord {
+  uint64_t id = 0;                  // unique within its step, in start order
+  std::optional<uint64_t> parent;   // id of the op that called this one (composite ops)
+  int depth = 0;                    // 0 for ops called by user code or autograd directly
+  bool has_children = false;        // some op names this one as parent: its work is theirs
+  std::string name;                 // "aten::addmm"
+  std::string overload;             // "out", "Tensor", "" for the default overload
+  std::vector<Argument> args;       // every schema argument, in schema order
+  std::vector<TensorMeta> outputs;
+  Phase phase = Phase::Other;
+  std::string module_path;          // "encoder.layers.3.attn" for forward ops
+  std::string autograd_node;        // "AddmmBackward0" for backward ops
+  uint64_t thread = 0;              // small per-step thread number
+  double start_us = 0;              // from the step's start
+  double wall_us = 0;               // measured inclusive wall time on the origin
+  std::vector<KernelLaunch> kernels;
+
+  // Convenience lookups by schema argument name.
+  const ArgValue* arg(const std::string& arg_name) const;
+  const TensorMeta* tensor(const std::string& arg_name) const;
+  // The first tensor argument, whatever its name.
+  const TensorMeta* first_tensor() const;
+};
+
+struct Step {
+  int64_t index = 0;
+  double wall_ms = 0;  // measured wall time of the whole step on the origin
+  std::vector<OpRecord> ops;
+};
+
+struct TraceOrigin {
+  std::string device = "cpu";   // database name / torch device name of the GPU, or "cpu"
+  std::string host;             // free text: CPU model or hostname
+  std::string torch_version;
+  std::string habitat_version;
+  bool allow_tf32 = false;      // torch.backends.cuda.matmul.allow_tf32 during capture
+  bool autocast = false;
+};
+
+struct Trace {
+  static constexpr int kFormatVersion = 1;
+  TraceOrigin origin;
+  std::vector<Step> steps;
+};
+
+class TraceFormatError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Versioned JSON document ("format": "habitat-trace", "version": 1). Loading validates
+// every field and throws TraceFormatError naming the problem (corrupt, missing field,
+// newer version than this build understands).
+std::string trace_to_json(const Trace& trace);
+Trace trace_from_json(const std::string& text);
+void save_trace(const Trace& trace, const std::string& path);
+Trace load_trace(const std::string& path);
+
+}  // namespace habitat

@@ -1,0 +1,7 @@
+#include "bindings.h"
+
+namespace habitat::python {
+
+void bind_capture(pybind11::module_& m) { (void)m; }
+
+}  // namespace habitat::python
