@@ -15,6 +15,7 @@ namespace habitat {
 enum class Method {
   WaveScaling,   // runtime-based: measured kernels wave-scaled (Habitat)
   LearnedRatio,  // runtime-based: measured time x model(target) / model(origin)
+  RooflineRatio, // runtime-based: measured time x roofline(target) / roofline(origin)
   LearnedShape,  // shape-based: learned efficiency on the roofline
   Roofline,      // shape-based: roofline with a per-class efficiency
   Fallback,      // op not modelled: bytes / bandwidth, flagged as unsupported

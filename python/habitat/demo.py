@@ -1,0 +1,102 @@
+"""The main job: forecast a real training step of a small bundled model on several GPUs.
+
+    python -m habitat.demo [--targets A100 H100 L4 ...] [--steps 3] [--batch 8]
+
+The model is a small GPT-style language model (embedding, causal self-attention, layer
+norm, MLP) trained with AdamW, defined here so nothing is downloaded.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import habitat
+
+DEFAULT_TARGETS = ("A100", "H100", "L4", "T4", "RTX 4090")
+
+
+class Block(nn.Module):
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.ln2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (y.view(b, t, self.heads, c // self.heads).transpose(1, 2) for y in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab: int = 4096, width: int = 256, layers: int = 4, heads: int = 4,
+                 context: int = 128) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab, width)
+        self.pos = nn.Embedding(context, width)
+        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.tok(idx) + self.pos(pos)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln(x))
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m habitat.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", nargs="+", default=list(DEFAULT_TARGETS), help="GPUs to forecast")
+    parser.add_argument("--steps", type=int, default=3, help="training steps to trace")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--context", type=int, default=128)
+    parser.add_argument("--save", help="write the trace and forecast to this JSON file")
+    args = parser.parse_args(argv)
+
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = TinyGPT(context=args.context).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    idx = torch.randint(0, 4096, (args.batch, args.context), device=device)
+    targets = torch.randint(0, 4096, (args.batch, args.context), device=device)
+
+    print(f"Tracing {args.steps} training steps of TinyGPT "
+          f"({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, batch {args.batch}, "
+          f"context {args.context}) on {device}; forecasting for {', '.join(args.targets)}")
+    forecast = None
+    predictor = habitat.predict_on(args.targets)  # one predictor: each `with` adds a step
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        with predictor as forecast:
+            loss = model(idx, targets)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        print(f"  step {len(forecast.steps)}: loss {loss.item():.4f}, "
+              f"{(time.perf_counter() - start) * 1e3:.1f} ms on this machine, predicted "
+              + ", ".join(f"{t} {forecast.time_ms(t):.2f} ms" for t in forecast.targets))
+    assert forecast is not None
+    print()
+    print(forecast)
+    if args.save:
+        print(f"\nSaved the trace and forecast to {forecast.save(args.save)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

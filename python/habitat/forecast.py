@@ -1,0 +1,233 @@
+"""Forecast results: per op, per phase and per step, for each target GPU."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from habitat import engine
+from habitat.devices import get_device
+
+#: Steps whose per-op detail is kept in memory; older steps keep only their totals, so a
+#: forecast attached to a long training run stays small.
+DEFAULT_HISTORY = 8
+
+SHAPE_BASED_METHODS = frozenset({"roofline", "learned_shape", "fallback"})
+
+
+@dataclass(frozen=True)
+class Prediction:
+    time_us: float
+    method: str
+
+    @property
+    def shape_based(self) -> bool:
+        """True when the forecast came from the op's shapes alone (no measured kernels)."""
+        return self.method in SHAPE_BASED_METHODS
+
+
+@dataclass
+class OpForecast:
+    """One captured aten op with its predicted time on each target."""
+
+    id: int
+    name: str
+    overload: str
+    phase: str
+    module_path: str
+    autograd_node: str
+    parent: int | None
+    depth: int
+    has_children: bool
+    measured_us: float
+    input_shapes: list[list[int]]
+    dtypes: list[str]
+    op_class: str | None
+    flops: float
+    bytes: float
+    predictions: dict[str, Prediction]
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.name}.{self.overload}" if self.overload else self.name
+
+    def time_us(self, target: str) -> float:
+        return self.predictions[_canonical(target)].time_us
+
+    def method(self, target: str) -> str:
+        return self.predictions[_canonical(target)].method
+
+
+@dataclass
+class StepForecast:
+    """The forecast of one captured step for every target."""
+
+    index: int
+    measured_ms: float
+    targets: list[str]
+    total_ms: dict[str, float]
+    phase_ms: dict[str, dict[str, float]]
+    method_ops: dict[str, dict[str, int]]
+    unsupported: list[str]
+    ops: list[OpForecast] = field(default_factory=list)
+    trace: dict[str, Any] | None = None  # the step as captured; dropped past the history
+
+    def leaf_ops(self) -> list[OpForecast]:
+        """Ops that carry work themselves (composite ops are the sum of their children)."""
+        return [op for op in self.ops if not op.has_children]
+
+    def top_ops(self, target: str, n: int = 10) -> list[OpForecast]:
+        name = _canonical(target)
+        return sorted(self.leaf_ops(), key=lambda op: op.predictions[name].time_us, reverse=True)[:n]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "measured_ms": self.measured_ms,
+            "total_ms": self.total_ms,
+            "phase_ms": self.phase_ms,
+            "method_ops": self.method_ops,
+            "unsupported": self.unsupported,
+        }
+
+
+def _canonical(target: str) -> str:
+    return get_device(target).name
+
+
+def _shapes_and_dtypes(op: dict[str, Any]) -> tuple[list[list[int]], list[str]]:
+    shapes: list[list[int]] = []
+    dtypes: list[str] = []
+    for arg in op.get("args", []):
+        metas = [arg["tensor"]] if "tensor" in arg else arg.get("tensors", [])
+        for meta in metas:
+            shapes.append(list(meta.get("shape", [])))
+            dtypes.append(meta.get("dtype", ""))
+    return shapes, dtypes
+
+
+def _step_forecast(step: dict[str, Any], result: dict[str, Any]) -> StepForecast:
+    targets = list(result["targets"])
+    ops = []
+    for op, fc in zip(step["ops"], result["ops"]):
+        shapes, dtypes = _shapes_and_dtypes(op)
+        ops.append(OpForecast(
+            id=op["id"], name=op["name"], overload=op.get("overload", ""),
+            phase=op.get("phase", "other"), module_path=op.get("module_path", ""),
+            autograd_node=op.get("autograd_node", ""), parent=op.get("parent"),
+            depth=op.get("depth", 0), has_children=op.get("has_children", False),
+            measured_us=op.get("wall_us", 0.0), input_shapes=shapes, dtypes=dtypes,
+            op_class=fc.get("class"), flops=fc.get("flops", 0.0), bytes=fc.get("bytes", 0.0),
+            predictions={t: Prediction(p[0], p[1]) for t, p in zip(targets, fc["predictions"])},
+        ))
+    totals = {t["target"]: t for t in result["totals"]}
+    return StepForecast(
+        index=step.get("index", 0), measured_ms=step.get("wall_ms", 0.0), targets=targets,
+        total_ms={t: totals[t]["total_ms"] for t in targets},
+        phase_ms={t: dict(totals[t]["phases"]) for t in targets},
+        method_ops={t: dict(totals[t]["methods"]) for t in targets},
+        unsupported=list(result.get("unsupported", [])), ops=ops, trace=step,
+    )
+
+
+class Forecast:
+    """Per-op and per-step forecasts of a training run for one or more target GPUs.
+
+    Filled step by step by :func:`habitat.predict_on`, or built from a saved trace with
+    :meth:`Forecast.load` / :meth:`Forecast.from_trace` (no model or GPU needed).
+    """
+
+    def __init__(self, targets: str | Sequence[str], origin: dict[str, Any] | None = None,
+                 *, history: int = DEFAULT_HISTORY) -> None:
+        names = [targets] if isinstance(targets, str) else list(targets)
+        if not names:
+            raise ValueError("predict at least one target GPU, e.g. habitat.predict_on('A100')")
+        self.targets: list[str] = list(dict.fromkeys(_canonical(t) for t in names))
+        self.origin: dict[str, Any] = dict(origin or {"device": "cpu"})
+        self.steps: list[StepForecast] = []
+        self.history = history
+
+    # ----- filling -------------------------------------------------------------------
+    def add_step(self, step: dict[str, Any]) -> StepForecast:
+        """Forecasts one captured step (a trace step dict) and appends it."""
+        result = engine.forecast_step(self.origin, step, self.targets)
+        forecast = _step_forecast(step, result)
+        self.steps.append(forecast)
+        for old in self.steps[:-self.history] if self.history > 0 else self.steps:
+            old.ops, old.trace = [], None
+        return forecast
+
+    # ----- queries -------------------------------------------------------------------
+    def _step(self, step: int) -> StepForecast:
+        if not self.steps:
+            raise RuntimeError("no step has been forecast yet: run a training step inside "
+                               "`with habitat.predict_on(...)` first")
+        return self.steps[step]
+
+    def time_ms(self, target: str | None = None, step: int = -1) -> float:
+        """Predicted iteration time of `step` (default: the latest) on `target`."""
+        name = self.targets[0] if target is None else _canonical(target)
+        if name not in self.targets:
+            raise KeyError(f"{target!r} was not a forecast target; targets: {', '.join(self.targets)}")
+        return self._step(step).total_ms[name]
+
+    @property
+    def ops(self) -> list[OpForecast]:
+        """Every captured op of the latest step, with per-target predictions."""
+        return self._step(-1).ops
+
+    @property
+    def latest(self) -> StepForecast:
+        return self._step(-1)
+
+    # ----- persistence ---------------------------------------------------------------
+    def to_trace(self) -> dict[str, Any]:
+        """The trace document of every step still held in detail."""
+        return engine.trace_document(self.origin, [s.trace for s in self.steps if s.trace is not None])
+
+    def to_json(self, indent: int | None = None) -> str:
+        """The trace plus the forecast summary of every step, as one JSON document."""
+        doc = self.to_trace()
+        doc["forecast"] = {"targets": self.targets, "steps": [s.summary() for s in self.steps]}
+        return json.dumps(doc, indent=indent)
+
+    def save(self, path: str | Path) -> Path:
+        """Writes :meth:`to_json`; :meth:`Forecast.load` re-forecasts it for any GPU."""
+        path = Path(path)
+        path.write_text(self.to_json())
+        return path
+
+    @classmethod
+    def from_trace(cls, trace: dict[str, Any] | str | Path,
+                   targets: str | Sequence[str] | None = None) -> "Forecast":
+        """Forecasts every step of a trace (a document or a path) for `targets`."""
+        from habitat.trace import load_trace, validate_trace
+
+        doc = load_trace(trace) if isinstance(trace, (str, Path)) else validate_trace(trace)
+        if targets is None:
+            targets = doc.get("forecast", {}).get("targets")
+            if not targets:
+                raise ValueError("the trace names no targets: pass targets=['A100', ...]")
+        forecast = cls(targets, doc["origin"])
+        for step in doc["steps"]:
+            forecast.add_step(step)
+        return forecast
+
+    load = from_trace
+
+    # ----- choosing a GPU ------------------------------------------------------------
+    def compare(self, targets: str | Sequence[str] = "all", **options: Any) -> Any:
+        """Ranks GPUs by predicted time, cost and memory fit (see :mod:`habitat.compare`)."""
+        from habitat.compare import compare
+
+        return compare(self, targets, **options)
+
+    # ----- display -------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"Forecast(targets={self.targets}, steps={len(self.steps)})"
+
+    def __str__(self) -> str:
+        from habitat.summary import format_forecast
+
+        return format_forecast(self)
