@@ -87,6 +87,8 @@ struct OpRecord {
 struct Step {
   int64_t index = 0;
   double wall_ms = 0;  // measured wall time of the whole step on the origin
+  int64_t measured_peak_bytes = 0;  // allocator peak during the step on a GPU origin (0 = unknown)
+  int64_t dropped_ops = 0;          // ops not recorded because the step hit its record cap
   std::vector<OpRecord> ops;
 };
 
