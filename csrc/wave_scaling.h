@@ -17,6 +17,12 @@ struct WaveScaleResult {
   double origin_waves = 0;
   double target_waves = 0;
   bool under_one_wave = false;  // the small-kernel branch was used
+  // Habitat's no-counter path: gamma = 1 (memory bound), so the time scales by the bandwidth
+  // ratio, or stays unchanged under one wave. Taken when no intensity was given, or when the
+  // launch cannot run on a device (see fits_origin / fits_target).
+  bool bandwidth_fallback = false;
+  bool fits_origin = true;  // false: occupancy 0 on the origin (launch exceeds its SM limits)
+  bool fits_target = true;  // false: occupancy 0 on the target; waves there are unknown (0)
 };
 
 class WaveScaler {
