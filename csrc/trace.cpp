@@ -593,6 +593,10 @@ Step decode_step(const json& j, const Loc& loc) {
   const Loc index_loc = loc.child("index");
   step.index = read_count(required(j, loc, "index"), index_loc);
   step.wall_ms = read_duration(required(j, loc, "wall_ms"), loc.child("wall_ms"));
+  optional(j, loc, "measured_peak_bytes",
+           [&](const json& v, const Loc& l) { step.measured_peak_bytes = read_count(v, l); });
+  optional(j, loc, "dropped_ops",
+           [&](const json& v, const Loc& l) { step.dropped_ops = read_count(v, l); });
   const Loc ops_loc = loc.child("ops");
   const json& ops = expect_array(required(j, loc, "ops"), ops_loc);
   step.ops.reserve(ops.size());
@@ -677,6 +681,8 @@ std::string trace_to_json(const Trace& trace) {
     ojson& s = steps.emplace_back(ojson::object());
     s["index"] = step.index;
     s["wall_ms"] = step.wall_ms;
+    if (step.measured_peak_bytes != 0) s["measured_peak_bytes"] = step.measured_peak_bytes;
+    if (step.dropped_ops != 0) s["dropped_ops"] = step.dropped_ops;
     ojson& ops = s["ops"] = ojson::array();
     for (const auto& op : step.ops) ops.push_back(encode_op(op));
   }

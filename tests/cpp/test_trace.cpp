@@ -104,6 +104,8 @@ void expect_trace_eq(const Trace& a, const Trace& b) {
   for (std::size_t s = 0; s < a.steps.size(); ++s) {
     EXPECT_EQ(a.steps[s].index, b.steps[s].index);
     EXPECT_EQ(a.steps[s].wall_ms, b.steps[s].wall_ms);
+    EXPECT_EQ(a.steps[s].measured_peak_bytes, b.steps[s].measured_peak_bytes);
+    EXPECT_EQ(a.steps[s].dropped_ops, b.steps[s].dropped_ops);
     ASSERT_EQ(a.steps[s].ops.size(), b.steps[s].ops.size());
     for (std::size_t i = 0; i < a.steps[s].ops.size(); ++i) {
       expect_op_eq(a.steps[s].ops[i], b.steps[s].ops[i]);
@@ -148,6 +150,8 @@ Trace full_trace() {
   Step step;
   step.index = 3;
   step.wall_ms = 12.625;
+  step.measured_peak_bytes = int64_t{40} << 30;
+  step.dropped_ops = 17;
 
   OpRecord linear;
   linear.id = 1;
@@ -305,6 +309,8 @@ TEST(TraceJson, DocumentHasFormatVersionAndOrigin) {
   EXPECT_EQ(doc["origin"]["device"], "A100-SXM4-80GB");
   EXPECT_EQ(doc["origin"]["allow_tf32"], true);
   EXPECT_EQ(doc["steps"][0]["index"], 3);
+  EXPECT_EQ(doc["steps"][0]["dropped_ops"], 17);
+  EXPECT_FALSE(doc["steps"][1].contains("dropped_ops"));  // 0 is the default
   const json& addmm = doc["steps"][0]["ops"][1];
   EXPECT_EQ(addmm["parent"], 1);
   EXPECT_EQ(addmm["kernels"][0]["grid"], json::array({8, 16, 2}));
@@ -473,6 +479,12 @@ TEST(TraceJsonErrors, NegativeSizes) {
   doc = minimal_doc();
   doc["steps"][0]["wall_ms"] = -1;
   EXPECT_TRUE(Contains(error_of(doc), "steps[0].wall_ms: must be >= 0"));
+  doc = minimal_doc();
+  doc["steps"][0]["dropped_ops"] = -5;
+  EXPECT_TRUE(Contains(error_of(doc), "steps[0].dropped_ops: must be >= 0, got -5"));
+  doc = minimal_doc();
+  doc["steps"][0]["measured_peak_bytes"] = -1;
+  EXPECT_TRUE(Contains(error_of(doc), "steps[0].measured_peak_bytes: must be >= 0"));
   doc = minimal_doc();
   doc["steps"][0]["ops"][1]["kernels"][0]["grid"] = {1, 1, 4294967296};
   EXPECT_TRUE(Contains(error_of(doc), "grid[2]: integer 4294967296 is out of range"));
