@@ -43,6 +43,7 @@ struct Device {
   std::map<Precision, double> peak_tflops;  // dense peaks; missing = not supported
   SmLimits limits;
   std::map<std::string, std::string> sources;  // field -> citation tag from gpus.md
+  std::string notes;                           // disputes and caveats about the figures
 
   int compute_capability() const { return cc_major * 10 + cc_minor; }
   // Dense peak FLOP/s for `p`; falls back to the FP32 SIMT peak when the device has no
@@ -72,6 +73,7 @@ class DeviceDatabase {
 
  private:
   std::vector<Device> devices_;
+  std::map<std::string, SmLimits> sm_limit_tables_;  // by compute capability, e.g. "8.0"
 };
 
 class UnknownDeviceError : public std::runtime_error {
