@@ -1,0 +1,333 @@
+"""Peak device memory of a training step, and whether it fits on a target GPU.
+
+On a GPU origin the capture records the caching allocator's peak for the step
+(``measured_peak_bytes``, from ``torch.cuda.max_memory_allocated``); that figure is used when
+present. Everywhere (and always, for the breakdown) the peak is also estimated from the trace
+alone: every tensor names its storage, so a storage's size and lifetime follow from the ops
+that produce and consume it.
+
+Method (one step; its leaf ops in order, since composite ops' tensors are their sub-ops'):
+
+- A storage first seen as an *input* existed before the step; one first seen as an *output*
+  was created during it. It lives until its last use (there is no "free" event in a trace).
+  Storage ids are addresses, reused once a storage is freed: an op output naming a known
+  storage that is none of the op's inputs (so neither a view nor an in-place result) is a new
+  storage at a recycled address.
+- **parameters**: pre-existing storages read in the forward pass and updated in place by the
+  optimizer. **gradients**: storages written during the backward pass that the optimizer
+  reads. **optimizer state**: other storages the optimizer updates in place that existed before
+  the step or that it created with a factory op (``zeros_like``, ``clone`` ...: Adam's
+  ``exp_avg`` on the first step). **inputs and buffers**: other pre-existing storages (the
+  batch, running statistics, frozen weights).
+- **activations**: every other storage created in the step (saved activations, temporaries,
+  optimizer temporaries), live from creation to last use; reported as their peak.
+- Gradients and state created in the step stay live to its end; persistent storages all along.
+  The estimated peak is the largest live total over the step, plus the **workspace**.
+- **workspace**: cuBLAS's recommended workspace when the step runs matrix products (4 MiB
+  before Hopper, 32 MiB from compute capability 9.0; cuBLAS documentation,
+  ``cublasSetWorkspace``). cuDNN convolution workspaces are not modelled.
+
+Known limits: a storage's last use is not its release (the caching allocator frees it when the
+last reference dies, possibly later), so long-lived references the trace cannot see are
+missed; allocator rounding and fragmentation are not modelled; tensors without a storage id
+count only for the op that makes them; ops dropped by the capture cap are missing. Fitting
+adds a reserve for the CUDA context and allocator slack (:data:`DEFAULT_RESERVE_BYTES`, an
+assumption, not a measurement).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+#: Kept free on the target for the CUDA context (outside the allocator) and allocator slack.
+#: An allowance, not a measured figure: set ``reserve_bytes`` when you know your setup.
+DEFAULT_RESERVE_BYTES = 1 * GiB
+
+#: cuBLAS's recommended workspace (cublasSetWorkspace): 32 MiB on Hopper and later, else 4 MiB.
+CUBLAS_WORKSPACE_HOPPER = 32 * MiB
+CUBLAS_WORKSPACE_DEFAULT = 4 * MiB
+
+DTYPE_BYTES = {
+    "float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2,
+    "bfloat16": 2, "complex128": 16, "complex64": 8, "complex32": 4,
+    "int64": 8, "long": 8, "int32": 4, "int": 4, "int16": 2, "short": 2, "int8": 1,
+    "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
+    "float8_e8m0fnu": 1, "qint8": 1, "quint8": 1, "qint32": 4,
+}
+
+# Ops that make a new tensor without computing it from data: how optimizers create state.
+FACTORY_OPS = frozenset({
+    "zeros", "zeros_like", "empty", "empty_like", "empty_strided", "full", "full_like",
+    "ones", "ones_like", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "clone", "new_zeros",
+    "new_empty", "new_full", "new_ones", "_to_copy", "tensor",
+})
+
+# Fused optimizer kernels update these list arguments in place besides "self".
+FUSED_STATE_ARGS = frozenset({"exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs",
+                              "momentum_buffer_list", "state_sums"})
+
+MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_addmm_activation",
+                        "addbmm", "_scaled_mm", "_int_mm", "addmv", "mv"})
+
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "inputs", "activations", "workspace")
+
+
+def _base_name(name: str) -> str:
+    return name.split("::", 1)[-1]
+
+
+def _in_place(op: dict[str, Any]) -> bool:
+    base = _base_name(op["name"])
+    return base.endswith("_") and not base.endswith("__")
+
+
+def _storage_bytes(meta: dict[str, Any]) -> int:
+    size = DTYPE_BYTES.get(meta.get("dtype", ""), 0)
+    shape = meta.get("shape", [])
+    if any(d == 0 for d in shape):
+        return 0
+    strides = meta.get("strides")
+    if strides is None:  # the trace omits row-major strides
+        extent = 1
+        for d in shape:
+            extent *= d
+    else:
+        extent = 1 + sum((d - 1) * abs(s) for d, s in zip(shape, strides))
+    return (meta.get("storage_offset", 0) + extent) * size
+
+
+def _arg_tensors(op: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
+    for arg in op.get("args", []):
+        if "tensor" in arg:
+            yield arg.get("name", ""), arg["tensor"]
+        for meta in arg.get("tensors", []):
+            yield arg.get("name", ""), meta
+
+
+@dataclass
+class _Storage:
+    nbytes: int
+    first: int
+    last: int
+    created: bool            # first seen as an output of an op of this step
+    created_by: str = ""
+    created_phase: str = ""
+    read_in: set[str] = field(default_factory=set)     # phases whose ops read it
+    mutated_in: set[str] = field(default_factory=set)  # phases whose ops updated it in place
+    produced_in: set[str] = field(default_factory=set)  # phases whose ops output it
+
+
+@dataclass
+class MemoryEstimate:
+    """Peak memory of one step, by category (bytes)."""
+
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    inputs: int
+    activations: int            # peak of live activations and temporaries
+    live_peak: int              # largest live total over the step (all categories, no workspace)
+    peak_op: str                # the op at which the live total peaks
+    peak_phase: str
+    uses_matmul: bool
+    measured_peak_bytes: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def workspace(self, target: str | None = None) -> int:
+        """Library workspace on `target` (the cuBLAS workspace when the step multiplies matrices)."""
+        if not self.uses_matmul:
+            return 0
+        if target is None:
+            return CUBLAS_WORKSPACE_DEFAULT
+        from habitat.devices import get_device
+
+        return CUBLAS_WORKSPACE_HOPPER if get_device(target).cc_major >= 9 else CUBLAS_WORKSPACE_DEFAULT
+
+    def estimated_peak(self, target: str | None = None) -> int:
+        return self.live_peak + self.workspace(target)
+
+    def peak_bytes(self, target: str | None = None) -> int:
+        """The measured allocator peak when the trace has one, else the estimate."""
+        if self.measured_peak_bytes:
+            return self.measured_peak_bytes
+        return self.estimated_peak(target)
+
+    @property
+    def source(self) -> str:
+        return "measured" if self.measured_peak_bytes else "estimated"
+
+    def fits(self, target: str, reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> tuple[bool, int]:
+        """(fits, margin in bytes) of the step's peak on `target`'s memory, less `reserve_bytes`.
+
+        A negative margin is the shortfall.
+        """
+        from habitat.devices import get_device
+
+        capacity = int(get_device(target).memory_gb * GiB)
+        margin = capacity - reserve_bytes - self.peak_bytes(target)
+        return margin >= 0, margin
+
+    def breakdown(self, target: str | None = None) -> dict[str, int]:
+        return {"parameters": self.parameters, "gradients": self.gradients,
+                "optimizer_state": self.optimizer_state, "inputs": self.inputs,
+                "activations": self.activations, "workspace": self.workspace(target)}
+
+    def to_dict(self, target: str | None = None) -> dict[str, Any]:
+        return {**self.breakdown(target), "estimated_peak_bytes": self.estimated_peak(target),
+                "measured_peak_bytes": self.measured_peak_bytes,
+                "peak_bytes": self.peak_bytes(target), "source": self.source,
+                "peak_op": self.peak_op, "peak_phase": self.peak_phase, "notes": list(self.notes)}
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in self.breakdown().items())
+        text = f"peak {format_bytes(self.peak_bytes())} ({self.source}); {parts}"
+        if self.measured_peak_bytes:
+            text += f"; estimated peak {format_bytes(self.estimated_peak())}"
+        return text
+
+
+def format_bytes(n: float) -> str:
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if n >= size:
+            return f"{sign}{n / size:.2f} {unit}"
+    return f"{sign}{int(n)} B"
+
+
+def _device_filter(ops: list[dict[str, Any]]) -> str | None:
+    """On a GPU capture only CUDA tensors occupy device memory; on a CPU capture all count."""
+    for op in ops:
+        metas = [m for _, m in _arg_tensors(op)] + list(op.get("outputs", []))
+        if any(str(m.get("device", "")).startswith("cuda") for m in metas):
+            return "cuda"
+    return None
+
+
+def _mutable_args(op: dict[str, Any]) -> set[str]:
+    """Names of the arguments `op` updates in place (none for a functional op)."""
+    if op.get("overload", "").startswith("out"):
+        return {"out"}
+    if not _in_place(op):
+        return set()
+    return {"self"} | (FUSED_STATE_ARGS if _base_name(op["name"]).startswith("_fused_") else set())
+
+
+def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
+    """Estimates the peak memory of one trace step (a step dict of docs/trace-format.md)."""
+    all_ops: list[dict[str, Any]] = list(step.get("ops", []))
+    # Leaf ops allocate; a composite op's outputs are its sub-ops' (or views of its inputs).
+    ops = [op for op in all_ops if not op.get("has_children", False)]
+    notes: list[str] = []
+    only = _device_filter(ops)
+    storages: list[_Storage] = []
+    current: dict[int, int] = {}     # storage id -> index in `storages` of its live generation
+    anonymous = [0] * (len(ops) + 1)  # bytes of outputs without a storage id, by position
+    uses_matmul = False
+    unknown_dtypes: set[str] = set()
+
+    def counted(meta: dict[str, Any]) -> bool:
+        if meta.get("defined", True) is False or str(meta.get("device", "")) == "meta":
+            return False
+        if meta.get("dtype", "") not in DTYPE_BYTES:
+            unknown_dtypes.add(meta.get("dtype", "") or "(none)")
+        return only is None or str(meta.get("device", "")).startswith(only)
+
+    for i, op in enumerate(ops):
+        phase = op.get("phase", "other")
+        uses_matmul = uses_matmul or _base_name(op["name"]) in MATMUL_OPS
+        mutable = _mutable_args(op)
+        inputs = [(name, meta) for name, meta in _arg_tensors(op) if counted(meta)]
+        input_ids = {meta.get("storage", 0) for _, meta in inputs}
+        for name, meta in inputs:
+            sid = meta.get("storage", 0)
+            if not sid:
+                continue
+            if sid not in current:  # existed before the step
+                current[sid] = len(storages)
+                storages.append(_Storage(_storage_bytes(meta), i, i, created=False))
+            s = storages[current[sid]]
+            s.nbytes = max(s.nbytes, _storage_bytes(meta))
+            s.last = i
+            s.read_in.add(phase)
+            if name in mutable:
+                s.mutated_in.add(phase)
+        for meta in op.get("outputs", []):
+            if not counted(meta):
+                continue
+            sid = meta.get("storage", 0)
+            if not sid:
+                anonymous[i] += _storage_bytes(meta)
+                continue
+            if sid in current and sid not in input_ids:
+                # Storage ids are addresses: a new storage at a freed one's address. The old
+                # storage ended at its last use.
+                del current[sid]
+            if sid not in current:
+                current[sid] = len(storages)
+                storages.append(_Storage(_storage_bytes(meta), i, i, created=True,
+                                         created_by=_base_name(op["name"]), created_phase=phase))
+            s = storages[current[sid]]
+            s.nbytes = max(s.nbytes, _storage_bytes(meta))
+            s.last = i
+            s.produced_in.add(phase)
+
+    if ops and not any(op.get("phase") == "optimizer" for op in ops):
+        notes.append("no optimizer step in this step: parameters are counted with inputs")
+    if step.get("dropped_ops"):
+        notes.append(f"{step['dropped_ops']} op(s) were not recorded (capture cap): "
+                     "the estimate misses their tensors")
+    if unknown_dtypes:
+        notes.append("tensors of unknown dtype counted as 0 bytes: " + ", ".join(sorted(unknown_dtypes)))
+
+    n = len(ops)
+    totals = {k: 0 for k in CATEGORIES}
+    delta_live = [0] * (n + 1)     # all categories
+    delta_act = [0] * (n + 1)      # activations only
+    for s in storages:
+        kind = _category(s)
+        if kind == "activations":
+            for delta in (delta_act, delta_live):
+                delta[s.first] += s.nbytes
+                delta[s.last + 1] -= s.nbytes
+        else:
+            totals[kind] += s.nbytes
+            # pre-existing storages live all step; ones made in the step live from creation on
+            delta_live[s.first if s.created else 0] += s.nbytes
+    for at, nbytes in enumerate(anonymous[:n]):
+        for delta in (delta_act, delta_live):
+            delta[at] += nbytes
+            delta[at + 1] -= nbytes
+
+    live = act = peak = act_peak = 0
+    peak_at = 0
+    for t in range(n):
+        live += delta_live[t]
+        act += delta_act[t]
+        if live > peak:
+            peak, peak_at = live, t
+        act_peak = max(act_peak, act)
+
+    measured = int(step.get("measured_peak_bytes", 0) or 0) or None
+    return MemoryEstimate(
+        parameters=totals["parameters"], gradients=totals["gradients"],
+        optimizer_state=totals["optimizer_state"], inputs=totals["inputs"], activations=act_peak,
+        live_peak=peak, peak_op=ops[peak_at]["name"] if ops else "",
+        peak_phase=ops[peak_at].get("phase", "other") if ops else "",
+        uses_matmul=uses_matmul, measured_peak_bytes=measured, notes=notes,
+    )
+
+
+def _category(s: _Storage) -> str:
+    if not s.created and "optimizer" in s.mutated_in and "forward" in s.read_in:
+        return "parameters"
+    written_by_backward = (s.created and s.created_phase == "backward") or "backward" in s.mutated_in
+    if written_by_backward and "optimizer" in s.read_in:
+        return "gradients"
+    if "optimizer" in s.mutated_in and (not s.created or s.created_by in FACTORY_OPS):
+        return "optimizer_state"
+    return "activations" if s.created else "inputs"
