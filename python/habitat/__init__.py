@@ -3,4 +3,13 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from habitat import _C  # noqa: F401  (fails early with the build's own error if missing)
+import torch  # noqa: F401  (loads libc10/libtorch, which habitat._C links against)
+
+from habitat import _C  # noqa: F401,E402
+from habitat.devices import Device, devices, get_device, load_devices  # noqa: E402,F401
+from habitat.forecast import Forecast  # noqa: E402,F401
+from habitat.predict import predict_on  # noqa: E402,F401
+from habitat.tensorboard import TensorBoardLogger  # noqa: E402,F401
+from habitat.report import write_report  # noqa: E402,F401
+from habitat.memory import estimate_step_memory  # noqa: E402,F401
+from habitat.cupti import cupti_available  # noqa: E402,F401
