@@ -1,0 +1,227 @@
+"""The ``habitat`` torch.compile backend: inductor, plus forecasts of the kernels it generates.
+
+    model = torch.compile(model, backend="habitat")    # inductor underneath
+    with habitat.predict_on("A100") as forecast:
+        loss = model(x).sum(); loss.backward(); opt.step()
+
+Each graph inductor compiles (forward, backward, inference) is recorded with its aten nodes,
+shapes and dtypes, and each kernel inductor generated is mapped to the aten nodes it fuses
+(inductor's kernel provenance). When a compiled graph runs inside ``predict_on``, every generated
+kernel it launches is recorded in the step as an op ``habitat_fused::<kernel>`` carrying the
+buffers it reads and writes and the FLOPs of its aten nodes (csrc/fused_cost.h costs it); the
+aten kernels inductor calls itself (mm, addmm, bmm, convolution, fallbacks) go through the
+dispatcher and are captured as usual, so nothing is counted twice. Results are inductor's own:
+Habitat only reads the compiled artifacts and wraps the compiled callable.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import itertools
+import sys
+import threading
+import warnings
+from types import ModuleType
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from habitat import _C
+from habitat._inductor_map import CompiledGraph, map_graph
+
+BACKEND_NAME = "habitat"
+FUSED_NAMESPACE = "habitat_fused"
+_FUSED_SCHEMA = "(int graph, str kind, str sources, float flops, str reads, str writes) -> ()"
+
+_lock = threading.Lock()
+_graph_ids = itertools.count()
+_graphs: dict[int, CompiledGraph] = {}
+_library: torch.library.Library | None = None
+_defined: set[str] = set()
+
+
+def compiled_graphs() -> list[CompiledGraph]:
+    """Every graph the habitat backend compiled in this process, in compile order."""
+    with _lock:
+        return [_graphs[i] for i in sorted(_graphs)]
+
+
+def compiled_graph(graph_id: int) -> CompiledGraph:
+    with _lock:
+        return _graphs[graph_id]
+
+
+# ----- recording at run time -----------------------------------------------------------------
+def _noop(*args: Any) -> None:
+    return None
+
+
+def _fused_op(kernel: str) -> Any:
+    """The op a launch of `kernel` is recorded as (defined once per kernel name)."""
+    global _library
+    with _lock:
+        if kernel not in _defined:
+            if _library is None:
+                _library = torch.library.Library(FUSED_NAMESPACE, "FRAGMENT")
+            _library.define(kernel + _FUSED_SCHEMA)
+            # No tensors: the call reaches Habitat's capture key, then this no-op.
+            _library.impl(kernel, _noop, "CompositeExplicitAutograd")
+            _defined.add(kernel)
+    return getattr(getattr(torch.ops, FUSED_NAMESPACE), kernel).default
+
+
+def _recording() -> bool:
+    active = getattr(_C, "_capture_active", None)
+    # Without the capture's cheap check every run records; the capture drops the records
+    # when no predict_on step is open, so this costs time, never correctness.
+    return True if active is None else bool(active())
+
+
+def _launches(graph: CompiledGraph) -> list[tuple[Any, tuple[Any, ...]]]:
+    return [(_fused_op(k.name),
+             (graph.graph_id, k.kind, ";".join(k.source_ops), float(k.flops),
+              ";".join(b.spec() for b in k.reads), ";".join(b.spec() for b in k.writes)))
+            for k in graph.kernels]
+
+
+def _wrap_callable(run: Callable[[list[Any]], Any], graph: CompiledGraph) -> Callable[[list[Any]], Any]:
+    launches = _launches(graph)
+    region = graph.region
+    enter = getattr(_C, "_capture_enter_module", None)
+    leave = getattr(_C, "_capture_exit_module", None)
+    if enter is None or leave is None:  # a build without op capture: nothing to record into
+        return run
+
+    def run_recorded(args: list[Any]) -> Any:
+        if not _recording():
+            return run(args)
+        # Ops inside the region (extern kernels and the fused records) carry its name.
+        enter(region)
+        try:
+            for op, op_args in launches:
+                op(*op_args)
+            return run(args)
+        finally:
+            leave()
+
+    return run_recorded
+
+
+# ----- compiling -----------------------------------------------------------------------------
+@contextlib.contextmanager
+def _capture_suspended() -> Iterator[None]:
+    """No op run while compiling (fake tensors, autotuning) is work of the step."""
+    suspend = getattr(_C, "_capture_suspend", None)
+    resume = getattr(_C, "_capture_resume", None)
+    if suspend is None or resume is None:
+        yield
+        return
+    suspend()
+    try:
+        yield
+    finally:
+        resume()
+
+
+def _graph_kind(kwargs: dict[str, Any]) -> str:
+    if kwargs.get("is_backward"):
+        return "backward"
+    return "inference" if kwargs.get("is_inference") else "forward"
+
+
+def _inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+    from torch._inductor import config as inductor_config
+    from torch._inductor import debug as inductor_debug
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    # Provenance is only collected while inductor generates code: a cache hit would skip it.
+    patches = {"fx_graph_cache": False, "trace.provenance_tracking_level": 1}
+    with _capture_suspended(), inductor_config.patch(patches), \
+            inductor_debug.reset_provenance_globals():
+        compiled = compile_fx_inner(gm, example_inputs, **kwargs)
+        provenance = {key: list(nodes) for key, nodes in
+                      inductor_debug._inductor_triton_kernel_to_post_grad_node_info.items()}
+    source = getattr(compiled, "source_code", None)
+    run = getattr(compiled, "current_callable", None)
+    if source is None or run is None:
+        warnings.warn(f"habitat: inductor returned {type(compiled).__name__}, which Habitat cannot "
+                      "read; its kernels are missing from forecasts (the model runs normally)",
+                      stacklevel=2)
+        return compiled
+    try:
+        with _lock:
+            graph_id = next(_graph_ids)
+        graph = map_graph(graph_id, _graph_kind(kwargs), gm, source, provenance)
+        wrapped = _wrap_callable(run, graph)
+    except Exception as e:  # never fail the user's compile over a forecast
+        warnings.warn(f"habitat: could not map inductor's kernels ({type(e).__name__}: {e}); "
+                      "this graph's fused kernels are missing from forecasts", stacklevel=2)
+        return compiled
+    with _lock:
+        _graphs[graph_id] = graph
+    compiled.current_callable = wrapped
+    return compiled
+
+
+def habitat_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                    **kwargs: Any) -> Any:
+    """``torch.compile(m, backend="habitat")``: inductor, with its graphs and kernels recorded.
+
+    Keyword options are inductor config patches, as with ``options=`` for inductor."""
+    from torch._functorch import config as functorch_config
+    from torch._inductor.compile_fx import compile_fx
+
+    options = kwargs.get("options") or None
+    # A cached AOTAutograd result would skip inductor altogether, and with it the kernel map.
+    with _capture_suspended(), functorch_config.patch(enable_autograd_cache=False):
+        return compile_fx(gm, example_inputs, inner_compile=_inner_compile,
+                          config_patches=options)
+
+
+# ----- registration --------------------------------------------------------------------------
+def register() -> None:
+    """Registers the backend name with dynamo (imports torch._dynamo)."""
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    if BACKEND_NAME not in _COMPILER_FNS:
+        register_backend(habitat_backend, name=BACKEND_NAME)
+
+
+class _RegisterWhenDynamoLoads(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Registers the backend as soon as dynamo's registry is imported, so ``import habitat``
+    does not pay for importing torch._dynamo (seconds) when nothing is compiled."""
+
+    target = "torch._dynamo.backends.registry"
+
+    def __init__(self) -> None:
+        self._inner: importlib.abc.Loader | None = None
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.target:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        self._inner = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec: Any) -> ModuleType | None:
+        return self._inner.create_module(spec) if self._inner is not None else None
+
+    def exec_module(self, module: ModuleType) -> None:
+        assert self._inner is not None
+        self._inner.exec_module(module)
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+        module.register_backend(habitat_backend, name=BACKEND_NAME)
+
+
+def _register_lazily() -> None:
+    if _RegisterWhenDynamoLoads.target in sys.modules:
+        register()
+    elif not any(isinstance(f, _RegisterWhenDynamoLoads) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterWhenDynamoLoads())
+
+
+_register_lazily()
