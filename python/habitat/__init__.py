@@ -13,3 +13,4 @@ from habitat.tensorboard import TensorBoardLogger  # noqa: E402,F401
 from habitat.report import write_report  # noqa: E402,F401
 from habitat.memory import estimate_step_memory  # noqa: E402,F401
 from habitat.cupti import cupti_available  # noqa: E402,F401
+from habitat import compile as _compile  # noqa: E402,F401  (registers backend="habitat")
