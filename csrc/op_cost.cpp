@@ -38,7 +38,8 @@ const RuleTable& rules() {
     for (auto add :
          {op_cost::add_gemm_rules, op_cost::add_conv_rules, op_cost::add_attention_rules,
           op_cost::add_norm_rules, op_cost::add_pointwise_rules, op_cost::add_reduction_rules,
-          op_cost::add_memory_rules, op_cost::add_optimizer_rules, op_cost::add_loss_rules}) {
+          op_cost::add_pool_rules, op_cost::add_memory_rules, op_cost::add_optimizer_rules,
+          op_cost::add_loss_rules}) {
       RuleTable family;
       add(family);
       for (auto& [key, rule] : family) {
@@ -83,6 +84,8 @@ OpCost estimate_cost(const OpRecord& op, bool allow_tf32) {
   if (auto fused = fused_kernel_cost(op, allow_tf32)) return *fused;
   constexpr std::string_view kNamespace = "aten::";
   std::string_view name = op.name;
+  // record_function markers (profiler::_record_function_enter_new/_exit) are host-only.
+  if (name.starts_with("profiler::_record_function")) return op_cost::no_kernel_cost();
   if (!name.starts_with(kNamespace)) return OpCost{};
   name.remove_prefix(kNamespace.size());
 

@@ -121,10 +121,12 @@ std::vector<const TensorMeta*> input_tensors(const OpContext& c) {
 }
 
 double input_bytes(const OpContext& c, bool skip_self) {
+  return skip_self ? input_bytes_without(c, "self") : input_bytes_without(c, "");
+}
+
+double input_bytes_without(const OpContext& c, const std::string& name) {
   std::set<const TensorMeta*> skipped;
-  if (skip_self) {
-    for (const auto* t : tensor_list_arg(c, "self")) skipped.insert(t);
-  }
+  for (const auto* t : tensor_list_arg(c, name)) skipped.insert(t);
   double bytes = 0;
   for (const auto* t : input_tensors(c)) {
     if (!skipped.contains(t)) bytes += footprint_bytes(*t);

@@ -56,6 +56,7 @@ void add_attention_rules(RuleTable& table);
 void add_norm_rules(RuleTable& table);       // norms and softmax
 void add_pointwise_rules(RuleTable& table);  // element-wise, dropout, factories
 void add_reduction_rules(RuleTable& table);
+void add_pool_rules(RuleTable& table);    // pooling and resampling
 void add_memory_rules(RuleTable& table);  // copies, gathers/scatters, embedding, views
 void add_optimizer_rules(RuleTable& table);
 void add_loss_rules(RuleTable& table);
@@ -92,6 +93,9 @@ std::vector<const TensorMeta*> input_tensors(const OpContext& c);
 // Compulsory reads: the footprint of every distinct input tensor. Ops that overwrite self
 // without reading it (fill_, zero_, copy_, normal_, ...) pass skip_self.
 double input_bytes(const OpContext& c, bool skip_self = false);
+// Compulsory reads without the named argument's tensors (backward ops that take a forward
+// input only for its shape).
+double input_bytes_without(const OpContext& c, const std::string& name);
 // What the op writes: its outputs; for in-place ops that return nothing (the _foreach_ and
 // _fused_ optimizers), their self; for out= variants without recorded outputs, the out=
 // arguments.

@@ -53,8 +53,8 @@ OpCost nll_loss_backward(const OpContext& c, double) {
   if (self == nullptr || target == nullptr) return OpCost{};
   double written = output_bytes(c);
   if (written == 0) written = footprint_bytes(*self);
-  return make_cost(OpClass::Loss, 2 * numel(*target), input_bytes(c) - footprint_bytes(*self),
-                   written, simt_precision(self->dtype), 2);
+  return make_cost(OpClass::Loss, 2 * numel(*target), input_bytes_without(c, "self"), written,
+                   simt_precision(self->dtype), 2);
 }
 
 // cross_entropy_loss = log_softmax (5 per element) + nll_loss (2 per target), as one op when

@@ -148,6 +148,12 @@ void add_memory_rules(RuleTable& t) {
   t["_local_scalar_dense"] = {scalar_to_host};
   t["item"] = {scalar_to_host};
   t["is_nonzero"] = {scalar_to_host};
+  // nonzero counts, synchronises to size its output, then writes the indices.
+  t["nonzero"] = {[](const OpContext& c, double) {
+    OpCost cost = streaming_copy(c, 0);
+    cost.kernels = cost.kernels > 0 ? 2 : 0;
+    return cost;
+  }};
   add_rules(t, "index _unsafe_index index_select gather take", {gather});
   add_rules(t, "scatter index_put _index_put_impl _unsafe_index_put", {scatter, 0});
   add_rules(t, "scatter_add scatter_reduce index_add", {scatter, 1});

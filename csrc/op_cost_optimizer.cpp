@@ -161,6 +161,9 @@ void add_optimizer_rules(RuleTable& t) {
   t["_fused_adamw"] = {fused_adam, 1};
   t["_fused_sgd"] = {fused_sgd};
   t["_amp_foreach_non_finite_check_and_unscale"] = {amp_unscale};
+  // GradScaler's scale update: a handful of scalars in one kernel.
+  t["_amp_update_scale"] = {
+      [](const OpContext& c, double) { return streaming_cost(c, OpClass::Optimizer, 4, 1); }};
 }
 
 }  // namespace habitat::op_cost

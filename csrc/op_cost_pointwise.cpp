@@ -28,10 +28,10 @@ constexpr std::string_view kTwoFlops =
 constexpr std::string_view kThreeFlops =
     "nan_to_num hypot addcmul addcdiv _prelu_kernel_backward hardsigmoid logit logit_backward "
     "elu_backward "
-    "lerp "              // a + w * (b - a)
-    "tanh_backward "     // g * (1 - y^2)
-    "sigmoid_backward "  // g * y * (1 - y)
-    "native_dropout";    // compare the draw with p, mask, scale
+    "lerp "                           // a + w * (b - a)
+    "tanh_backward "                  // g * (1 - y^2)
+    "sigmoid_backward "               // g * y * (1 - y)
+    "native_dropout _fused_dropout";  // compare the draw with p, mask, scale
 // Activations built on exp/erf, counted term by term.
 constexpr std::pair<std::string_view, double> kActivations[] = {
     {"sigmoid", 4},         // 1 / (1 + exp(-x))

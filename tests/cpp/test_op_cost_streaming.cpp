@@ -149,6 +149,29 @@ TEST(OpCostReduction, VectorNormDependsOnOrder) {
   EXPECT_DOUBLE_EQ(estimate_cost(norm(3)).flops, 3001);
 }
 
+TEST(OpCostPool, MaxPoolForwardAndBackward) {
+  // [4,8,8,8] -> [4,8,4,4] with 2x2 windows: 512 outputs * 4 compares = 2,048 FLOPs.
+  const auto fwd =
+      op("aten::max_pool2d_with_indices", "",
+         {tensor("self", T({4, 8, 8, 8})), ints("kernel_size", {2}), ints("stride", {2}),
+          ints("padding", {0}), ints("dilation", {1}), boolean("ceil_mode", false)},
+         {T({4, 8, 4, 4}), T({4, 8, 4, 4}, "int64")});
+  const OpCost f = estimate_cost(fwd);
+  EXPECT_EQ(f.op_class, OpClass::Reduction);
+  EXPECT_DOUBLE_EQ(f.flops, 2048);
+  EXPECT_DOUBLE_EQ(f.bytes_written, 512 * 4.0 + 512 * 8.0);  // values and int64 indices
+  // Backward reads grad_output and the indices; self only gives the shape.
+  const auto bwd = op(
+      "aten::max_pool2d_with_indices_backward", "",
+      {tensor("grad_output", T({4, 8, 4, 4})), tensor("self", T({4, 8, 8, 8})),
+       ints("kernel_size", {2}), ints("stride", {2}), ints("padding", {0}), ints("dilation", {1}),
+       boolean("ceil_mode", false), tensor("indices", T({4, 8, 4, 4}, "int64"))},
+      {T({4, 8, 8, 8})});
+  const OpCost b = estimate_cost(bwd);
+  EXPECT_DOUBLE_EQ(b.bytes_read, 2048 + 4096);
+  EXPECT_DOUBLE_EQ(b.bytes_written, 2048 * 4.0);
+}
+
 OpRecord layer_norm_backward(std::vector<int64_t> mask) {
   const TensorMeta x = T({8, 512, 768});
   return op("aten::native_layer_norm_backward", "",
