@@ -83,10 +83,10 @@ StepKernels Correlator::take_step() {
   return out;
 }
 
-int64_t attach_kernels(Step& step, StepKernels&& kernels) {
+int64_t attach_kernels(std::vector<OpRecord>& ops, StepKernels&& kernels) {
   std::unordered_set<uint64_t> known;
-  known.reserve(step.ops.size());
-  for (OpRecord& op : step.ops) {
+  known.reserve(ops.size());
+  for (OpRecord& op : ops) {
     known.insert(op.id);
     auto it = kernels.by_op.find(op.id);
     if (it == kernels.by_op.end()) continue;

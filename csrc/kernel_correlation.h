@@ -125,8 +125,9 @@ class Correlator {
   int64_t overflow_ = 0;
 };
 
-// Sets the kernels of every op of `step` that launched any. Returns how many kernels named
-// an op id the step does not hold (an op dropped at the step's record cap, for example).
-int64_t attach_kernels(Step& step, StepKernels&& kernels);
+// Sets the kernels of every op in `ops` that launched any, matching the ids the ops had when
+// their external ids were pushed. Returns how many kernels named an op id `ops` does not hold
+// (an op dropped at the step's record cap, for example).
+int64_t attach_kernels(std::vector<OpRecord>& ops, StepKernels&& kernels);
 
 }  // namespace habitat

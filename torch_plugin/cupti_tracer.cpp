@@ -33,12 +33,15 @@ KernelTracer::~KernelTracer() = default;
 Status KernelTracer::start(const TracerOptions&) { return {false, kNotCompiled}; }
 Status KernelTracer::stop() { return {true, ""}; }
 void KernelTracer::detach(const std::string&) {}
-StepResult KernelTracer::flush_step() {
+StepResult KernelTracer::flush_step() { return last_step(); }
+StepResult KernelTracer::flush_into(std::vector<OpRecord>&) { return last_step(); }
+StepResult KernelTracer::last_step() const {
   StepResult r;
   r.status = {false, kNotCompiled};
   return r;
 }
 bool KernelTracer::active() const { return false; }
+bool KernelTracer::usable() const { return false; }
 std::string KernelTracer::status() const { return kNotCompiled; }
 bool KernelTracer::push(uint64_t) { return false; }
 void KernelTracer::pop() {}
@@ -133,9 +136,9 @@ using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
 struct TracerState {
   // Control: start/stop/flush, one caller at a time.
   std::mutex control_mu;
-  TracerOptions options;
   std::vector<CUpti_ActivityKind> enabled;
   std::string status = "not started";
+  bool start_failed = false;
 
   // Hot path: read on every op by ScopedKernelAttribution.
   std::atomic<bool> active{false};
@@ -148,6 +151,7 @@ struct TracerState {
   int64_t nvtx_ranges = 0;
   std::vector<std::string> nvtx_sample;
   std::string callback_error;
+  StepResult last;  // counts of the latest flush, under control_mu
 
   // Buffers are allocated here and handed to CUPTI; `lent` remembers which are ours, so a
   // buffer that another client's callback received is never freed twice, and one we receive
@@ -283,20 +287,21 @@ Status KernelTracer::start(const TracerOptions& options) {
   TracerState& s = *state_;
   std::lock_guard<std::mutex> lock(s.control_mu);
   if (s.active) return {true, s.status};
-  s.options = options;
 
   // Registering again after another client (Kineto) replaced our callbacks takes them back.
   CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
   if (r != CUPTI_SUCCESS) {
     s.status = describe(r, "cuptiActivityRegisterCallbacks");
+    s.start_failed = true;
     return {false, s.status};
   }
   std::vector<CUpti_ActivityKind> kinds(std::begin(kKinds), std::end(kKinds));
-  if (s.options.record_nvtx) kinds.push_back(CUPTI_ACTIVITY_KIND_MARKER);
+  if (options.record_nvtx) kinds.push_back(CUPTI_ACTIVITY_KIND_MARKER);
   for (CUpti_ActivityKind kind : kinds) {
     r = cuptiActivityEnable(kind);
     if (r != CUPTI_SUCCESS) {
       s.status = describe(r, std::string("cuptiActivityEnable(") + kind_name(kind) + ")");
+      s.start_failed = true;
       for (CUpti_ActivityKind on : s.enabled) cuptiActivityDisable(on);
       s.enabled.clear();
       return {false, s.status};
@@ -313,6 +318,7 @@ Status KernelTracer::start(const TracerOptions& options) {
     s.callback_error.clear();
   }
   s.status = "tracing";
+  s.start_failed = false;
   s.active = true;
   return {true, s.status};
 }
@@ -371,10 +377,34 @@ StepResult KernelTracer::flush_step() {
                              " ops could not push their CUPTI external correlation id; their "
                              "kernels are counted as unattributed"};
   }
+  s.last.kernels.stats = out.kernels.stats;
+  s.last.nvtx_ranges = out.nvtx_ranges;
+  s.last.nvtx_sample = out.nvtx_sample;
+  s.last.orphan_kernels = 0;
+  s.last.status = out.status;
   return out;
 }
 
+StepResult KernelTracer::flush_into(std::vector<OpRecord>& ops) {
+  StepResult out = flush_step();
+  out.orphan_kernels = attach_kernels(ops, std::move(out.kernels));
+  out.kernels.by_op.clear();
+  std::lock_guard<std::mutex> lock(state_->control_mu);
+  state_->last.orphan_kernels = out.orphan_kernels;
+  return out;
+}
+
+StepResult KernelTracer::last_step() const {
+  std::lock_guard<std::mutex> lock(state_->control_mu);
+  return state_->last;
+}
+
 bool KernelTracer::active() const { return state_->active.load(std::memory_order_relaxed); }
+
+bool KernelTracer::usable() const {
+  std::lock_guard<std::mutex> lock(state_->control_mu);
+  return !state_->start_failed;
+}
 
 std::string KernelTracer::status() const {
   std::lock_guard<std::mutex> lock(state_->control_mu);

@@ -36,6 +36,7 @@ struct StepResult {
   StepKernels kernels;
   int64_t nvtx_ranges = 0;               // "habitat" NVTX ranges seen (with record_nvtx)
   std::vector<std::string> nvtx_sample;  // a few of their names
+  int64_t orphan_kernels = 0;            // flush_into: kernels of ops the step did not hold
   Status status;                         // not ok: the step's kernels are incomplete
 };
 
@@ -56,8 +57,15 @@ class KernelTracer {
   // Forces every buffer out (synchronise the device first, or running kernels arrive as
   // incomplete), joins the step's records and starts the next step.
   StepResult flush_step();
+  // flush_step(), then the kernels go into `ops` (ids as pushed by ScopedKernelAttribution,
+  // before any renumbering); the result keeps the counts. Does nothing when not active.
+  StepResult flush_into(std::vector<OpRecord>& ops);
+  // The counts and status of the latest flush (its kernels already handed out).
+  StepResult last_step() const;
 
   bool active() const;
+  // False when CUPTI is not compiled in or the last start() failed: callers fall back.
+  bool usable() const;
   // "tracing", "not started", or why tracing is off.
   std::string status() const;
 

@@ -299,7 +299,7 @@ TEST(KernelCorrelation, AttachFillsOpsAndCountsKernelsOfUnknownOps) {
   f.launch(3, "c", 50, 10);
   f.launch(9, "d", 70, 10);  // op 9 was dropped at the step's record cap
   for (const Record& r : f.records) feed(c, r);
-  EXPECT_EQ(attach_kernels(step, c.take_step()), 1);
+  EXPECT_EQ(attach_kernels(step.ops, c.take_step()), 1);
   EXPECT_EQ(step.ops[0].kernels.size(), 1u);
   EXPECT_TRUE(step.ops[1].kernels.empty());
   ASSERT_EQ(step.ops[2].kernels.size(), 2u);
