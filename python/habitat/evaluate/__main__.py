@@ -1,0 +1,52 @@
+"""python -m habitat.evaluate {kernels,models} --data DIR [--quick] [--json OUT] [--origin G] [--target G]"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from habitat.evaluate import kernels, models
+from habitat.evaluate import predictors as P
+from habitat.learned.devices import DeviceTable, default_table
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m habitat.evaluate",
+                                description="Accuracy of Habitat's predictors on NeuSight-format measurements.")
+    p.add_argument("what", choices=("kernels", "models"),
+                   help="kernels: per-op CSVs (kernels/, test/); models: end-to-end labels/")
+    p.add_argument("--data", required=True, help="NeuSight-format data directory")
+    p.add_argument("--weights", default=None, help="weights directory (default: the packaged weights/)")
+    p.add_argument("--devices", default=None, help="devices.json (default: the package's)")
+    p.add_argument("--quick", action="store_true", help="a small subsample (tests, CI)")
+    p.add_argument("--json", default=None, help="write the numbers to this file")
+    p.add_argument("--origin", action="append", default=None, help="restrict origins (repeatable)")
+    p.add_argument("--target", action="append", default=None, help="restrict targets (repeatable)")
+    args = p.parse_args(argv)
+    devices = DeviceTable.load(args.devices) if args.devices else default_table()
+    weights = Path(args.weights) if args.weights else P.default_weights_dir()
+    model_set = P.ModelSet(weights)
+    data = Path(args.data)
+    origins = set(args.origin) if args.origin else None
+    targets = set(args.target) if args.target else None
+    start = time.time()
+    if args.what == "kernels":
+        results = kernels.evaluate(data, model_set, devices, args.quick, origins, targets)
+        kernels.print_report(results)
+    else:
+        results = models.evaluate(data, model_set, devices, args.quick, origins, targets)
+        results["summary"] = models.print_report(results)
+    results["anchors"] = {"kernel": P.ANCHORS_KERNEL, "e2e": P.ANCHORS_E2E}
+    results["weights"] = str(weights)
+    results["quick"] = args.quick
+    print(f"\n({args.what}: {time.time() - start:.0f}s)")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Device figures for the learned models, read from habitat/data/devices.json.
+
+The JSON file is the single source of GPU figures (the C++ DeviceDatabase reads the same
+file); nothing here repeats a figure. Lookup is forgiving in the same way as the engine's:
+case, spaces, dashes, underscores and the "NVIDIA"/"Tesla" prefixes are ignored.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+DEFAULT_DB = Path(__file__).resolve().parent.parent / "data" / "devices.json"
+
+# Matrix-work precisions fall back to the FP32 SIMT peak when a GPU has no units for them,
+# as Device::peak_flops does in the engine.
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp64")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    name: str
+    sms: int
+    clock_mhz: float
+    bandwidth_gbs: float
+    l2_mb: float
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+
+    def peak_flops(self, precision: str = "fp32") -> float:
+        value = self.peak_tflops.get(precision) or self.peak_tflops["fp32"]
+        return float(value) * 1e12
+
+
+def _key(name: str) -> str:
+    text = name.lower()
+    text = re.sub(r"^(nvidia|tesla)[\s_-]+", "", text)
+    text = re.sub(r"^(nvidia|tesla)[\s_-]+", "", text)
+    return re.sub(r"[\s_\-]+", "", text)
+
+
+def _entries(document: object) -> list[dict]:
+    if isinstance(document, dict):
+        for key in ("devices", "gpus"):
+            if isinstance(document.get(key), list):
+                return document[key]
+        if isinstance(document.get("devices"), dict):
+            return [dict(v, name=k) for k, v in document["devices"].items()]
+    if isinstance(document, list):
+        return document
+    raise ValueError("devices.json: expected a list of devices or {\"devices\": [...]}")
+
+
+def _spec(entry: dict) -> DeviceSpec:
+    peaks = entry.get("peak_tflops") or {}
+    return DeviceSpec(
+        name=entry["name"],
+        sms=int(entry["sms"]),
+        clock_mhz=float(entry.get("boost_clock_mhz", 0.0)),
+        bandwidth_gbs=float(entry["memory_bandwidth_gbs"]),
+        l2_mb=float(entry["l2_mb"]),
+        peak_tflops={str(k): float(v) for k, v in peaks.items() if v},
+        aliases=tuple(entry.get("aliases", ())) + tuple(
+            x for x in (entry.get("display_name"),) if x),
+    )
+
+
+class DeviceTable:
+    def __init__(self, devices: list[DeviceSpec]):
+        self.devices = devices
+        self._index: dict[str, DeviceSpec] = {}
+        for d in devices:
+            for n in (d.name, *d.aliases):
+                self._index.setdefault(_key(n), d)
+
+    @classmethod
+    def load(cls, path: str | Path = DEFAULT_DB) -> "DeviceTable":
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"device database not found at {path}")
+        return cls([_spec(e) for e in _entries(json.loads(path.read_text()))])
+
+    def find(self, name: str) -> DeviceSpec:
+        d = self._index.get(_key(name))
+        if d is None:
+            known = ", ".join(sorted(x.name for x in self.devices))
+            raise KeyError(f"unknown GPU {name!r}: add it to devices.json (known: {known})")
+        return d
+
+    def try_find(self, name: str) -> DeviceSpec | None:
+        return self._index.get(_key(name))
+
+
+@lru_cache(maxsize=4)
+def default_table(path: str = str(DEFAULT_DB)) -> DeviceTable:
+    return DeviceTable.load(path)

@@ -1,0 +1,153 @@
+"""Feature vectors of the learned models. csrc/learned_features.cpp computes the same
+numbers from an OpRecord; tests/python/test_learned_parity.py checks they agree.
+
+Every family predicts an *efficiency* against its roofline time on the target, so the
+time it forecasts is never below the roofline (up to the head's 1/E_MAX slack). Shape
+columns per family (all numbers, one row per op):
+
+gemm         b, m, n, k, elem_bytes       C[b,m,n] = A[b,m,k] @ B[b,k,n] (k: reduction)
+conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes  (square 2-D)
+elementwise  n, inputs, transcendental, elem_bytes   (inputs: tensors read of size n)
+softmax      rows, cols, elem_bytes           (row-wise over the last dim)
+layernorm    rows, cols, elem_bytes
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from habitat.learned.devices import DeviceSpec
+
+FAMILIES = ("gemm", "conv", "elementwise", "softmax", "layernorm")
+
+SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gemm": ("b", "m", "n", "k", "elem_bytes"),
+    "conv": ("batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes"),
+    "elementwise": ("n", "inputs", "transcendental", "elem_bytes"),
+    "softmax": ("rows", "cols", "elem_bytes"),
+    "layernorm": ("rows", "cols", "elem_bytes"),
+}
+
+# The device enters only through quantities relative to the op (roofline times, waves,
+# intensity over the ridge point, bytes over L2): with five training GPUs, absolute device
+# figures would let the model memorise each GPU instead of learning what carries over.
+DEVICE_FEATURES: tuple[str, ...] = ()
+_GEMM_CORE = ("log2_t_compute_us", "log2_t_memory_us", "log2_intensity_over_ridge",
+              "log2_waves_64", "wave_fill_64", "log2_waves_128", "wave_fill_128",
+              "log2_bytes_over_l2")
+FEATURE_NAMES: dict[str, tuple[str, ...]] = {
+    "gemm": ("log2_b", "log2_m", "log2_n", "log2_k") + _GEMM_CORE + DEVICE_FEATURES,
+    "conv": ("log2_batch", "log2_cin", "log2_cout", "kernel", "stride", "log2_size",
+             "log2_gemm_m", "log2_gemm_k") + _GEMM_CORE + DEVICE_FEATURES,
+    "elementwise": ("log2_n", "inputs", "transcendental", "log2_t_memory_us",
+                    "log2_bytes_over_l2", "log2_blocks_per_sm") + DEVICE_FEATURES,
+    "softmax": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
+                "log2_rows_per_sm") + DEVICE_FEATURES,
+    "layernorm": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
+                  "log2_rows_per_sm") + DEVICE_FEATURES,
+}
+
+# FLOPs per element of the row-wise families (max, sub, exp, sum, div; mean, var, scale).
+SOFTMAX_FLOPS_PER_ELEMENT = 5.0
+LAYERNORM_FLOPS_PER_ELEMENT = 8.0
+TRANSCENDENTAL_FLOPS = 16.0  # an exp/tanh/pow costs about this many FP32 operations
+ELEMENTWISE_BLOCK_ELEMENTS = 512.0  # 128 threads x 4 elements (PyTorch's vectorised loop)
+
+
+def _log2(x: np.ndarray) -> np.ndarray:
+    return np.log2(np.maximum(x, 1e-30))
+
+
+def _waves(blocks: np.ndarray, sms: int) -> tuple[np.ndarray, np.ndarray]:
+    waves = np.ceil(blocks / sms)
+    return blocks / sms, blocks / (waves * sms)
+
+
+def _gemm_core(b, m, n, k, flops, nbytes, dev: DeviceSpec, precision: str):
+    peak = dev.peak_flops(precision)
+    bw = dev.bandwidth_gbs * 1e9
+    t_c = flops / peak * 1e6
+    t_m = nbytes / bw * 1e6
+    ridge = peak / bw
+    cols = [_log2(t_c), _log2(t_m), _log2(flops / nbytes / ridge)]
+    for tile in (64.0, 128.0):
+        blocks = b * np.ceil(m / tile) * np.ceil(n / tile)
+        waves, fill = _waves(blocks, dev.sms)
+        cols += [_log2(waves), fill]
+    cols.append(_log2(nbytes / (dev.l2_mb * 1048576.0)))
+    return cols, np.maximum(t_c, t_m)
+
+
+def _conv_out(s: dict[str, np.ndarray]) -> np.ndarray:
+    return np.floor((s["size"] + 2.0 * s["padding"] - s["kernel"]) / s["stride"]) + 1.0
+
+
+def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """FLOPs and bytes moved of each row (device-independent)."""
+    s = {c: np.asarray(shapes[c], dtype=np.float64) for c in SHAPE_COLUMNS[family]}
+    eb = s["elem_bytes"]
+    if family == "gemm":
+        b, m, n, k = s["b"], s["m"], s["n"], s["k"]
+        return 2.0 * b * m * n * k, eb * b * (m * k + k * n + m * n)
+    if family == "conv":
+        batch, cin, cout, r, size = s["batch"], s["cin"], s["cout"], s["kernel"], s["size"]
+        out = _conv_out(s)
+        flops = 2.0 * (batch * out * out) * cout * (cin * r * r)
+        return flops, eb * (batch * cin * size * size + cout * cin * r * r + batch * cout * out * out)
+    if family == "elementwise":
+        n, inputs, trans = s["n"], s["inputs"], s["transcendental"]
+        return n * (1.0 + TRANSCENDENTAL_FLOPS * trans), eb * n * (inputs + 1.0)
+    if family in ("softmax", "layernorm"):
+        rows, ncols = s["rows"], s["cols"]
+        per = SOFTMAX_FLOPS_PER_ELEMENT if family == "softmax" else LAYERNORM_FLOPS_PER_ELEMENT
+        nbytes = eb * rows * ncols * 2.0
+        if family == "layernorm":
+            nbytes = nbytes + eb * 2.0 * ncols
+        return per * rows * ncols, nbytes
+    raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
+
+
+def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
+            precision: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
+    """Returns (features [N, F] float64, roofline time in microseconds [N])."""
+    s = {c: np.asarray(shapes[c], dtype=np.float64) for c in SHAPE_COLUMNS[family]}
+    bw = dev.bandwidth_gbs * 1e9
+    eb = s["elem_bytes"]
+    if family == "gemm":
+        b, m, n, k = s["b"], s["m"], s["n"], s["k"]
+        flops = 2.0 * b * m * n * k
+        nbytes = eb * b * (m * k + k * n + m * n)
+        core, t_roof = _gemm_core(b, m, n, k, flops, nbytes, dev, precision)
+        cols = [_log2(b), _log2(m), _log2(n), _log2(k)] + core
+    elif family == "conv":
+        batch, cin, cout, r = s["batch"], s["cin"], s["cout"], s["kernel"]
+        size, stride = s["size"], s["stride"]
+        out = _conv_out(s)
+        gm, gn, gk = batch * out * out, cout, cin * r * r
+        flops = 2.0 * gm * gn * gk
+        nbytes = eb * (batch * cin * size * size + cout * cin * r * r + batch * cout * out * out)
+        core, t_roof = _gemm_core(np.ones_like(gm), gm, gn, gk, flops, nbytes, dev, precision)
+        cols = [_log2(batch), _log2(cin), _log2(cout), r, stride, _log2(size), _log2(gm), _log2(gk)] + core
+    elif family == "elementwise":
+        n, inputs, trans = s["n"], s["inputs"], s["transcendental"]
+        nbytes = eb * n * (inputs + 1.0)
+        flops = n * (1.0 + TRANSCENDENTAL_FLOPS * trans)
+        t_m = nbytes / bw * 1e6
+        t_roof = np.maximum(t_m, flops / dev.peak_flops("fp32") * 1e6)
+        blocks = np.ceil(n / ELEMENTWISE_BLOCK_ELEMENTS)
+        cols = [_log2(n), inputs, trans, _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
+                _log2(blocks / dev.sms)]
+    elif family in ("softmax", "layernorm"):
+        rows, ncols = s["rows"], s["cols"]
+        per = SOFTMAX_FLOPS_PER_ELEMENT if family == "softmax" else LAYERNORM_FLOPS_PER_ELEMENT
+        nbytes = eb * rows * ncols * 2.0
+        if family == "layernorm":
+            nbytes = nbytes + eb * 2.0 * ncols
+        t_m = nbytes / bw * 1e6
+        t_roof = np.maximum(t_m, per * rows * ncols / dev.peak_flops("fp32") * 1e6)
+        cols = [_log2(rows), _log2(ncols), _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
+                _log2(rows / dev.sms)]
+    else:
+        raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
+    x = np.stack([np.asarray(c, dtype=np.float64) for c in cols], axis=1)
+    assert x.shape[1] == len(FEATURE_NAMES[family])
+    return x, t_roof

@@ -1,0 +1,77 @@
+"""The efficiency MLP: numpy inference and the output head shared with the engine.
+
+time_us = roofline_us / efficiency, efficiency = E_MAX * sigmoid(mlp(normalised features)).
+E_MAX > 1 leaves room for datasheet peaks a little below what a GPU reaches (boost clocks,
+L2-resident operands); the engine (csrc/learned_model.cpp) applies the same head.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from habitat.learned import features as feats
+from habitat.learned import safetensors_io
+from habitat.learned.devices import DeviceSpec
+
+E_MAX = 2.0
+FORMAT = "habitat-efficiency-mlp"
+FORMAT_VERSION = 1
+
+
+def _log_sigmoid(y: np.ndarray) -> np.ndarray:
+    return -np.logaddexp(0.0, -y)
+
+
+@dataclass
+class EfficiencyMLP:
+    family: str
+    mean: np.ndarray          # [F] float32
+    std: np.ndarray           # [F] float32
+    weights: list[np.ndarray]  # [out, in] float32 per layer
+    biases: list[np.ndarray]
+    metadata: dict
+
+    def raw(self, x: np.ndarray) -> np.ndarray:
+        h = ((x - self.mean.astype(np.float64)) / self.std.astype(np.float64)).astype(np.float32)
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            h = h @ w.T + b
+            if i + 1 < len(self.weights):
+                h = np.maximum(h, 0.0)
+        return h[:, 0].astype(np.float64)
+
+    def predict_from_features(self, x: np.ndarray, t_roof_us: np.ndarray) -> np.ndarray:
+        log_eff = np.log(E_MAX) + _log_sigmoid(self.raw(x))
+        return t_roof_us * np.exp(-log_eff)
+
+    def predict(self, shapes: dict[str, np.ndarray], dev: DeviceSpec, precision: str = "fp32") -> np.ndarray:
+        x, t_roof = feats.compute(self.family, shapes, dev, precision)
+        return self.predict_from_features(x, t_roof)
+
+    def save(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        tensors = {"norm.mean": self.mean, "norm.std": self.std}
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            tensors[f"layers.{i}.weight"] = w
+            tensors[f"layers.{i}.bias"] = b
+        safetensors_io.save(directory / f"{self.family}.safetensors", tensors,
+                            {"format": FORMAT, "family": self.family})
+        (directory / f"{self.family}.json").write_text(json.dumps(self.metadata, indent=1) + "\n")
+
+    @classmethod
+    def load(cls, directory: str | Path, family: str) -> "EfficiencyMLP":
+        directory = Path(directory)
+        tensors, _ = safetensors_io.load(directory / f"{family}.safetensors")
+        metadata = json.loads((directory / f"{family}.json").read_text())
+        layers = metadata["layers"]
+        return cls(family, tensors["norm.mean"], tensors["norm.std"],
+                   [tensors[f"layers.{i}.weight"] for i in range(layers)],
+                   [tensors[f"layers.{i}.bias"] for i in range(layers)], metadata)
+
+
+def load_all(directory: str | Path) -> dict[str, EfficiencyMLP]:
+    directory = Path(directory)
+    return {f: EfficiencyMLP.load(directory, f) for f in feats.FAMILIES
+            if (directory / f"{f}.safetensors").is_file()}

@@ -1,0 +1,118 @@
+"""Loads NeuSight-format kernel CSVs (kernels/<op>/<GPU>.csv and test/<op>.csv) into
+per-family tables of shapes and measured latencies."""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from habitat.learned.features import SHAPE_COLUMNS
+
+# Element-wise op -> (input tensors of size n, transcendental)
+ELEMENTWISE_OPS: dict[str, tuple[int, int]] = {
+    "add": (2, 0), "mul": (2, 0), "div": (2, 0), "pow": (2, 1),
+    "addu": (1, 0), "mulu": (1, 0), "divu": (1, 0), "powu": (1, 1),
+    "relu": (1, 0), "gelu": (1, 1), "tanh": (1, 1),
+}
+OP_FAMILY = {"bmm": "gemm", "linear": "gemm", "conv": "conv", "softmax": "softmax", "ln": "layernorm",
+             **{op: "elementwise" for op in ELEMENTWISE_OPS}}
+
+
+@dataclass
+class KernelTable:
+    """Rows of one family: shape columns, op name, device name, latency (us), launch blocks."""
+    family: str
+    op: list[str] = field(default_factory=list)
+    device: list[str] = field(default_factory=list)
+    latency_us: list[float] = field(default_factory=list)
+    blocks: list[float] = field(default_factory=list)
+    shapes: dict[str, list[float]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.latency_us)
+
+    def add(self, op: str, device: str, latency_us: float, blocks: float, shape: dict[str, float]) -> None:
+        self.op.append(op)
+        self.device.append(device)
+        self.latency_us.append(latency_us)
+        self.blocks.append(blocks)
+        for c in SHAPE_COLUMNS[self.family]:
+            self.shapes.setdefault(c, []).append(float(shape[c]))
+
+    def arrays(self) -> "KernelArrays":
+        return KernelArrays(self.family, np.array(self.op), np.array(self.device),
+                            np.array(self.latency_us, dtype=np.float64),
+                            np.array(self.blocks, dtype=np.float64),
+                            {c: np.array(v, dtype=np.float64) for c, v in self.shapes.items()})
+
+
+@dataclass
+class KernelArrays:
+    family: str
+    op: np.ndarray
+    device: np.ndarray
+    latency_us: np.ndarray
+    blocks: np.ndarray
+    shapes: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.latency_us)
+
+    def take(self, index: np.ndarray) -> "KernelArrays":
+        return KernelArrays(self.family, self.op[index], self.device[index], self.latency_us[index],
+                            self.blocks[index], {c: v[index] for c, v in self.shapes.items()})
+
+    def shape_keys(self) -> np.ndarray:
+        """One string per row naming its op and shape (matches rows across GPUs)."""
+        cols = [self.op] + [self.shapes[c].astype(np.int64).astype(str) for c in SHAPE_COLUMNS[self.family]]
+        out = cols[0].astype(object)
+        for c in cols[1:]:
+            out = out + "|" + c.astype(object)
+        return out.astype(str)
+
+
+def row_shape(op: str, row: dict[str, str]) -> dict[str, float]:
+    family = OP_FAMILY[op]
+    if family == "gemm":  # NeuSight: A[B,M,N] x B[B,N,K], N is the reduction
+        return {"b": float(row["B"]), "m": float(row["M"]), "k": float(row["N"]), "n": float(row["K"]),
+                "elem_bytes": 4.0}
+    if family == "conv":
+        return {"batch": float(row["B"]), "cin": float(row["Input_Channel"]),
+                "cout": float(row["Output_Channel"]), "kernel": float(row["Kernel_Szie"]),
+                "size": float(row["Input_Size"]), "stride": float(row["Stride"]),
+                "padding": float(row["Padding"]), "elem_bytes": 4.0}
+    if family == "elementwise":
+        inputs, trans = ELEMENTWISE_OPS[op]
+        return {"n": float(row["B"]) * float(row["H"]), "inputs": float(inputs),
+                "transcendental": float(trans), "elem_bytes": 4.0}
+    return {"rows": float(row["B"]), "cols": float(row["H"]), "elem_bytes": 4.0}
+
+
+def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None) -> None:
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            op = row["OPName"]
+            if op not in OP_FAMILY or (ops is not None and op not in ops):
+                continue
+            latency_ms = float(row["Latency"])
+            if not latency_ms > 0:
+                continue
+            blocks = float(row["Grid x"]) * float(row["Grid y"]) * float(row["Grid z"])
+            family = OP_FAMILY[op]
+            tables.setdefault(family, KernelTable(family)).add(
+                op, row["Device"], latency_ms * 1000.0, blocks, row_shape(op, row))
+
+
+def load_kernels(data_dir: str | Path, layout: str = "kernels",
+                 ops: set[str] | None = None) -> dict[str, KernelArrays]:
+    """layout "kernels": data_dir/kernels/<op>/<GPU>.csv; "test": data_dir/test/<op>.csv."""
+    root = Path(data_dir) / layout
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} not found: expected NeuSight's {layout}/ directory")
+    tables: dict[str, KernelTable] = {}
+    paths = sorted(root.glob("*/*.csv")) if layout == "kernels" else sorted(root.glob("*.csv"))
+    for path in paths:
+        _read(path, tables, ops)
+    return {f: t.arrays() for f, t in sorted(tables.items())}

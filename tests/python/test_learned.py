@@ -1,0 +1,120 @@
+"""Learned models: weight format, features, data loading and deterministic training."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from habitat.learned import features as feats  # noqa: E402
+from habitat.learned import safetensors_io  # noqa: E402
+from habitat.learned.devices import DeviceTable, default_table  # noqa: E402
+from habitat.learned.model import EfficiencyMLP  # noqa: E402
+from habitat.learned.neusight import load_kernels  # noqa: E402
+from habitat.learned.train import TrainConfig, design, fit  # noqa: E402
+
+
+def test_safetensors_round_trip(tmp_path: Path) -> None:
+    tensors = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1.5], dtype=np.float32)}
+    safetensors_io.save(tmp_path / "x.safetensors", tensors, {"family": "gemm"})
+    raw = (tmp_path / "x.safetensors").read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    assert header["a"] == {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}
+    loaded, meta = safetensors_io.load(tmp_path / "x.safetensors")
+    assert meta == {"family": "gemm"}
+    np.testing.assert_array_equal(loaded["a"], tensors["a"])
+    (tmp_path / "bad.safetensors").write_bytes(raw[:-4])
+    with pytest.raises(ValueError, match="inconsistent"):
+        safetensors_io.load(tmp_path / "bad.safetensors")
+
+
+def test_device_lookup_is_forgiving() -> None:
+    table = default_table()
+    assert table.find("NVIDIA_A100-PCIE-40GB") is table.find("NVIDIA A100-PCIE-40GB")
+    assert table.find("Tesla_P4").name == table.find("p4").name
+    assert table.find("NVIDIA L4").sms == 58  # not NeuSight's 60
+    with pytest.raises(KeyError, match="devices.json"):
+        table.find("Voodoo 5")
+
+
+@pytest.mark.parametrize("family", feats.FAMILIES)
+def test_features_have_their_names_and_a_positive_roofline(family: str) -> None:
+    shapes = {c: np.array([1.0, 64.0, 1024.0]) for c in feats.SHAPE_COLUMNS[family]}
+    shapes["elem_bytes"] = np.full(3, 4.0)
+    if family == "conv":
+        shapes.update(kernel=np.array([1.0, 3.0, 3.0]), stride=np.ones(3), padding=np.ones(3))
+    if family == "elementwise":
+        shapes.update(inputs=np.array([1.0, 2.0, 2.0]), transcendental=np.array([0.0, 1.0, 0.0]))
+    x, t_roof = feats.compute(family, shapes, default_table().find("T4"))
+    assert x.shape == (3, len(feats.FEATURE_NAMES[family]))
+    assert np.all(np.isfinite(x)) and np.all(t_roof > 0)
+    assert t_roof[2] > t_roof[1] > t_roof[0]
+
+
+def test_gemm_roofline_uses_the_precision_peak() -> None:
+    dev = default_table().find("A100-PCIE-40GB")
+    shapes = {"b": np.array([1.0]), "m": np.array([8192.0]), "n": np.array([8192.0]), "k": np.array([8192.0]),
+              "elem_bytes": np.array([2.0])}
+    _, fp32 = feats.compute("gemm", shapes, dev, "fp32")
+    _, bf16 = feats.compute("gemm", shapes, dev, "bf16")
+    assert fp32[0] / bf16[0] == pytest.approx(312 / 19.5, rel=1e-6)
+
+
+def _write_neusight(root: Path) -> None:
+    cols = ["OPName", "Latency", "Device", "Grid x", "Grid y", "Grid z", "B", "M", "N", "K"]
+    for gpu, scale in (("Tesla T4", 2.0), ("NVIDIA A100-PCIE-40GB", 1.0)):
+        d = root / "kernels" / "bmm"
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / f"{gpu.replace(' ', '_')}.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(cols)
+            for i in range(1, 41):
+                w.writerow(["bmm", 0.01 * i * scale, gpu, 1, 1, i, i, 64, 32 * i, 16])
+    (root / "test").mkdir()
+    with open(root / "test" / "bmm.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        w.writerow(["bmm", 0.5, "NVIDIA L4", 1, 1, 4, 4, 64, 128, 16])
+
+
+def test_loads_both_layouts_with_neusight_dimension_names(tmp_path: Path) -> None:
+    _write_neusight(tmp_path)
+    k = load_kernels(tmp_path, "kernels")["gemm"]
+    assert len(k) == 80 and set(k.device) == {"Tesla T4", "NVIDIA A100-PCIE-40GB"}
+    # NeuSight's A[B,M,N] x B[B,N,K]: N is the reduction, K the output columns
+    first = k.take(np.array([0]))
+    assert (first.shapes["m"][0], first.shapes["k"][0], first.shapes["n"][0]) == (64.0, 32.0, 16.0)
+    assert k.latency_us[0] == pytest.approx(10.0 * (1.0 if "A100" in k.device[0] else 2.0))
+    t = load_kernels(tmp_path, "test")["gemm"]
+    assert list(t.device) == ["NVIDIA L4"]
+
+
+def test_training_is_deterministic_and_learns(tmp_path: Path) -> None:
+    _write_neusight(tmp_path)
+    rows = load_kernels(tmp_path, "kernels")["gemm"]
+    x, t_roof = design(rows, default_table())
+    cfg = TrainConfig(steps=60, batch=64, hidden=(16, 16))
+    a = fit("gemm", x, t_roof, rows.latency_us, cfg)
+    b = fit("gemm", x, t_roof, rows.latency_us, cfg)
+    for wa, wb in zip(a.weights, b.weights):
+        np.testing.assert_array_equal(wa, wb)
+    pred = a.predict_from_features(x, t_roof)
+    assert np.all(pred >= t_roof / 2.0 * 0.999)  # never faster than roofline / e_max
+    err = np.mean(np.abs(pred - rows.latency_us) / rows.latency_us)
+    assert err < np.mean(np.abs(t_roof - rows.latency_us) / rows.latency_us)
+    a.save(tmp_path)
+    c = EfficiencyMLP.load(tmp_path, "gemm")
+    np.testing.assert_allclose(c.predict_from_features(x, t_roof), pred, rtol=1e-6)
+
+
+def test_device_table_reads_a_user_file(tmp_path: Path) -> None:
+    doc = {"devices": [{"name": "X1", "aliases": ["Fancy X1"], "sms": 10, "memory_bandwidth_gbs": 100,
+                        "l2_mb": 1, "peak_tflops": {"fp32": 1.0}}]}
+    (tmp_path / "d.json").write_text(json.dumps(doc))
+    t = DeviceTable.load(tmp_path / "d.json")
+    assert t.find("fancy-x1").peak_flops("bf16") == 1e12  # falls back to the FP32 peak

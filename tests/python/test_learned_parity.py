@@ -1,0 +1,73 @@
+"""The engine's C++ features and MLP runtime agree with the Python training code."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from habitat import _C  # noqa: E402
+from habitat.learned import features as feats  # noqa: E402
+from habitat.learned.devices import DEFAULT_DB, default_table  # noqa: E402
+from habitat.learned.model import load_all  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+WEIGHTS = ROOT / "weights"
+GPUS = ["Tesla T4", "NVIDIA A100-PCIE-40GB", "NVIDIA L4", "H100-SXM5-80GB", "P4"]
+
+
+def _random_shapes(family: str, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def dims(lo, hi):
+        return np.round(np.exp(rng.uniform(np.log(lo), np.log(hi), n)))
+    s: dict[str, np.ndarray] = {"elem_bytes": rng.choice([2.0, 4.0], n)}
+    if family == "gemm":
+        s.update(b=dims(1, 64), m=dims(1, 8192), n=dims(1, 8192), k=dims(1, 8192))
+    elif family == "conv":
+        s.update(batch=dims(1, 64), cin=dims(3, 512), cout=dims(8, 512), kernel=rng.choice([1.0, 3.0, 7.0], n),
+                 size=dims(8, 224), stride=rng.choice([1.0, 2.0], n), padding=rng.choice([0.0, 1.0, 3.0], n))
+    elif family == "elementwise":
+        s.update(n=dims(1, 1e9), inputs=rng.choice([1.0, 2.0, 3.0], n), transcendental=rng.choice([0.0, 1.0], n))
+    else:
+        s.update(rows=dims(1, 1e6), cols=dims(1, 65536))
+    return s
+
+
+@pytest.mark.parametrize("family", feats.FAMILIES)
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_cpp_features_match_python(family: str, precision: str) -> None:
+    rng = np.random.default_rng(7)
+    shapes = _random_shapes(family, 40, rng)
+    for gpu in GPUS:
+        dev = default_table().find(gpu)
+        x, t_roof = feats.compute(family, shapes, dev, precision)
+        for i in range(len(t_roof)):
+            row = {c: float(v[i]) for c, v in shapes.items()}
+            cx, ct = _C.learned_features(family, row, gpu, precision, str(DEFAULT_DB))
+            np.testing.assert_allclose(cx, x[i], rtol=1e-9, atol=1e-9)
+            assert ct == pytest.approx(t_roof[i], rel=1e-9)
+
+
+@pytest.mark.skipif(not (WEIGHTS / "gemm.safetensors").is_file(), reason="weights not trained")
+@pytest.mark.parametrize("family", feats.FAMILIES)
+def test_cpp_predictions_match_python(family: str) -> None:
+    cpp = _C.load_learned_models(str(WEIGHTS))
+    py = load_all(WEIGHTS)
+    assert family in cpp.families()
+    rng = np.random.default_rng(11)
+    shapes = _random_shapes(family, 30, rng)
+    for gpu in GPUS:
+        expected = py[family].predict(shapes, default_table().find(gpu), "fp32")
+        for i in range(len(expected)):
+            row = {c: float(v[i]) for c, v in shapes.items()}
+            got = cpp.predict_kernel_us(family, row, gpu, "fp32", str(DEFAULT_DB))
+            assert got == pytest.approx(expected[i], rel=1e-4)
+
+
+def test_errors_name_the_problem(tmp_path: Path) -> None:
+    assert _C.load_learned_models(str(tmp_path)) is None
+    with pytest.raises(ValueError, match="unknown learned family"):
+        _C.learned_features("lstm", {}, "T4", "fp32", str(DEFAULT_DB))
+    with pytest.raises(Exception, match="must be positive|lacks column"):
+        _C.learned_features("gemm", {"b": 1.0}, "T4", "fp32", str(DEFAULT_DB))
