@@ -206,5 +206,19 @@ TEST(OpCostAttention, EfficientAttentionCustomMaskIsCausal) {
   EXPECT_DOUBLE_EQ(estimate_cost(rec(1)).flops, 33554432 / 2.0);
 }
 
+TEST(OpCostAttention, VariableLengthBatchAssumesEqualSequences) {
+  // 3 packed sequences, 300 query and key tokens, 4 heads of 64: taken as 100 tokens each,
+  // pairs = 4 * 300 * 300 / 3 = 120,000; FLOPs = 2 * 120,000 * (64 + 64) = 30,720,000.
+  const TensorMeta x = T({300, 4, 64}, "bfloat16");
+  const TensorMeta offsets = T({4}, "int32");
+  const auto rec =
+      op("aten::_flash_attention_forward", "",
+         {tensor("query", x), tensor("key", x), tensor("value", x), tensor("cum_seq_q", offsets),
+          tensor("cum_seq_k", offsets), integer("max_q", 120), integer("max_k", 120),
+          real("dropout_p", 0), boolean("is_causal", false), boolean("return_debug_mask", false)},
+         {x});
+  EXPECT_DOUBLE_EQ(estimate_cost(rec).flops, 30720000);
+}
+
 }  // namespace
 }  // namespace habitat
