@@ -1,0 +1,67 @@
+"""Habitat trace documents: the JSON a capture writes, one file per run.
+
+The format is described in docs/trace-format.md. Validation is the engine's own C++ reader,
+so a document accepted here is exactly one the predictor accepts. Documents are plain dicts
+in their canonical form: fields equal to their defaults are left out.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any, Union
+
+from habitat import _C
+
+__all__ = ["FORMAT_VERSION", "TraceFormatError", "load_trace", "save_trace", "validate_trace"]
+
+#: Raised for a document that is not a valid habitat trace; a subclass of ValueError.
+TraceFormatError = _C.TraceFormatError
+#: The newest trace format version this build reads and the one it writes.
+FORMAT_VERSION: int = _C.TRACE_FORMAT_VERSION
+
+PathLike = Union[str, "os.PathLike[str]"]
+TraceDocument = dict[str, Any]
+
+
+def validate_trace(doc: Mapping[str, Any]) -> TraceDocument:
+    """Check a trace document and return it in canonical form.
+
+    Raises TraceFormatError naming the first invalid field, e.g.
+    ``steps[0].ops[3] (aten::mm).args[0].tensor.shape[1]: must be >= 0, got -1``.
+    Keys the format does not define (such as a report's ``"forecast"``) are dropped.
+    """
+    return json.loads(_C.validate_trace_json(_to_json(doc)))
+
+
+def load_trace(path: PathLike) -> TraceDocument:
+    """Read and validate the trace file at ``path``.
+
+    Raises OSError (FileNotFoundError, PermissionError, ...) when the file cannot be read and
+    TraceFormatError when it is not a valid trace, including one written by a newer Habitat.
+    """
+    return json.loads(_C.load_trace(os.fspath(path)))
+
+
+def save_trace(doc: Mapping[str, Any], path: PathLike) -> None:
+    """Validate ``doc`` and write it to ``path`` in canonical form.
+
+    The file is replaced atomically, so a reader never sees half a trace.
+    """
+    _C.save_trace_json(_to_json(doc), os.fspath(path))
+
+
+def _to_json(doc: Mapping[str, Any]) -> str:
+    if not isinstance(doc, Mapping):
+        raise TypeError(f"a trace document is a dict, got {type(doc).__name__}")
+    try:
+        return json.dumps(doc, allow_nan=False, separators=(",", ":"))
+    except ValueError as e:
+        raise TraceFormatError(
+            f"invalid habitat trace: {e}; write non-finite floats as \"inf\", \"-inf\" or \"nan\""
+        ) from e
+    except TypeError as e:
+        raise TraceFormatError(
+            f"invalid habitat trace: {e}; documents hold only dicts, lists, str, int, float, bool "
+            "and None"
+        ) from e
