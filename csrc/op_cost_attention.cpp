@@ -21,6 +21,9 @@ struct AttentionShape {
   double ev = 0;     // value head dimension
 };
 
+// Empty tensors have zero-sized dimensions: their work is 0, not NaN.
+double safe_div(double a, double b) { return b > 0 ? a / b : 0.0; }
+
 double dim_from_end(const TensorMeta& t, std::size_t i) {
   return t.shape.size() > i ? static_cast<double>(t.shape[t.shape.size() - 1 - i]) : 1.0;
 }
@@ -35,8 +38,8 @@ std::optional<AttentionShape> varlen_shape(const OpContext& c, const TensorMeta&
   if (offsets == nullptr || numel(*offsets) < 2) return std::nullopt;
   const double sequences = numel(*offsets) - 1;
   const double heads = dim_from_end(q, 1);
-  const double total_q = numel(q) / (heads * dim_from_end(q, 0));
-  const double total_k = numel(k) / (dim_from_end(k, 1) * dim_from_end(k, 0));
+  const double total_q = safe_div(numel(q), heads * dim_from_end(q, 0));
+  const double total_k = safe_div(numel(k), dim_from_end(k, 1) * dim_from_end(k, 0));
   return AttentionShape{heads * total_q * total_k / sequences, dim_from_end(q, 0),
                         dim_from_end(v, 0)};
 }
@@ -48,7 +51,7 @@ AttentionShape dense_shape(Layout layout, const TensorMeta& q, const TensorMeta&
   const double l = dim_from_end(q, seq_axis);
   const double s = dim_from_end(k, seq_axis);
   // Query heads: with grouped-query attention each query head attends once.
-  const double batch_heads = numel(q) / (l * e);
+  const double batch_heads = safe_div(numel(q), l * e);
   return {batch_heads * l * s, e, dim_from_end(v, 0)};
 }
 

@@ -3,7 +3,7 @@
 // transposed convolution the roles of input and output swap (weight is [Cin, Cout/g, k...]),
 // giving 2 * elements(input) * elements(weight) / weight.size(0); both match
 // torch.utils.flop_counter. The bias add is not counted as FLOPs (epilogue), only read.
-#include <cmath>
+#include <algorithm>
 
 #include "op_cost_detail.h"
 
@@ -30,7 +30,7 @@ double computed_output_elements(const OpContext& c, const TensorMeta& input,
   for (std::size_t d = 0; d + 2 < input.shape.size(); ++d) {
     const int64_t in = input.shape[d + 2];
     const int64_t k = weight.shape[d + 2];
-    const int64_t s = per_dim(stride, d, 1);
+    const int64_t s = std::max<int64_t>(per_dim(stride, d, 1), 1);  // a corrupt 0 must not trap
     if (same) {
       n *= static_cast<double>((in + s - 1) / s);
       continue;

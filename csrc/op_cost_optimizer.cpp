@@ -28,13 +28,17 @@ int multi_tensor_kernels(const std::vector<const TensorMeta*>& tensors, int dept
   const int max_tensors = (scalar_list ? kMaxTensorsScalarList : kMaxTensors)[depth - 1];
   int kernels = 0, blocks = 0, loaded = 0;
   for (const auto* t : tensors) {
-    const int64_t n = t->numel();
-    if (n == 0) continue;  // skipped without taking a slot
+    // No GPU holds 2^48 elements; the cap keeps a corrupt shape from stalling the loop.
+    const int64_t n = std::min<int64_t>(t->numel(), int64_t{1} << 48);
+    if (n <= 0) continue;  // empty tensors are skipped without taking a slot
     ++loaded;
-    const int64_t chunks = (n + kChunkElements - 1) / kChunkElements;
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      ++blocks;
-      const bool last_chunk = chunk == chunks - 1;
+    int64_t remaining = (n + kChunkElements - 1) / kChunkElements;
+    while (remaining > 0) {
+      // Chunks go in until the block table fills or the tensor ends.
+      const int64_t take = std::min<int64_t>(remaining, kMaxBlocks - blocks);
+      blocks += static_cast<int>(take);
+      remaining -= take;
+      const bool last_chunk = remaining == 0;
       if ((loaded == max_tensors && last_chunk) || blocks == kMaxBlocks) {
         ++kernels;
         blocks = 0;

@@ -206,6 +206,19 @@ TEST(OpCostAttention, EfficientAttentionCustomMaskIsCausal) {
   EXPECT_DOUBLE_EQ(estimate_cost(rec(1)).flops, 33554432 / 2.0);
 }
 
+TEST(OpCostAttention, EmptyBatchCostsNothingRatherThanNaN) {
+  const OpCost c = estimate_cost(flash_forward(false, T({2, 4, 0, 64}, "bfloat16")));
+  EXPECT_DOUBLE_EQ(c.flops, 0);
+  const TensorMeta empty = T({2, 4, 0, 64}, "bfloat16");
+  const auto rec = op("aten::_scaled_dot_product_efficient_attention", "",
+                      {tensor("query", empty), tensor("key", empty), tensor("value", empty),
+                       none("attn_bias"), boolean("compute_log_sumexp", false)},
+                      {empty});
+  const OpCost e = estimate_cost(rec);
+  EXPECT_DOUBLE_EQ(e.flops, 0);
+  EXPECT_EQ(e.kernels, 0);
+}
+
 TEST(OpCostAttention, VariableLengthBatchAssumesEqualSequences) {
   // 3 packed sequences, 300 query and key tokens, 4 heads of 64: taken as 100 tokens each,
   // pairs = 4 * 300 * 300 / 3 = 120,000; FLOPs = 2 * 120,000 * (64 + 64) = 30,720,000.
