@@ -1,0 +1,343 @@
+"""The command line: ``python -m habitat`` (also installed as ``habitat``).
+
+    habitat devices                          the GPUs Habitat can forecast for
+    habitat predict TRACE --target A100      forecast a saved trace (optionally to TensorBoard)
+    habitat compare TRACE [--plot out.png]   every GPU ranked by time and cost, memory fit
+    habitat evaluate ...                     accuracy against measurements (habitat.evaluate)
+    habitat report TRACE -o report.html      a self-contained HTML or Markdown report
+
+Exit codes: 0 success, 1 bad input (missing or corrupt file, unknown GPU, bad price file),
+2 bad usage (arguments). User errors print one message naming the problem and the fix.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from habitat.forecast import Forecast
+
+PROG = "habitat"
+
+
+class UserError(Exception):
+    """Bad input from the user: reported as one line on stderr, exit code 1."""
+
+    exit_code = 1
+
+
+class UsageError(UserError):
+    """Arguments that do not go together: exit code 2, like argparse's own errors."""
+
+    exit_code = 2
+
+
+# ----- helpers ---------------------------------------------------------------------------
+def _load_trace(path: str) -> dict[str, Any]:
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"trace file {path!r} does not exist: check the path (save one with "
+                        "forecast.save('trace.json') or habitat.predict_on(..., save=...))")
+    if p.is_dir():
+        raise UserError(f"{path!r} is a directory: give the trace file (a .json saved by Habitat)")
+    from habitat.trace import load_trace
+
+    try:
+        return load_trace(p)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise UserError(f"cannot read trace {path!r}: {exc}") from None
+
+
+def _trace_targets(path: str) -> list[str]:
+    """The targets a saved forecast names ("forecast": {"targets": [...]}), if any.
+
+    Loading validates the trace and keeps only its own fields, so this reads the file again.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            targets = json.load(f).get("forecast", {}).get("targets", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else []
+
+
+def _split_names(values: Sequence[str] | None) -> list[str]:
+    names: list[str] = []
+    for value in values or []:
+        names.extend(v.strip() for v in value.split(",") if v.strip())
+    return names
+
+
+def _resolve_targets(values: Sequence[str] | None, allow_all: bool) -> list[str]:
+    from habitat.devices import devices, get_device
+
+    names = _split_names(values)
+    if allow_all and (not names or any(n.lower() == "all" for n in names)):
+        return [d.name for d in devices()]
+    resolved = []
+    for name in names:
+        try:
+            resolved.append(get_device(name).name)
+        except (KeyError, ValueError, LookupError, RuntimeError) as exc:
+            message = exc.args[0] if exc.args else str(exc)
+            raise UserError(f"unknown GPU {name!r}: {message} (`habitat devices` lists them)") from None
+    return list(dict.fromkeys(resolved))
+
+
+def _forecast(doc: dict[str, Any], targets: list[str], path: str, *, steps: str = "all",
+              log_dir: str | None = None) -> "Forecast":
+    """Forecasts the trace's steps (all, or only the last) with a progress bar."""
+    from habitat.forecast import Forecast
+    from habitat.progress import progress
+
+    chosen = doc["steps"] if steps == "all" else doc["steps"][-1:]
+    if not chosen:
+        raise UserError(f"trace {path!r} holds no step: capture at least one training step")
+    forecast = Forecast(targets, doc["origin"])
+    logger = None
+    if log_dir is not None:
+        from habitat.tensorboard import TensorBoardLogger
+
+        try:
+            logger = TensorBoardLogger(log_dir)
+        except ImportError as exc:
+            raise UserError(str(exc)) from None
+    try:
+        for step in progress(chosen, desc=f"forecasting {len(targets)} GPU(s)"):
+            try:
+                fc = forecast.add_step(step)
+            except (ValueError, RuntimeError) as exc:
+                raise UserError(f"cannot forecast step {step.get('index', '?')} of {path!r}: {exc}") from None
+            if logger is not None:
+                logger.log_step(forecast, fc)
+    finally:
+        if logger is not None:
+            logger.close()
+    return forecast
+
+
+def _check_suffix(path: str | None, allowed: Sequence[str], what: str) -> None:
+    if path is not None and Path(path).suffix.lower() not in allowed:
+        raise UsageError(f"cannot write {what} to {path!r}: use a file name ending in "
+                        + ", ".join(allowed))
+
+
+def _price_overrides(args: argparse.Namespace) -> dict[str, float]:
+    overrides: dict[str, float] = {}
+    for item in args.price or []:
+        gpu, sep, value = item.partition("=")
+        try:
+            price = float(value)
+        except ValueError:
+            price = -1.0
+        if not sep or not gpu.strip() or price < 0:
+            raise UsageError(f"--price {item!r}: write GPU=USD_PER_HOUR, e.g. --price A100=1.89")
+        overrides[gpu.strip()] = price
+    return overrides
+
+
+def _compare(forecast: "Forecast", args: argparse.Namespace) -> Any:
+    from habitat.compare import compare
+    from habitat.pricing import PriceFileError
+
+    try:
+        return compare(forecast, forecast.targets, iterations=args.iterations, epochs=args.epochs,
+                       steps_per_epoch=args.steps_per_epoch, prices=_price_overrides(args) or None,
+                       price_file=args.prices, reserve_bytes=int(args.reserve_gib * (1 << 30)))
+    except PriceFileError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _check_run(args: argparse.Namespace) -> None:
+    if args.epochs is not None and not args.steps_per_epoch:
+        raise UsageError("--epochs needs --steps-per-epoch (how many steps one epoch takes)")
+    if args.steps_per_epoch is not None and args.epochs is None:
+        raise UsageError("--steps-per-epoch needs --epochs")
+    if args.iterations <= 0 or (args.epochs is not None and args.epochs <= 0):
+        raise UsageError("--iterations and --epochs must be > 0")
+    if args.steps_per_epoch is not None and args.steps_per_epoch <= 0:
+        raise UsageError("--steps-per-epoch must be > 0")
+    if args.reserve_gib < 0:
+        raise UsageError("--reserve-gib must be >= 0")
+    _price_overrides(args)
+    from habitat.pricing import PriceFileError, current_prices
+
+    try:
+        current_prices()  # a bad HABITAT_PRICES is reported before any work
+    except PriceFileError as exc:
+        raise UserError(str(exc)) from None
+
+
+# ----- commands --------------------------------------------------------------------------
+def cmd_devices(args: argparse.Namespace) -> int:
+    from habitat.devices import devices, format_devices_table
+
+    print(format_devices_table(devices()))
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    doc = _load_trace(args.trace)
+    targets = _resolve_targets(args.target, allow_all=False)
+    if not targets:
+        targets = _resolve_targets(_trace_targets(args.trace), allow_all=False)
+    if not targets:
+        raise UsageError("name the GPU(s) to forecast for: --target A100 (repeat or comma-separate "
+                        "for several; `habitat devices` lists them)")
+    forecast = _forecast(doc, targets, args.trace, log_dir=args.log_dir)
+    if args.save:
+        forecast.save(args.save)
+    if args.json:
+        print(json.dumps({"targets": forecast.targets, "steps": [s.summary() for s in forecast.steps]},
+                         indent=2))
+    else:
+        print(forecast)
+        if args.log_dir:
+            print(f"TensorBoard logs written to {args.log_dir}: tensorboard --logdir {args.log_dir}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    _check_run(args)
+    _check_suffix(args.plot, (".png", ".svg", ".pdf"), "a plot")
+    doc = _load_trace(args.trace)
+    targets = _resolve_targets(args.targets, allow_all=True)
+    forecast = _forecast(doc, targets, args.trace, steps="last")
+    comparison = _compare(forecast, args)
+    if args.json:
+        print(json.dumps(comparison.to_dict(), indent=2))
+    else:
+        print(comparison)
+    if args.plot:
+        comparison.plot(args.plot)
+        print(f"plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from habitat.report import HTML_SUFFIXES, MARKDOWN_SUFFIXES, write_report
+
+    _check_run(args)
+    _check_suffix(args.output, HTML_SUFFIXES + MARKDOWN_SUFFIXES, "the report")
+    doc = _load_trace(args.trace)
+    compared = _resolve_targets(args.targets, allow_all=True)
+    comparison = _compare(_forecast(doc, compared, args.trace, steps="last"), args)
+    # The detailed forecast: the named GPUs, else the trace's, else the three fastest.
+    targets = (_resolve_targets(args.target, allow_all=False)
+               or _resolve_targets(_trace_targets(args.trace), allow_all=False)
+               or [r.gpu for r in comparison.rows[:3]])
+    forecast = _forecast(doc, targets, args.trace)
+    write_report(forecast, args.output, comparison)
+    print(f"report written to {args.output}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    try:
+        module = importlib.import_module("habitat.evaluate")
+    except ImportError as exc:
+        raise UserError(f"the evaluation tools are not available in this installation ({exc})") from None
+    entry = getattr(module, "main", None)
+    if entry is None:
+        try:
+            entry = getattr(importlib.import_module("habitat.evaluate.__main__"), "main", None)
+        except ImportError:
+            entry = None
+    if entry is None:
+        raise UserError("habitat.evaluate has no main(argv) entry point in this installation: "
+                        "run `python -m habitat.evaluate --help` or update habitat")
+    rest = list(args.args)
+    code = entry(rest[1:] if rest[:1] == ["--"] else rest)
+    return int(code or 0)
+
+
+# ----- parser ----------------------------------------------------------------------------
+def _run_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("run length and prices")
+    g.add_argument("--targets", action="append", metavar="GPUS",
+                   help="GPUs to compare (default all; comma-separate or repeat)")
+    g.add_argument("--iterations", type=int, default=1000, metavar="N",
+                   help="training iterations to price (default 1000)")
+    g.add_argument("--epochs", type=float, metavar="E", help="price E epochs instead (needs --steps-per-epoch)")
+    g.add_argument("--steps-per-epoch", type=int, metavar="S", help="training steps in one epoch")
+    g.add_argument("--prices", metavar="FILE",
+                   help="price file overriding the dated defaults (JSON {\"A100\": 1.89} or CSV gpu,usd_per_hour)")
+    g.add_argument("--price", action="append", metavar="GPU=USD",
+                   help="one price override in USD per GPU-hour, e.g. --price A100=1.89 (repeatable)")
+    g.add_argument("--reserve-gib", type=float, default=1.0, metavar="GIB",
+                   help="memory kept free for the CUDA context and allocator slack when checking fit (default 1)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Forecast PyTorch training steps on GPUs you do not have.",
+        epilog="Run `habitat COMMAND --help` for a command's options.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("devices", help="list the GPUs Habitat knows")
+    p.set_defaults(run=cmd_devices)
+
+    p = sub.add_parser("predict", help="forecast a saved trace for target GPUs")
+    p.add_argument("trace", help="trace file saved by Habitat (forecast.save)")
+    p.add_argument("--target", "-t", action="append", metavar="GPU",
+                   help="target GPU (repeat or comma-separate; default: the trace's targets)")
+    p.add_argument("--log-dir", metavar="DIR", help="also write TensorBoard logs to DIR")
+    p.add_argument("--save", metavar="FILE", help="save the forecast (trace plus summary) as JSON")
+    p.add_argument("--json", action="store_true", help="print the per-step summary as JSON")
+    p.set_defaults(run=cmd_predict)
+
+    p = sub.add_parser("compare", help="rank every GPU by predicted time, cost and memory fit")
+    p.add_argument("trace", help="trace file saved by Habitat")
+    _run_options(p)
+    p.add_argument("--plot", metavar="FILE", help="draw time and cost per GPU to FILE (.png, .svg, .pdf)")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.set_defaults(run=cmd_compare)
+
+    p = sub.add_parser("evaluate", help="measure forecast accuracy (see `habitat evaluate --help`)",
+                       add_help=False)
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for habitat.evaluate")
+    p.set_defaults(run=cmd_evaluate)
+
+    p = sub.add_parser("report", help="write a self-contained HTML or Markdown report")
+    p.add_argument("trace", help="trace file saved by Habitat")
+    p.add_argument("--output", "-o", required=True, metavar="FILE", help="report file: .html or .md")
+    p.add_argument("--target", "-t", action="append", metavar="GPU",
+                   help="GPUs for the detailed forecast (default: the trace's targets)")
+    _run_options(p)
+    p.set_defaults(run=cmd_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["evaluate"]:  # everything after it belongs to habitat.evaluate, --help too
+        argv = ["evaluate", "--", *argv[1:]]
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or bad usage (2), message already printed
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    try:
+        return int(args.run(args))
+    except UserError as exc:
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:  # `habitat compare ... | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except OSError as exc:  # writing an output file: no space, no permission, no such folder
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

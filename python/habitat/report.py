@@ -1,0 +1,200 @@
+"""A self-contained report of a forecast: Markdown or HTML (by file suffix), plot embedded.
+
+The report holds the forecast for the trace's targets (iteration and phase times, top ops,
+step history), the GPU comparison by time and cost with its plot, and the memory forecast.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from habitat.memory import format_bytes
+
+if TYPE_CHECKING:
+    from habitat.compare import Comparison
+    from habitat.forecast import Forecast
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+HTML_SUFFIXES = (".html", ".htm")
+TOP_OPS = 15
+PHASES = ("forward", "backward", "optimizer", "other")
+
+# A report is a list of blocks, rendered to either format: ("h", level, text), ("p", text),
+# ("table", rows with the header first), ("img", png bytes, alt text).
+
+
+def _forecast_blocks(forecast: "Forecast") -> list[Any]:
+    step = forecast.latest
+    targets = forecast.targets
+    blocks: list[Any] = [("h", 2, f"Forecast for step {step.index}")]
+    rows = [["", *targets]]
+    rows.append(["iteration (ms)", *(f"{step.total_ms[t]:.3f}" for t in targets)])
+    for phase in PHASES:
+        if any(step.phase_ms[t].get(phase) for t in targets):
+            rows.append([f"{phase} (ms)", *(f"{step.phase_ms[t].get(phase, 0.0):.3f}" for t in targets)])
+    methods = step.method_ops[targets[0]]
+    blocks.append(("p", f"Measured {step.measured_ms:.3f} ms for the whole step on "
+                        f"{forecast.origin.get('device', 'cpu')}. Ops per forecast method on "
+                        f"{targets[0]}: " + ", ".join(f"{m} {n}" for m, n in sorted(methods.items())) + "."))
+    blocks.append(("table", rows))
+    if step.ops:
+        blocks.append(("h", 3, f"Top {TOP_OPS} ops by predicted time on {targets[0]}"))
+        rows = [["op", "module", "phase", "input shapes", "measured (us)",
+                 *(f"{t} (us)" for t in targets), "method"]]
+        for op in step.top_ops(targets[0], TOP_OPS):
+            shapes = ", ".join("x".join(str(d) for d in s) or "scalar" for s in op.input_shapes[:4])
+            rows.append([op.full_name, op.module_path or op.autograd_node or "-", op.phase, shapes or "-",
+                         f"{op.measured_us:.1f}", *(f"{op.predictions[t].time_us:.2f}" for t in targets),
+                         op.predictions[targets[0]].method])
+        blocks.append(("table", rows))
+    if step.unsupported:
+        blocks.append(("p", "Not modelled (forecast from bytes moved; please report): "
+                            + ", ".join(step.unsupported)))
+    if len(forecast.steps) > 1:
+        blocks.append(("h", 3, "Steps"))
+        rows = [["step", "measured (ms)", *(f"{t} (ms)" for t in targets)]]
+        for s in forecast.steps:
+            rows.append([str(s.index), f"{s.measured_ms:.3f}", *(f"{s.total_ms[t]:.3f}" for t in targets)])
+        blocks.append(("table", rows))
+    return blocks
+
+
+def _comparison_blocks(comparison: "Comparison") -> list[Any]:
+    blocks: list[Any] = [("h", 2, "GPUs by predicted time and cost"),
+                         ("p", f"Step {comparison.step_index}, run of {comparison.run_label}.")]
+    blocks.append(("table", comparison.table_rows()))
+    blocks.append(("img", comparison.plot_bytes("png"), "predicted iteration time and run cost per GPU"))
+    blocks.extend(("p", note) for note in comparison.notes())
+    priced = [r for r in comparison.rows if r.price is not None]
+    if priced:
+        blocks.append(("h", 3, "Prices used"))
+        rows = [["GPU", "$/GPU-hour", "provider", "offer", "date", "source"]]
+        for r in priced:
+            p = r.price
+            assert p is not None
+            rows.append([r.gpu, f"{p.usd_per_hour:.2f}", p.provider or "-", p.sku or "-",
+                         p.date or "undated", p.source or "-"])
+        blocks.append(("table", rows))
+        if comparison.prices.rule:
+            blocks.append(("p", "Default rule: " + comparison.prices.rule))
+    return blocks
+
+
+def _memory_blocks(comparison: "Comparison") -> list[Any]:
+    memory = comparison.memory
+    if memory is None:
+        return []
+    blocks: list[Any] = [("h", 2, "Memory")]
+    rows = [["category", "bytes"]]
+    for name, value in memory.breakdown().items():
+        rows.append([name.replace("_", " "), format_bytes(value)])
+    rows.append(["estimated peak", format_bytes(memory.estimated_peak())])
+    if memory.measured_peak_bytes:
+        rows.append(["measured peak (allocator)", format_bytes(memory.measured_peak_bytes)])
+    blocks.append(("table", rows))
+    blocks.append(("p", f"The live total peaks at {memory.peak_op} ({memory.peak_phase}). "
+                        "Activations are the peak of live activations and temporaries; the "
+                        "categories do not add up to the peak because they peak at different "
+                        "times."))
+    short = [r for r in comparison.rows if r.fits is False]
+    if short:
+        blocks.append(("p", "Does not fit: " + ", ".join(
+            f"{r.gpu} ({format_bytes(-(r.margin_bytes or 0))} short)" for r in short) + "."))
+    blocks.extend(("p", "Note: " + n) for n in memory.notes)
+    return blocks
+
+
+def build_blocks(forecast: "Forecast", comparison: "Comparison | None") -> list[Any]:
+    import habitat
+
+    origin = forecast.origin
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    blocks: list[Any] = [("h", 1, "Habitat forecast report")]
+    blocks.append(("p", f"Generated {now} by Habitat {habitat.__version__}. Trace captured on "
+                        f"{origin.get('device', 'cpu')}"
+                        + (f" ({origin['host']})" if origin.get("host") else "")
+                        + (f", torch {origin['torch_version']}" if origin.get("torch_version") else "")
+                        + f"; {len(forecast.steps)} step(s); targets: {', '.join(forecast.targets)}."))
+    blocks += _forecast_blocks(forecast)
+    if comparison is not None:
+        blocks += _comparison_blocks(comparison)
+        blocks += _memory_blocks(comparison)
+    return blocks
+
+
+# ----- rendering -------------------------------------------------------------------------
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(blocks: Sequence[Any]) -> str:
+    out: list[str] = []
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            out.append("#" * block[1] + " " + block[2])
+        elif kind == "p":
+            out.append(block[1])
+        elif kind == "table":
+            rows = block[1]
+            out.append("| " + " | ".join(_md_cell(c) for c in rows[0]) + " |")
+            out.append("|" + "---|" * len(rows[0]))
+            out.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows[1:])
+        elif kind == "img":
+            data = base64.b64encode(block[1]).decode("ascii")
+            out.append(f"![{block[2]}](data:image/png;base64,{data})")
+        out.append("")
+    return "\n".join(out)
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:0.9em}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+img{max-width:100%}"""
+
+
+def render_html(blocks: Sequence[Any]) -> str:
+    out = ["<!DOCTYPE html>", "<html><head><meta charset=\"utf-8\">",
+           "<title>Habitat forecast report</title>", f"<style>{_CSS}</style></head><body>"]
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            out.append(f"<h{block[1]}>{html.escape(block[2])}</h{block[1]}>")
+        elif kind == "p":
+            out.append(f"<p>{html.escape(block[1])}</p>")
+        elif kind == "table":
+            rows = block[1]
+            out.append("<table><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+                       + "</tr></thead><tbody>")
+            out.extend("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                       for row in rows[1:])
+            out.append("</tbody></table>")
+        elif kind == "img":
+            data = base64.b64encode(block[1]).decode("ascii")
+            out.append(f"<img alt=\"{html.escape(block[2])}\" src=\"data:image/png;base64,{data}\">")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def write_report(forecast: "Forecast", path: str | Path, comparison: "Comparison | None" = None,
+                 **compare_options: Any) -> Path:
+    """Writes the report to `path` (.md/.markdown or .html/.htm).
+
+    Without `comparison`, GPUs are compared with ``forecast.compare(**compare_options)``
+    (all known GPUs by default).
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in MARKDOWN_SUFFIXES + HTML_SUFFIXES:
+        raise ValueError(f"cannot tell the report format of {str(path)!r}: "
+                         "name it .html (HTML) or .md (Markdown)")
+    if comparison is None:
+        comparison = forecast.compare(**compare_options)
+    blocks = build_blocks(forecast, comparison)
+    text = render_markdown(blocks) if suffix in MARKDOWN_SUFFIXES else render_html(blocks)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,169 @@
+"""TensorBoard view of a forecast: step times, phases and per-op predictions for each target GPU.
+
+``habitat.predict_on(..., log_dir="runs/x")`` writes these every step; a saved trace can be
+logged with ``python -m habitat predict TRACE --target A100 --log-dir runs/x``. Then run
+``tensorboard --logdir runs``.
+
+Tags (``<gpu>`` is the canonical device name, e.g. ``A100-SXM4-80GB``):
+
+- ``habitat-step/measured_ms``: the step's wall time measured on this machine;
+- ``habitat-step/predicted_ms/<gpu>``: predicted iteration time;
+- ``habitat-phase/<gpu>/<phase>_ms``: predicted forward / backward / optimizer / other time;
+- ``habitat-top-ops/<gpu>/<phase>:<module>:<op>``: predicted time (us) of the step's top ops;
+- ``habitat-op-time-us/<gpu>``: histogram of every leaf op's predicted time (us);
+- ``habitat-ops`` (text): every op with its module, input shapes, measured and predicted times;
+- a custom-scalars layout ("Habitat" tab) with predicted iteration time per GPU on one chart.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from habitat.forecast import Forecast, OpForecast, StepForecast
+
+STEP = "habitat-step"
+PHASE = "habitat-phase"
+TOP_OPS = "habitat-top-ops"
+OP_HISTOGRAM = "habitat-op-time-us"
+OPS_TABLE = "habitat-ops"
+PHASES = ("forward", "backward", "optimizer", "other")
+DEFAULT_TOP_OPS = 10
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:\-#]+")
+
+
+def _summary_writer(log_dir: str) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as exc:
+        raise ImportError("TensorBoard logging needs the tensorboard package: "
+                          f"pip install tensorboard ({exc})") from None
+    return SummaryWriter(log_dir=log_dir)
+
+
+def op_key(op: "OpForecast") -> str:
+    """A tag-safe name that follows the same op from step to step."""
+    module = op.module_path or op.autograd_node or "-"
+    return _UNSAFE.sub("_", f"{op.phase}:{module}:{op.full_name}")
+
+
+def _shape_text(op: "OpForecast") -> str:
+    return "; ".join("x".join(str(d) for d in s) or "scalar" for s in op.input_shapes) or "-"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def ops_table(step: "StepForecast") -> str:
+    """Markdown table of every op of `step` (sub-ops indented under their composite op)."""
+    header = ["op", "module", "phase", "input shapes", "measured (us)"]
+    header += [f"{t} (us)" for t in step.targets] + [f"method {t}" for t in step.targets]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for op in step.ops:
+        name = "&nbsp;&nbsp;" * op.depth + op.full_name
+        cells = [name, op.module_path or op.autograd_node or "-", op.phase, _shape_text(op),
+                 f"{op.measured_us:.1f}"]
+        cells += [f"{op.predictions[t].time_us:.2f}" for t in step.targets]
+        cells += [op.predictions[t].method for t in step.targets]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    title = (f"**Step {step.index}**: measured {step.measured_ms:.3f} ms on this machine; "
+             + ", ".join(f"{t} {step.total_ms[t]:.3f} ms" for t in step.targets)
+             + f". {len(step.ops)} ops; composite ops sum the indented ops under them.")
+    return title + "\n\n" + "\n".join(lines)
+
+
+class TensorBoardLogger:
+    """Writes a forecast to TensorBoard event files in `log_dir`, one TensorBoard step per step.
+
+    ``text_every`` logs the ops table every that many steps (the table is the largest record);
+    ``top_ops`` is how many ops per GPU get their own scalar chart.
+    """
+
+    def __init__(self, log_dir: str | Path, *, top_ops: int = DEFAULT_TOP_OPS,
+                 text_every: int = 1) -> None:
+        self.log_dir = str(log_dir)
+        self.top_ops = top_ops
+        self.text_every = max(1, int(text_every))
+        self._writer = _summary_writer(self.log_dir)
+        self._layout_targets: list[str] | None = None
+        self._logged = 0
+
+    # ----- writing -------------------------------------------------------------------
+    def log_step(self, forecast: "Forecast", step: "StepForecast") -> None:
+        """Logs one forecast step (called by predict_on after each captured step)."""
+        w = self._writer
+        n = step.index
+        targets = list(step.targets)
+        if self._layout_targets != targets:
+            w.add_custom_scalars(self.layout(targets))
+            self._layout_targets = targets
+        w.add_scalar(f"{STEP}/measured_ms", step.measured_ms, n)
+        for t in targets:
+            w.add_scalar(f"{STEP}/predicted_ms/{t}", step.total_ms[t], n)
+            for phase in PHASES:
+                if phase in step.phase_ms[t]:
+                    w.add_scalar(f"{PHASE}/{t}/{phase}_ms", step.phase_ms[t][phase], n)
+        leaves = step.leaf_ops()
+        if leaves:
+            keys = _unique_keys(leaves)
+            for t in targets:
+                ranked = sorted(leaves, key=lambda op: op.predictions[t].time_us, reverse=True)
+                for op in ranked[:self.top_ops]:
+                    w.add_scalar(f"{TOP_OPS}/{t}/{keys[id(op)]}", op.predictions[t].time_us, n)
+                w.add_histogram(f"{OP_HISTOGRAM}/{t}",
+                                _as_array([op.predictions[t].time_us for op in leaves]), n)
+        if step.ops and self._logged % self.text_every == 0:
+            w.add_text(OPS_TABLE, ops_table(step), n)
+        self._logged += 1
+        w.flush()
+
+    def log_forecast(self, forecast: "Forecast") -> None:
+        """Logs every step of `forecast` (a loaded trace, for example)."""
+        for step in forecast.steps:
+            self.log_step(forecast, step)
+
+    @staticmethod
+    def layout(targets: list[str]) -> dict[str, dict[str, list[Any]]]:
+        """The custom-scalars layout: per-GPU series of a quantity on one chart."""
+        charts: dict[str, list[Any]] = {
+            "predicted iteration time per GPU (ms)": ["Multiline", [f"{STEP}/predicted_ms/.*"]],
+            "measured step time on this machine (ms)": ["Multiline", [f"{STEP}/measured_ms"]],
+        }
+        for phase in PHASES:
+            charts[f"predicted {phase} time per GPU (ms)"] = [
+                "Multiline", [f"{PHASE}/{re.escape(t)}/{phase}_ms" for t in targets]]
+        return {"Habitat": charts}
+
+    # ----- lifetime ------------------------------------------------------------------
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> "TensorBoardLogger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _unique_keys(ops: list["OpForecast"]) -> dict[int, str]:
+    """Tag keys for ops; repeats of the same op in the same module get #2, #3 ... in order."""
+    seen: Counter[str] = Counter()
+    keys = {}
+    for op in ops:
+        key = op_key(op)
+        seen[key] += 1
+        keys[id(op)] = key if seen[key] == 1 else f"{key}#{seen[key]}"
+    return keys
+
+
+def _as_array(values: list[float]) -> Any:
+    import numpy as np
+
+    return np.asarray(values, dtype=np.float64)

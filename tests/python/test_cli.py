@@ -1,0 +1,159 @@
+"""The command line: each command, its output files, and clear errors with exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from tools_fixtures import capture
+
+from habitat.cli import main
+from habitat.devices import devices, format_devices_table
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory) -> Path:
+    """A saved forecast of three captured steps (targets A100 and T4)."""
+    path = tmp_path_factory.mktemp("cli") / "tiny.json"
+    capture(("A100", "T4"), steps=3).save(path)
+    return path
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_devices_prints_the_device_table(capsys):
+    code, out, err = run(capsys, "devices")
+    assert code == 0 and err == ""
+    assert out.strip() == format_devices_table(devices()).strip()
+
+
+def test_predict_prints_the_forecast_for_the_targets(capsys, trace):
+    code, out, _ = run(capsys, "predict", trace, "--target", "H100", "-t", "L4,T4")
+    assert code == 0
+    assert "Habitat forecast" in out
+    for name in ("H100-SXM5-80GB", "L4", "T4"):
+        assert name in out
+    code, out, _ = run(capsys, "predict", trace)  # the targets saved with the trace
+    assert code == 0 and "A100-SXM4-80GB" in out and "T4" in out
+
+
+def test_predict_json_and_tensorboard_logs(capsys, trace, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    code, out, _ = run(capsys, "predict", trace, "-t", "A100", "--json", "--log-dir", tmp_path / "tb")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["targets"] == ["A100-SXM4-80GB"] and len(doc["steps"]) == 3
+    acc = EventAccumulator(str(tmp_path / "tb"))
+    acc.Reload()
+    events = acc.Scalars("habitat-step/predicted_ms/A100-SXM4-80GB")
+    assert [e.value for e in events] == pytest.approx([s["total_ms"]["A100-SXM4-80GB"] for s in doc["steps"]])
+
+
+def test_compare_ranks_all_gpus_and_plots(capsys, trace, tmp_path):
+    plot = tmp_path / "gpus.svg"
+    code, out, _ = run(capsys, "compare", trace, "--iterations", "20000", "--plot", plot)
+    assert code == 0
+    for d in devices():
+        assert d.name in out
+    assert "20,000 iterations" in out
+    assert "<svg" in plot.read_text()
+
+
+def test_compare_json_with_epochs_and_prices(capsys, trace, tmp_path):
+    prices = tmp_path / "prices.csv"
+    prices.write_text("gpu,usd_per_hour\nT4,0.2\n")
+    code, out, _ = run(capsys, "compare", trace, "--targets", "T4,A100", "--epochs", "3",
+                       "--steps-per-epoch", "100", "--prices", prices, "--price", "A100=1.0", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["iterations"] == 300
+    rows = {r["gpu"]: r for r in doc["rows"]}
+    assert set(rows) == {"T4", "A100-SXM4-80GB"}
+    assert rows["T4"]["usd_per_hour"] == 0.2 and rows["A100-SXM4-80GB"]["usd_per_hour"] == 1.0
+    t4 = rows["T4"]
+    assert t4["run_cost_usd"] == pytest.approx(0.2 * t4["iteration_ms"] * 300 / 1000 / 3600)
+
+
+@pytest.mark.parametrize("suffix", [".html", ".md"])
+def test_report_writes_a_self_contained_file(capsys, trace, tmp_path, suffix):
+    out_path = tmp_path / f"report{suffix}"
+    code, out, _ = run(capsys, "report", trace, "-o", out_path, "--targets", "A100,T4,H100")
+    assert code == 0 and str(out_path) in out
+    text = out_path.read_text()
+    assert "data:image/png;base64," in text and "H100-SXM5-80GB" in text
+
+
+def test_evaluate_delegates_to_habitat_evaluate(capsys, monkeypatch):
+    seen = []
+    fake = types.ModuleType("habitat.evaluate")
+    fake.main = lambda argv: seen.append(argv) or 3
+    monkeypatch.setitem(sys.modules, "habitat.evaluate", fake)
+    code, _, _ = run(capsys, "evaluate", "--data", "x", "--help")
+    assert code == 3 and seen == [["--data", "x", "--help"]]
+    monkeypatch.setitem(sys.modules, "habitat.evaluate", types.ModuleType("habitat.evaluate"))
+    monkeypatch.setitem(sys.modules, "habitat.evaluate.__main__", types.ModuleType("m"))
+    code, _, err = run(capsys, "evaluate")
+    assert code == 1 and "no main" in err
+
+
+# ----- errors ----------------------------------------------------------------------------
+def test_missing_and_corrupt_traces_exit_1_with_a_message(capsys, tmp_path):
+    code, out, err = run(capsys, "compare", tmp_path / "nope.json")
+    assert code == 1 and "does not exist" in err and "Traceback" not in err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "habitat-trace", "version": 1, "origin": {}, "steps": [{"index": 0')
+    code, _, err = run(capsys, "predict", bad, "-t", "A100")
+    assert code == 1 and "bad.json" in err and "Traceback" not in err
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"hello": 1}))
+    code, _, err = run(capsys, "report", other, "-o", tmp_path / "r.html")
+    assert code == 1 and "not a habitat trace" in err
+    code, _, err = run(capsys, "predict", tmp_path, "-t", "A100")
+    assert code == 1 and "directory" in err
+
+
+def test_unknown_gpu_and_bad_prices_exit_1(capsys, trace, tmp_path):
+    code, _, err = run(capsys, "predict", trace, "-t", "A1000000")
+    assert code == 1 and "unknown GPU 'A1000000'" in err and "habitat devices" in err
+    bad = tmp_path / "prices.json"
+    bad.write_text("{oops")
+    code, _, err = run(capsys, "compare", trace, "--prices", bad)
+    assert code == 1 and "prices.json" in err and "not valid JSON" in err
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["fly"],
+    ["compare"],
+    ["compare", "t.json", "--iterations", "many"],
+    ["compare", "t.json", "--epochs", "2"],
+    ["compare", "t.json", "--plot", "out.jpg"],
+    ["compare", "t.json", "--price", "A100"],
+    ["report", "t.json"],
+    ["report", "t.json", "-o", "out.pdf"],
+])
+def test_bad_usage_exits_2(capsys, argv):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "error" in err and "Traceback" not in err
+
+
+def test_python_dash_m_habitat_runs_the_cli(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    done = subprocess.run([sys.executable, "-m", "habitat", "devices"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "H100-SXM5-80GB" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "habitat", "predict", "missing.json", "-t", "A100"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 1 and "does not exist" in done.stderr

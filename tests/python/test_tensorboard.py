@@ -1,0 +1,125 @@
+"""TensorBoard content, read back with TensorBoard's own event reader."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorboard", reason="TensorBoard logging needs the tensorboard package")
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+from tensorboard.plugins.custom_scalar import layout_pb2  # noqa: E402
+from tools_fixtures import TARGETS, capture  # noqa: E402
+
+from habitat.tensorboard import (OP_HISTOGRAM, OPS_TABLE, PHASE, STEP, TOP_OPS,  # noqa: E402
+                                 TensorBoardLogger, op_key)
+
+STEPS = 3
+
+
+def read(log_dir: Path) -> EventAccumulator:
+    acc = EventAccumulator(str(log_dir), size_guidance={"scalars": 0, "histograms": 0, "tensors": 0})
+    acc.Reload()
+    return acc
+
+
+def scalar_series(acc: EventAccumulator, tag: str) -> list[tuple[int, float]]:
+    return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory):
+    forecast = capture(TARGETS, steps=STEPS)
+    log_dir = tmp_path_factory.mktemp("tb")
+    with TensorBoardLogger(log_dir) as logger:
+        logger.log_forecast(forecast)
+    return forecast, read(log_dir)
+
+
+def test_step_scalars_measured_predicted_and_phases(logged):
+    forecast, acc = logged
+    tags = acc.Tags()["scalars"]
+    steps = [s.index for s in forecast.steps]
+    measured = scalar_series(acc, f"{STEP}/measured_ms")
+    assert [s for s, _ in measured] == steps
+    assert [v for _, v in measured] == pytest.approx([s.measured_ms for s in forecast.steps], rel=1e-6)
+    for target in forecast.targets:
+        series = scalar_series(acc, f"{STEP}/predicted_ms/{target}")
+        assert [s for s, _ in series] == steps
+        assert [v for _, v in series] == pytest.approx([s.total_ms[target] for s in forecast.steps], rel=1e-6)
+        for phase in ("forward", "backward", "optimizer"):
+            tag = f"{PHASE}/{target}/{phase}_ms"
+            assert tag in tags
+            assert [v for _, v in scalar_series(acc, tag)] == pytest.approx(
+                [s.phase_ms[target][phase] for s in forecast.steps], rel=1e-6)
+
+
+def test_top_ops_are_scalars_of_their_predicted_time(logged):
+    forecast, acc = logged
+    tags = acc.Tags()["scalars"]
+    step = forecast.latest
+    for target in forecast.targets:
+        op_tags = [t for t in tags if t.startswith(f"{TOP_OPS}/{target}/")]
+        assert 0 < len(op_tags)
+        top = step.top_ops(target, 1)[0]
+        tag = f"{TOP_OPS}/{target}/{op_key(top)}"
+        assert tag in tags, f"the top op {top.full_name} has no chart"
+        last_step, value = scalar_series(acc, tag)[-1]
+        assert last_step == step.index
+        assert value == pytest.approx(top.predictions[target].time_us, rel=1e-6)
+        logged_now = [t for t in op_tags if scalar_series(acc, t)[-1][0] == step.index]
+        assert len(logged_now) == min(10, len(step.leaf_ops()))
+
+
+def test_histogram_of_per_op_times_per_target(logged):
+    forecast, acc = logged
+    step = forecast.latest
+    for target in forecast.targets:
+        events = acc.Histograms(f"{OP_HISTOGRAM}/{target}")
+        assert [e.step for e in events] == [s.index for s in forecast.steps]
+        hist = events[-1].histogram_value
+        times = [op.predictions[target].time_us for op in step.leaf_ops()]
+        assert hist.num == len(times)
+        assert hist.sum == pytest.approx(sum(times), rel=1e-6)
+        assert hist.max == pytest.approx(max(times), rel=1e-6)
+
+
+def test_text_table_lists_every_op_with_module_shapes_and_predictions(logged):
+    forecast, acc = logged
+    tag = f"{OPS_TABLE}/text_summary"
+    assert tag in acc.Tags()["tensors"]
+    events = acc.Tensors(tag)
+    assert [e.step for e in events] == [s.index for s in forecast.steps]
+    text = events[-1].tensor_proto.string_val[0].decode()
+    step = forecast.latest
+    header = text.splitlines()[2]
+    for target in forecast.targets:
+        assert f"{target} (us)" in header and f"method {target}" in header
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == len(step.ops)
+    addmm = next(op for op in step.ops if op.name == "aten::addmm" and op.module_path)
+    row = next(r for r in rows if addmm.module_path in r and "aten::addmm" in r)
+    assert "32x64" in row or "32x128" in row  # input shapes
+    assert f"{addmm.predictions[forecast.targets[0]].time_us:.2f}" in row
+
+
+def test_custom_scalars_layout_puts_every_gpu_on_one_chart(logged):
+    forecast, acc = logged
+    events = acc.Tensors("custom_scalars__config__")
+    layout = layout_pb2.Layout.FromString(events[-1].tensor_proto.string_val[0])
+    charts = {c.title: c for cat in layout.category for c in cat.chart}
+    chart = charts["predicted iteration time per GPU (ms)"]
+    import re
+
+    patterns = list(chart.multiline.tag)
+    for target in forecast.targets:
+        assert any(re.fullmatch(p, f"{STEP}/predicted_ms/{target}") for p in patterns)
+    assert not any(re.fullmatch(p, f"{STEP}/measured_ms") for p in patterns)
+
+
+def test_predict_on_with_log_dir_writes_events_every_step(tmp_path):
+    forecast = capture(TARGETS, steps=2, log_dir=tmp_path)
+    assert list(tmp_path.glob("events.out.tfevents.*"))
+    acc = read(tmp_path)
+    series = scalar_series(acc, f"{STEP}/predicted_ms/{forecast.targets[0]}")
+    assert [s for s, _ in series] == [s.index for s in forecast.steps]
