@@ -124,6 +124,32 @@ def _capture_suspended() -> Iterator[None]:
         resume()
 
 
+def _on_compile_start(args: Any) -> None:
+    suspend = getattr(_C, "_capture_suspend", None)
+    if suspend is not None:
+        suspend()
+
+
+def _on_compile_end(args: Any) -> None:
+    resume = getattr(_C, "_capture_resume", None)
+    if resume is not None:
+        resume()
+
+
+def install_compile_callbacks() -> None:
+    """Suspends op capture while dynamo compiles a frame or AOTAutograd compiles a lazy
+    backward, whatever the backend. Idempotent and cheap; torch._dynamo.reset() removes the
+    callbacks, so predict_on calls this at each step. Does nothing before dynamo is loaded."""
+    dynamo_callback = sys.modules.get("torch._dynamo.callback")
+    if dynamo_callback is None:
+        return
+    handler = dynamo_callback.callback_handler
+    with _lock:
+        if _on_compile_start not in handler.start_callbacks:
+            handler.register_start_callback(_on_compile_start)
+            handler.register_end_callback(_on_compile_end)
+
+
 def _graph_kind(kwargs: dict[str, Any]) -> str:
     if kwargs.get("is_backward"):
         return "backward"
@@ -173,6 +199,7 @@ def habitat_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     from torch._inductor.compile_fx import compile_fx
 
     options = kwargs.get("options") or None
+    install_compile_callbacks()
     # A cached AOTAutograd result would skip inductor altogether, and with it the kernel map.
     with _capture_suspended(), functorch_config.patch(enable_autograd_cache=False):
         return compile_fx(gm, example_inputs, inner_compile=_inner_compile,
@@ -186,6 +213,7 @@ def register() -> None:
 
     if BACKEND_NAME not in _COMPILER_FNS:
         register_backend(habitat_backend, name=BACKEND_NAME)
+    install_compile_callbacks()
 
 
 class _RegisterWhenDynamoLoads(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -215,6 +243,7 @@ class _RegisterWhenDynamoLoads(importlib.abc.MetaPathFinder, importlib.abc.Loade
         self._inner.exec_module(module)
         sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
         module.register_backend(habitat_backend, name=BACKEND_NAME)
+        install_compile_callbacks()
 
 
 def _register_lazily() -> None:
