@@ -47,8 +47,10 @@ class ComparisonRow:
 
 
 def format_usd(x: float) -> str:
-    """Dollars with cents, and two significant digits below a dollar (short runs cost little)."""
-    return f"{x:,.2f}" if x >= 1 or x == 0 else f"{x:.2g}"
+    """Dollars with cents; a tenth of a cent below a dollar (short runs cost little)."""
+    if x >= 1 or x == 0:
+        return f"{x:,.2f}"
+    return f"{x:.3f}" if x >= 0.001 else f"{x:.1e}"
 
 
 def format_duration(seconds: float) -> str:
@@ -187,7 +189,7 @@ class Comparison:
             if r.fits is False:
                 bar.set_hatch("//")
         ax_time.set_xlabel("predicted iteration time (ms)")
-        ax_time.bar_label(bars, fmt="%.2f", padding=2, fontsize=8)
+        ax_time.bar_label(bars, fmt="%.3g", padding=2, fontsize=8)
         costs = [r.run_cost_usd or 0.0 for r in rows]
         bars = ax_cost.barh(names, costs, color=["tab:green" if r.fits is not False else "tab:gray"
                                                  for r in rows])
