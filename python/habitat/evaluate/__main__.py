@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="write the numbers to this file")
     p.add_argument("--origin", action="append", default=None, help="restrict origins (repeatable)")
     p.add_argument("--target", action="append", default=None, help="restrict targets (repeatable)")
+    p.add_argument("--groups", default=None,
+                   help="kernels only: comma list of bmm,linear,conv,elementwise,softmax,ln (default all)")
     args = p.parse_args(argv)
     devices = DeviceTable.load(args.devices) if args.devices else default_table()
     weights = Path(args.weights) if args.weights else P.default_weights_dir()
@@ -33,7 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     targets = set(args.target) if args.target else None
     start = time.time()
     if args.what == "kernels":
-        results = kernels.evaluate(data, model_set, devices, args.quick, origins, targets)
+        groups = set(args.groups.split(",")) if args.groups else None
+        unknown = (groups or set()) - set(kernels.GROUPS)
+        if unknown:
+            p.error(f"unknown groups {sorted(unknown)}; known: {', '.join(kernels.GROUPS)}")
+        results = kernels.evaluate(data, model_set, devices, args.quick, origins, targets, groups)
         kernels.print_report(results)
     else:
         results = models.evaluate(data, model_set, devices, args.quick, origins, targets)

@@ -8,7 +8,7 @@ import numpy as np
 
 from habitat.evaluate import predictors as P
 from habitat.learned.devices import DeviceTable
-from habitat.learned.neusight import KernelArrays, load_kernels
+from habitat.learned.neusight import ELEMENTWISE_OPS, KernelArrays, load_kernels
 
 # Report groups: GEMMs split as NeuSight reports them (BMM vs FC).
 GROUPS = {"bmm": ("gemm", {"bmm"}), "linear": ("gemm", {"linear"}), "conv": ("conv", {"conv"}),
@@ -84,14 +84,16 @@ def _runtime_based(rows: KernelArrays, models: P.ModelSet, devices: DeviceTable,
 
 
 def evaluate(data: Path, models: P.ModelSet, devices: DeviceTable, quick: bool = False,
-             origins: set[str] | None = None, targets: set[str] | None = None) -> dict:
+             origins: set[str] | None = None, targets: set[str] | None = None,
+             groups: set[str] | None = None) -> dict:
     results: dict = {"shape_based": {}, "runtime_based": {}}
     for layout in ("kernels", "test"):
         if not (data / layout).is_dir():
             continue
-        tables = load_kernels(data, layout)
+        wanted = None if not groups else {op for g in groups for op in (GROUPS[g][1] or ELEMENTWISE_OPS)}
+        tables = load_kernels(data, layout, wanted)
         for group, (family, ops) in GROUPS.items():
-            if family not in tables:
+            if family not in tables or (groups and group not in groups):
                 continue
             rows = _select(tables[family], ops)
             if len(rows) == 0:

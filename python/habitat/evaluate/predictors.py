@@ -18,7 +18,7 @@ ANCHORS_E2E = {"train": 7.3, "inf": 9.7}
 def default_weights_dir() -> Path:
     here = Path(__file__).resolve()
     for candidate in (here.parents[3] / "weights", here.parents[1] / "weights"):
-        if (candidate / "gemm.safetensors").is_file():
+        if any(candidate.glob("*.safetensors")):
             return candidate
     raise FileNotFoundError("no trained weights found next to the package: run "
                             "python -m habitat.learned.train --data DIR --out weights/")
