@@ -67,6 +67,9 @@ class FusedKernel:
     reads: tuple[Buffer, ...]
     writes: tuple[Buffer, ...]
     flops: float
+    #: What the source ops would move run one by one (each reads its inputs, writes its
+    #: output): the fused kernel's bytes are at most this.
+    eager_bytes: int = 0
 
     @property
     def bytes(self) -> int:
@@ -276,7 +279,17 @@ def fused_kernel(gm: fx.GraphModule, name: str, source_names: Sequence[str]) -> 
         name=name, kind=kind, source_nodes=tuple(n.name for n in group), source_ops=ops,
         reads=tuple(_buffer(v) for n in reads for v in _vals(n)[:1]),
         writes=tuple(_buffer(v) for n in writes for v in _vals(n)[:1]),
-        flops=sum(node_flops(n) for n in group))
+        flops=sum(node_flops(n) for n in group),
+        eager_bytes=sum(_eager_bytes(n) for n in group))
+
+
+def _eager_bytes(node: fx.Node) -> int:
+    """Bytes `node` moves as an eager op: its distinct tensor inputs read, its outputs written."""
+    if _is_view(node) or node.target is operator.getitem:
+        return 0
+    tensors = [v for a in dict.fromkeys(node.all_input_nodes) for v in _vals(a)[:1]]
+    tensors += _vals(node)
+    return sum(_span_bytes(_buffer(v)) for v in tensors)
 
 
 def generated_kernel_names(source_code: str) -> set[str]:

@@ -200,6 +200,11 @@ def habitat_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
 
     options = kwargs.get("options") or None
     install_compile_callbacks()
+    # Dynamo's tensor guards include the thread's dispatch keys: compiling with the capture key
+    # already included keeps the first predict_on step from forcing a recompile.
+    include_key = getattr(_C, "_capture_include_key", None)
+    if include_key is not None:
+        include_key()
     # A cached AOTAutograd result would skip inductor altogether, and with it the kernel map.
     with _capture_suspended(), functorch_config.patch(enable_autograd_cache=False):
         return compile_fx(gm, example_inputs, inner_compile=_inner_compile,

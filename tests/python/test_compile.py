@@ -16,8 +16,9 @@ from habitat import _C
 from habitat.compile import FUSED_NAMESPACE, compiled_graphs
 from habitat.predict import HabitatWarning, predict_on
 
-pytestmark = pytest.mark.skipif(not hasattr(_C, "_CaptureSession"),
-                                reason="habitat._C was built without the op capture")
+HAS_CAPTURE = hasattr(_C, "_CaptureSession")
+needs_capture = pytest.mark.skipif(not HAS_CAPTURE,
+                                   reason="habitat._C was built without the op capture")
 
 STEPS = 3
 TARGET = "A100"
@@ -117,18 +118,22 @@ def runs(request: pytest.FixtureRequest) -> dict:
     torch.manual_seed(0)
     model = cls()
     inputs = _inputs(shape)
-    return {
+    runs = {
         "name": request.param,
         "inductor": _train(model, inputs, "inductor", habitat_on=False),
-        "habitat": _train(model, inputs, "habitat", habitat_on=True),
-        "inductor_in_predict_on": _train(model, inputs, "inductor", habitat_on=True),
-        "eager": _train(model, inputs, None, habitat_on=True),
+        "habitat": _train(model, inputs, "habitat", habitat_on=HAS_CAPTURE),
     }
+    if HAS_CAPTURE:
+        runs["inductor_in_predict_on"] = _train(model, inputs, "inductor", habitat_on=True)
+        runs["eager"] = _train(model, inputs, None, habitat_on=True)
+    return runs
 
 
 def test_results_are_bitwise_identical(runs: dict) -> None:
     base = runs["inductor"]
     for key in ("habitat", "inductor_in_predict_on"):
+        if key not in runs:
+            continue
         for a, b in zip(base["losses"], runs[key]["losses"]):
             assert torch.equal(a, b), key
         for a, b in zip(base["params"], runs[key]["params"]):
@@ -138,6 +143,8 @@ def test_results_are_bitwise_identical(runs: dict) -> None:
 def test_no_recompiles_or_extra_graphs(runs: dict) -> None:
     base = runs["inductor"]["frames"]
     for key in ("habitat", "inductor_in_predict_on"):
+        if key not in runs:
+            continue
         frames = runs[key]["frames"]
         # Graphs are compiled in the first step only; later steps reuse them.
         assert frames[0] == frames[-1], (key, frames)
@@ -149,6 +156,7 @@ def _fused_ops(step) -> list:
     return [op for op in step.ops if op.name.startswith(FUSED_NAMESPACE + "::")]
 
 
+@needs_capture
 def test_every_fused_kernel_is_forecast_each_step(runs: dict) -> None:
     graphs = runs["habitat"]["graphs"]
     kinds = {g.kind for g in graphs}
@@ -172,6 +180,7 @@ def test_every_fused_kernel_is_forecast_each_step(runs: dict) -> None:
                 assert op.module_path == g.region
 
 
+@needs_capture
 def test_extern_ops_are_captured_once(runs: dict) -> None:
     graphs = runs["habitat"]["graphs"]
     externs = sum(len(g.externs) for g in graphs)
@@ -185,6 +194,7 @@ def test_extern_ops_are_captured_once(runs: dict) -> None:
         assert externs >= len(captured) > 0
 
 
+@needs_capture
 def test_compile_time_ops_are_not_step_work(runs: dict) -> None:
     # The first step compiles inside predict_on; its records must match a compiled-only step.
     steps = runs["habitat"]["steps"]
@@ -193,6 +203,7 @@ def test_compile_time_ops_are_not_step_work(runs: dict) -> None:
     assert first == later
 
 
+@needs_capture
 def test_compiled_total_close_to_eager(runs: dict) -> None:
     compiled = runs["habitat"]["steps"][-1].total_ms[runs["habitat"]["steps"][-1].targets[0]]
     eager = runs["eager"]["steps"][-1].total_ms[runs["eager"]["steps"][-1].targets[0]]
@@ -209,6 +220,8 @@ def test_graphs_record_nodes_shapes_and_sources(runs: dict) -> None:
             assert k.kind != "unknown", k.name
             assert set(k.source_nodes) <= names
             assert k.source_ops and k.writes
+            # Fusion keeps intermediates in registers: never more traffic than the eager ops.
+            assert 0 < k.bytes <= k.eager_bytes, k
 
 
 def test_backend_is_registered_by_import() -> None:
