@@ -1,0 +1,103 @@
+"""Cross-GPU forecast error from the benchmark results of two GPUs.
+
+    python benchmarks/gpu/compare_results.py benchmarks/results/<gpu-a> benchmarks/results/<gpu-b> \
+        [--recorded] [--out report.md]
+
+For every workload (model, precision) measured on both GPUs, the trace recorded on A is
+forecast for B and compared with B's measured iteration time, and B's trace for A likewise.
+By default the traces are re-forecast with the engine installed now (so an improved engine
+is measured on the same traces); --recorded uses the forecasts stored at capture time.
+Error = (forecast - measured) / measured.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def load_results(directory: Path) -> tuple[str, dict[tuple[str, str], dict[str, Any]]]:
+    summary = json.loads((directory / "summary.json").read_text())
+    gpu = summary["environment"]["gpu"]
+    runs = {(r["model"], r["precision"]): r for r in summary["results"] if "error" not in r}
+    return gpu, runs
+
+
+def forecast_ms(directory: Path, run: dict[str, Any], target: str, recorded: bool) -> float:
+    if recorded:
+        if target not in run["forecast_ms"]:
+            raise KeyError(f"{target} was not a forecast target when {directory} was recorded")
+        return float(run["forecast_ms"][target])
+    from habitat.forecast import Forecast
+
+    with gzip.open(directory / run["trace"], "rt", encoding="utf-8") as f:
+        document = json.load(f)
+    return Forecast.from_trace(document, [target]).time_ms(target)
+
+
+def compare(dir_a: Path, dir_b: Path, recorded: bool) -> tuple[str, list[dict[str, Any]]]:
+    gpu_a, runs_a = load_results(dir_a)
+    gpu_b, runs_b = load_results(dir_b)
+    rows = []
+    for key in sorted(runs_a.keys() & runs_b.keys()):
+        a, b = runs_a[key], runs_b[key]
+        row: dict[str, Any] = {"model": key[0], "precision": key[1]}
+        for src_dir, src, dst_gpu, dst, tag in ((dir_a, a, gpu_b, b, "a_to_b"),
+                                                (dir_b, b, gpu_a, a, "b_to_a")):
+            predicted = forecast_ms(src_dir, src, dst_gpu, recorded)
+            measured = dst["measured"]["median_ms"]
+            row[tag] = {"forecast_ms": predicted, "measured_ms": measured,
+                        "error": (predicted - measured) / measured}
+        rows.append(row)
+    header = f"{gpu_a} (A) and {gpu_b} (B)"
+    return header, rows
+
+
+def report(header: str, rows: list[dict[str, Any]], recorded: bool) -> str:
+    lines = [f"# Cross-GPU forecast error: {header}", "",
+             f"Forecasts {'recorded at capture time' if recorded else 're-computed from the traces'}; "
+             "measured = median CUDA-event iteration time. Error = (forecast - measured) / measured.", "",
+             "| model | precision | A->B forecast ms | B measured ms | error | B->A forecast ms "
+             "| A measured ms | error |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ab, ba = r["a_to_b"], r["b_to_a"]
+        lines.append(f"| {r['model']} | {r['precision']} | {ab['forecast_ms']:.2f} | "
+                     f"{ab['measured_ms']:.2f} | {100 * ab['error']:+.1f}% | {ba['forecast_ms']:.2f} | "
+                     f"{ba['measured_ms']:.2f} | {100 * ba['error']:+.1f}% |")
+    errors = [abs(r[d]["error"]) for r in rows for d in ("a_to_b", "b_to_a")]
+    if errors:
+        lines += ["", f"Mean absolute error over {len(errors)} forecasts: "
+                      f"{100 * statistics.fmean(errors):.1f}% (max {100 * max(errors):.1f}%)."]
+        for precision in sorted({r["precision"] for r in rows}):
+            sub = [abs(r[d]["error"]) for r in rows if r["precision"] == precision
+                   for d in ("a_to_b", "b_to_a")]
+            lines.append(f"- {precision}: {100 * statistics.fmean(sub):.1f}% over {len(sub)}")
+    else:
+        lines += ["", "No workload was measured on both GPUs."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("gpu_a", type=Path, help="results directory of GPU A (has summary.json)")
+    parser.add_argument("gpu_b", type=Path, help="results directory of GPU B")
+    parser.add_argument("--recorded", action="store_true",
+                        help="use the forecasts stored at capture time instead of re-forecasting")
+    parser.add_argument("--out", type=Path, help="also write the report (and a .json beside it)")
+    args = parser.parse_args(argv)
+    header, rows = compare(args.gpu_a, args.gpu_b, args.recorded)
+    text = report(header, rows, args.recorded)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+        args.out.with_suffix(".json").write_text(json.dumps({"pair": header, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Builds Habitat on a GPU machine, runs the test suite (GPU-only tests included) and the GPU
+# benchmark. Usage (from the repository root):
+#
+#   bash benchmarks/gpu/run.sh [all|build|test|bench] [model ...]
+#
+# Stages are idempotent, so a 10-minute command limit can be met one stage per call:
+#   build: pip install --no-build-isolation . (CUPTI + NVTX compiled in when found)
+#   test:  pytest tests/python (the GPU tests run here), log + junit XML
+#   bench: benchmarks/gpu/run_gpu_benchmark.py for the given models (default: all four)
+# Everything is written under $OUT (default: benchmarks/results): logs/ and <gpu>/.
+set -uo pipefail
+
+cd "$(dirname "$0")/../.."
+STAGE=${1:-all}
+shift || true
+OUT=${OUT:-$PWD/benchmarks/results}
+LOGS="$OUT/logs"
+mkdir -p "$LOGS"
+export MAX_JOBS=${MAX_JOBS:-$(nproc)}
+PY=${PYTHON:-python}
+
+log() { echo "[run.sh $(date +%H:%M:%S)] $*"; }
+
+installed() {
+  # The installed extension, imported from outside the tree so python/habitat is not used.
+  (cd /tmp && "$PY" -c "import habitat._C" 2>/dev/null)
+}
+
+build() {
+  log "environment"
+  { nvidia-smi; "$PY" -c "import torch, sys; print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpu', torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)"; nvcc --version; } \
+    > "$LOGS/environment.txt" 2>&1
+  tail -n 4 "$LOGS/environment.txt"
+  log "pip install --no-build-isolation --no-deps . (MAX_JOBS=$MAX_JOBS)"
+  local t0=$SECONDS
+  if ! "$PY" -m pip install --no-build-isolation --no-deps -v . > "$LOGS/build.log" 2>&1; then
+    grep -E "error|Error" "$LOGS/build.log" | head -n 40
+    log "build FAILED after $((SECONDS - t0)) s (see $LOGS/build.log)"
+    return 1
+  fi
+  log "built in $((SECONDS - t0)) s; CUPTI: $(grep -c HABITAT_WITH_CUPTI "$LOGS/build.log") compile lines define HABITAT_WITH_CUPTI"
+  # Tests import habitat from python/ (like on the CPU machine): put the built module there too.
+  local so
+  so=$(cd /tmp && "$PY" -c "import habitat._C as c; print(c.__file__)")
+  cp -f "$so" python/habitat/
+  (cd /tmp && "$PY" -c "import habitat, habitat.cupti as c; print('cupti_available:', c.cupti_available(), '| status:', c.cupti_status())") \
+    | tee "$LOGS/cupti_status.txt"
+}
+
+run_tests() {
+  installed || build || return 1
+  log "pytest tests/python"
+  local t0=$SECONDS
+  PYTHONPATH=python timeout 540 "$PY" -m pytest tests/python -q -rs -p no:cacheprovider \
+    --junitxml="$LOGS/pytest.xml" > "$LOGS/pytest.log" 2>&1
+  local rc=$?
+  tail -n 30 "$LOGS/pytest.log"
+  log "pytest exit $rc in $((SECONDS - t0)) s"
+  return $rc
+}
+
+bench() {
+  installed || build || return 1
+  log "benchmark: ${*:-all models}"
+  local args=()
+  [ $# -gt 0 ] && args=(--models "$@")
+  local t0=$SECONDS
+  PYTHONPATH=python timeout 1500 "$PY" benchmarks/gpu/run_gpu_benchmark.py --out "$OUT" "${args[@]}" \
+    2>&1 | tee "$LOGS/bench${1:+_$1}.log"
+  local rc=${PIPESTATUS[0]}
+  log "benchmark exit $rc in $((SECONDS - t0)) s"
+  return $rc
+}
+
+case "$STAGE" in
+  build) build ;;
+  test) run_tests ;;
+  bench) bench "$@" ;;
+  all)
+    build || exit 1
+    run_tests
+    test_rc=$?
+    bench "$@"
+    bench_rc=$?
+    exit $((test_rc != 0 || bench_rc != 0))
+    ;;
+  *) echo "usage: $0 [all|build|test|bench] [model ...]" >&2; exit 2 ;;
+esac

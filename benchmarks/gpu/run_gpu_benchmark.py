@@ -1,0 +1,276 @@
+"""Records Habitat traces and the true iteration time of the benchmark models on this GPU.
+
+    python benchmarks/gpu/run_gpu_benchmark.py --out benchmarks/results [--quick]
+
+For each model of models.py in fp32 and in bf16 autocast it writes, under OUT/<gpu>/:
+  - traces/<model>_<precision>.json.gz: one traced training step (the habitat trace format)
+    with Habitat's forecast for every GPU in the database;
+  - summary.json: per workload the measured iteration time (CUDA events around each step
+    after a warm-up; median, p10, p90 of many steps), the forecasts, how many ops got
+    kernels attached, and the tracing overhead (wall time per step, synchronised: plain,
+    with CUPTI kernel tracing only, and under habitat.predict_on);
+  - summary.md: the same as a table.
+compare_results.py turns the summaries of two GPUs into cross-GPU forecast errors.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import gzip
+import json
+import platform
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from models import WORKLOADS, Workload  # noqa: E402
+
+import habitat  # noqa: E402
+from habitat import cupti, devices, engine  # noqa: E402
+
+PRECISIONS = {"fp32": False, "bf16": True}  # name -> autocast to bfloat16
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def _stats(values: list[float]) -> dict[str, Any]:
+    return {"median_ms": statistics.median(values), "p10_ms": _percentile(values, 0.1),
+            "p90_ms": _percentile(values, 0.9), "mean_ms": statistics.fmean(values),
+            "steps": len(values)}
+
+
+def iteration_times_ms(step: Callable[[], None], warmup: int, steps: int) -> list[float]:
+    """GPU time of each step: CUDA events recorded before and after it, no host sync in
+    between, so host overhead that starves the GPU counts, as it does in training."""
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(steps)]
+    for start, end in events:
+        start.record()
+        step()
+        end.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in events]
+
+
+def wall_times_ms(step: Callable[[], None], steps: int) -> list[float]:
+    """Host wall time of each step with the device synchronised after it (for overhead)."""
+    out = []
+    for _ in range(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+# Ops that only allocate or read a scalar back: no kernel to expect.
+ALLOCATION_ONLY = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resize_",
+                   "aten::set_", "aten::_local_scalar_dense"}
+
+
+def _devices(op: dict[str, Any]) -> set[str]:
+    metas = list(op.get("outputs", []))
+    for arg in op.get("args", []):
+        metas += [arg["tensor"]] if "tensor" in arg else arg.get("tensors", [])
+    return {str(m.get("device", "cpu")).split(":")[0] for m in metas}
+
+
+def kernel_coverage(step_forecast: Any) -> dict[str, Any]:
+    """How many leaf ops that do device work carry the kernels they launched, and how much
+    kernel time sits on composite ops (launched by the op itself, not by a child op)."""
+    ops = step_forecast.trace["ops"]
+    by_id = {op["id"]: op for op in ops}
+    leaf_cuda, with_kernels, missing = 0, 0, {}
+    for op in step_forecast.leaf_ops():
+        raw = by_id[op.id]
+        devices_used = _devices(raw)
+        # A host<->device copy is a memcpy, not a kernel.
+        if ("cuda" not in devices_used or "cpu" in devices_used or op.op_class == "no_kernel"
+                or op.name in ALLOCATION_ONLY):
+            continue
+        leaf_cuda += 1
+        if raw.get("kernels"):
+            with_kernels += 1
+        else:
+            missing[op.full_name] = missing.get(op.full_name, 0) + 1
+
+    def kernel_ms(selected: list[dict[str, Any]]) -> float:
+        return sum(k.get("duration_us", 0.0) for op in selected for k in op.get("kernels", [])) / 1e3
+
+    return {"leaf_cuda_ops": leaf_cuda, "with_kernels": with_kernels,
+            "missing": dict(sorted(missing.items(), key=lambda kv: -kv[1])),
+            "kernel_sum_ms": kernel_ms(ops),
+            "composite_kernel_ms": kernel_ms([op for op in ops if op.get("has_children")])}
+
+
+def run_workload(workload: Workload, precision: str, targets: list[str], out_dir: Path,
+                 warmup: int, steps: int, overhead_steps: int) -> dict[str, Any]:
+    autocast = PRECISIONS[precision]
+    torch.manual_seed(0)
+    train_step = workload.build(torch.device("cuda"))
+
+    def step() -> None:
+        train_step(autocast)
+
+    measured = iteration_times_ms(step, warmup, steps)
+
+    plain = wall_times_ms(step, overhead_steps)
+    tracing = cupti.KernelTracing()
+    traced_stats: list[dict[str, Any]] = []
+
+    def cupti_step() -> None:
+        tracing.begin_step()
+        step()
+        kernels = tracing.end_step()
+        if kernels is not None:
+            traced_stats.append(kernels.stats)
+
+    cupti_only = wall_times_ms(cupti_step, overhead_steps)
+    tracing.close()
+
+    predictor = habitat.predict_on(targets)
+    forecast = None
+
+    def habitat_step() -> None:
+        nonlocal forecast
+        with predictor as forecast:
+            step()
+
+    habitat_wall = wall_times_ms(habitat_step, max(3, overhead_steps // 2))
+    assert forecast is not None
+    latest = forecast.latest
+
+    trace_path = out_dir / "traces" / f"{workload.name}_{precision}.json.gz"
+    trace_path.parent.mkdir(parents=True, exist_ok=True)
+    document = engine.trace_document(forecast.origin, [latest.trace])
+    document["forecast"] = {"targets": forecast.targets, "steps": [latest.summary()]}
+    document["benchmark"] = {"model": workload.name, "precision": precision,
+                             "measured": _stats(measured)}
+    with gzip.open(trace_path, "wt", encoding="utf-8") as f:
+        json.dump(document, f, separators=(",", ":"))
+
+    plain_ms = statistics.median(plain)
+    result = {
+        "model": workload.name, "precision": precision, "description": workload.description,
+        "measured": _stats(measured),
+        "forecast_ms": dict(latest.total_ms),
+        "methods": latest.method_ops,
+        "unsupported": latest.unsupported,
+        "coverage": kernel_coverage(latest),
+        "cupti_stats": traced_stats[-1] if traced_stats else None,
+        "overhead": {
+            "plain_wall_ms": plain_ms,
+            "cupti_wall_ms": statistics.median(cupti_only),
+            "habitat_wall_ms": statistics.median(habitat_wall),
+            "cupti_overhead_pct": 100 * (statistics.median(cupti_only) / plain_ms - 1),
+            "habitat_overhead_pct": 100 * (statistics.median(habitat_wall) / plain_ms - 1),
+        },
+        "origin": forecast.origin,
+        "trace": str(trace_path.relative_to(out_dir)),
+    }
+    del train_step, predictor, forecast
+    return result
+
+
+def environment(gpu: str) -> dict[str, Any]:
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "gpu": gpu, "torch_device_name": props.name, "sms": props.multi_processor_count,
+        "memory_gb": props.total_memory / 2**30, "torch": torch.__version__,
+        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+        "habitat": habitat.__version__, "python": platform.python_version(),
+        "host": platform.node(), "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "cupti": cupti.cupti_status(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+
+
+def markdown(env: dict[str, Any], results: list[dict[str, Any]]) -> str:
+    gpu = env["gpu"]
+    lines = [f"# Habitat GPU benchmark on {gpu}", "",
+             f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}; "
+             f"CUPTI: {env['cupti']}", "",
+             "| model | precision | measured ms (median) | forecast on origin ms | ops with kernels |"
+             " CUPTI overhead | habitat overhead |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['precision']} | error: {r['error'][:80]} | | | | |")
+            continue
+        cov, ovh = r["coverage"], r["overhead"]
+        lines.append(
+            f"| {r['model']} | {r['precision']} | {r['measured']['median_ms']:.2f} | "
+            f"{r['forecast_ms'].get(gpu, float('nan')):.2f} | "
+            f"{cov['with_kernels']}/{cov['leaf_cuda_ops']} | {ovh['cupti_overhead_pct']:+.1f}% | "
+            f"{ovh['habitat_overhead_pct']:+.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--models", nargs="+", default=[w.name for w in WORKLOADS])
+    parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=list(PRECISIONS))
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=50, help="timed steps for the iteration time")
+    parser.add_argument("--overhead-steps", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="few steps: a smoke test")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("run_gpu_benchmark.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    if args.quick:
+        args.warmup, args.steps, args.overhead_steps = 2, 5, 4
+
+    gpu = cupti.origin_device()
+    out_dir = args.out / gpu.lower()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    targets = [d.name for d in devices.devices()]
+    env = environment(gpu)
+    print(f"GPU {env['torch_device_name']} -> database name {gpu}; CUPTI: {env['cupti']}", flush=True)
+
+    results: list[dict[str, Any]] = []
+    for workload in WORKLOADS:
+        if workload.name not in args.models:
+            continue
+        for precision in args.precisions:
+            t0 = time.perf_counter()
+            try:
+                r = run_workload(workload, precision, targets, out_dir, args.warmup, args.steps,
+                                 args.overhead_steps)
+                print(f"{workload.name:>13} {precision}: measured {r['measured']['median_ms']:8.2f} ms, "
+                      f"forecast here {r['forecast_ms'].get(gpu, float('nan')):8.2f} ms, "
+                      f"kernels on {r['coverage']['with_kernels']}/{r['coverage']['leaf_cuda_ops']} ops, "
+                      f"overhead cupti {r['overhead']['cupti_overhead_pct']:+.1f}% "
+                      f"habitat {r['overhead']['habitat_overhead_pct']:+.1f}% "
+                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
+            except Exception as exc:  # one broken workload must not lose the others
+                traceback.print_exc()
+                r = {"model": workload.name, "precision": precision,
+                     "error": f"{type(exc).__name__}: {exc}"}
+            results.append(r)
+            gc.collect()
+            torch.cuda.empty_cache()
+
+    (out_dir / "summary.json").write_text(json.dumps({"environment": env, "results": results},
+                                                     indent=1))
+    (out_dir / "summary.md").write_text(markdown(env, results))
+    print(markdown(env, results))
+    return 0 if all("error" not in r for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

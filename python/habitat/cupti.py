@@ -1,0 +1,230 @@
+"""CUDA kernel tracing with CUPTI: the kernels each captured op launched on the GPU you have.
+
+The C++ tracer (torch_plugin/cupti_tracer.h) tags every op's CUDA launches with a CUPTI
+external correlation id, so each kernel record maps to exactly the op that launched it.
+:class:`KernelTracing` drives it one step at a time and steps aside, with a single warning,
+whenever it cannot trace: a CPU-only build, no GPU, no profiling permission, or another
+CUPTI client (torch.profiler, Nsight) holding CUPTI. Forecasts then use per-op timing or
+shapes, and training is never affected.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from habitat import _C
+
+__all__ = [
+    "KernelTracing",
+    "StepKernels",
+    "attach_kernels",
+    "cupti_available",
+    "cupti_status",
+    "origin_device",
+    "profiler_running",
+]
+
+_warned: set[str] = set()
+
+
+class CuptiWarning(UserWarning):
+    """Kernel tracing is off or incomplete; forecasts fall back, training is unaffected."""
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(f"habitat: {message}", CuptiWarning, stacklevel=3)
+
+
+def cupti_status() -> str:
+    """Why kernel tracing is or is not available: 'tracing', 'not started', or the reason."""
+    if not _C.cupti_compiled():
+        return _C.cupti_status()
+    if not torch.cuda.is_available():
+        return "CUPTI is compiled in, but torch sees no CUDA GPU: there are no kernels to trace"
+    return _C.cupti_status()
+
+
+def cupti_available() -> bool:
+    """True when this build can trace CUDA kernels here: CUPTI compiled in, a CUDA GPU
+    visible, and no failed attempt to start tracing (see :func:`cupti_status`)."""
+    return bool(_C.cupti_compiled()) and torch.cuda.is_available() and bool(_C.cupti_available())
+
+
+def profiler_running() -> bool:
+    """Whether torch.profiler (Kineto, also a CUPTI client) is recording now."""
+    enabled = getattr(torch.autograd.profiler, "_is_profiler_enabled", False)
+    return bool(enabled() if callable(enabled) else enabled)
+
+
+def origin_device(index: int | None = None) -> str:
+    """The database name of CUDA device `index` (default: the current one), or "cpu".
+
+    An unknown GPU keeps torch's name and warns: runtime-based forecasts need the origin's
+    specifications, so its ops are then forecast from their shapes.
+    """
+    if not torch.cuda.is_available():
+        return "cpu"
+    from habitat.devices import UnknownDeviceError, get_device
+
+    name = torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index).name
+    try:
+        return str(get_device(name).name)
+    except UnknownDeviceError as exc:
+        _warn_once(f"origin:{name}", f"this GPU ({name}) is not in the device database, so its "
+                   f"measured kernels cannot be scaled to other GPUs and ops are forecast from "
+                   f"their shapes. Describe it in a JSON file and pass it to "
+                   f"habitat.devices.load_devices() ({exc})")
+        return name
+
+
+@dataclass
+class StepKernels:
+    """The kernels of one step, per op id, with the record counts (never silently lossy)."""
+
+    ops: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # trace-format kernels
+    stats: dict[str, Any] = field(default_factory=dict)
+    ok: bool = True
+    message: str = ""
+    nvtx_ranges: int = 0
+    nvtx_sample: list[str] = field(default_factory=list)
+    orphan_kernels: int = 0  # kernels of ops the step did not hold (past its record cap)
+
+    @classmethod
+    def from_json(cls, text: str) -> "StepKernels":
+        doc = json.loads(text)
+        return cls(ops={int(k): v for k, v in doc["ops"].items()}, stats=doc["stats"],
+                   ok=doc["ok"], message=doc["message"], nvtx_ranges=doc["nvtx_ranges"],
+                   nvtx_sample=list(doc["nvtx_sample"]),
+                   orphan_kernels=int(doc.get("orphan_kernels", 0)))
+
+    def problems(self) -> list[str]:
+        """What makes this step's kernel list incomplete, in words (empty when it is not)."""
+        s = self.stats
+        out = [] if self.ok else [self.message]
+        if s.get("dropped"):
+            out.append(f"CUPTI dropped {s['dropped']} activity records (its buffers were full)")
+        if s.get("overflow"):
+            out.append(f"{s['overflow']} records exceeded the per-step bound and were discarded")
+        if s.get("incomplete"):
+            out.append(f"{s['incomplete']} kernels had not finished when the step was flushed")
+        if s.get("stale"):
+            out.append(f"{s['stale']} kernels arrived after their step was flushed")
+        return out
+
+
+def attach_kernels(step: dict[str, Any], kernels: StepKernels) -> int:
+    """Puts each op's kernels into a trace step dict; returns how many kernels belong to ops
+    the step does not hold (ops past its record cap)."""
+    known = set()
+    for op in step.get("ops", []):
+        known.add(op["id"])
+        if op["id"] in kernels.ops:
+            op["kernels"] = kernels.ops[op["id"]]
+    return sum(len(v) for k, v in kernels.ops.items() if k not in known)
+
+
+class KernelTracing:
+    """Kernel tracing for a sequence of steps, with the warn-once fallback.
+
+    Standalone::
+
+        tracing.begin_step()          # is this step traced?
+        ...                           # ops run inside ScopedKernelAttribution / _C._OpScope
+        kernels = tracing.end_step()  # synchronise, flush, kernels per op id
+
+    With the capture session, whose end attaches the kernels in C++ (KernelTracer::flush_into)::
+
+        tracing.begin_step(); session.begin()
+        ...
+        tracing.prepare_flush(); session.end()   # synchronise, then C++ flushes and attaches
+        tracing.end_step(flushed=True)           # counts of that flush, warnings
+    """
+
+    def __init__(self, *, enabled: bool = True, record_nvtx: bool = False) -> None:
+        self.enabled = enabled
+        self.record_nvtx = record_nvtx
+        self._restart = False
+        self._tracing = False
+        self._prepared = False
+
+    @property
+    def tracing(self) -> bool:
+        """Whether the current step's kernels are being traced."""
+        return self._tracing
+
+    def begin_step(self) -> bool:
+        self._tracing = self._prepared = False
+        if not self.enabled:
+            return False
+        if not _C.cupti_compiled() or not torch.cuda.is_available():
+            _warn_once("unavailable", f"{cupti_status()}. Ops are timed without kernel detail.")
+            return False
+        if profiler_running():
+            if _C.cupti_active():
+                _C.cupti_detach("torch.profiler is running")
+            self._restart = True
+            _warn_once("profiler", "torch.profiler is running, and CUPTI serves one client at a "
+                       "time: Habitat pauses its kernel tracing until the profiler stops (ops "
+                       "are timed without kernel detail meanwhile)")
+            return False
+        if self._restart:
+            # Another client may have replaced our callbacks or disabled our kinds.
+            _C.cupti_stop()
+            self._restart = False
+        ok, message = _C.cupti_start(self.record_nvtx)
+        if not ok:
+            _warn_once(f"start:{message}", message)
+            return False
+        self._tracing = True
+        return True
+
+    def prepare_flush(self) -> bool:
+        """Readies the step's records for a flush; False when the step's kernels are lost."""
+        if not self._tracing:
+            return False
+        if profiler_running():  # started during the step: it took CUPTI over
+            _C.cupti_detach("torch.profiler started during the step")
+            self._tracing = False
+            self._restart = True
+            _warn_once("profiler", "torch.profiler started during a traced step: that step's "
+                       "kernels are incomplete; Habitat pauses its kernel tracing until the "
+                       "profiler stops")
+            return False
+        torch.cuda.synchronize()  # a kernel still running would arrive without an end time
+        self._prepared = True
+        return True
+
+    def end_step(self, *, flushed: bool = False) -> StepKernels | None:
+        """The step's kernels (None when it was not traced). `flushed`: the capture session
+        already flushed and attached them; only its counts are returned."""
+        if not self._tracing or not (self._prepared or self.prepare_flush()):
+            self._tracing = False
+            return None
+        self._tracing = self._prepared = False
+        kernels = StepKernels.from_json(_C.cupti_last_step() if flushed else _C.cupti_flush())
+        for problem in kernels.problems():
+            _warn_once(f"problem:{problem.split(' ', 2)[-1][:40]}", problem)
+        if kernels.stats.get("kernels", 0) == 0:
+            # Nothing at all: an idle step, or another CUPTI client took over mid-step.
+            self._restart = True
+        return kernels
+
+    def close(self) -> None:
+        self._tracing = self._prepared = False
+        if _C.cupti_active():
+            _C.cupti_stop()
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    # While CUDA is still up: CUPTI may otherwise deliver buffers during interpreter teardown.
+    if _C.cupti_active():
+        _C.cupti_stop()
