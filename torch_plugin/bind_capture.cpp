@@ -1,7 +1,72 @@
+// habitat._C capture names: the recording window (_CaptureSession) and the hooks Python
+// calls to tell the capture where ops run (module paths, optimizer steps).
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+
 #include "bindings.h"
+#include "capture_key.h"
+#include "capture_state.h"
+#include "trace.h"
+
+namespace py = pybind11;
 
 namespace habitat::python {
 
-void bind_capture(pybind11::module_& m) { (void)m; }
+void bind_capture(py::module_& m) {
+  using capture::Session;
+  using capture::thread_state;
+  try {
+    capture::install_fallback();
+  } catch (const std::exception& e) {
+    throw py::import_error(e.what());
+  }
+  m.attr("CAPTURE_KEY") = capture::kCaptureKeyName;
+
+  py::class_<Session, std::shared_ptr<Session>>(m, "_CaptureSession",
+                                                 "One recording window (one training step).")
+      .def(py::init<size_t>(), py::arg("max_ops"))
+      .def("begin", &Session::begin,
+           "Opens the window on this thread (includes the capture key on it for good).")
+      .def(
+          "end",
+          [](Session& s, int64_t index) {
+            std::string warning;
+            std::string text;
+            {
+              py::gil_scoped_release release;
+              Trace trace;
+              trace.steps.push_back(s.end(index, &warning));
+              text = trace_to_json(trace);
+            }
+            return py::make_tuple(py::bytes(text), warning);
+          },
+          py::arg("index"),
+          "Closes the window; returns (trace JSON holding the one step, warning or '').")
+      .def_property_readonly("dropped", &Session::dropped,
+                             "Ops not recorded because the step reached max_ops.")
+      .def_property_readonly("open", &Session::open);
+
+  m.def(
+      "_capture_enter_module",
+      [](std::string path) {
+        thread_state().modules.push_back(std::make_shared<const std::string>(std::move(path)));
+      },
+      py::arg("path"));
+  m.def("_capture_exit_module", [] {
+    auto& modules = thread_state().modules;
+    if (!modules.empty()) modules.pop_back();
+  });
+  m.def("_capture_enter_optimizer", [] { ++thread_state().optimizer_depth; });
+  m.def("_capture_exit_optimizer", [] {
+    auto& depth = thread_state().optimizer_depth;
+    if (depth > 0) --depth;
+  });
+  m.def("_capture_key_included", &capture::key_included_on_this_thread,
+        "Whether this thread routes ops through the capture key.");
+  m.def("_capture_release_thread", &capture::release_key_on_this_thread,
+        "Removes the capture key from this thread (ops skip the capture entirely).");
+}
 
 }  // namespace habitat::python

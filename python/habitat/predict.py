@@ -1,0 +1,231 @@
+"""``habitat.predict_on``: capture each training step's aten ops and forecast them on GPUs.
+
+    with habitat.predict_on("A100") as forecast:   # or ["A100", "H100", "L4"]
+        loss = model(x).loss; loss.backward(); opt.step()
+    print(forecast)
+
+Each ``with`` block is one step; reuse the same ``predict_on`` object across steps and its
+forecast accumulates. Ops are captured in C++ (a dispatcher fallback, see
+torch_plugin/capture_key.h) with their shapes, phase, module path and autograd node; at the
+end of the block the step is forecast for every target.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import threading
+import warnings
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Sequence
+
+import torch
+
+from habitat import _C, _modules, _phase
+
+if TYPE_CHECKING:
+    from habitat.forecast import Forecast, StepForecast
+
+#: Most ops recorded in one step; the rest run untouched and are counted as dropped.
+DEFAULT_MAX_OPS_PER_STEP = 2_000_000
+
+
+class HabitatWarning(UserWarning):
+    """Something went wrong in Habitat; the training step itself was not affected."""
+
+
+_thread = threading.local()  # how many predict_on windows are open on this thread
+
+
+def _open_windows() -> int:
+    return getattr(_thread, "open", 0)
+
+
+def _host() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.node()
+
+
+def _autocast_enabled() -> bool:
+    return any(torch.is_autocast_enabled(device) for device in ("cpu", "cuda"))
+
+
+def _origin(device: str = "cpu") -> dict[str, Any]:
+    from habitat import __version__
+
+    return {
+        "device": device,
+        "host": _host(),
+        "torch_version": torch.__version__,
+        "habitat_version": __version__,
+        "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "autocast": _autocast_enabled(),
+    }
+
+
+def _gpu_of(step: dict[str, Any]) -> str | None:
+    """The torch device name of the first CUDA device the step's ops touched, if any."""
+    for op in step.get("ops", []):
+        for arg in op.get("args", []):
+            metas = [arg["tensor"]] if "tensor" in arg else arg.get("tensors", [])
+            for meta in metas:
+                device = meta.get("device", "cpu")
+                if device.startswith("cuda"):
+                    index = int(device.split(":")[1]) if ":" in device else 0
+                    return torch.cuda.get_device_name(index)
+    return None
+
+
+class record_step:  # noqa: N801
+    """Captures the aten ops of a block as one trace step, without forecasting them.
+
+    ``step`` holds the step (a trace step dict, docs/trace-format.md) after the block ends
+    normally; it stays None when the block raised. :class:`predict_on` is built on this.
+    """
+
+    def __init__(self, index: int = 0, *, max_ops: int = DEFAULT_MAX_OPS_PER_STEP) -> None:
+        if max_ops < 1:
+            raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops}")
+        self.index = index
+        self.max_ops = int(max_ops)
+        self.step: dict[str, Any] | None = None
+        self._session: Any = None
+
+    def __enter__(self) -> "record_step":
+        if self._session is not None:
+            raise RuntimeError("this record_step block is already open")
+        session = _C._CaptureSession(self.max_ops)
+        if _open_windows() == 0:
+            _modules.reset_thread()
+        _modules.acquire()
+        _phase.acquire()
+        try:
+            session.begin()
+        except BaseException:
+            _phase.release()
+            _modules.release()
+            raise
+        _thread.open = _open_windows() + 1
+        self._session = session
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        session, self._session = self._session, None
+        try:
+            text, warning = session.end(self.index)
+        finally:
+            _thread.open = _open_windows() - 1
+            if _open_windows() == 0:
+                _modules.reset_thread()
+            _phase.release()
+            _modules.release()
+        if warning:
+            warnings.warn(warning, HabitatWarning, stacklevel=2)
+        if exc_type is None:
+            self.step = json.loads(text)["steps"][0]
+        return False  # never swallow the user's exception
+
+
+class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
+    """Captures each ``with`` block as one training step and forecasts it on `targets`.
+
+    Args:
+        targets: a GPU name or a list of them (see ``habitat devices``); unknown names raise
+            here, before any step runs.
+        log_dir: if set, each step is logged to TensorBoard there and the forecast (trace
+            included) is saved to ``log_dir/forecast.json``.
+        max_ops_per_step: ops recorded per step at most; more are run but not recorded
+            (the step reports how many were dropped).
+        verbose: print each step's forecast when it ends.
+
+    ``__enter__`` returns the :class:`~habitat.forecast.Forecast`, the same object every step.
+    Errors while forecasting become :class:`HabitatWarning`; an exception inside the block
+    propagates unchanged and the partial step is discarded.
+    """
+
+    def __init__(self, targets: str | Sequence[str], *, log_dir: str | os.PathLike[str] | None = None,
+                 max_ops_per_step: int = DEFAULT_MAX_OPS_PER_STEP, verbose: bool = False) -> None:
+        from habitat.forecast import Forecast
+
+        if max_ops_per_step < 1:
+            raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops_per_step}")
+        self.forecast: Forecast = Forecast(targets, _origin())
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.max_ops_per_step = int(max_ops_per_step)
+        self.verbose = verbose
+        self._lock = threading.Lock()
+        self._sessions: dict[int, record_step] = {}  # by thread id
+        self._next_index = 0
+        self._origin_fixed = False
+        self._logger: Any = None
+
+    # ----- one step ------------------------------------------------------------------
+    def __enter__(self) -> "Forecast":
+        thread = threading.get_ident()
+        with self._lock:
+            if thread in self._sessions:
+                raise RuntimeError(
+                    "this predict_on(...) block is already open on this thread; each `with` is "
+                    "one step, so close it before the next (for a second forecast of the same "
+                    "ops, nest a separate habitat.predict_on(...) instead)")
+            index = self._next_index
+            self._next_index += 1
+            if not self._origin_fixed:
+                self.forecast.origin.update(allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
+                                            autocast=_autocast_enabled())
+        recording = record_step(index, max_ops=self.max_ops_per_step)
+        recording.__enter__()
+        with self._lock:
+            self._sessions[thread] = recording
+        return self.forecast
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        with self._lock:
+            recording = self._sessions.pop(threading.get_ident())
+        recording.__exit__(exc_type, exc, tb)
+        if recording.step is not None:
+            self._forecast_step(recording.step, recording.index)
+        return False  # never swallow the user's exception
+
+    def _forecast_step(self, step: dict[str, Any], index: int) -> "StepForecast | None":
+        try:
+            if step.get("dropped_ops"):
+                warnings.warn(
+                    f"habitat: step {index} ran more than {self.max_ops_per_step} ops; "
+                    f"{step['dropped_ops']} were not recorded and are missing from its forecast "
+                    "(raise predict_on(..., max_ops_per_step=N))", HabitatWarning, stacklevel=3)
+            with self._lock:
+                if not self._origin_fixed:
+                    gpu = _gpu_of(step)
+                    if gpu is not None:
+                        self.forecast.origin["device"] = gpu
+                    self._origin_fixed = True
+                result = self.forecast.add_step(step)
+                if self.log_dir is not None:
+                    self._log(result)
+            if self.verbose:
+                print(result)
+            return result
+        except Exception as e:  # a forecasting problem must not stop training
+            warnings.warn(f"habitat: could not forecast step {index} ({type(e).__name__}: {e}); "
+                          "the training step itself ran normally", HabitatWarning, stacklevel=3)
+            return None
+
+    def _log(self, step: "StepForecast") -> None:
+        assert self.log_dir is not None
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.forecast.save(self.log_dir / "forecast.json")
+        if self._logger is None:
+            from habitat.tensorboard import TensorBoardLogger
+
+            self._logger = TensorBoardLogger(self.log_dir)
+        self._logger.log_step(self.forecast, step)
