@@ -1,0 +1,154 @@
+"""habitat.predict_on around real training steps: capture + forecast, end to end on CPU."""
+from __future__ import annotations
+
+import json
+import math
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import habitat
+from habitat.forecast import Forecast
+from habitat.predict import HabitatWarning
+from models import OPTIMIZERS, WORKLOADS, make_workload
+
+TARGETS = ["A100", "H100", "L4"]
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_three_steps_forecast_positive_and_finite(name: str, optimizer: str) -> None:
+    work = make_workload(name, optimizer)
+    predictor = habitat.predict_on(TARGETS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HabitatWarning)  # forecasting must not fail
+        for _ in range(3):
+            with predictor as forecast:
+                work.step()
+    assert len(forecast.steps) == 3
+    assert [s.index for s in forecast.steps] == [0, 1, 2]
+    for step in forecast.steps:
+        assert step.measured_ms > 0
+        for target in forecast.targets:
+            assert math.isfinite(step.total_ms[target]) and step.total_ms[target] > 0
+    for target in TARGETS:
+        assert forecast.time_ms(target) > 0
+    phases = {op.phase for op in forecast.ops}
+    assert {"forward", "backward", "optimizer"} <= phases
+    for op in forecast.ops:
+        for target in forecast.targets:
+            assert math.isfinite(op.predictions[target].time_us)
+            assert op.predictions[target].time_us >= 0
+    assert str(forecast)
+
+
+def test_unknown_gpu_raises_before_any_step() -> None:
+    with pytest.raises(Exception, match="(?i)unknown|not found|no such"):
+        habitat.predict_on("NoSuchGPU-9000")
+
+
+def test_forecast_round_trips_and_reforecasts_for_other_gpus(tmp_path: Path) -> None:
+    work = make_workload("mlp", "adam")
+    with habitat.predict_on("A100") as forecast:
+        work.step()
+    path = forecast.save(tmp_path / "step.json")
+    doc = json.loads(path.read_text())
+    assert doc["steps"][0]["ops"]
+    again = Forecast.load(path, targets=["H100", "L4"])
+    assert len(again.steps) == 1 and again.time_ms("H100") > 0 and again.time_ms("L4") > 0
+    same = Forecast.load(path)  # targets from the saved forecast
+    assert same.time_ms("A100") == pytest.approx(forecast.time_ms("A100"))
+
+
+def test_exception_inside_the_step_propagates_and_discards_it() -> None:
+    work = make_workload("mlp")
+    predictor = habitat.predict_on("A100")
+    with predictor as forecast:
+        work.step()
+    with pytest.raises(KeyError, match="from the step"):
+        with predictor:
+            work.model(work.inputs)
+            raise KeyError("from the step")
+    assert len(forecast.steps) == 1
+    with predictor:  # the object is reusable after the failure
+        work.step()
+    assert len(forecast.steps) == 2
+
+
+def test_the_same_context_cannot_nest_but_two_can() -> None:
+    work = make_workload("mlp")
+    outer = habitat.predict_on("A100")
+    with outer:
+        with pytest.raises(RuntimeError, match="already open"):
+            with outer:
+                pass
+    inner = habitat.predict_on("H100")
+    with outer as f_outer:
+        work.model(work.inputs)
+        with inner as f_inner:
+            work.step()
+    assert len(f_inner.ops) < len(f_outer.ops)
+    inner_names = [op.full_name for op in f_inner.ops]
+    outer_names = [op.full_name for op in f_outer.ops]
+    assert outer_names[-len(inner_names):] == inner_names
+
+
+def test_two_threads_share_one_predictor() -> None:
+    predictor = habitat.predict_on("A100")
+    errors: list[BaseException] = []
+
+    def worker(seed: int) -> None:
+        try:
+            work = make_workload("mlp", seed=seed)
+            for _ in range(2):
+                with predictor:
+                    work.step()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(s.index for s in predictor.forecast.steps) == [0, 1, 2, 3]
+    sizes = {len(s.ops) for s in predictor.forecast.steps[-2:]}
+    assert all(n > 0 for n in sizes)
+
+
+def test_forecast_failure_becomes_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    work = make_workload("mlp")
+    predictor = habitat.predict_on("A100")
+
+    def broken(step: dict) -> None:
+        raise RuntimeError("engine exploded")
+
+    monkeypatch.setattr(predictor.forecast, "add_step", broken)
+    with pytest.warns(HabitatWarning, match="engine exploded"):
+        with predictor:
+            loss = work.step()
+    assert torch.isfinite(loss)
+
+
+def test_dropped_ops_are_reported() -> None:
+    work = make_workload("mlp")
+    with pytest.warns(HabitatWarning, match="were not recorded"):
+        with habitat.predict_on("A100", max_ops_per_step=5) as forecast:
+            work.step()
+    assert len(forecast.ops) == 5
+
+
+def test_log_dir_saves_the_forecast(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    work = make_workload("mlp")
+    predictor = habitat.predict_on("A100", log_dir=tmp_path)
+    for _ in range(2):
+        with predictor:
+            work.step()
+    saved = Forecast.load(tmp_path / "forecast.json")
+    assert len(saved.steps) == 2
+    assert any(p.name.startswith("events.out.tfevents") for p in tmp_path.iterdir())
