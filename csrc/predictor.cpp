@@ -120,49 +120,91 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
   const Device* origin_gpu = origin.device == "cpu" ? nullptr : db_.try_find(origin.device);
   const OpPredictor op_predictor(origin_gpu, model_);
 
+  const std::size_t n_ops = step.ops.size();
+  const std::size_t n_targets = devices.size();
   std::unordered_map<uint64_t, std::size_t> index_of;
-  index_of.reserve(step.ops.size());
-  f.ops.resize(step.ops.size());
-  f.totals.resize(devices.size());
+  index_of.reserve(n_ops);
+  f.ops.resize(n_ops);
+  f.totals.resize(n_targets);
   std::set<std::string> unsupported;
 
-  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+  // Each op's own work. A composite op's own work is what it launched itself: measured
+  // kernels on a GPU origin; on the shape path, its cost-model estimate, which stands for
+  // the whole decomposition (see the roll-up below).
+  std::vector<std::vector<OpPrediction>> own(n_ops);
+  for (std::size_t i = 0; i < n_ops; ++i) {
     const OpRecord& op = step.ops[i];
     index_of[op.id] = i;
     OpForecast& of = f.ops[i];
     of.op_id = op.id;
-    of.per_target.resize(devices.size());
-    if (op.has_children) {
-      for (auto& p : of.per_target) p.method = Method::Composite;
-      continue;
-    }
     of.cost = estimate_cost(op, origin.allow_tf32);
-    if (!of.cost.known()) unsupported.insert(op.name);
-    for (std::size_t t = 0; t < devices.size(); ++t) {
-      const OpPrediction p = op_predictor.predict(op, of.cost, *devices[t]);
-      of.per_target[t] = p;
-      TargetTotals& totals = f.totals[t];
-      totals.total_us += p.time_us;
-      totals.phase_us[op.phase] += p.time_us;
-      totals.method_ops[p.method] += 1;
+    const bool composite_only =
+        op.has_children && (origin_gpu != nullptr ? op.kernels.empty() : !of.cost.known());
+    if (!of.cost.known() && !op.has_children) unsupported.insert(op.name);
+    own[i].resize(n_targets);
+    for (std::size_t t = 0; t < n_targets; ++t) {
+      own[i][t] = composite_only ? OpPrediction{0.0, Method::Composite}
+                                 : op_predictor.predict(op, of.cost, *devices[t]);
     }
   }
 
-  // Children follow their parent in start order, so a reverse pass rolls each op's time
-  // up into its parent exactly once, however deep the nesting.
-  for (std::size_t i = step.ops.size(); i-- > 0;) {
+  // Children follow their parent in start order, so a reverse pass sees every child's final
+  // time before its parent. Measured kernels are attributed to the innermost op, so on a GPU
+  // origin a parent's time is its own kernels plus its children's. On the shape path the
+  // parent's estimate and its children's sum describe the same work: take the larger, which
+  // keeps the work of ops that call helpers (e.g. a zero fill) without counting it twice.
+  std::vector<std::vector<double>> children_us(n_ops, std::vector<double>(n_targets, 0.0));
+  std::vector<std::vector<char>> children_count(n_ops, std::vector<char>(n_targets, 1));
+  for (std::size_t i = n_ops; i-- > 0;) {
     const OpRecord& op = step.ops[i];
+    auto& final_prediction = f.ops[i].per_target;
+    final_prediction = own[i];
+    if (op.has_children) {
+      for (std::size_t t = 0; t < n_targets; ++t) {
+        const OpPrediction& mine = own[i][t];
+        const double kids = children_us[i][t];
+        if (mine.method == Method::Composite) {
+          final_prediction[t] = {kids, Method::Composite};
+        } else if (origin_gpu != nullptr) {
+          final_prediction[t] = {mine.time_us + kids, mine.method};
+        } else if (mine.time_us > kids) {
+          children_count[i][t] = 0;
+        } else {
+          final_prediction[t] = {kids, Method::Composite};
+        }
+      }
+    }
     if (!op.parent) continue;
     auto it = index_of.find(*op.parent);
     if (it == index_of.end()) continue;
-    auto& parent = f.ops[it->second].per_target;
-    for (std::size_t t = 0; t < devices.size(); ++t) parent[t].time_us += f.ops[i].per_target[t].time_us;
+    for (std::size_t t = 0; t < n_targets; ++t) children_us[it->second][t] += final_prediction[t].time_us;
+  }
+
+  // Totals: walk down from the roots, counting each op's own share once.
+  std::vector<std::vector<char>> active(n_ops, std::vector<char>(n_targets, 1));
+  for (std::size_t i = 0; i < n_ops; ++i) {
+    const OpRecord& op = step.ops[i];
+    const auto parent = op.parent ? index_of.find(*op.parent) : index_of.end();
+    for (std::size_t t = 0; t < n_targets; ++t) {
+      if (parent != index_of.end()) {
+        const std::size_t p = parent->second;
+        active[i][t] = active[p][t] && children_count[p][t];
+      }
+      if (!active[i][t]) continue;
+      const bool counts_children = op.has_children && children_count[i][t];
+      const OpPrediction& share = counts_children ? own[i][t] : f.ops[i].per_target[t];
+      if (share.method == Method::Composite) continue;
+      TargetTotals& totals = f.totals[t];
+      totals.total_us += share.time_us;
+      totals.phase_us[op.phase] += share.time_us;
+      totals.method_ops[share.method] += 1;
+    }
   }
   f.unsupported.assign(unsupported.begin(), unsupported.end());
   return f;
 }
 
-std::string forecast_to_json(const Forecast& f, const Step& step) {
+std::string forecast_to_json(const Forecast& f) {
   using nlohmann::json;
   json doc;
   doc["targets"] = f.targets;
@@ -184,14 +226,12 @@ std::string forecast_to_json(const Forecast& f, const Step& step) {
     const OpForecast& of = f.ops[i];
     json predictions = json::array();
     for (const auto& p : of.per_target) predictions.push_back({p.time_us, to_string(p.method)});
-    json op = {{"id", of.op_id}, {"predictions", std::move(predictions)}};
-    if (!step.ops[i].has_children) {
-      op["class"] = to_string(of.cost.op_class);
-      op["flops"] = of.cost.flops;
-      op["bytes"] = of.cost.bytes();
-      op["precision"] = std::string(to_string(of.cost.precision));
-    }
-    ops.push_back(std::move(op));
+    ops.push_back({{"id", of.op_id},
+                   {"predictions", std::move(predictions)},
+                   {"class", to_string(of.cost.op_class)},
+                   {"flops", of.cost.flops},
+                   {"bytes", of.cost.bytes()},
+                   {"precision", std::string(to_string(of.cost.precision))}});
   }
   doc["ops"] = std::move(ops);
   doc["unsupported"] = f.unsupported;

@@ -45,7 +45,7 @@ struct OpForecast {
 };
 
 struct TargetTotals {
-  double total_us = 0;                  // ops without children, summed in issue order
+  double total_us = 0;                  // each op's own work counted once (see predict)
   std::map<Phase, double> phase_us;
   std::map<Method, int> method_ops;     // how many leaf ops each method forecast
 };
@@ -72,6 +72,6 @@ class Predictor {
 };
 
 // Forecast as a JSON document (for Python and saved reports).
-std::string forecast_to_json(const Forecast& f, const Step& step);
+std::string forecast_to_json(const Forecast& f);
 
 }  // namespace habitat

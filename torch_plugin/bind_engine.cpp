@@ -3,11 +3,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
 #include "device_registry.h"
+#include "learned_models.h"
 #include "predictor.h"
 #include "trace.h"
 
@@ -17,8 +21,23 @@ namespace py = pybind11;
 
 namespace {
 
+// Learned models by weights directory, loaded once: a step is forecast every training step.
+const ShapeModel* learned_models(const std::string& weights_dir) {
+  if (weights_dir.empty()) return nullptr;
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<LearnedModels>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(weights_dir);
+  if (it == cache.end()) {
+    auto models = std::make_unique<LearnedModels>(LearnedModels::load(weights_dir));
+    if (models->empty()) models.reset();
+    it = cache.emplace(weights_dir, std::move(models)).first;
+  }
+  return it->second.get();
+}
+
 std::string forecast_step(const std::string& trace_json, const std::vector<std::string>& targets,
-                          int step) {
+                          int step, const std::string& weights_dir) {
   const Trace trace = trace_from_json(trace_json);
   const auto count = static_cast<int>(trace.steps.size());
   const int index = step < 0 ? count + step : step;
@@ -26,17 +45,18 @@ std::string forecast_step(const std::string& trace_json, const std::vector<std::
     throw py::index_error("step " + std::to_string(step) + " is out of range: the trace has " +
                           std::to_string(count) + " step(s)");
   }
-  const Predictor predictor(device_database(), nullptr);
+  const Predictor predictor(device_database(), learned_models(weights_dir));
   const Step& s = trace.steps[static_cast<std::size_t>(index)];
-  return forecast_to_json(predictor.predict(s, trace.origin, targets), s);
+  return forecast_to_json(predictor.predict(s, trace.origin, targets));
 }
 
 }  // namespace
 
 void bind_engine(py::module_& m) {
   m.def("forecast_step", &forecast_step, py::arg("trace_json"), py::arg("targets"),
-        py::arg("step") = -1, py::call_guard<py::gil_scoped_release>(),
-        "Forecast one step of a trace document for each target; returns the forecast as JSON.");
+        py::arg("step") = -1, py::arg("weights_dir") = "", py::call_guard<py::gil_scoped_release>(),
+        "Forecast one step of a trace document for each target with the learned models in\n"
+        "weights_dir (none: roofline only); returns the forecast as JSON.");
 }
 
 }  // namespace habitat::python

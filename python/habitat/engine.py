@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any, Sequence
 
 from habitat import _C
@@ -15,7 +17,17 @@ def trace_document(origin: dict[str, Any], steps: Sequence[dict[str, Any]]) -> d
     return {"format": TRACE_FORMAT, "version": TRACE_VERSION, "origin": origin, "steps": list(steps)}
 
 
+def weights_dir() -> str:
+    """The learned models' directory; HABITAT_WEIGHTS overrides it, and an empty value
+    turns the learned models off (shape-based forecasts then use the roofline alone)."""
+    if "HABITAT_WEIGHTS" in os.environ:
+        return os.environ["HABITAT_WEIGHTS"]
+    packaged = Path(__file__).parent / "weights"  # installed: setup.py maps weights/ here
+    source_tree = Path(__file__).parents[2] / "weights"
+    return str(packaged if packaged.is_dir() else source_tree)
+
+
 def forecast_step(origin: dict[str, Any], step: dict[str, Any], targets: Sequence[str]) -> dict[str, Any]:
     """Runs the engine on one step (a trace step dict) for each target GPU."""
     text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
-    return json.loads(_C.forecast_step(text, list(targets), 0))
+    return json.loads(_C.forecast_step(text, list(targets), 0, weights_dir()))
