@@ -191,7 +191,9 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
         active[i][t] = active[p][t] && children_count[p][t];
       }
       if (!active[i][t]) continue;
+      // An op whose children carry its work adds only what it measured itself (GPU origin).
       const bool counts_children = op.has_children && children_count[i][t];
+      if (counts_children && origin_gpu == nullptr) continue;
       const OpPrediction& share = counts_children ? own[i][t] : f.ops[i].per_target[t];
       if (share.method == Method::Composite) continue;
       TargetTotals& totals = f.totals[t];
