@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import torch
 from torch import nn
 from torch.nn.modules import module as _nn_module
 from torch.utils.hooks import RemovableHandle
@@ -44,6 +45,8 @@ def _child_name(parent: nn.Module, child: nn.Module) -> str:
 
 
 def _pre_hook(module: nn.Module, args: Any) -> None:
+    if torch.compiler.is_compiling():  # dynamo must not trace our bookkeeping
+        return
     stack = _stack()
     if stack:
         parent, parent_path = stack[-1]
@@ -56,6 +59,8 @@ def _pre_hook(module: nn.Module, args: Any) -> None:
 
 
 def _post_hook(module: nn.Module, args: Any, output: Any) -> None:
+    if torch.compiler.is_compiling():  # dynamo must not trace our bookkeeping
+        return
     stack = _stack()
     if stack and stack[-1][0] is module:
         stack.pop()

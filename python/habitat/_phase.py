@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import torch
 from torch.optim import Optimizer
 from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                    register_optimizer_step_pre_hook)
@@ -20,10 +21,14 @@ _handles: list[RemovableHandle] = []
 
 
 def _pre_hook(optimizer: Optimizer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    if torch.compiler.is_compiling():  # dynamo must not trace our bookkeeping
+        return
     _C._capture_enter_optimizer()
 
 
 def _post_hook(optimizer: Optimizer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    if torch.compiler.is_compiling():  # dynamo must not trace our bookkeeping
+        return
     _C._capture_exit_optimizer()
 
 

@@ -205,8 +205,9 @@ class Forecast:
         from habitat.trace import load_trace, validate_trace
 
         doc = load_trace(trace) if isinstance(trace, (str, Path)) else validate_trace(trace)
-        if targets is None:
-            targets = doc.get("forecast", {}).get("targets")
+        raw = json.loads(Path(trace).read_text()) if isinstance(trace, (str, Path)) else trace
+        if targets is None:  # a saved forecast names its targets beside the trace
+            targets = raw.get("forecast", {}).get("targets") if isinstance(raw, dict) else None
             if not targets:
                 raise ValueError("the trace names no targets: pass targets=['A100', ...]")
         forecast = cls(targets, doc["origin"])

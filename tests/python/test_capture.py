@@ -40,6 +40,10 @@ class OpLog(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         schema = func._schema
+        # record_function markers are not work; detach is issued by the mode machinery when
+        # autograd saves tensors below the Autograd key (a view: no work either).
+        if schema.name.startswith("profiler::") or schema.name == "aten::detach":
+            return func(*args, **(kwargs or {}))
         self.names.append(f"{schema.name}.{schema.overload_name}" if schema.overload_name
                           else schema.name)
         return func(*args, **(kwargs or {}))

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 import habitat
-from habitat import devices as hd
+import importlib
+
+hd = importlib.import_module("habitat.devices")  # habitat.devices is also the function
 
 
 @pytest.fixture(autouse=True)
