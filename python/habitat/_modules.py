@@ -45,7 +45,7 @@ def _child_name(parent: nn.Module, child: nn.Module) -> str:
 
 
 def _pre_hook(module: nn.Module, args: Any) -> None:
-    if torch.compiler.is_compiling():  # dynamo must not trace our bookkeeping
+    if torch.compiler.is_compiling() or _users == 0:  # not traced; idle between steps
         return
     stack = _stack()
     if stack:
@@ -59,7 +59,7 @@ def _pre_hook(module: nn.Module, args: Any) -> None:
 
 
 def _post_hook(module: nn.Module, args: Any, output: Any) -> None:
-    if torch.compiler.is_compiling():  # dynamo must not trace our bookkeeping
+    if torch.compiler.is_compiling() or _users == 0:  # not traced; idle between steps
         return
     stack = _stack()
     if stack and stack[-1][0] is module:
@@ -78,6 +78,7 @@ def acquire() -> None:
     with _lock:
         if _users == 0:
             _names.clear()
+        if not _handles:
             _handles.append(_nn_module.register_module_forward_pre_hook(_pre_hook))
             # always_call: the post hook runs even when forward raises, keeping the stack right.
             _handles.append(_nn_module.register_module_forward_hook(_post_hook, always_call=True))
@@ -85,12 +86,10 @@ def acquire() -> None:
 
 
 def release() -> None:
-    """Removes the hooks when the last recording step ends."""
+    """Ends one recording step. The hooks stay installed but idle: dynamo guards on the global
+    hook tables, so removing them after every step would recompile compiled models."""
     global _users
     with _lock:
         _users -= 1
         if _users == 0:
-            for handle in _handles:
-                handle.remove()
-            _handles.clear()
             _names.clear()
