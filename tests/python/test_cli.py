@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from tools_fixtures import capture
 
+import habitat
+
 from habitat.cli import main
 from habitat.devices import devices, format_devices_table
 
@@ -149,7 +151,9 @@ def test_bad_usage_exits_2(capsys, argv):
 
 
 def test_python_dash_m_habitat_runs_the_cli(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    # The child imports habitat the way this test run does: the installed package, or the
+    # source tree when PYTHONPATH points there (its built extension lives beside it).
+    env = dict(os.environ, PYTHONPATH=str(Path(habitat.__file__).parents[1]))
     done = subprocess.run([sys.executable, "-m", "habitat", "devices"], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
