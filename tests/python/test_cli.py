@@ -16,7 +16,6 @@ import habitat
 from habitat.cli import main
 from habitat.devices import devices, format_devices_table
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
