@@ -22,7 +22,8 @@ std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
   info->num_returns = schema.returns().size();
   for (const auto& a : args) {
     info->argument_names.push_back(a.name());
-    c10::TypePtr type = a.type();
+    // real_type: the fake type of ScalarType/Layout/MemoryFormat arguments is plain int.
+    c10::TypePtr type = a.real_type();
     if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
     switch (type->kind()) {
       case c10::TypeKind::ScalarTypeType:

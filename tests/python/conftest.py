@@ -13,12 +13,8 @@ KNOWN_FAILURES: dict[str, str] = {
         "capture order differs from a TorchDispatchMode inside scaled_dot_product_attention",
     "test_capture.py::test_composite_ops_name_their_pieces":
         "aten::linear's children are not linked to it as the test expects",
-    "test_capture.py::test_cost_arguments_and_tensor_metadata":
-        "dtype arguments are not recorded as strings ('str' key missing)",
     "test_capture.py::test_ops_outside_the_window_are_not_recorded":
         "an aten::empty from outside the op is recorded inside the window",
-    "test_capture.py::test_step_is_bounded_and_memory_does_not_grow":
-        "dropped_ops over-counts ops refused after the cap (490 for 90)",
     "test_memory.py::test_estimate_matches_the_cpu_allocator_on_a_captured_step[mlp_adam]":
         "memory estimate is off the CPU allocator's peak by more than the tolerance (real capture)",
     "test_memory.py::test_estimate_matches_the_cpu_allocator_on_a_captured_step[conv_sgd]":
