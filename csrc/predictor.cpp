@@ -1,13 +1,11 @@
 #include "predictor.h"
 
-#include <algorithm>
 #include <numeric>
 #include <set>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
-#include "roofline.h"
 #include "shape_efficiency.h"
 #include "wave_scaling.h"
 
@@ -224,8 +222,7 @@ std::string forecast_to_json(const Forecast& f) {
   }
   doc["totals"] = std::move(totals);
   json ops = json::array();
-  for (std::size_t i = 0; i < f.ops.size(); ++i) {
-    const OpForecast& of = f.ops[i];
+  for (const OpForecast& of : f.ops) {
     json predictions = json::array();
     for (const auto& p : of.per_target) predictions.push_back({p.time_us, to_string(p.method)});
     ops.push_back({{"id", of.op_id},

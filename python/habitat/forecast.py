@@ -154,7 +154,11 @@ class Forecast:
         result = engine.forecast_step(self.origin, step, self.targets)
         forecast = _step_forecast(step, result)
         self.steps.append(forecast)
-        for old in self.steps[:-self.history] if self.history > 0 else self.steps:
+        # Only the step that just left the history window needs its detail dropped: older
+        # ones were dropped when they left it.
+        leaving = len(self.steps) - self.history if self.history > 0 else len(self.steps)
+        if leaving > 0:
+            old = self.steps[leaving - 1]
             old.ops, old.trace = [], None
         return forecast
 
