@@ -7,14 +7,6 @@ from __future__ import annotations
 import pytest
 
 KNOWN_FAILURES: dict[str, str] = {
-    "test_capture.py::test_every_op_a_dispatch_mode_sees_is_captured_in_order[transformer-sgd]":
-        "capture order differs from a TorchDispatchMode inside scaled_dot_product_attention",
-    "test_capture.py::test_every_op_a_dispatch_mode_sees_is_captured_in_order[transformer-adam]":
-        "capture order differs from a TorchDispatchMode inside scaled_dot_product_attention",
-    "test_capture.py::test_composite_ops_name_their_pieces":
-        "aten::linear's children are not linked to it as the test expects",
-    "test_capture.py::test_ops_outside_the_window_are_not_recorded":
-        "an aten::empty from outside the op is recorded inside the window",
     "test_memory.py::test_estimate_matches_the_cpu_allocator_on_a_captured_step[mlp_adam]":
         "memory estimate is off the CPU allocator's peak by more than the tolerance (real capture)",
     "test_memory.py::test_estimate_matches_the_cpu_allocator_on_a_captured_step[conv_sgd]":

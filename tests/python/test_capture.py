@@ -88,8 +88,18 @@ def test_every_op_a_dispatch_mode_sees_is_captured_in_order(name: str, optimizer
     reference.step()
     with OpLog() as log:
         reference.step()
-    ours = [full_name(op) for op in step["ops"]]
+    ours = [as_seen_under_a_mode(op) for op in step["ops"]]
     assert log.names and is_subsequence(log.names, ours)
+
+
+def as_seen_under_a_mode(op: dict[str, Any]) -> str:
+    # Autograd sums the gradients of a tensor used twice in place (add_) unless the tensor is
+    # "subclass-like", which every tensor is while a dispatch mode is active
+    # (at::isTensorSubclassLike): the reference step then runs an out-of-place add instead.
+    name = full_name(op)
+    if name == "aten::add_.Tensor" and op.get("phase") == "backward" and "parent" not in op:
+        return "aten::add.Tensor"
+    return name
 
 
 @pytest.mark.parametrize("name", WORKLOADS)
@@ -163,9 +173,15 @@ def test_composite_ops_name_their_pieces() -> None:
         if "parent" in op:
             assert op["parent"] < op["id"] and by_id[op["parent"]].get("has_children")
     assert [op["id"] for op in step["ops"]] == list(range(len(step["ops"])))
-    # Each piece of work is forecast once: the leaves hold all the work.
-    leaves = [op["name"] for op in step["ops"] if not op.get("has_children")]
-    assert "aten::linear" not in leaves and "aten::addmm" in leaves
+    # aten::linear does no work of its own: it is never a leaf. The CPU addmm kernel itself
+    # calls expand and copy_ (the bias broadcast into the output), so addmm is a parent too;
+    # the predictor forecasts such an op from its own shape, not again from its pieces.
+    leaves = {op["name"] for op in step["ops"] if not op.get("has_children")}
+    assert "aten::linear" not in leaves
+    addmm = next(op for op in step["ops"] if op["name"] == "aten::addmm")
+    assert addmm["parent"] == linear["id"]
+    assert {op["name"] for op in step["ops"] if op.get("parent") == addmm["id"]} >= {
+        "aten::expand", "aten::copy_"}
 
 
 def test_cost_arguments_and_tensor_metadata() -> None:
@@ -250,8 +266,10 @@ def test_ops_outside_the_window_are_not_recorded() -> None:
     step = capture(lambda: x.sin())
     x.tan()  # after: the key stays included, the fallback passes it through
     again = capture(lambda: x.abs())
-    assert {op["name"] for op in step["ops"]} == {"aten::sin"}
-    assert {op["name"] for op in again["ops"]} == {"aten::abs"}
+    # On CPU abs is composite (empty + abs.out): its pieces are children of the call.
+    assert {op["name"] for op in step["ops"] if "parent" not in op} == {"aten::sin"}
+    assert {op["name"] for op in again["ops"] if "parent" not in op} == {"aten::abs"}
+    assert len(step["ops"]) == 1
 
 
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
