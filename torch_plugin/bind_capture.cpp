@@ -63,6 +63,17 @@ void bind_capture(py::module_& m) {
     auto& depth = thread_state().optimizer_depth;
     if (depth > 0) --depth;
   });
+  // torch.compile's tracing and autotuning run real ops (on fake tensors, or benchmarks):
+  // habitat.compile suspends the capture around them. Nests; counted per thread.
+  m.def("_capture_suspend", [] { ++thread_state().suspended; });
+  m.def("_capture_resume", [] {
+    auto& suspended = thread_state().suspended;
+    if (suspended > 0) --suspended;
+  });
+  m.def("_capture_active", &capture::recording_on_this_thread,
+        "Whether an op run now on this thread would be recorded.");
+  m.def("_capture_include_key", &capture::include_key_on_this_thread,
+        "Routes this thread's ops through the capture key (a pass-through outside a window).");
   m.def("_capture_key_included", &capture::key_included_on_this_thread,
         "Whether this thread routes ops through the capture key.");
   m.def("_capture_release_thread", &capture::release_key_on_this_thread,

@@ -14,6 +14,8 @@
 #include "capture_args.h"
 #include "capture_key.h"
 #include "capture_state.h"
+#include "cupti_tracer.h"
+#include "nvtx_range.h"
 
 namespace habitat::capture {
 namespace {
@@ -74,6 +76,7 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
 
   ThreadState& ts = thread_state();
+  if (ts.suspended > 0) return op.redispatchBoxed(below, stack);
   OpenOp& frame = ts.open.emplace_back();
   FramePop pop{ts.open};
   frame.recorder = recorder;
@@ -93,8 +96,15 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   rec.thread = recorder->thread_number();
   const size_t depth = ts.open.size();
 
-  const auto start = Clock::now();
-  op.redispatchBoxed(below, stack);
+  Clock::time_point start;
+  {
+    // Nsight shows the op over its kernels; CUPTI tags the kernels launched inside with the
+    // op's id (the innermost op when ops nest), which Session::end joins back.
+    const NvtxRange range(rec.name, rec.module_path);
+    const cupti::ScopedKernelAttribution attribution(rec.id);
+    start = Clock::now();
+    op.redispatchBoxed(below, stack);
+  }
   const auto stop = Clock::now();
 
   // Children may have grown the vector: find the frame again by its position.

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "capture_key.h"
+#include "cupti_tracer.h"
 
 namespace habitat::capture {
 namespace {
@@ -27,6 +28,7 @@ std::atomic<int> g_active_sessions{0};
 void ThreadState::reset_context() {
   modules.clear();
   optimizer_depth = 0;
+  suspended = 0;
   node = nullptr;
   node_sequence = 0;
   node_name.clear();
@@ -68,6 +70,12 @@ Step Session::end(int64_t index, std::string* warning) {
   finished_ = true;
   g_active_sessions.fetch_sub(1, std::memory_order_relaxed);
   std::vector<OpRecord> ops = recorder_->finish();
+  // Kernels are keyed by the ids ops got at launch: join them before any renumbering. Only
+  // the outermost window flushes (a flush takes every kernel so far); a nested window's ops
+  // reach it through absorb() with their ids unchanged.
+  if (auto& tracer = cupti::KernelTracer::instance(); outermost_ && tracer.active()) {
+    tracer.flush_into(ops);
+  }
   const double wall_ms =
       std::chrono::duration<double, std::milli>(stop - recorder_->start()).count();
 
@@ -101,6 +109,10 @@ Recorder* active_recorder() {
   if (g_active_sessions.load(std::memory_order_relaxed) == 0) return nullptr;
   Session* s = current_session();
   return s == nullptr ? nullptr : s->live_recorder();
+}
+
+bool recording_on_this_thread() {
+  return active_recorder() != nullptr && thread_state().suspended == 0;
 }
 
 void include_key_on_this_thread() {

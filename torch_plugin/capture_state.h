@@ -32,6 +32,8 @@ struct ThreadState {
   // The nn.Module forward calls in progress, as qualified paths (from Python hooks).
   std::vector<std::shared_ptr<const std::string>> modules;
   int optimizer_depth = 0;  // > 0 inside optimizer.step()
+  // > 0 while torch.compile traces or autotunes on this thread: its ops are not step work.
+  int suspended = 0;
   // The last backward node seen, to name it once per node rather than once per op.
   const void* node = nullptr;
   uint64_t node_sequence = 0;
@@ -75,6 +77,8 @@ class Session : public c10::DebugInfoBase, public std::enable_shared_from_this<S
 
 // The innermost recording Session of the calling thread (or inherited by it), or null.
 Recorder* active_recorder();
+// Whether an op run now on this thread would be recorded.
+bool recording_on_this_thread();
 
 // Thread inclusion of kCaptureKey.
 void include_key_on_this_thread();

@@ -164,7 +164,9 @@ class KernelTracing:
         self._tracing = self._prepared = False
         if not self.enabled:
             return False
-        if not _C.cupti_compiled() or not torch.cuda.is_available():
+        if not torch.cuda.is_available():
+            return False  # no GPU, no kernels: forecasts come from shapes, as documented
+        if not _C.cupti_compiled():
             _warn_once("unavailable", f"{cupti_status()}. Ops are timed without kernel detail.")
             return False
         if profiler_running():

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import torch
 
 from habitat import _C, _modules, _phase
+from habitat.cupti import KernelTracing, origin_device
 
 if TYPE_CHECKING:
     from habitat.forecast import Forecast, StepForecast
@@ -71,16 +72,31 @@ def _origin(device: str = "cpu") -> dict[str, Any]:
 
 
 def _gpu_of(step: dict[str, Any]) -> str | None:
-    """The torch device name of the first CUDA device the step's ops touched, if any."""
+    """The database name of the first CUDA device the step's ops touched, if any."""
     for op in step.get("ops", []):
         for arg in op.get("args", []):
             metas = [arg["tensor"]] if "tensor" in arg else arg.get("tensors", [])
             for meta in metas:
                 device = meta.get("device", "cpu")
                 if device.startswith("cuda"):
-                    index = int(device.split(":")[1]) if ":" in device else 0
-                    return torch.cuda.get_device_name(index)
+                    return origin_device(int(device.split(":")[1]) if ":" in device else 0)
     return None
+
+
+class _AllocatorPeak:
+    """The CUDA caching allocator's peak during a step, read without resetting the user's
+    peak statistics: exact when the step set a new peak, unknown (None) otherwise."""
+
+    def __init__(self) -> None:
+        self._before: int | None = None
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            self._before = torch.cuda.max_memory_allocated()
+
+    def step_peak(self) -> int | None:
+        if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+            return None
+        after = torch.cuda.max_memory_allocated()
+        return after if self._before is None or after > self._before else None
 
 
 class record_step:  # noqa: N801
@@ -90,13 +106,18 @@ class record_step:  # noqa: N801
     normally; it stays None when the block raised. :class:`predict_on` is built on this.
     """
 
-    def __init__(self, index: int = 0, *, max_ops: int = DEFAULT_MAX_OPS_PER_STEP) -> None:
+    def __init__(self, index: int = 0, *, max_ops: int = DEFAULT_MAX_OPS_PER_STEP,
+                 tracing: KernelTracing | None = None) -> None:
         if max_ops < 1:
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops}")
         self.index = index
         self.max_ops = int(max_ops)
         self.step: dict[str, Any] | None = None
         self._session: Any = None
+        # CUPTI tracing of the step's kernels; the outermost window traces (it flushes them all).
+        self._tracing = tracing
+        self._traced = False
+        self._peak: _AllocatorPeak | None = None
 
     def __enter__(self) -> "record_step":
         if self._session is not None:
@@ -106,12 +127,22 @@ class record_step:  # noqa: N801
             _modules.reset_thread()
         _modules.acquire()
         _phase.acquire()
+        outermost = _open_windows() == 0
+        if outermost:
+            from habitat.compile import install_compile_callbacks
+
+            install_compile_callbacks()  # torch._dynamo.reset() drops them: renew each step
         try:
+            self._traced = (self._tracing is not None and outermost
+                            and self._tracing.begin_step())
             session.begin()
         except BaseException:
+            if self._traced:
+                self._tracing.end_step()  # type: ignore[union-attr]
             _phase.release()
             _modules.release()
             raise
+        self._peak = _AllocatorPeak() if outermost else None
         _thread.open = _open_windows() + 1
         self._session = session
         return self
@@ -119,8 +150,13 @@ class record_step:  # noqa: N801
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
         session, self._session = self._session, None
+        tracing = self._tracing if self._traced else None
         try:
+            # The session's end joins the kernels (C++); they must have finished by then.
+            flushed = tracing is not None and tracing.prepare_flush()
             text, warning = session.end(self.index)
+            if tracing is not None:
+                tracing.end_step(flushed=flushed)
         finally:
             _thread.open = _open_windows() - 1
             if _open_windows() == 0:
@@ -131,6 +167,9 @@ class record_step:  # noqa: N801
             warnings.warn(warning, HabitatWarning, stacklevel=2)
         if exc_type is None:
             self.step = json.loads(text)["steps"][0]
+            peak = self._peak.step_peak() if self._peak is not None else None
+            if peak:
+                self.step["measured_peak_bytes"] = peak
         return False  # never swallow the user's exception
 
 
@@ -166,6 +205,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._next_index = 0
         self._origin_fixed = False
         self._logger: Any = None
+        self._tracing = KernelTracing()
 
     # ----- one step ------------------------------------------------------------------
     def __enter__(self) -> "Forecast":
@@ -181,7 +221,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             if not self._origin_fixed:
                 self.forecast.origin.update(allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
                                             autocast=_autocast_enabled())
-        recording = record_step(index, max_ops=self.max_ops_per_step)
+        recording = record_step(index, max_ops=self.max_ops_per_step, tracing=self._tracing)
         recording.__enter__()
         with self._lock:
             self._sessions[thread] = recording

@@ -13,14 +13,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "memory estimate is off the CPU allocator's peak by more than the tolerance (real capture)",
     "test_learned.py::test_training_is_deterministic_and_learns":
         "the quick training run does not reach the asserted error",
-    "test_compile.py::test_extern_ops_are_captured_once[mlp]":
-        "capture has no suspend hook yet: compile-time ops are recorded as step work",
-    "test_compile.py::test_extern_ops_are_captured_once[block]":
-        "capture has no suspend hook yet: compile-time ops are recorded as step work",
-    "test_compile.py::test_compile_time_ops_are_not_step_work[mlp]":
-        "capture has no suspend hook yet: compile-time ops are recorded as step work",
-    "test_compile.py::test_compile_time_ops_are_not_step_work[block]":
-        "capture has no suspend hook yet: compile-time ops are recorded as step work",
 }
 
 

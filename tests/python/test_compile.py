@@ -186,7 +186,10 @@ def test_extern_ops_are_captured_once(runs: dict) -> None:
     externs = sum(len(g.externs) for g in graphs)
     gemms = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
     for step in runs["habitat"]["steps"]:
-        captured = [op for op in step.leaf_ops() if op.name in gemms]
+        by_id = {op.id: op for op in step.ops}
+        # A GEMM nested in a GEMM is one call seen twice (CPU addmm.out calls its own pieces).
+        captured = [op for op in step.ops if op.name in gemms
+                    and not (op.parent is not None and by_id[op.parent].name in gemms)]
         # Each extern GEMM inductor calls is one recorded aten op, never also a fused record.
         assert len(captured) == sum(1 for g in graphs for e in g.externs
                                     if e.name.rsplit(".", 1)[-1] in {"mm", "addmm", "bmm",
@@ -197,10 +200,15 @@ def test_extern_ops_are_captured_once(runs: dict) -> None:
 @needs_capture
 def test_compile_time_ops_are_not_step_work(runs: dict) -> None:
     # The first step compiles inside predict_on; its records must match a compiled-only step.
+    # Calls are compared, not their CPU-internal pieces: AOTAutograd runs a compiled graph's
+    # first call under a TorchDispatchMode (_AnalyzeCustomOpInputOutputMode), and below a
+    # Python mode torch excludes every key above Python, so the pieces a CPU kernel
+    # dispatches itself (addmm.out's expand/copy_) are not seen that once.
     steps = runs["habitat"]["steps"]
-    first = sorted(op.full_name for op in steps[0].leaf_ops())
-    later = sorted(op.full_name for op in steps[1].leaf_ops())
+    first = sorted(op.full_name for op in steps[0].ops if op.parent is None)
+    later = sorted(op.full_name for op in steps[1].ops if op.parent is None)
     assert first == later
+    assert len(steps[1].ops) == len(steps[2].ops)
 
 
 @needs_capture
