@@ -43,6 +43,9 @@ void label(OpRecord& rec, ThreadState& ts, bool requires_grad) {
       ts.node_name = node->name();
     }
     rec.autograd_node = ts.node_name;
+    // Only a region entered on this thread during backward (a compiled backward graph, or a
+    // module re-run by activation checkpointing) names backward ops.
+    if (!ts.modules.empty()) rec.module_path = *ts.modules.back();
     return;
   }
   if (ts.optimizer_depth > 0) {

@@ -7,6 +7,7 @@ outermost module called contributes no name, like ``model.named_modules()``.
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any
 
 import torch
@@ -15,6 +16,9 @@ from torch.nn.modules import module as _nn_module
 from torch.utils.hooks import RemovableHandle
 
 from habitat import _C
+
+# torch.compile(module) warns on every call while any global module hook exists.
+_COMPILED_MODULE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
 
 _lock = threading.Lock()
 _users = 0
@@ -32,11 +36,18 @@ def _stack() -> list[tuple[nn.Module, str]]:
     return stack
 
 
+def _is_compiled_wrapper(module: nn.Module) -> bool:
+    # torch.compile(module) returns an OptimizedModule whose hooks fire and which then calls
+    # the original module's: only the original is a level of the path.
+    return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
+
+
 def _child_name(parent: nn.Module, child: nn.Module) -> str:
     names = _names.get(id(parent))
     if names is None:
         names = {}
         for name, sub in parent.named_modules(remove_duplicate=False):
+            name = ".".join(part for part in name.split(".") if part != "_orig_mod")
             if name:
                 names.setdefault(id(sub), name)
         _names[id(parent)] = names
@@ -46,6 +57,8 @@ def _child_name(parent: nn.Module, child: nn.Module) -> str:
 
 def _pre_hook(module: nn.Module, args: Any) -> None:
     if torch.compiler.is_compiling() or _users == 0:  # not traced; idle between steps
+        return
+    if _is_compiled_wrapper(module):
         return
     stack = _stack()
     if stack:
@@ -79,6 +92,9 @@ def acquire() -> None:
         if _users == 0:
             _names.clear()
         if not _handles:
+            # The extra hook call torch warns about is handled by _is_compiled_wrapper.
+            warnings.filterwarnings("ignore", message=_COMPILED_MODULE_WARNING,
+                                    category=UserWarning)
             _handles.append(_nn_module.register_module_forward_pre_hook(_pre_hook))
             # always_call: the post hook runs even when forward raises, keeping the stack right.
             _handles.append(_nn_module.register_module_forward_hook(_post_hook, always_call=True))

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from habitat.regions import format_regions
+
 if TYPE_CHECKING:
     from habitat.forecast import Forecast, OpForecast
 
@@ -63,6 +65,7 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
         p = op.predictions[target]
         lines.append(f"  {op.full_name[:33]:<34}{op.module_path[:25]:<26}{_shapes(op):<36}"
                      f"{op.phase:<10}{p.time_us:>10.1f}  {p.method}")
+    lines.extend(format_regions(step, target))
     if step.unsupported:
         lines.append("Not modelled (forecast from bytes moved, please report): "
                      + ", ".join(step.unsupported))

@@ -238,3 +238,37 @@ def test_backend_is_registered_by_import() -> None:
     from habitat.compile import habitat_backend
 
     assert lookup_backend("habitat") is habitat_backend
+
+
+@needs_capture
+def test_reports_show_compiled_regions(runs: dict) -> None:
+    from habitat.regions import compiled_regions, format_regions
+
+    graphs = {g.graph_id: g for g in runs["habitat"]["graphs"]}
+    step = runs["habitat"]["steps"][-1]
+    target = step.targets[0]
+    regions = compiled_regions(step, target)
+    assert {r.graph_id for r in regions} == set(graphs)
+    for r in regions:
+        g = graphs[r.graph_id]
+        assert r.name == g.region and r.phase == g.kind
+        assert sorted(k.name for k in r.kernels) == sorted(k.name for k in g.kernels)
+        assert all(k.sources and k.kind for k in r.kernels)
+        assert r.time_us == pytest.approx(sum(k.time_us for k in r.kernels)
+                                          + sum(us for _, us in r.extern_ops))
+    # Every extern GEMM of the backward graph is attributed to its region too.
+    backward = [r for r in regions if r.phase == "backward"]
+    assert backward and any(op.startswith("aten::mm") for r in backward for op, _ in r.extern_ops)
+    text = "\n".join(format_regions(step, target))
+    assert "Compiled regions on" in text
+    assert all(g.region in text for g in graphs.values())
+
+
+@needs_capture
+def test_compiled_modules_do_not_warn_about_habitats_module_hooks() -> None:
+    model = torch.compile(nn.Linear(4, 4), backend="eager")
+    with predict_on(TARGET):  # installs Habitat's global module hooks (they stay, idle)
+        model(torch.randn(2, 4))
+    with warnings.catch_warnings(record=True) as caught:  # the filters in force, as a user's
+        model(torch.randn(2, 4))
+    assert not [w for w in caught if "global hooks" in str(w.message)]
