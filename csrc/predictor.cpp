@@ -139,6 +139,7 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
     const bool composite_only =
         op.has_children && (origin_gpu != nullptr ? op.kernels.empty() : !of.cost.known());
     if (!of.cost.known() && !op.has_children) unsupported.insert(op.name);
+    of.share.assign(n_targets, OpPrediction{0.0, Method::Composite});
     own[i].resize(n_targets);
     for (std::size_t t = 0; t < n_targets; ++t) {
       own[i][t] = composite_only ? OpPrediction{0.0, Method::Composite}
@@ -194,6 +195,7 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
       if (counts_children && origin_gpu == nullptr) continue;
       const OpPrediction& share = counts_children ? own[i][t] : f.ops[i].per_target[t];
       if (share.method == Method::Composite) continue;
+      f.ops[i].share[t] = share;
       TargetTotals& totals = f.totals[t];
       totals.total_us += share.time_us;
       totals.phase_us[op.phase] += share.time_us;
@@ -224,7 +226,11 @@ std::string forecast_to_json(const Forecast& f) {
   json ops = json::array();
   for (const OpForecast& of : f.ops) {
     json predictions = json::array();
-    for (const auto& p : of.per_target) predictions.push_back({p.time_us, to_string(p.method)});
+    for (std::size_t t = 0; t < of.per_target.size(); ++t) {
+      const OpPrediction& p = of.per_target[t];
+      const OpPrediction& share = of.share[t];
+      predictions.push_back({p.time_us, to_string(p.method), share.time_us, to_string(share.method)});
+    }
     ops.push_back({{"id", of.op_id},
                    {"predictions", std::move(predictions)},
                    {"class", to_string(of.cost.op_class)},

@@ -42,6 +42,9 @@ struct OpForecast {
   uint64_t op_id = 0;
   OpCost cost;
   std::vector<OpPrediction> per_target;  // aligned with Forecast::targets
+  // What this op adds to each target's total: 0 for an op whose work its parent's estimate
+  // already covers, or whose children carry it; the parts of the totals, op by op.
+  std::vector<OpPrediction> share;
 };
 
 struct TargetTotals {

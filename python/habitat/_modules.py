@@ -91,10 +91,11 @@ def acquire() -> None:
     with _lock:
         if _users == 0:
             _names.clear()
-        if not _handles:
-            # The extra hook call torch warns about is handled by _is_compiled_wrapper.
+            # The extra hook call torch warns about is handled by _is_compiled_wrapper. Renewed
+            # each step: code that restores the warning filters (pytest) drops it.
             warnings.filterwarnings("ignore", message=_COMPILED_MODULE_WARNING,
                                     category=UserWarning)
+        if not _handles:
             _handles.append(_nn_module.register_module_forward_pre_hook(_pre_hook))
             # always_call: the post hook runs even when forward raises, keeping the stack right.
             _handles.append(_nn_module.register_module_forward_hook(_post_hook, always_call=True))

@@ -1,6 +1,8 @@
 """Tells the C++ capture when ops run inside ``optimizer.step()`` (the optimizer phase).
 
-Global optimizer step hooks are installed only while some step is recording.
+Global optimizer step hooks are installed by the first recording step and stay, idle between
+steps: dynamo guards on the global hook table, so removing them would recompile a compiled
+optimizer step at the next step.
 """
 from __future__ import annotations
 
@@ -21,13 +23,13 @@ _handles: list[RemovableHandle] = []
 
 
 def _pre_hook(optimizer: Optimizer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    if torch.compiler.is_compiling():  # dynamo must not trace our bookkeeping
+    if torch.compiler.is_compiling() or _users == 0:  # not traced; idle between steps
         return
     _C._capture_enter_optimizer()
 
 
 def _post_hook(optimizer: Optimizer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    if torch.compiler.is_compiling():  # dynamo must not trace our bookkeeping
+    if torch.compiler.is_compiling() or _users == 0:  # not traced; idle between steps
         return
     _C._capture_exit_optimizer()
 
@@ -35,7 +37,7 @@ def _post_hook(optimizer: Optimizer, args: tuple[Any, ...], kwargs: dict[str, An
 def acquire() -> None:
     global _users
     with _lock:
-        if _users == 0:
+        if not _handles:
             _handles.append(register_optimizer_step_pre_hook(_pre_hook))
             _handles.append(register_optimizer_step_post_hook(_post_hook))
         _users += 1
@@ -45,7 +47,3 @@ def release() -> None:
     global _users
     with _lock:
         _users -= 1
-        if _users == 0:
-            for handle in _handles:
-                handle.remove()
-            _handles.clear()

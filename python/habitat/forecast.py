@@ -18,8 +18,13 @@ SHAPE_BASED_METHODS = frozenset({"roofline", "learned_shape", "fallback"})
 
 @dataclass(frozen=True)
 class Prediction:
+    """An op's forecast on one target: its whole time (children included), and its share:
+    what it adds to the step total, each piece of work counted once (see csrc/predictor.h)."""
+
     time_us: float
     method: str
+    share_us: float = 0.0
+    share_method: str = ""
 
     @property
     def shape_based(self) -> bool:
@@ -58,6 +63,10 @@ class OpForecast:
     def method(self, target: str) -> str:
         return self.predictions[_canonical(target)].method
 
+    def share_us(self, target: str) -> float:
+        """What this op adds to the step's total on `target`."""
+        return self.predictions[_canonical(target)].share_us
+
 
 @dataclass
 class StepForecast:
@@ -74,12 +83,19 @@ class StepForecast:
     trace: dict[str, Any] | None = None  # the step as captured; dropped past the history
 
     def leaf_ops(self) -> list[OpForecast]:
-        """Ops that carry work themselves (composite ops are the sum of their children)."""
+        """Ops that called no other op."""
         return [op for op in self.ops if not op.has_children]
 
-    def top_ops(self, target: str, n: int = 10) -> list[OpForecast]:
+    def counted_ops(self, target: str) -> list[OpForecast]:
+        """The ops whose shares add up to the step's total on `target`."""
         name = _canonical(target)
-        return sorted(self.leaf_ops(), key=lambda op: op.predictions[name].time_us, reverse=True)[:n]
+        return [op for op in self.ops if op.predictions[name].share_us > 0]
+
+    def top_ops(self, target: str, n: int = 10) -> list[OpForecast]:
+        """The `n` ops adding the most to the step's total on `target`."""
+        name = _canonical(target)
+        return sorted(self.counted_ops(name), key=lambda op: op.predictions[name].share_us,
+                      reverse=True)[:n]
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -119,7 +135,7 @@ def _step_forecast(step: dict[str, Any], result: dict[str, Any]) -> StepForecast
             depth=op.get("depth", 0), has_children=op.get("has_children", False),
             measured_us=op.get("wall_us", 0.0), input_shapes=shapes, dtypes=dtypes,
             op_class=fc.get("class"), flops=fc.get("flops", 0.0), bytes=fc.get("bytes", 0.0),
-            predictions={t: Prediction(p[0], p[1]) for t, p in zip(targets, fc["predictions"])},
+            predictions={t: Prediction(*p) for t, p in zip(targets, fc["predictions"])},
         ))
     totals = {t["target"]: t for t in result["totals"]}
     return StepForecast(

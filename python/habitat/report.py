@@ -47,8 +47,8 @@ def _forecast_blocks(forecast: "Forecast") -> list[Any]:
         for op in step.top_ops(targets[0], TOP_OPS):
             shapes = ", ".join("x".join(str(d) for d in s) or "scalar" for s in op.input_shapes[:4])
             rows.append([op.full_name, op.module_path or op.autograd_node or "-", op.phase, shapes or "-",
-                         f"{op.measured_us:.1f}", *(f"{op.predictions[t].time_us:.2f}" for t in targets),
-                         op.predictions[targets[0]].method])
+                         f"{op.measured_us:.1f}", *(f"{op.predictions[t].share_us:.2f}" for t in targets),
+                         op.predictions[targets[0]].share_method])
         blocks.append(("table", rows))
     if step.unsupported:
         blocks.append(("p", "Not modelled (forecast from bytes moved; please report): "

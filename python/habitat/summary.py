@@ -64,7 +64,7 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
     for op in step.top_ops(target, TOP_OPS):
         p = op.predictions[target]
         lines.append(f"  {op.full_name[:33]:<34}{op.module_path[:25]:<26}{_shapes(op):<36}"
-                     f"{op.phase:<10}{p.time_us:>10.1f}  {p.method}")
+                     f"{op.phase:<10}{p.share_us:>10.1f}  {p.share_method}")
     lines.extend(format_regions(step, target))
     if step.unsupported:
         lines.append("Not modelled (forecast from bytes moved, please report): "

@@ -44,7 +44,7 @@ def _summary_writer(log_dir: str) -> Any:
     return SummaryWriter(log_dir=log_dir)
 
 
-def op_key(op: "OpForecast") -> str:
+def _op_key(op: "OpForecast") -> str:
     """A tag-safe name that follows the same op from step to step."""
     module = op.module_path or op.autograd_node or "-"
     return _UNSAFE.sub("_", f"{op.phase}:{module}:{op.full_name}")
@@ -107,15 +107,16 @@ class TensorBoardLogger:
             for phase in PHASES:
                 if phase in step.phase_ms[t]:
                     w.add_scalar(f"{PHASE}/{t}/{phase}_ms", step.phase_ms[t][phase], n)
-        leaves = step.leaf_ops()
-        if leaves:
-            keys = _unique_keys(leaves)
+        if step.ops:
+            keys = tag_keys(step.ops)
             for t in targets:
-                ranked = sorted(leaves, key=lambda op: op.predictions[t].time_us, reverse=True)
-                for op in ranked[:self.top_ops]:
-                    w.add_scalar(f"{TOP_OPS}/{t}/{keys[id(op)]}", op.predictions[t].time_us, n)
-                w.add_histogram(f"{OP_HISTOGRAM}/{t}",
-                                _as_array([op.predictions[t].time_us for op in leaves]), n)
+                # Shares: each piece of work once, so the charts add up to the step's total.
+                counted = step.counted_ops(t)
+                for op in step.top_ops(t, self.top_ops):
+                    w.add_scalar(f"{TOP_OPS}/{t}/{keys[id(op)]}", op.predictions[t].share_us, n)
+                if counted:
+                    w.add_histogram(f"{OP_HISTOGRAM}/{t}",
+                                    _as_array([op.predictions[t].share_us for op in counted]), n)
         if step.ops and self._logged % self.text_every == 0:
             w.add_text(OPS_TABLE, ops_table(step), n)
         self._logged += 1
@@ -152,12 +153,12 @@ class TensorBoardLogger:
         self.close()
 
 
-def _unique_keys(ops: list["OpForecast"]) -> dict[int, str]:
+def tag_keys(ops: list["OpForecast"]) -> dict[int, str]:
     """Tag keys for ops; repeats of the same op in the same module get #2, #3 ... in order."""
     seen: Counter[str] = Counter()
     keys = {}
     for op in ops:
-        key = op_key(op)
+        key = _op_key(op)
         seen[key] += 1
         keys[id(op)] = key if seen[key] == 1 else f"{key}#{seen[key]}"
     return keys

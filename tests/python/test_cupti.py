@@ -87,8 +87,9 @@ def test_flushed_kernels_drive_the_runtime_based_forecast():
     origin = {"device": "A100", "host": "test", "torch_version": torch.__version__,
               "habitat_version": habitat.__version__, "allow_tf32": False, "autocast": False}
     result = engine.forecast_step(origin, step, ["A100", "H100"])
-    (a100, a100_method), (h100, h100_method) = result["ops"][0]["predictions"]
+    (a100, a100_method, a100_share, _), (h100, h100_method, _, _) = result["ops"][0]["predictions"]
     assert a100_method == h100_method == "wave_scaling"
+    assert a100_share == a100  # the only op: its share is the whole step
     assert a100 == pytest.approx(30.0, rel=1e-6)  # origin -> itself is the measurement
     assert 0 < h100 < 30.0  # more bandwidth and SMs
 

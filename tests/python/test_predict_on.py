@@ -38,6 +38,16 @@ def test_three_steps_forecast_positive_and_finite(name: str, optimizer: str) -> 
         assert forecast.time_ms(target) > 0
     phases = {op.phase for op in forecast.ops}
     assert {"forward", "backward", "optimizer"} <= phases
+    # Each piece of work once: the op shares add up to the step and to each phase.
+    step = forecast.latest
+    for target in step.targets:
+        counted = step.counted_ops(target)
+        assert sum(op.share_us(target) for op in counted) == pytest.approx(
+            step.total_ms[target] * 1e3, rel=1e-9)
+        for phase, ms in step.phase_ms[target].items():
+            assert sum(op.share_us(target) for op in counted if op.phase == phase) == \
+                pytest.approx(ms * 1e3, rel=1e-9)
+        assert all(op.share_us(target) <= op.time_us(target) * (1 + 1e-12) for op in counted)
     for op in forecast.ops:
         for target in forecast.targets:
             assert math.isfinite(op.predictions[target].time_us)

@@ -12,7 +12,7 @@ from tensorboard.plugins.custom_scalar import layout_pb2  # noqa: E402
 from tools_fixtures import TARGETS, capture  # noqa: E402
 
 from habitat.tensorboard import (OP_HISTOGRAM, OPS_TABLE, PHASE, STEP, TOP_OPS,  # noqa: E402
-                                 TensorBoardLogger, op_key)
+                                 TensorBoardLogger, tag_keys)
 
 STEPS = 3
 
@@ -62,13 +62,13 @@ def test_top_ops_are_scalars_of_their_predicted_time(logged):
         op_tags = [t for t in tags if t.startswith(f"{TOP_OPS}/{target}/")]
         assert 0 < len(op_tags)
         top = step.top_ops(target, 1)[0]
-        tag = f"{TOP_OPS}/{target}/{op_key(top)}"
+        tag = f"{TOP_OPS}/{target}/{tag_keys(step.ops)[id(top)]}"
         assert tag in tags, f"the top op {top.full_name} has no chart"
         last_step, value = scalar_series(acc, tag)[-1]
         assert last_step == step.index
-        assert value == pytest.approx(top.predictions[target].time_us, rel=1e-6)
+        assert value == pytest.approx(top.predictions[target].share_us, rel=1e-6)
         logged_now = [t for t in op_tags if scalar_series(acc, t)[-1][0] == step.index]
-        assert len(logged_now) == min(10, len(step.leaf_ops()))
+        assert len(logged_now) == min(10, len(step.counted_ops(target)))
 
 
 def test_histogram_of_per_op_times_per_target(logged):
@@ -78,9 +78,10 @@ def test_histogram_of_per_op_times_per_target(logged):
         events = acc.Histograms(f"{OP_HISTOGRAM}/{target}")
         assert [e.step for e in events] == [s.index for s in forecast.steps]
         hist = events[-1].histogram_value
-        times = [op.predictions[target].time_us for op in step.leaf_ops()]
+        times = [op.predictions[target].share_us for op in step.counted_ops(target)]
         assert hist.num == len(times)
-        assert hist.sum == pytest.approx(sum(times), rel=1e-6)
+        # Each piece of work once: the op shares add up to the step's predicted time.
+        assert hist.sum == pytest.approx(step.total_ms[target] * 1e3, rel=1e-6)
         assert hist.max == pytest.approx(max(times), rel=1e-6)
 
 
