@@ -50,6 +50,7 @@ void label(OpRecord& rec, ThreadState& ts, bool requires_grad) {
   }
   if (ts.optimizer_depth > 0) {
     rec.phase = Phase::Optimizer;
+    if (!ts.modules.empty()) rec.module_path = *ts.modules.back();  // a compiled step's region
   } else if (!ts.modules.empty()) {
     rec.phase = Phase::Forward;
     rec.module_path = *ts.modules.back();

@@ -89,7 +89,7 @@ class CompiledGraph:
     """One graph inductor compiled: forward, backward or inference."""
 
     graph_id: int
-    kind: str                              # "forward" | "backward" | "inference"
+    kind: str                              # "forward" | "backward" | "inference" | "optimizer"
     nodes: list[NodeInfo] = field(default_factory=list)
     kernels: list[FusedKernel] = field(default_factory=list)
     externs: list[ExternCall] = field(default_factory=list)

@@ -16,6 +16,7 @@ Habitat only reads the compiled artifacts and wraps the compiled callable.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.abc
 import importlib.machinery
 import itertools
@@ -92,17 +93,23 @@ def _wrap_callable(run: Callable[[list[Any]], Any], graph: CompiledGraph) -> Cal
     leave = getattr(_C, "_capture_exit_module", None)
     if enter is None or leave is None:  # a build without op capture: nothing to record into
         return run
+    # Optimizer hooks do not fire inside a compiled optimizer.step(): say so for its graph.
+    optimizer = graph.kind == "optimizer"
 
     def run_recorded(args: list[Any]) -> Any:
         if not _recording():
             return run(args)
         # Ops inside the region (extern kernels and the fused records) carry its name.
         enter(region)
+        if optimizer:
+            _C._capture_enter_optimizer()
         try:
             for op, op_args in launches:
                 op(*op_args)
             return run(args)
         finally:
+            if optimizer:
+                _C._capture_exit_optimizer()
             leave()
 
     return run_recorded
@@ -150,13 +157,27 @@ def install_compile_callbacks() -> None:
             handler.register_end_callback(_on_compile_end)
 
 
-def _graph_kind(kwargs: dict[str, Any]) -> str:
+def _graph_kind(kwargs: dict[str, Any], optimizer: bool) -> str:
     if kwargs.get("is_backward"):
         return "backward"
+    if optimizer:
+        return "optimizer"
     return "inference" if kwargs.get("is_inference") else "forward"
 
 
-def _inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+_OPTIMIZER_SOURCE = "/torch/optim/"
+
+
+def _runs_optimizer(gm: torch.fx.GraphModule) -> bool:
+    """Whether dynamo's graph is (part of) an optimizer step: every op it traced was called
+    from torch.optim's code (node stack traces name the source lines)."""
+    traces = [n.meta.get("stack_trace") or "" for n in gm.graph.nodes
+              if n.op in ("call_function", "call_method", "call_module")]
+    return bool(traces) and all(_OPTIMIZER_SOURCE in t.replace("\\", "/") for t in traces)
+
+
+def _inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
+                   optimizer: bool = False, **kwargs: Any) -> Any:
     from torch._inductor import config as inductor_config
     from torch._inductor import debug as inductor_debug
     from torch._inductor.compile_fx import compile_fx_inner
@@ -178,7 +199,7 @@ def _inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kw
     try:
         with _lock:
             graph_id = next(_graph_ids)
-        graph = map_graph(graph_id, _graph_kind(kwargs), gm, source, provenance)
+        graph = map_graph(graph_id, _graph_kind(kwargs, optimizer), gm, source, provenance)
         wrapped = _wrap_callable(run, graph)
     except Exception as e:  # never fail the user's compile over a forecast
         warnings.warn(f"habitat: could not map inductor's kernels ({type(e).__name__}: {e}); "
@@ -206,8 +227,9 @@ def habitat_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     if include_key is not None:
         include_key()
     # A cached AOTAutograd result would skip inductor altogether, and with it the kernel map.
+    inner_compile = functools.partial(_inner_compile, optimizer=_runs_optimizer(gm))
     with _capture_suspended(), functorch_config.patch(enable_autograd_cache=False):
-        return compile_fx(gm, example_inputs, inner_compile=_inner_compile,
+        return compile_fx(gm, example_inputs, inner_compile=inner_compile,
                           config_patches=options)
 
 

@@ -14,6 +14,7 @@ from torch import nn
 
 from habitat import _C
 from habitat.compile import FUSED_NAMESPACE, compiled_graphs
+from habitat.regions import compiled_regions
 from habitat.predict import HabitatWarning, predict_on
 
 HAS_CAPTURE = hasattr(_C, "_CaptureSession")
@@ -272,3 +273,51 @@ def test_compiled_modules_do_not_warn_about_habitats_module_hooks() -> None:
     with warnings.catch_warnings(record=True) as caught:  # the filters in force, as a user's
         model(torch.randn(2, 4))
     assert not [w for w in caught if "global hooks" in str(w.message)]
+
+
+def _train_compiled_step(habitat_on: bool) -> dict:
+    """A whole training step (forward, backward, optimizer) under torch.compile."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = Mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    @torch.compile(backend="habitat")
+    def train_step(x: torch.Tensor) -> torch.Tensor:
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    predictor = predict_on(TARGET)
+    losses, frames = [], []
+    for i, x in enumerate(_inputs((8, 16))):
+        with torch._dynamo.config.patch(error_on_recompile=i > 0), warnings.catch_warnings():
+            warnings.simplefilter("error", HabitatWarning)
+            with predictor if habitat_on else _Null():
+                losses.append(train_step(x).detach().clone())
+        frames.append(_dynamo_stats())
+    return {"losses": losses, "params": [p.detach().clone() for p in model.parameters()],
+            "frames": frames, "forecast": predictor.forecast}
+
+
+@needs_capture
+def test_a_compiled_training_step_is_unchanged_and_forecast() -> None:
+    plain, ours = _train_compiled_step(False), _train_compiled_step(True)
+    assert all(torch.equal(a, b) for a, b in zip(plain["losses"], ours["losses"]))
+    assert all(torch.equal(a, b) for a, b in zip(plain["params"], ours["params"]))
+    # Same graphs and graph breaks (loss.backward() breaks the graph either way), no recompile.
+    assert ours["frames"] == plain["frames"]
+    assert ours["frames"][0] == ours["frames"][-1] and ours["frames"][-1][1] == 0
+    forecast = ours["forecast"]
+    assert len(forecast.steps) == STEPS
+    step = forecast.latest
+    assert _fused_ops(step) and step.total_ms[step.targets[0]] > 0
+    assert {op.phase for op in _fused_ops(step)} == {"forward", "backward", "optimizer"}
+    regions = compiled_regions(step, step.targets[0])
+    assert "optimizer" in {r.phase for r in regions}
