@@ -13,6 +13,13 @@
 namespace py = pybind11;
 
 namespace habitat::python {
+namespace {
+
+struct CapturedStep {
+  std::shared_ptr<const Step> step;
+};
+
+}  // namespace
 
 void bind_capture(py::module_& m) {
   using capture::Session;
@@ -33,20 +40,48 @@ void bind_capture(py::module_& m) {
           "end",
           [](Session& s, int64_t index) {
             std::string warning;
+            std::shared_ptr<const Step> step;
+            {
+              py::gil_scoped_release release;
+              step = std::make_shared<const Step>(s.end(index, &warning));
+            }
+            return py::make_tuple(CapturedStep{std::move(step)}, warning);
+          },
+          py::arg("index"),
+          "Closes the window; returns (the captured step, warning or '').")
+      .def_property_readonly("dropped", &Session::dropped,
+                             "Ops not recorded because the step reached max_ops.")
+      .def_property_readonly("open", &Session::open);
+
+  // The step stays in C++: encoding it and forecasting it are the costly parts, and
+  // predict_on runs them off the training thread, without the GIL.
+  py::class_<CapturedStep>(m, "_CapturedStep", "A captured step, held in C++.")
+      .def_property_readonly("num_ops", [](const CapturedStep& c) { return c.step->ops.size(); })
+      .def(
+          "to_json",
+          [](const CapturedStep& c, int64_t measured_peak_bytes) {
             std::string text;
             {
               py::gil_scoped_release release;
               Trace trace;
-              trace.steps.push_back(s.end(index, &warning));
+              trace.steps.push_back(*c.step);
+              trace.steps.back().measured_peak_bytes = measured_peak_bytes;
               text = trace_to_json(trace);
             }
-            return py::make_tuple(py::bytes(text), warning);
+            return py::bytes(text);
           },
-          py::arg("index"),
-          "Closes the window; returns (trace JSON holding the one step, warning or '').")
-      .def_property_readonly("dropped", &Session::dropped,
-                             "Ops not recorded because the step reached max_ops.")
-      .def_property_readonly("open", &Session::open);
+          py::arg("measured_peak_bytes") = 0,
+          "A trace document (default origin) holding the step.")
+      .def(
+          "forecast",
+          [](const CapturedStep& c, const std::string& origin_trace_json,
+             const std::vector<std::string>& targets, const std::string& weights_dir) {
+            py::gil_scoped_release release;
+            const Trace origin = trace_from_json(origin_trace_json);
+            return forecast_to_json_for(*c.step, origin.origin, targets, weights_dir);
+          },
+          py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
+          "Forecasts the step; the origin comes from a trace document (its steps are ignored).");
 
   m.def(
       "_capture_enter_module",

@@ -3,6 +3,11 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+#include <vector>
+
+#include "trace.h"
+
 namespace habitat::python {
 
 void bind_devices(pybind11::module_& m);  // bind_devices.cpp: Device, DeviceDatabase
@@ -11,5 +16,11 @@ void bind_engine(pybind11::module_& m);   // bind_engine.cpp: the predictor
 void bind_capture(pybind11::module_& m);  // bind_capture.cpp: the dispatch-key recorder
 void bind_learned(pybind11::module_& m);  // bind_learned.cpp: learned models (MLP runtime)
 void bind_cupti(pybind11::module_& m);    // bind_cupti.cpp: CUPTI kernel tracing
+
+// bind_engine.cpp: forecasts one step for each target (the forecast document as JSON), with the
+// learned models in weights_dir (none: roofline only). Call without the GIL.
+std::string forecast_to_json_for(const Step& step, const TraceOrigin& origin,
+                                 const std::vector<std::string>& targets,
+                                 const std::string& weights_dir);
 
 }  // namespace habitat::python

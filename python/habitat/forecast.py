@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from habitat import engine
 from habitat.devices import get_device
@@ -161,20 +161,32 @@ class Forecast:
             raise ValueError("predict at least one target GPU, e.g. habitat.predict_on('A100')")
         self.targets: list[str] = list(dict.fromkeys(_canonical(t) for t in names))
         self.origin: dict[str, Any] = dict(origin or {"device": "cpu"})
-        self.steps: list[StepForecast] = []
+        self._steps: list[StepForecast] = []
         self.history = history
+        # Set by predict_on: waits for steps still being forecast in the background.
+        self._wait: Callable[[], None] | None = None
+
+    @property
+    def steps(self) -> list[StepForecast]:
+        """Every step forecast so far (steps past the history keep only their totals)."""
+        if self._wait is not None:
+            self._wait()
+        return self._steps
 
     # ----- filling -------------------------------------------------------------------
-    def add_step(self, step: dict[str, Any]) -> StepForecast:
-        """Forecasts one captured step (a trace step dict) and appends it."""
-        result = engine.forecast_step(self.origin, step, self.targets)
+    def add_step(self, step: dict[str, Any], result: dict[str, Any] | None = None) -> StepForecast:
+        """Forecasts one captured step (a trace step dict) and appends it. `result`: the
+        engine's forecast of it, when already computed."""
+        if result is None:
+            result = engine.forecast_step(self.origin, step, self.targets)
         forecast = _step_forecast(step, result)
-        self.steps.append(forecast)
+        steps = self._steps
+        steps.append(forecast)
         # Only the step that just left the history window needs its detail dropped: older
         # ones were dropped when they left it.
-        leaving = len(self.steps) - self.history if self.history > 0 else len(self.steps)
+        leaving = len(steps) - self.history if self.history > 0 else len(steps)
         if leaving > 0:
-            old = self.steps[leaving - 1]
+            old = steps[leaving - 1]
             old.ops, old.trace = [], None
         return forecast
 

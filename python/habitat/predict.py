@@ -15,7 +15,10 @@ import json
 import os
 import platform
 import threading
+import time
 import warnings
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Sequence
@@ -24,19 +27,24 @@ import torch
 
 from habitat import _C, _modules, _phase
 from habitat.cupti import KernelTracing, origin_device
+from habitat.engine import trace_document, weights_dir
 
 if TYPE_CHECKING:
     from habitat.forecast import Forecast, StepForecast
 
 #: Most ops recorded in one step; the rest run untouched and are counted as dropped.
 DEFAULT_MAX_OPS_PER_STEP = 2_000_000
+#: Steps captured but not yet forecast; one more makes the training thread wait.
+MAX_PENDING_STEPS = 2
+#: How often, at most, predict_on(log_dir=...) rewrites log_dir/forecast.json (and at close()).
+SAVE_EVERY_S = 60.0
 
 
 class HabitatWarning(UserWarning):
     """Something went wrong in Habitat; the training step itself was not affected."""
 
 
-_thread = threading.local()  # how many predict_on windows are open on this thread
+_thread = threading.local()  # open predict_on windows on this thread; whether it forecasts
 
 
 def _open_windows() -> int:
@@ -103,7 +111,8 @@ class record_step:  # noqa: N801
     """Captures the aten ops of a block as one trace step, without forecasting them.
 
     ``step`` holds the step (a trace step dict, docs/trace-format.md) after the block ends
-    normally; it stays None when the block raised. :class:`predict_on` is built on this.
+    normally; it stays None when the block raised. The step is kept in C++ and decoded on
+    first use of ``step``. :class:`predict_on` is built on this.
     """
 
     def __init__(self, index: int = 0, *, max_ops: int = DEFAULT_MAX_OPS_PER_STEP,
@@ -112,7 +121,9 @@ class record_step:  # noqa: N801
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops}")
         self.index = index
         self.max_ops = int(max_ops)
-        self.step: dict[str, Any] | None = None
+        self.captured: Any = None  # _C._CaptureStep once the block ended normally
+        self.peak_bytes = 0  # the allocator's peak during the step on a GPU, 0 = unknown
+        self._step: dict[str, Any] | None = None
         self._session: Any = None
         # CUPTI tracing of the step's kernels; the outermost window traces (it flushes them all).
         self._tracing = tracing
@@ -154,7 +165,7 @@ class record_step:  # noqa: N801
         try:
             # The session's end joins the kernels (C++); they must have finished by then.
             flushed = tracing is not None and tracing.prepare_flush()
-            text, warning = session.end(self.index)
+            captured, warning = session.end(self.index)
             if tracing is not None:
                 tracing.end_step(flushed=flushed)
         finally:
@@ -166,11 +177,20 @@ class record_step:  # noqa: N801
         if warning:
             warnings.warn(warning, HabitatWarning, stacklevel=2)
         if exc_type is None:
-            self.step = json.loads(text)["steps"][0]
-            peak = self._peak.step_peak() if self._peak is not None else None
-            if peak:
-                self.step["measured_peak_bytes"] = peak
+            self.captured = captured
+            self.peak_bytes = (self._peak.step_peak() if self._peak is not None else None) or 0
         return False  # never swallow the user's exception
+
+    @property
+    def step(self) -> dict[str, Any] | None:
+        if self._step is None and self.captured is not None:
+            self._step = decode_step(self.captured, self.peak_bytes)
+        return self._step
+
+
+def decode_step(captured: Any, peak_bytes: int = 0) -> dict[str, Any]:
+    """A captured step as a trace step dict (the encoding runs without the GIL)."""
+    return json.loads(captured.to_json(peak_bytes))["steps"][0]
 
 
 class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
@@ -183,11 +203,15 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             included) is saved to ``log_dir/forecast.json``.
         max_ops_per_step: ops recorded per step at most; more are run but not recorded
             (the step reports how many were dropped).
-        verbose: print each step's forecast when it ends.
+        verbose: print each step's forecast when it is ready.
 
     ``__enter__`` returns the :class:`~habitat.forecast.Forecast`, the same object every step.
-    Errors while forecasting become :class:`HabitatWarning`; an exception inside the block
-    propagates unchanged and the partial step is discarded.
+    Steps are forecast on a background thread, so the training loop only pays for capturing;
+    reading the forecast (or :meth:`close`) waits for the steps still being forecast. Errors
+    while forecasting become :class:`HabitatWarning` (raised on the training thread at the next
+    step or read); an exception inside the block propagates unchanged and the partial step is
+    discarded. Call :meth:`close` (or use ``predict_on`` as a decorator-free object and let the
+    process exit) to write the last ``log_dir`` files.
     """
 
     def __init__(self, targets: str | Sequence[str], *, log_dir: str | os.PathLike[str] | None = None,
@@ -206,6 +230,11 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._origin_fixed = False
         self._logger: Any = None
         self._tracing = KernelTracing()
+        self._worker: ThreadPoolExecutor | None = None
+        self._pending: deque[Future[None]] = deque()
+        self._messages: deque[str] = deque()  # warnings from the worker, raised on our thread
+        self._last_save = 0.0
+        self.forecast._wait = self.wait
 
     # ----- one step ------------------------------------------------------------------
     def __enter__(self) -> "Forecast":
@@ -232,40 +261,95 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         with self._lock:
             recording = self._sessions.pop(threading.get_ident())
         recording.__exit__(exc_type, exc, tb)
-        if recording.step is not None:
-            self._forecast_step(recording.step, recording.index)
+        if recording.captured is not None:
+            self._submit(recording)
+        self._raise_messages(wait=False)
         return False  # never swallow the user's exception
 
-    def _forecast_step(self, step: dict[str, Any], index: int) -> "StepForecast | None":
+    # ----- forecasting, off the training thread --------------------------------------
+    def _submit(self, recording: record_step) -> None:
+        with self._lock:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(max_workers=1,
+                                                  thread_name_prefix="habitat-forecast")
+            self._pending.append(self._worker.submit(
+                self._forecast_step, recording.captured, recording.peak_bytes, recording.index))
+            # Bounded: a worker slower than training makes the loop wait, never queue unboundedly.
+            oldest = self._pending[0] if len(self._pending) > MAX_PENDING_STEPS else None
+        if oldest is not None:
+            oldest.result()
+
+    def wait(self) -> None:
+        """Waits until every finished step is forecast (reading the forecast does this)."""
+        if getattr(_thread, "forecasting", False):
+            return  # the worker reading its own forecast (logging, printing)
+        self._raise_messages(wait=True, stacklevel=5)
+
+    def _raise_messages(self, *, wait: bool, stacklevel: int = 3) -> None:
+        with self._lock:
+            futures = list(self._pending)
+        for future in futures:
+            if not wait and not future.done():
+                break
+            future.result()
+            with self._lock:
+                if self._pending and self._pending[0] is future:
+                    self._pending.popleft()
+        while self._messages:
+            warnings.warn(self._messages.popleft(), HabitatWarning, stacklevel=stacklevel)
+
+    def _forecast_step(self, captured: Any, peak_bytes: int, index: int) -> None:
+        _thread.forecasting = True
         try:
+            step = decode_step(captured, peak_bytes)
             if step.get("dropped_ops"):
-                warnings.warn(
+                self._messages.append(
                     f"habitat: step {index} ran more than {self.max_ops_per_step} ops; "
                     f"{step['dropped_ops']} were not recorded and are missing from its forecast "
-                    "(raise predict_on(..., max_ops_per_step=N))", HabitatWarning, stacklevel=3)
-            with self._lock:
-                if not self._origin_fixed:
-                    gpu = _gpu_of(step)
-                    if gpu is not None:
-                        self.forecast.origin["device"] = gpu
-                    self._origin_fixed = True
-                result = self.forecast.add_step(step)
-                if self.log_dir is not None:
-                    self._log(result)
+                    "(raise predict_on(..., max_ops_per_step=N))")
+            if not self._origin_fixed:
+                gpu = _gpu_of(step)
+                if gpu is not None:
+                    self.forecast.origin["device"] = gpu
+                self._origin_fixed = True
+            origin = json.dumps(trace_document(self.forecast.origin, []))
+            result = json.loads(captured.forecast(origin, self.forecast.targets, weights_dir()))
+            forecast = self.forecast.add_step(step, result)
+            if self.log_dir is not None:
+                self._log(forecast)
             if self.verbose:
-                print(result)
-            return result
+                print(forecast)
         except Exception as e:  # a forecasting problem must not stop training
-            warnings.warn(f"habitat: could not forecast step {index} ({type(e).__name__}: {e}); "
-                          "the training step itself ran normally", HabitatWarning, stacklevel=3)
-            return None
+            self._messages.append(
+                f"habitat: could not forecast step {index} ({type(e).__name__}: {e}); the "
+                "training step itself ran normally")
 
-    def _log(self, step: "StepForecast") -> None:
+    def _log(self, step: "StepForecast", *, final: bool = False) -> None:
         assert self.log_dir is not None
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.forecast.save(self.log_dir / "forecast.json")
+        # The saved trace is large: written at most every SAVE_EVERY_S seconds, and at close().
+        now = time.monotonic()
+        if final or not self._last_save or now - self._last_save >= SAVE_EVERY_S:
+            self.forecast.save(self.log_dir / "forecast.json")
+            self._last_save = now
+        if final:
+            return
         if self._logger is None:
             from habitat.tensorboard import TensorBoardLogger
 
             self._logger = TensorBoardLogger(self.log_dir)
         self._logger.log_step(self.forecast, step)
+
+    def close(self) -> None:
+        """Forecasts the steps still pending, writes ``log_dir/forecast.json`` and closes the
+        TensorBoard writer. The object can be used again afterwards."""
+        self.wait()
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=True)
+        if self.log_dir is not None and self.forecast._steps:
+            self._log(self.forecast._steps[-1], final=True)
+        if self._logger is not None:
+            self._logger.close()
+            self._logger = None
