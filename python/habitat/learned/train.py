@@ -91,6 +91,22 @@ def _split(n: int, groups: np.ndarray | None, fraction: float, rng: np.random.Ge
     return np.isin(groups, chosen)
 
 
+def _clamp_inputs(weights: list[np.ndarray], biases: list[np.ndarray], lo: np.ndarray,
+                  hi: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Prepends a layer that clamps each input to [lo, hi], written as plain ReLU layers:
+    relu(x - lo) - relu(x - hi) + lo = clamp(x, lo, hi) for lo <= hi, so the file format and
+    the engine's MLP stay as they are. A ReLU net extrapolates linearly outside its data; with
+    four or five training GPUs an unseen GPU's features often lie outside, so it gets the
+    efficiency of the nearest edge of the data instead."""
+    n = len(lo)
+    eye = np.eye(n)
+    clamp_w = np.concatenate([eye, eye], axis=0)
+    clamp_b = np.concatenate([-lo, -hi])
+    w1, b1 = weights[0], biases[0]
+    return ([clamp_w, np.concatenate([w1, -w1], axis=1)] + weights[1:],
+            [clamp_b, b1 + w1 @ lo] + biases[1:])
+
+
 def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         cfg: TrainConfig = TrainConfig(), floor_us: np.ndarray | None = None,
         groups: np.ndarray | None = None) -> EfficiencyMLP:
@@ -169,11 +185,15 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     linears = [m for m in net if isinstance(m, torch.nn.Linear)]
     with torch.no_grad():
         linears[0].weight[:, unused] = 0.0  # no effect on training (the inputs were 0 there)
+    weights = [m.weight.detach().numpy().astype(np.float64) for m in linears]
+    biases = [m.bias.detach().numpy().astype(np.float64) for m in linears]
+    weights, biases = _clamp_inputs(weights, biases, xn[~val].min(axis=0), xn[~val].max(axis=0))
     return EfficiencyMLP(
         family, mean.astype(np.float32), std.astype(np.float32),
-        [m.weight.detach().numpy().astype(np.float32).copy() for m in linears],
-        [m.bias.detach().numpy().astype(np.float32).copy() for m in linears],
-        {"format": FORMAT, "version": FORMAT_VERSION, "family": family, "layers": len(linears),
+        [w.astype(np.float32) for w in weights], [b.astype(np.float32) for b in biases],
+        {"format": FORMAT, "version": FORMAT_VERSION, "family": family, "layers": len(weights),
+         "input_clamp": "layer 0 clamps each normalised feature to its training range "
+                        "(relu(x - lo) - relu(x - hi) + lo), so the model does not extrapolate",
          "hidden": list(cfg.hidden), "activation": "relu", "e_max": E_MAX,
          "launch_floor_us": LAUNCH_FLOOR_US,
          "features": list(feats.FEATURE_NAMES[family]),
