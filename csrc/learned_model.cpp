@@ -1,6 +1,7 @@
 // Learned efficiency models: loading, op -> family mapping, prediction.
 #include "learned_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -251,7 +252,7 @@ LearnedModels LearnedModels::load(const std::string& dir) {
     }
     FamilyModel model{Mlp::from_tensors(read_safetensors(weights.string()), meta.value("layers", 0),
                                         weights.string()),
-                      meta.value("e_max", 1.0)};
+                      meta.value("e_max", 1.0), meta.value("launch_floor_us", 0.0)};
     if (model.mlp.inputs() != static_cast<int>(features.size())) {
       throw std::runtime_error(weights.string() + ": input width differs from the metadata's features");
     }
@@ -274,7 +275,8 @@ std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const Le
   const double y = it->second.mlp.forward(x.values);
   // log(sigmoid(y)) computed stably, as numpy's -logaddexp(0, -y).
   const double log_sigmoid = y >= 0 ? -std::log1p(std::exp(-y)) : y - std::log1p(std::exp(y));
-  return x.roofline_us * std::exp(-(std::log(it->second.e_max) + log_sigmoid));
+  const double kernel_us = x.roofline_us * std::exp(-(std::log(it->second.e_max) + log_sigmoid));
+  return std::max(it->second.launch_floor_us, kernel_us);
 }
 
 std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost& cost,

@@ -16,6 +16,9 @@ namespace habitat {
 struct FamilyModel {
   Mlp mlp;
   double e_max = 1.0;  // efficiency = e_max * sigmoid(mlp output)
+  // Smallest device time of one kernel (the metadata's launch_floor_us; 0 in older files):
+  // the models are trained floor-free, so a tiny op is not forecast below a real launch.
+  double launch_floor_us = 0.0;
 };
 
 // One family-level piece of an op's work: the op's time is the sum of its parts' times.

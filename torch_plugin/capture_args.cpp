@@ -116,6 +116,8 @@ void set_device(const c10::Device& d, std::string& out) {
   }
 }
 
+thread_local StorageRefs* t_storage_sink = nullptr;
+
 void read_tensor(const at::Tensor& t, TensorMeta& m) {
   if (!t.defined()) {
     m.defined = false;
@@ -140,6 +142,9 @@ void read_tensor(const at::Tensor& t, TensorMeta& m) {
     // anything the step uses) without touching the data pointer.
     m.storage = reinterpret_cast<uintptr_t>(impl->unsafe_storage().unsafeGetStorageImpl());
     m.storage_offset = impl->storage_offset();
+    if (t_storage_sink != nullptr) {
+      t_storage_sink->push_back(impl->unsafe_storage().getWeakStorageImpl());
+    }
   }
 }
 
@@ -279,6 +284,10 @@ TensorScan scan_tensors(const c10::IValue* values, size_t n) {
   }
   return scan;
 }
+
+StorageSink::StorageSink(StorageRefs& refs) : previous_(t_storage_sink) { t_storage_sink = &refs; }
+
+StorageSink::~StorageSink() { t_storage_sink = previous_; }
 
 void read_arguments(const OpInfo& info, const c10::IValue* values, std::vector<Argument>& out) {
   out.resize(info.num_arguments);

@@ -39,6 +39,24 @@ struct TensorScan {
 // and Python-subclass tensors are not plain: their ops do no real work of their own.
 TensorScan scan_tensors(const c10::IValue* values, size_t n);
 
+// Storages seen in a step, held weakly until it ends: a StorageImpl whose storage died keeps
+// its address while a weak reference lives (its data is freed as usual), so a storage
+// address names one storage for the whole step, never a later one at a recycled address.
+using StorageRefs = std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>>;
+
+// While it lives, read_arguments and read_outputs on this thread add the storages they see
+// to `refs`.
+class StorageSink {
+ public:
+  explicit StorageSink(StorageRefs& refs);
+  ~StorageSink();
+  StorageSink(const StorageSink&) = delete;
+  StorageSink& operator=(const StorageSink&) = delete;
+
+ private:
+  StorageRefs* previous_;
+};
+
 void read_arguments(const OpInfo& info, const c10::IValue* values, std::vector<Argument>& out);
 // Every tensor among the op's results, in order (lists flattened).
 void read_outputs(const c10::IValue* values, size_t n, std::vector<TensorMeta>& out);

@@ -95,7 +95,10 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
   rec.name = info.name;
   rec.overload = info.overload;
-  read_arguments(info, args, rec.args);
+  {
+    const StorageSink sink(frame.storages);
+    read_arguments(info, args, rec.args);
+  }
   label(rec, ts, scan.requires_grad);
   rec.thread = recorder->thread_number();
   const size_t depth = ts.open.size();
@@ -122,13 +125,14 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     // Results that are not real tensors (a Python kernel returned a subclass) mean the op
     // did no eager work of its own.
     if (!scan_tensors(rets, num_returns).plain) return;
+    const StorageSink sink(done.storages);
     read_outputs(rets, num_returns, out.outputs);
   }
   if (depth >= 2) {
     OpenOp& parent = ts.open[depth - 2];
     if (out.parent && parent.record.id == *out.parent) parent.record.has_children = true;
   }
-  recorder->commit(std::move(out));
+  recorder->commit(std::move(out), std::move(done.storages));
 }
 
 std::mutex g_install_mutex;

@@ -1,6 +1,7 @@
 #include "capture_recorder.h"
 
 #include <algorithm>
+#include <iterator>
 #include <unordered_map>
 
 namespace habitat::capture {
@@ -45,9 +46,12 @@ uint64_t Recorder::thread_number() {
   return cache.number;
 }
 
-void Recorder::commit(OpRecord&& op) {
+void Recorder::commit(OpRecord&& op, StorageRefs&& storages) {
   std::lock_guard lock(mutex_);
-  if (!finished_) ops_.push_back(std::move(op));
+  if (finished_) return;
+  ops_.push_back(std::move(op));
+  storages_.insert(storages_.end(), std::make_move_iterator(storages.begin()),
+                   std::make_move_iterator(storages.end()));
 }
 
 std::vector<OpRecord> Recorder::finish() {
@@ -63,15 +67,19 @@ std::vector<OpRecord> Recorder::finish() {
   return ops;
 }
 
-void Recorder::absorb(const Recorder& inner, const std::vector<OpRecord>& inner_ops) {
+void Recorder::absorb(Recorder& inner, const std::vector<OpRecord>& inner_ops) {
   const double shift_us = std::chrono::duration<double, std::micro>(inner.start_ - start_).count();
   std::vector<std::thread::id> inner_threads;
+  StorageRefs inner_storages;
   {
     std::lock_guard lock(inner.mutex_);
     inner_threads = inner.threads_;
+    inner_storages.swap(inner.storages_);
   }
   std::lock_guard lock(mutex_);
   if (finished_) return;
+  storages_.insert(storages_.end(), std::make_move_iterator(inner_storages.begin()),
+                   std::make_move_iterator(inner_storages.end()));
   for (const OpRecord& op : inner_ops) {
     if (admitted_.fetch_add(1, std::memory_order_relaxed) >= max_ops_) {
       dropped_.fetch_add(1, std::memory_order_relaxed);

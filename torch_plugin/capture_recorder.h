@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "capture_args.h"
 #include "trace.h"
 
 namespace habitat::capture {
@@ -37,15 +38,16 @@ class Recorder {
   double micros_since_start(Clock::time_point t) const;
   // Small number of the calling thread within this step: 0 for the first thread seen.
   uint64_t thread_number();
-  // Adds a finished op; ignored once the step is finished (a straggling thread).
-  void commit(OpRecord&& op);
+  // Adds a finished op and the storages it saw (held until the recorder dies); ignored once
+  // the step is finished (a straggling thread).
+  void commit(OpRecord&& op, StorageRefs&& storages);
 
   // Stops recording and moves the records out, in start order, ids still raw sequence
   // numbers (see to_step).
   std::vector<OpRecord> finish();
   // Copies in the finished records of a step recorded inside this one (a nested
   // predict_on on the same thread): its ops belong to this step too.
-  void absorb(const Recorder& inner, const std::vector<OpRecord>& inner_ops);
+  void absorb(Recorder& inner, const std::vector<OpRecord>& inner_ops);
   // The step of finished records: ids renumbered 0..n-1 in start order, parents mapped
   // (a parent that was not recorded becomes none).
   static Step to_step(std::vector<OpRecord> ops, int64_t index, double wall_ms);
@@ -64,6 +66,7 @@ class Recorder {
 
   mutable std::mutex mutex_;  // guards everything below
   std::vector<OpRecord> ops_;
+  StorageRefs storages_;  // keeps storage addresses unique for the step (see StorageRefs)
   std::vector<std::thread::id> threads_;  // index = thread number
   bool finished_ = false;
 };

@@ -25,6 +25,7 @@ namespace habitat::capture {
 struct OpenOp {
   OpRecord record;
   Recorder* recorder = nullptr;  // the recorder it will be committed to
+  StorageRefs storages;          // the storages its tensors live in
 };
 
 struct ThreadState {

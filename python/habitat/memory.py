@@ -10,9 +10,13 @@ Method (one step; its leaf ops in order, since composite ops' tensors are their 
 
 - A storage first seen as an *input* existed before the step; one first seen as an *output*
   was created during it. It lives until its last use (there is no "free" event in a trace).
-  Storage ids are addresses, reused once a storage is freed: an op output naming a known
-  storage that is none of the op's inputs (so neither a view nor an in-place result) is a new
-  storage at a recycled address.
+  Storage ids are StorageImpl addresses; the capture holds a weak reference to every storage
+  a step sees, so within a captured step an address names one storage. (For other traces: an
+  op output naming a known storage that is none of the op's inputs, so neither a view nor an
+  in-place result, is a new storage at a recycled address.)
+- Composite ops count too: their kernels may allocate results without a dispatcher call (a
+  storage first seen as an input was made by the composite op that returned it) and read or
+  update their arguments themselves (used at the op's first sub-op).
 - **parameters**: pre-existing storages read in the forward pass and updated in place by the
   optimizer. **gradients**: storages written during the backward pass that the optimizer
   reads. **optimizer state**: other storages the optimizer updates in place that existed before
@@ -114,6 +118,7 @@ class _Storage:
     first: int
     last: int
     created: bool            # first seen as an output of an op of this step
+    last_id: int = -1        # id of the last op that used it
     created_by: str = ""
     created_phase: str = ""
     read_in: set[str] = field(default_factory=set)     # phases whose ops read it
@@ -237,24 +242,49 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
             unknown_dtypes.add(meta.get("dtype", "") or "(none)")
         return only is None or str(meta.get("device", "")).startswith(only)
 
+    made_by = _made_by_composites(all_ops)
+    by_id = {op["id"]: op for op in all_ops}
+    applied: set[int] = set()  # composite ops whose in-place updates are accounted for
     for i, op in enumerate(ops):
         phase = op.get("phase", "other")
         uses_matmul = uses_matmul or _base_name(op["name"]) in MATMUL_OPS
         mutable = _mutable_args(op)
-        inputs = [(name, meta) for name, meta in _arg_tensors(op) if counted(meta)]
-        input_ids = {meta.get("storage", 0) for _, meta in inputs}
-        for name, meta in inputs:
+        inputs = [(name, meta, mutable) for name, meta in _arg_tensors(op) if counted(meta)]
+        input_ids = {meta.get("storage", 0) for _, meta, _ in inputs}
+        # A composite op's kernel may read or update its arguments itself, beside its sub-ops
+        # (CPU mkldnn convolution reads its weight, add_ of a step counter of another dtype
+        # updates it): no leaf shows that, so its arguments are used at its first leaf.
+        ancestor = op
+        while ancestor.get("parent") is not None and ancestor["parent"] in by_id:
+            ancestor = by_id[ancestor["parent"]]
+            if ancestor["id"] in applied:
+                break
+            applied.add(ancestor["id"])
+            outer_mutable = _mutable_args(ancestor)
+            inputs += [(name, meta, outer_mutable) for name, meta in _arg_tensors(ancestor)
+                       if counted(meta)]
+        for name, meta, mutable_here in inputs:
             sid = meta.get("storage", 0)
             if not sid:
                 continue
-            if sid not in current:  # existed before the step
+            # Kernels allocate results without a dispatcher call (CPU addmm's output is first
+            # seen as the copy_ destination of the bias inside it; mkldnn convolution's not at
+            # all): a composite op that returned this storage after its last known use made a
+            # new one at that address.
+            maker = _maker(op, sid, made_by)
+            if sid in current and maker is not None and maker["id"] > storages[current[sid]].last_id:
+                del current[sid]
+            if sid not in current:  # existed before the step, unless a composite made it
                 current[sid] = len(storages)
-                storages.append(_Storage(_storage_bytes(meta), i, i, created=False))
+                storages.append(_Storage(
+                    _storage_bytes(meta), i, i, created=maker is not None,
+                    created_by=_base_name(maker["name"]) if maker else "",
+                    created_phase=maker.get("phase", "other") if maker else ""))
             s = storages[current[sid]]
             s.nbytes = max(s.nbytes, _storage_bytes(meta))
-            s.last = i
+            s.last, s.last_id = i, op["id"]
             s.read_in.add(phase)
-            if name in mutable:
+            if name in mutable_here:
                 s.mutated_in.add(phase)
         for meta in op.get("outputs", []):
             if not counted(meta):
@@ -269,11 +299,14 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
                 del current[sid]
             if sid not in current:
                 current[sid] = len(storages)
+                # Named after the call that made it (zeros_like, not the empty_strided inside):
+                # a factory call makes state, a computation a temporary.
                 storages.append(_Storage(_storage_bytes(meta), i, i, created=True,
-                                         created_by=_base_name(op["name"]), created_phase=phase))
+                                         created_by=_base_name(_root(op, by_id)["name"]),
+                                         created_phase=phase))
             s = storages[current[sid]]
             s.nbytes = max(s.nbytes, _storage_bytes(meta))
-            s.last = i
+            s.last, s.last_id = i, op["id"]
             s.produced_in.add(phase)
 
     if ops and not any(op.get("phase") == "optimizer" for op in ops):
@@ -320,6 +353,35 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
         peak_phase=ops[peak_at].get("phase", "other") if ops else "",
         uses_matmul=uses_matmul, measured_peak_bytes=measured, notes=notes,
     )
+
+
+def _made_by_composites(all_ops: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Per storage id, the composite ops (in order) that returned it without receiving it:
+    made inside them, though no sub-op may show it (kernels allocate results directly)."""
+    made: dict[int, list[dict[str, Any]]] = {}
+    for op in all_ops:
+        if not op.get("has_children"):
+            continue
+        inputs = {meta.get("storage", 0) for _, meta in _arg_tensors(op)}
+        for meta in op.get("outputs", []):
+            sid = meta.get("storage", 0)
+            if sid and sid not in inputs:
+                made.setdefault(sid, []).append(op)
+    return made
+
+
+def _root(op: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The op user code (or autograd) called that led to `op`."""
+    while op.get("parent") is not None and op["parent"] in by_id:
+        op = by_id[op["parent"]]
+    return op
+
+
+def _maker(op: dict[str, Any], sid: int,
+           made_by: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
+    """The composite op that made storage `sid` most recently before `op` started."""
+    makers = [m for m in made_by.get(sid, ()) if m["id"] <= op["id"]]
+    return makers[-1] if makers else None
 
 
 def _category(s: _Storage) -> str:

@@ -182,8 +182,8 @@ def _allocator_peak_of_step(run_step) -> int:
     return max(e["args"]["Total Allocated"] for e in events)
 
 
-@pytest.mark.parametrize("model_kind", ["mlp_adam", "conv_sgd"])
-def test_estimate_matches_the_cpu_allocator_on_a_captured_step(model_kind):
+def _captured_step(model_kind: str):
+    """(estimate of a captured steady-state step, model, optimizer, batch, run_step)."""
     import habitat
     from torch import nn
 
@@ -209,13 +209,14 @@ def test_estimate_matches_the_cpu_allocator_on_a_captured_step(model_kind):
     for _ in range(2):
         with predictor as forecast:
             run_step()
-    est = estimate_step_memory(forecast.latest.trace)
-    before = sum(p.numel() * 4 for p in model.parameters()) + x.numel() * 4 + y.numel() * 8
-    before += sum(v.numel() * v.element_size() for s in opt.state.values() for v in s.values()
-                  if torch.is_tensor(v))
-    before += sum(b.numel() * b.element_size() for b in model.buffers())
-    measured = before + _allocator_peak_of_step(run_step)
-    assert est.live_peak == pytest.approx(measured, rel=0.05)
+    return estimate_step_memory(forecast.latest.trace), model, opt, (x, y), run_step
+
+
+@pytest.mark.parametrize("model_kind", ["mlp_adam", "conv_sgd"])
+def test_categories_of_a_captured_step_are_exact(model_kind):
+    # CPU kernels allocate results outside the dispatcher (addmm, convolution) and update
+    # arguments inside composite in-place ops (add_ of a step counter): still exact.
+    est, model, opt, _, _ = _captured_step(model_kind)
     params = sum(p.numel() * 4 for p in model.parameters())
     assert est.parameters == params
     assert est.gradients == params
@@ -223,3 +224,14 @@ def test_estimate_matches_the_cpu_allocator_on_a_captured_step(model_kind):
                                       for s in opt.state.values() if torch.is_tensor(s.get("step")))
     assert state == params * (2 if model_kind == "mlp_adam" else 1)
     assert copy.deepcopy(est.to_dict())["peak_bytes"] == est.estimated_peak()
+
+
+@pytest.mark.parametrize("model_kind", ["mlp_adam", "conv_sgd"])
+def test_estimate_matches_the_cpu_allocator_on_a_captured_step(model_kind):
+    est, model, opt, (x, y), run_step = _captured_step(model_kind)
+    before = sum(p.numel() * 4 for p in model.parameters()) + x.numel() * 4 + y.numel() * 8
+    before += sum(v.numel() * v.element_size() for s in opt.state.values() for v in s.values()
+                  if torch.is_tensor(v))
+    before += sum(b.numel() * b.element_size() for b in model.buffers())
+    measured = before + _allocator_peak_of_step(run_step)
+    assert est.live_peak == pytest.approx(measured, rel=0.05)

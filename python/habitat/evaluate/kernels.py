@@ -1,5 +1,9 @@
 """Per-kernel accuracy on NeuSight-format CSVs: shape-based on GPUs the model never saw
-(leave-one-GPU-out), and runtime-based for every ordered pair of GPUs with common shapes."""
+(leave-one-GPU-out), and runtime-based for every ordered pair of GPUs with common shapes.
+
+NeuSight timed each op call on its own, so every row includes a 25-60 us per-call harness
+floor; "ours" is the model's floor-free kernel time merged with the harness floor measured on
+the model's training GPUs (EfficiencyMLP.predict_harness), never the target's own floor."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,7 +43,7 @@ def _shape_based(rows: KernelArrays, models: P.ModelSet, devices: DeviceTable, t
         model, how = models.for_target(rows.family, gpu)
         if model is None:
             continue
-        ours = model.predict(sub.shapes, dev)
+        ours = model.predict_harness(sub.shapes, dev, sub.op)
         roof = P.roofline_us(rows.family, sub.shapes, dev)
         out[gpu] = {"model": how, "ours": P.stats(P.errors(ours, sub.latency_us)),
                     "roofline": P.stats(P.errors(roof, sub.latency_us))}
@@ -66,10 +70,10 @@ def _runtime_based(rows: KernelArrays, models: P.ModelSet, devices: DeviceTable,
             model, how = models.for_target(rows.family, t)
             if model is None:
                 continue
-            shapes = rows.take(io).shapes
+            shapes, ops = rows.take(io).shapes, rows.op[io]
             t_o, t_t = rows.latency_us[io], rows.latency_us[it]
-            ratio = t_o * model.predict(shapes, dt) / model.predict(shapes, do)
-            shape_t = model.predict(shapes, dt)
+            shape_t = model.predict_harness(shapes, dt, ops)
+            ratio = t_o * shape_t / model.predict_harness(shapes, do, ops)
             roof = t_o * P.roofline_us(rows.family, shapes, dt) / P.roofline_us(rows.family, shapes, do)
             wave = P.habitat_wave_scaling(t_o, flops[io], nbytes[io], rows.blocks[io], do, dt)
             bw = P.bandwidth_ratio(t_o, do, dt)

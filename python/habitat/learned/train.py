@@ -36,6 +36,7 @@ class TrainConfig:
     eval_every: int = 200
     floor_sharpness: float = 4.0  # p of the harness soft maximum (floor^p + kernel^p)^(1/p)
     ignore_features: tuple[str, ...] = ()  # inputs the model may not use (first-layer weights 0)
+    members: int = 1  # independently seeded nets averaged (packed into one MLP: same file format)
 
 
 QUICK = TrainConfig(steps=300, max_rows=4000)
@@ -107,6 +108,27 @@ def _clamp_inputs(weights: list[np.ndarray], biases: list[np.ndarray], lo: np.nd
             [clamp_b, b1 + w1 @ lo] + biases[1:])
 
 
+def _pack_ensemble(ws: list[list[np.ndarray]], bs: list[list[np.ndarray]]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """K nets of equal depth as one MLP: stacked first layers, block-diagonal hidden layers and
+    a last layer that averages the K outputs (the mean logit)."""
+    k = len(ws)
+    if k == 1:
+        return ws[0], bs[0]
+    out_w = [np.concatenate([w[0] for w in ws], axis=0)]
+    out_b = [np.concatenate([b[0] for b in bs])]
+    for i in range(1, len(ws[0]) - 1):
+        block = np.zeros((sum(w[i].shape[0] for w in ws), sum(w[i].shape[1] for w in ws)))
+        r = c = 0
+        for w in ws:
+            block[r:r + w[i].shape[0], c:c + w[i].shape[1]] = w[i]
+            r, c = r + w[i].shape[0], c + w[i].shape[1]
+        out_w.append(block)
+        out_b.append(np.concatenate([b[i] for b in bs]))
+    out_w.append(np.concatenate([w[-1] for w in ws], axis=1) / k)
+    out_b.append(np.array([np.mean([b[-1][0] for b in bs])]))
+    return out_w, out_b
+
+
 def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         cfg: TrainConfig = TrainConfig(), floor_us: np.ndarray | None = None,
         groups: np.ndarray | None = None) -> EfficiencyMLP:
@@ -143,58 +165,65 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     log_floor = tensor(np.log(np.maximum(floor_us, 1e-9)))
     train_idx = torch.tensor(np.nonzero(~val)[0])
     val_idx = torch.tensor(np.nonzero(val)[0])
-    layers: list[torch.nn.Module] = []
-    width = x.shape[1]
-    for h in cfg.hidden:
-        layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
-        width = h
-    layers.append(torch.nn.Linear(width, 1))
-    net = torch.nn.Sequential(*layers)
     # Start from the median efficiency of the rows well above their floor, so the first steps
     # fit the shape of the data rather than its scale.
     above = t_meas > 2.0 * floor_us
     log_eff0 = np.median(np.log(t_roof[above] / t_meas[above])) if above.any() else 0.0
     eff0 = float(np.clip(np.exp(log_eff0) / E_MAX, 1e-6, 0.99))
-    with torch.no_grad():
-        net[-1].bias.fill_(float(np.log(eff0 / (1.0 - eff0))))
     log_emax = float(np.log(E_MAX))
 
-    def loss_of(idx: "torch.Tensor") -> "torch.Tensor":
-        log_kernel = log_roof[idx] - log_emax - torch.nn.functional.logsigmoid(net(xs[idx])[:, 0])
-        log_harness = torch.logaddexp(p * log_floor[idx], p * log_kernel) / p
-        return (log_harness - log_meas[idx]).abs().mean()
+    def train_member(seed: int) -> tuple[list[np.ndarray], list[np.ndarray], int, float]:
+        torch.manual_seed(seed)
+        layers: list[torch.nn.Module] = []
+        width = x.shape[1]
+        for h in cfg.hidden:
+            layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
+            width = h
+        layers.append(torch.nn.Linear(width, 1))
+        net = torch.nn.Sequential(*layers)
+        with torch.no_grad():
+            net[-1].bias.fill_(float(np.log(eff0 / (1.0 - eff0))))
 
-    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.05)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    best = (float("inf"), 0, [t.detach().clone() for t in net.state_dict().values()])
-    for step in range(1, cfg.steps + 1):
-        idx = train_idx[torch.randint(0, len(train_idx), (min(cfg.batch, len(train_idx)),), generator=gen)]
-        loss = loss_of(idx)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        if len(val_idx) and (step % cfg.eval_every == 0 or step == cfg.steps):
-            with torch.no_grad():
-                v = float(loss_of(val_idx))
-            if v < best[0]:
-                best = (v, step, [t.detach().clone() for t in net.state_dict().values()])
-    if len(val_idx):
-        net.load_state_dict(dict(zip(net.state_dict().keys(), best[2])))
-    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
-    with torch.no_grad():
-        linears[0].weight[:, unused] = 0.0  # no effect on training (the inputs were 0 there)
-    weights = [m.weight.detach().numpy().astype(np.float64) for m in linears]
-    biases = [m.bias.detach().numpy().astype(np.float64) for m in linears]
+        def loss_of(idx: "torch.Tensor") -> "torch.Tensor":
+            log_kernel = log_roof[idx] - log_emax - torch.nn.functional.logsigmoid(net(xs[idx])[:, 0])
+            log_harness = torch.logaddexp(p * log_floor[idx], p * log_kernel) / p
+            return (log_harness - log_meas[idx]).abs().mean()
+
+        opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.05)
+        gen = torch.Generator().manual_seed(seed)
+        best = (float("inf"), 0, [t.detach().clone() for t in net.state_dict().values()])
+        for step in range(1, cfg.steps + 1):
+            idx = train_idx[torch.randint(0, len(train_idx), (min(cfg.batch, len(train_idx)),), generator=gen)]
+            loss = loss_of(idx)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            if len(val_idx) and (step % cfg.eval_every == 0 or step == cfg.steps):
+                with torch.no_grad():
+                    v = float(loss_of(val_idx))
+                if v < best[0]:
+                    best = (v, step, [t.detach().clone() for t in net.state_dict().values()])
+        if len(val_idx):
+            net.load_state_dict(dict(zip(net.state_dict().keys(), best[2])))
+        linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+        with torch.no_grad():
+            linears[0].weight[:, unused] = 0.0  # no effect on training (the inputs were 0 there)
+        return ([m.weight.detach().numpy().astype(np.float64) for m in linears],
+                [m.bias.detach().numpy().astype(np.float64) for m in linears], best[1], best[0])
+
+    members = [train_member(cfg.seed + 1000 * i) for i in range(cfg.members)]
+    weights, biases = _pack_ensemble([m[0] for m in members], [m[1] for m in members])
     weights, biases = _clamp_inputs(weights, biases, xn[~val].min(axis=0), xn[~val].max(axis=0))
+    best = (float(np.mean([m[3] for m in members])), [m[2] for m in members])
     return EfficiencyMLP(
         family, mean.astype(np.float32), std.astype(np.float32),
         [w.astype(np.float32) for w in weights], [b.astype(np.float32) for b in biases],
         {"format": FORMAT, "version": FORMAT_VERSION, "family": family, "layers": len(weights),
          "input_clamp": "layer 0 clamps each normalised feature to its training range "
                         "(relu(x - lo) - relu(x - hi) + lo), so the model does not extrapolate",
-         "hidden": list(cfg.hidden), "activation": "relu", "e_max": E_MAX,
+         "hidden": list(cfg.hidden), "members": cfg.members, "activation": "relu", "e_max": E_MAX,
          "launch_floor_us": LAUNCH_FLOOR_US,
          "features": list(feats.FEATURE_NAMES[family]),
          "ignored_features": [feats.FEATURE_NAMES[family][i] for i in unused],
