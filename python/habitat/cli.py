@@ -50,7 +50,9 @@ def _load_trace(path: str) -> dict[str, Any]:
     try:
         return load_trace(p)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
-        raise UserError(f"cannot read trace {path!r}: {exc}") from None
+        message = str(exc)
+        # Trace errors already name the file; other errors get it added.
+        raise UserError(message if path in message else f"cannot read trace {path!r}: {message}") from None
 
 
 def _trace_targets(path: str) -> list[str]:
@@ -84,8 +86,8 @@ def _resolve_targets(values: Sequence[str] | None, allow_all: bool) -> list[str]
         try:
             resolved.append(get_device(name).name)
         except (KeyError, ValueError, LookupError, RuntimeError) as exc:
-            message = exc.args[0] if exc.args else str(exc)
-            raise UserError(f"unknown GPU {name!r}: {message} (`habitat devices` lists them)") from None
+            # The device database's message names the GPU, the closest ones and the fix.
+            raise UserError(exc.args[0] if exc.args else f"unknown GPU {name!r}") from None
     return list(dict.fromkeys(resolved))
 
 

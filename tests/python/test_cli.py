@@ -126,7 +126,8 @@ def test_missing_and_corrupt_traces_exit_1_with_a_message(capsys, tmp_path):
 
 def test_unknown_gpu_and_bad_prices_exit_1(capsys, trace, tmp_path):
     code, _, err = run(capsys, "predict", trace, "-t", "A1000000")
-    assert code == 1 and "unknown GPU 'A1000000'" in err and "habitat devices" in err
+    assert code == 1 and 'unknown GPU "A1000000"' in err and "habitat devices" in err
+    assert err.count("unknown GPU") == 1  # said once
     bad = tmp_path / "prices.json"
     bad.write_text("{oops")
     code, _, err = run(capsys, "compare", trace, "--prices", bad)

@@ -131,11 +131,16 @@ def _pack_ensemble(ws: list[list[np.ndarray]], bs: list[list[np.ndarray]]) -> tu
 
 def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         cfg: TrainConfig = TrainConfig(), floor_us: np.ndarray | None = None,
-        groups: np.ndarray | None = None) -> EfficiencyMLP:
+        groups: np.ndarray | None = None, val_mask: np.ndarray | None = None,
+        stop_at: int | None = None) -> EfficiencyMLP:
     """Fits the floor-free kernel time k = t_roof / (E_MAX * sigmoid(mlp(x))) so that the
     harness time (floor^p + k^p)^(1/p) matches t_meas, with an L1 loss on log time (a
-    relative-error loss). Rows at the floor then only bound k from above. A fraction of the
-    shapes (`groups`) is held out and the weights with the least validation loss are kept."""
+    relative-error loss). Rows at the floor then only bound k from above.
+
+    Validation: `val_mask` rows (e.g. a whole GPU) are held out, or else a fraction of the
+    shapes (`groups`); the weights with the least validation loss are kept and the loss curve
+    is recorded (metadata "validation_curve"). With `stop_at`, every row trains and the
+    weights after that step (of the same `cfg.steps` schedule) are kept."""
     import torch
 
     torch.manual_seed(cfg.seed)
@@ -148,7 +153,14 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         keep = np.sort(rng.choice(len(x), cfg.max_rows, replace=False))
         x, t_roof, t_meas, floor_us = x[keep], t_roof[keep], t_meas[keep], floor_us[keep]
         groups = None if groups is None else groups[keep]
-    val = _split(len(x), groups, cfg.val_fraction, rng)
+        val_mask = None if val_mask is None else val_mask[keep]
+    if stop_at is not None:
+        val = np.zeros(len(x), dtype=bool)
+    elif val_mask is not None:
+        val = np.asarray(val_mask, dtype=bool)
+    else:
+        val = _split(len(x), groups, cfg.val_fraction, rng)
+    last = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
     mean = x[~val].mean(axis=0)
     std = x[~val].std(axis=0)
     std[std < 1e-6] = 1.0
@@ -193,16 +205,18 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.05)
         gen = torch.Generator().manual_seed(seed)
         best = (float("inf"), 0, [t.detach().clone() for t in net.state_dict().values()])
-        for step in range(1, cfg.steps + 1):
+        curve: list[float] = []
+        for step in range(1, last + 1):
             idx = train_idx[torch.randint(0, len(train_idx), (min(cfg.batch, len(train_idx)),), generator=gen)]
             loss = loss_of(idx)
             opt.zero_grad()
             loss.backward()
             opt.step()
             sched.step()
-            if len(val_idx) and (step % cfg.eval_every == 0 or step == cfg.steps):
+            if len(val_idx) and step % cfg.eval_every == 0:
                 with torch.no_grad():
                     v = float(loss_of(val_idx))
+                curve.append(v)
                 if v < best[0]:
                     best = (v, step, [t.detach().clone() for t in net.state_dict().values()])
         if len(val_idx):
@@ -211,12 +225,13 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         with torch.no_grad():
             linears[0].weight[:, unused] = 0.0  # no effect on training (the inputs were 0 there)
         return ([m.weight.detach().numpy().astype(np.float64) for m in linears],
-                [m.bias.detach().numpy().astype(np.float64) for m in linears], best[1], best[0])
+                [m.bias.detach().numpy().astype(np.float64) for m in linears], best[1] or last, best[0], curve)
 
     members = [train_member(cfg.seed + 1000 * i) for i in range(cfg.members)]
     weights, biases = _pack_ensemble([m[0] for m in members], [m[1] for m in members])
     weights, biases = _clamp_inputs(weights, biases, xn[~val].min(axis=0), xn[~val].max(axis=0))
     best = (float(np.mean([m[3] for m in members])), [m[2] for m in members])
+    curve = [float(v) for v in np.mean([m[4] for m in members], axis=0)] if len(val_idx) else []
     return EfficiencyMLP(
         family, mean.astype(np.float32), std.astype(np.float32),
         [w.astype(np.float32) for w in weights], [b.astype(np.float32) for b in biases],
@@ -231,7 +246,8 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
          "normalisation": "x' = (x - norm.mean) / norm.std (tensors in the .safetensors file)",
          "output": "time_us = max(launch_floor_us, roofline_us / (e_max * sigmoid(y)))",
          "early_stopping": {"best_step": best[1], "validation_loss": None if not len(val_idx) else best[0],
-                            "validation_rows": int(len(val_idx))}},
+                            "validation_rows": int(len(val_idx)), "stop_at": stop_at},
+         "validation_curve": {"every": cfg.eval_every, "loss": curve}},
     )
 
 
