@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "compiled_kernels.h"
 #include "fused_cost.h"
 #include "op_cost_detail.h"
 
@@ -86,6 +87,8 @@ OpCost estimate_cost(const OpRecord& op, bool allow_tf32) {
   std::string_view name = op.name;
   // record_function markers (profiler::_record_function_enter_new/_exit) are host-only.
   if (name.starts_with("profiler::_record_function")) return op_cost::no_kernel_cost();
+  // A compiled graph's run: its work is its fused records and the aten ops inside it.
+  if (name == kCompiledGraphOp) return op_cost::no_kernel_cost();
   if (!name.starts_with(kNamespace)) return OpCost{};
   name.remove_prefix(kNamespace.size());
 

@@ -39,8 +39,10 @@ class OpPredictor {
   OpPredictor(const Device* origin, const ShapeModel* model) : origin_(origin), model_(model) {}
 
   OpPrediction predict(const OpRecord& op, const OpCost& cost, const Device& target) const {
-    if (cost.op_class == OpClass::NoKernel) return {0.0, Method::NoKernel};
+    // Measured kernels come first: an op the cost model thinks launches none may still have
+    // some (a compiled graph's kernels that matched no fused record).
     if (origin_ != nullptr && !op.kernels.empty()) return runtime_based(op, cost, target);
+    if (cost.op_class == OpClass::NoKernel) return {0.0, Method::NoKernel};
     return shape_based(op, cost, target);
   }
 

@@ -8,6 +8,7 @@
 #include "bindings.h"
 #include "capture_key.h"
 #include "capture_state.h"
+#include "cupti_tracer.h"
 #include "trace.h"
 
 namespace py = pybind11;
@@ -105,6 +106,16 @@ void bind_capture(py::module_& m) {
     auto& suspended = thread_state().suspended;
     if (suspended > 0) --suspended;
   });
+  // Kernels launched outside any op (a compiled graph's generated kernels) go to the op this
+  // thread recorded last (its habitat::compiled_graph record) until the matching end call.
+  m.def(
+      "_capture_attribute_kernels_to_last_op",
+      [] {
+        const uint64_t id = thread_state().last_op_id;
+        return id != 0 && cupti::KernelTracer::instance().push(id);
+      },
+      "Starts attributing kernels to the last recorded op; False when nothing was started.");
+  m.def("_capture_end_kernel_attribution", [] { cupti::KernelTracer::instance().pop(); });
   m.def("_capture_active", &capture::recording_on_this_thread,
         "Whether an op run now on this thread would be recorded.");
   m.def("_capture_include_key", &capture::include_key_on_this_thread,

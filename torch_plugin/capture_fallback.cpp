@@ -132,6 +132,7 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     OpenOp& parent = ts.open[depth - 2];
     if (out.parent && parent.record.id == *out.parent) parent.record.has_children = true;
   }
+  ts.last_op_id = out.id;
   recorder->commit(std::move(out), std::move(done.storages));
 }
 

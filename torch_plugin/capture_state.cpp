@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "capture_key.h"
+#include "compiled_kernels.h"
 #include "cupti_tracer.h"
 
 namespace habitat::capture {
@@ -75,6 +76,7 @@ Step Session::end(int64_t index, std::string* warning) {
   // reach it through absorb() with their ids unchanged.
   if (auto& tracer = cupti::KernelTracer::instance(); outermost_ && tracer.active()) {
     tracer.flush_into(ops);
+    attribute_compiled_kernels(ops);  // ops are in start order, as it needs
   }
   const double wall_ms =
       std::chrono::duration<double, std::milli>(stop - recorder_->start()).count();

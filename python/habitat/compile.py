@@ -72,6 +72,26 @@ def _fused_op(kernel: str) -> Any:
     return getattr(getattr(torch.ops, FUSED_NAMESPACE), kernel).default
 
 
+_GRAPH_OP_NAMESPACE = "habitat"
+_GRAPH_OP = "compiled_graph"  # csrc/compiled_kernels.h: kCompiledGraphOp
+_graph_library: torch.library.Library | None = None
+
+
+def _graph_op() -> Any:
+    """The record of one run of a compiled graph, habitat::compiled_graph(int graph) -> ().
+
+    The graph itself runs right after it, outside the dispatcher (a dispatch mode, such as
+    AOTAutograd's on a graph's first call, would hide the ops inside an op from the capture),
+    with CUDA kernels attributed to this record (csrc/compiled_kernels.h)."""
+    global _graph_library
+    with _lock:
+        if _graph_library is None:
+            _graph_library = torch.library.Library(_GRAPH_OP_NAMESPACE, "FRAGMENT")
+            _graph_library.define(_GRAPH_OP + "(int graph) -> ()")
+            _graph_library.impl(_GRAPH_OP, _noop, "CompositeExplicitAutograd")
+    return getattr(getattr(torch.ops, _GRAPH_OP_NAMESPACE), _GRAPH_OP).default
+
+
 def _recording() -> bool:
     active = getattr(_C, "_capture_active", None)
     # Without the capture's cheap check every run records; the capture drops the records
@@ -95,6 +115,7 @@ def _wrap_callable(run: Callable[[list[Any]], Any], graph: CompiledGraph) -> Cal
         return run
     # Optimizer hooks do not fire inside a compiled optimizer.step(): say so for its graph.
     optimizer = graph.kind == "optimizer"
+    graph_op = _graph_op()
 
     def run_recorded(args: list[Any]) -> Any:
         if not _recording():
@@ -106,7 +127,14 @@ def _wrap_callable(run: Callable[[list[Any]], Any], graph: CompiledGraph) -> Cal
         try:
             for op, op_args in launches:
                 op(*op_args)
-            return run(args)
+            graph_op(graph.graph_id)
+            # Generated kernels launch outside any aten op: they belong to the graph's record.
+            attributed = _C._capture_attribute_kernels_to_last_op()
+            try:
+                return run(args)
+            finally:
+                if attributed:
+                    _C._capture_end_kernel_attribution()
         finally:
             if optimizer:
                 _C._capture_exit_optimizer()

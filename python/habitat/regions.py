@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 REGION_PREFIX = "compiled/graph_"
 FUSED_PREFIX = "habitat_fused::"
+GRAPH_RUN_OP = "habitat::compiled_graph"
 
 
 @dataclass
@@ -70,6 +71,8 @@ def compiled_regions(step: "StepForecast", target: str) -> list[CompiledRegion]:
             continue
         us = op.time_us(target)
         region.time_us += us
+        if op.name == GRAPH_RUN_OP:
+            continue  # the run's record: it holds measured kernels no fused record matched
         if op.name.startswith(FUSED_PREFIX):
             kind, sources = _fused_args(trace_ops.get(op.id))
             region.kernels.append(FusedKernel(op.name[len(FUSED_PREFIX):], kind, sources, us))

@@ -153,6 +153,25 @@ def test_floor_free_training_on_a_harness_floor(tmp_path: Path) -> None:
     assert np.all(m.predict_from_features(x[small], t_roof[small]) < 25.0)
 
 
+WEIGHTS = Path(__file__).resolve().parents[2] / "weights"
+
+
+@pytest.mark.skipif(not (WEIGHTS / "elementwise.json").is_file(), reason="weights not trained")
+def test_shipped_elementwise_model_forecasts_tiny_ops_at_the_launch_floor() -> None:
+    """NeuSight's harness floor (25-60 us per call) is not GPU time: a 1k-element add (an
+    optimizer op on a small parameter) forecasts at the launch floor, large ones scale."""
+    model = EfficiencyMLP.load(WEIGHTS, "elementwise")
+    dev = default_table().find("A100-PCIE-40GB")
+    n = np.array([1e3, 1e5, 1e8])
+    shapes = {"n": n, "inputs": np.full(3, 2.0), "transcendental": np.zeros(3), "elem_bytes": np.full(3, 4.0)}
+    t = model.predict(shapes, dev)
+    assert 1.0 <= model.launch_floor_us <= 5.0
+    assert t[0] == pytest.approx(model.launch_floor_us)
+    assert t[1] < 10.0
+    roofline = 12.0 * n[2] / (dev.bandwidth_gbs * 1e3)
+    assert roofline < t[2] < 2.0 * roofline
+
+
 def test_device_table_reads_a_user_file(tmp_path: Path) -> None:
     doc = {"devices": [{"name": "X1", "aliases": ["Fancy X1"], "sms": 10, "memory_bandwidth_gbs": 100,
                         "l2_mb": 1, "peak_tflops": {"fp32": 1.0}}]}

@@ -25,7 +25,7 @@ from habitat.learned.neusight import OP_FAMILY, KernelArrays, load_kernels
 @dataclass(frozen=True)
 class TrainConfig:
     hidden: tuple[int, ...] = (64, 64)
-    steps: int = 6000  # AdamW steps per model (one-cycle schedule), stopped early on validation
+    steps: int = 1500  # AdamW steps (one-cycle schedule); each model stops at the step its GPU folds pick
     batch: int = 1024
     lr: float = 3e-3
     weight_decay: float = 1e-4
@@ -33,7 +33,7 @@ class TrainConfig:
     max_rows: int = 150000  # per model; larger sets are subsampled (deterministically)
     threads: int = 1  # tiny layers: more threads only add contention
     val_fraction: float = 0.1  # shapes of the training rows held out for early stopping
-    eval_every: int = 200
+    eval_every: int = 50
     floor_sharpness: float = 4.0  # p of the harness soft maximum (floor^p + kernel^p)^(1/p)
     ignore_features: tuple[str, ...] = ()  # inputs the model may not use (first-layer weights 0)
     members: int = 1  # independently seeded nets averaged (packed into one MLP: same file format)
@@ -131,16 +131,17 @@ def _pack_ensemble(ws: list[list[np.ndarray]], bs: list[list[np.ndarray]]) -> tu
 
 def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         cfg: TrainConfig = TrainConfig(), floor_us: np.ndarray | None = None,
-        groups: np.ndarray | None = None, val_mask: np.ndarray | None = None,
+        groups: np.ndarray | None = None, val_groups: np.ndarray | None = None,
         stop_at: int | None = None) -> EfficiencyMLP:
     """Fits the floor-free kernel time k = t_roof / (E_MAX * sigmoid(mlp(x))) so that the
     harness time (floor^p + k^p)^(1/p) matches t_meas, with an L1 loss on log time (a
     relative-error loss). Rows at the floor then only bound k from above.
 
-    Validation: `val_mask` rows (e.g. a whole GPU) are held out, or else a fraction of the
-    shapes (`groups`); the weights with the least validation loss are kept and the loss curve
-    is recorded (metadata "validation_curve"). With `stop_at`, every row trains and the
-    weights after that step (of the same `cfg.steps` schedule) are kept."""
+    Validation: the rows with a non-empty `val_groups` label (e.g. a GPU's name) are held out,
+    or else a fraction of the shapes (`groups`); the weights with the least validation loss
+    (mean over labels) are kept and each label's loss curve is recorded (metadata
+    "validation_curve"). With `stop_at`, every row trains and the weights after that step (of
+    the same `cfg.steps` schedule) are kept."""
     import torch
 
     torch.manual_seed(cfg.seed)
@@ -153,13 +154,14 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         keep = np.sort(rng.choice(len(x), cfg.max_rows, replace=False))
         x, t_roof, t_meas, floor_us = x[keep], t_roof[keep], t_meas[keep], floor_us[keep]
         groups = None if groups is None else groups[keep]
-        val_mask = None if val_mask is None else val_mask[keep]
+        val_groups = None if val_groups is None else val_groups[keep]
     if stop_at is not None:
         val = np.zeros(len(x), dtype=bool)
-    elif val_mask is not None:
-        val = np.asarray(val_mask, dtype=bool)
+    elif val_groups is not None:
+        val = np.asarray(val_groups) != ""
     else:
         val = _split(len(x), groups, cfg.val_fraction, rng)
+    labels = np.where(val, "validation", "") if val_groups is None else np.asarray(val_groups)
     last = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
     mean = x[~val].mean(axis=0)
     std = x[~val].std(axis=0)
@@ -177,6 +179,7 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     log_floor = tensor(np.log(np.maximum(floor_us, 1e-9)))
     train_idx = torch.tensor(np.nonzero(~val)[0])
     val_idx = torch.tensor(np.nonzero(val)[0])
+    val_sets = {str(g): torch.tensor(np.nonzero(labels == g)[0]) for g in np.unique(labels[val])}
     # Start from the median efficiency of the rows well above their floor, so the first steps
     # fit the shape of the data rather than its scale.
     above = t_meas > 2.0 * floor_us
@@ -201,11 +204,15 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
             log_harness = torch.logaddexp(p * log_floor[idx], p * log_kernel) / p
             return (log_harness - log_meas[idx]).abs().mean()
 
+        def val_losses() -> dict[str, float]:
+            with torch.no_grad():
+                return {g: float(loss_of(i)) for g, i in val_sets.items()}
+
         opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.05)
         gen = torch.Generator().manual_seed(seed)
         best = (float("inf"), 0, [t.detach().clone() for t in net.state_dict().values()])
-        curve: list[float] = []
+        curve: dict[str, list[float]] = {g: [] for g in val_sets}
         for step in range(1, last + 1):
             idx = train_idx[torch.randint(0, len(train_idx), (min(cfg.batch, len(train_idx)),), generator=gen)]
             loss = loss_of(idx)
@@ -213,10 +220,11 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
             loss.backward()
             opt.step()
             sched.step()
-            if len(val_idx) and step % cfg.eval_every == 0:
-                with torch.no_grad():
-                    v = float(loss_of(val_idx))
-                curve.append(v)
+            if len(val_idx) and (step % cfg.eval_every == 0 or step == last):
+                per = val_losses()
+                for g, v in per.items():
+                    curve[g].append(v)
+                v = float(np.mean(list(per.values())))
                 if v < best[0]:
                     best = (v, step, [t.detach().clone() for t in net.state_dict().values()])
         if len(val_idx):
@@ -231,7 +239,7 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     weights, biases = _pack_ensemble([m[0] for m in members], [m[1] for m in members])
     weights, biases = _clamp_inputs(weights, biases, xn[~val].min(axis=0), xn[~val].max(axis=0))
     best = (float(np.mean([m[3] for m in members])), [m[2] for m in members])
-    curve = [float(v) for v in np.mean([m[4] for m in members], axis=0)] if len(val_idx) else []
+    curve = {g: [float(v) for v in np.mean([m[4][g] for m in members], axis=0)] for g in val_sets}
     return EfficiencyMLP(
         family, mean.astype(np.float32), std.astype(np.float32),
         [w.astype(np.float32) for w in weights], [b.astype(np.float32) for b in biases],
@@ -293,11 +301,52 @@ def _harness_prediction(model: EfficiencyMLP, x: np.ndarray, t_roof: np.ndarray,
                     model.metadata["harness_floor_us"]["sharpness"])
 
 
+def _fold_floors(rows: KernelArrays, floors: dict[str, dict[str, float]], train_gpus: set[str]) -> np.ndarray:
+    """Each row's harness floor: its own GPU's when that GPU trains, else the median of the
+    training GPUs' floors for the op (all an unseen GPU can be given)."""
+    median = {op: float(np.median([v for g, v in per.items() if g in train_gpus])) for op, per in floors.items()}
+    return np.array([floors[o][g] if g in train_gpus else median[o] for o, g in zip(rows.op, rows.device)])
+
+
+class _GpuFolds:
+    """Chooses how many steps to train from GPUs held out of training, never from the GPU a
+    model is evaluated on: for a model trained on GPUs S, each v in S is held out in turn
+    (a net trained on S - {v}, validated on v) and the step with the least mean loss wins.
+    Nets trained on the same GPUs are shared between folds (validated on every left-out GPU)."""
+
+    def __init__(self, rows: KernelArrays, x: np.ndarray, t_roof: np.ndarray,
+                 floors: dict[str, dict[str, float]], keys: np.ndarray, cfg: TrainConfig, log=_log):
+        self.rows, self.x, self.t_roof, self.floors, self.keys, self.cfg, self.log = rows, x, t_roof, floors, keys, cfg, log
+        self.gpus = sorted(np.unique(rows.device).tolist())
+        self._curves: dict[frozenset, dict[str, list[float]]] = {}
+
+    def _curve(self, train: frozenset) -> dict[str, list[float]]:
+        if train not in self._curves:
+            rows = self.rows
+            fl = _fold_floors(rows, self.floors, set(train))
+            labels = np.where(np.isin(rows.device, sorted(train)), "", rows.device)
+            m = fit(rows.family, self.x, self.t_roof, rows.latency_us, self.cfg, fl, self.keys, val_groups=labels)
+            self._curves[train] = m.metadata["validation_curve"]["loss"]
+        return self._curves[train]
+
+    def best_step(self, on: list[str]) -> tuple[int, dict]:
+        if len(on) < 3:
+            return self.cfg.steps, {}
+        curves = [self._curve(frozenset(on) - {v})[v] for v in on]
+        mean = np.mean(curves, axis=0)
+        i = int(np.argmin(mean))
+        step = min((i + 1) * self.cfg.eval_every, self.cfg.steps)
+        return step, {"rule": "least mean loss on GPUs held out in turn from the training GPUs",
+                      "held_out": on, "every": self.cfg.eval_every,
+                      "mean_loss": [round(float(v), 5) for v in mean], "best_step": step}
+
+
 def train_family(rows: KernelArrays, devices: DeviceTable, cfg: TrainConfig,
-                 logo_dir: Path | None = None, holdout: float = 0.1, log=_log) -> EfficiencyMLP:
-    """Trains the shipped model on every row, after measuring held-out-shape error and, when
-    logo_dir is given, leave-one-GPU-out error; the leave-one-GPU-out models are saved under
-    logo_dir/<GPU>/ for habitat.evaluate. Errors are against NeuSight's measured rows, so the
+                 logo_dir: Path | None = None, holdout: float = 0.0, log=_log) -> EfficiencyMLP:
+    """Trains the shipped model on every row, after the leave-one-GPU-out models when logo_dir
+    is given (saved under logo_dir/<GPU>/ for habitat.evaluate) and, when holdout > 0, a model
+    without that fraction of the shapes. Each model's step count comes from GPUs held out of
+    its own training set (_GpuFolds). Errors are against NeuSight's measured rows, so the
     predictions include the harness floor of the GPUs the model was trained on."""
     x, t_roof = design(rows, devices)
     t = rows.latency_us
@@ -306,18 +355,21 @@ def train_family(rows: KernelArrays, devices: DeviceTable, cfg: TrainConfig,
     keys = rows.shape_keys()
     gpus = sorted(np.unique(rows.device).tolist())
     config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.__dict__.items()}
+    folds = _GpuFolds(rows, x, t_roof, floors, keys, cfg, log)
     t0 = time.time()
 
-    def fit_on(mask: np.ndarray, on_gpus: list[str]) -> EfficiencyMLP:
-        m = fit(rows.family, x[mask], t_roof[mask], t[mask], cfg, floor_us[mask], keys[mask])
+    def fit_on(mask: np.ndarray, on_gpus: list[str], step: int, selection: dict) -> EfficiencyMLP:
+        m = fit(rows.family, x[mask], t_roof[mask], t[mask], cfg, floor_us[mask], keys[mask], stop_at=step)
         m.metadata["harness_floor_us"] = _harness_metadata(floors, on_gpus, cfg.floor_sharpness)
         m.metadata["training_config"] = config
+        m.metadata["step_selection"] = selection
         return m
 
+    step_all, selection_all = folds.best_step(gpus)
     val_err = {}
     if holdout > 0:
         val = split_by_shape(rows, holdout, cfg.seed + 1)
-        held = fit_on(~val, gpus)
+        held = fit_on(~val, gpus, step_all, selection_all)
         pred = _harness_prediction(held, x[val], t_roof[val], rows.op[val])
         val_err = {g: summary(ape(pred, t[val])[rows.device[val] == g]) for g in gpus}
     logo_err = {}
@@ -325,15 +377,16 @@ def train_family(rows: KernelArrays, devices: DeviceTable, cfg: TrainConfig,
         for g in gpus:
             mask = rows.device == g
             others = [o for o in gpus if o != g]
-            m = fit_on(~mask, others)
+            step, selection = folds.best_step(others)
+            m = fit_on(~mask, others, step, selection)
             logo_err[g] = summary(ape(_harness_prediction(m, x[mask], t_roof[mask], rows.op[mask]), t[mask]))
             m.metadata["training_data"] = {"gpus": others, "held_out_gpu": g}
             target = Path(logo_dir) / gpu_dir_name(g)
             target.mkdir(parents=True, exist_ok=True)
             m.save(target)
-            log(f"  {rows.family} without {g}: {logo_err[g]['mean']:.1f}% on it "
-                f"(best step {m.metadata['early_stopping']['best_step']}, {time.time() - t0:.0f}s)")
-    model = fit_on(np.ones(len(rows), dtype=bool), gpus)
+            log(f"  {rows.family} without {g}: {step} steps, {logo_err[g]['mean']:.1f}% on it "
+                f"({time.time() - t0:.0f}s)")
+    model = fit_on(np.ones(len(rows), dtype=bool), gpus, step_all, selection_all)
     pred = _harness_prediction(model, x, t_roof, rows.op)
     train_err = {g: summary(ape(pred, t)[rows.device == g]) for g in gpus}
     model.metadata.update({
@@ -343,7 +396,7 @@ def train_family(rows: KernelArrays, devices: DeviceTable, cfg: TrainConfig,
                                  "training_rows": train_err},
         "training_seconds": round(time.time() - t0, 1),
     })
-    log(f"{rows.family}: {len(rows)} rows, {time.time() - t0:.0f}s; training rows mean APE "
+    log(f"{rows.family}: {len(rows)} rows, {step_all} steps, {time.time() - t0:.0f}s; training rows mean APE "
         + ", ".join(f"{g} {e['mean']:.1f}%" for g, e in train_err.items())
         + ("; held-out shapes " + ", ".join(f"{g} {e['mean']:.1f}%" for g, e in val_err.items()) if val_err else "")
         + ("; leave-one-GPU-out " + ", ".join(f"{g} {e['mean']:.1f}%" for g, e in logo_err.items()) if logo_err else ""))
@@ -361,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-logo", action="store_true", help="skip the leave-one-GPU-out runs")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=None, help="optimiser steps per model")
-    p.add_argument("--holdout", type=float, default=0.1,
+    p.add_argument("--holdout", type=float, default=0.0,
                    help="fraction of shapes held out for an extra validation fit (0: skip it)")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else TrainConfig()
