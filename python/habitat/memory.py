@@ -255,11 +255,13 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
         # (CPU mkldnn convolution reads its weight, add_ of a step counter of another dtype
         # updates it): no leaf shows that, so its arguments are used at its first leaf.
         ancestor = op
+        started: list[dict[str, Any]] = []  # composite ops whose first leaf this is
         while ancestor.get("parent") is not None and ancestor["parent"] in by_id:
             ancestor = by_id[ancestor["parent"]]
             if ancestor["id"] in applied:
                 break
             applied.add(ancestor["id"])
+            started.append(ancestor)
             outer_mutable = _mutable_args(ancestor)
             inputs += [(name, meta, outer_mutable) for name, meta in _arg_tensors(ancestor)
                        if counted(meta)]
@@ -286,13 +288,22 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
             s.read_in.add(phase)
             if name in mutable_here:
                 s.mutated_in.add(phase)
-        for meta in op.get("outputs", []):
+        # A composite op's results exist from its start: its first leaf. (A storage it made
+        # could otherwise seem to start at its first use, after the composite's inputs died.)
+        outputs = list(op.get("outputs", [])) + [
+            meta for ancestor in started for meta in ancestor.get("outputs", [])
+            if meta.get("storage", 0) in made_by and ancestor in made_by[meta["storage"]]]
+        made_here: set[int] = set()  # nested composites return the same storage: one storage
+        for meta in outputs:
             if not counted(meta):
                 continue
             sid = meta.get("storage", 0)
             if not sid:
                 anonymous[i] += _storage_bytes(meta)
                 continue
+            if sid in made_here:
+                continue
+            made_here.add(sid)
             if sid in current and sid not in input_ids:
                 # Storage ids are addresses: a new storage at a freed one's address. The old
                 # storage ended at its last use.

@@ -7,9 +7,6 @@ from __future__ import annotations
 import pytest
 
 KNOWN_FAILURES: dict[str, str] = {
-    "test_memory.py::test_estimate_matches_the_cpu_allocator_on_a_captured_step[mlp_adam]":
-        "16% under the CPU allocator: 1 MiB (two 128x1024 fp32 tensors) is still held at "
-        "its peak after the last use the trace shows",
 }
 
 
