@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from habitat.memory import format_bytes
+from habitat.regions import compiled_regions
 
 if TYPE_CHECKING:
     from habitat.compare import Comparison
@@ -41,7 +42,7 @@ def _forecast_blocks(forecast: "Forecast") -> list[Any]:
                         f"{targets[0]}: " + ", ".join(f"{m} {n}" for m, n in sorted(methods.items())) + "."))
     blocks.append(("table", rows))
     if step.ops:
-        blocks.append(("h", 3, f"Top {TOP_OPS} ops by predicted time on {targets[0]}"))
+        blocks.append(("h", 3, f"Top {TOP_OPS} ops by their share of the step on {targets[0]}"))
         rows = [["op", "module", "phase", "input shapes", "measured (us)",
                  *(f"{t} (us)" for t in targets), "method"]]
         for op in step.top_ops(targets[0], TOP_OPS):
@@ -49,6 +50,17 @@ def _forecast_blocks(forecast: "Forecast") -> list[Any]:
             rows.append([op.full_name, op.module_path or op.autograd_node or "-", op.phase, shapes or "-",
                          f"{op.measured_us:.1f}", *(f"{op.predictions[t].share_us:.2f}" for t in targets),
                          op.predictions[targets[0]].share_method])
+        blocks.append(("table", rows))
+    regions = compiled_regions(step, targets[0])
+    if regions:
+        blocks.append(("h", 3, f"Compiled regions (torch.compile) on {targets[0]}"))
+        rows = [["region", "phase", "fused kernels", "extern ops", "predicted (us)",
+                 "kernels (source aten ops)"]]
+        for r in regions:
+            kernels = "; ".join(f"{k.name} ({', '.join(dict.fromkeys(k.sources))})"
+                                for k in r.kernels)
+            rows.append([r.name, r.phase, str(len(r.kernels)), str(len(r.extern_ops)),
+                         f"{r.time_us:.1f}", kernels or "-"])
         blocks.append(("table", rows))
     if step.unsupported:
         blocks.append(("p", "Not modelled (forecast from bytes moved; please report): "

@@ -321,3 +321,17 @@ def test_a_compiled_training_step_is_unchanged_and_forecast() -> None:
     assert {op.phase for op in _fused_ops(step)} == {"forward", "backward", "optimizer"}
     regions = compiled_regions(step, step.targets[0])
     assert "optimizer" in {r.phase for r in regions}
+
+
+@needs_capture
+def test_the_report_lists_compiled_regions(runs: dict, tmp_path) -> None:
+    from habitat.forecast import Forecast
+    from habitat.report import write_report
+
+    step = runs["habitat"]["steps"][-1]
+    forecast = Forecast(step.targets)
+    forecast.add_step(step.trace)  # re-forecast the captured step, as a saved trace would be
+    path = write_report(forecast, tmp_path / "report.md")
+    text = path.read_text()
+    assert "Compiled regions (torch.compile)" in text
+    assert all(g.region in text for g in runs["habitat"]["graphs"])
