@@ -11,12 +11,15 @@ end of the block the step is forecast for every target.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import platform
+import sys
 import threading
 import time
 import warnings
+import weakref
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -235,6 +238,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._messages: deque[str] = deque()  # warnings from the worker, raised on our thread
         self._last_save = 0.0
         self.forecast._wait = self.wait
+        if self.log_dir is not None:
+            _unclosed.add(self)
 
     # ----- one step ------------------------------------------------------------------
     def __enter__(self) -> "Forecast":
@@ -353,3 +358,18 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if self._logger is not None:
             self._logger.close()
             self._logger = None
+        _unclosed.discard(self)
+
+
+_unclosed: "weakref.WeakSet[predict_on]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Writes the last log_dir files of predictors the program did not close."""
+    for predictor in list(_unclosed):
+        try:
+            predictor.close()
+        except Exception as e:  # exiting: report, never raise
+            print(f"habitat: could not write {predictor.log_dir} at exit ({type(e).__name__}: {e})",
+                  file=sys.stderr)

@@ -165,3 +165,20 @@ def test_log_dir_saves_the_forecast(tmp_path: Path) -> None:
     saved = Forecast.load(tmp_path / "forecast.json")
     assert len(saved.steps) == 2
     assert any(p.name.startswith("events.out.tfevents") for p in tmp_path.iterdir())
+
+
+def test_an_unclosed_predictor_writes_its_log_dir_at_exit(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    import subprocess
+    import sys
+
+    script = ("import sys, torch, habitat\n"
+              "m = torch.nn.Linear(4, 4)\n"
+              "p = habitat.predict_on('A100', log_dir=sys.argv[1])\n"
+              "for _ in range(3):\n"
+              "    with p:\n"
+              "        m(torch.randn(2, 4)).sum().backward()\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert len(Forecast.load(tmp_path / "forecast.json").steps) == 3
