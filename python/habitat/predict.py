@@ -124,7 +124,7 @@ class record_step:  # noqa: N801
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops}")
         self.index = index
         self.max_ops = int(max_ops)
-        self.captured: Any = None  # _C._CaptureStep once the block ended normally
+        self.captured: Any = None  # a _C._CapturedStep once the block ended normally
         self.peak_bytes = 0  # the allocator's peak during the step on a GPU, 0 = unknown
         self._step: dict[str, Any] | None = None
         self._session: Any = None
@@ -213,8 +213,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
     reading the forecast (or :meth:`close`) waits for the steps still being forecast. Errors
     while forecasting become :class:`HabitatWarning` (raised on the training thread at the next
     step or read); an exception inside the block propagates unchanged and the partial step is
-    discarded. Call :meth:`close` (or use ``predict_on`` as a decorator-free object and let the
-    process exit) to write the last ``log_dir`` files.
+    discarded. Call :meth:`close` when training ends to write the last ``log_dir`` files (a
+    predictor left open does it at exit).
     """
 
     def __init__(self, targets: str | Sequence[str], *, log_dir: str | os.PathLike[str] | None = None,
