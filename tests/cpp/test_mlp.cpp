@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "learned_model.h"
 #include "learned_models.h"
 #include "mlp.h"
@@ -196,6 +198,24 @@ TEST(LearnedModels, CommittedWeightsPredictAboveTheRoofline) {
   const auto small = models.predict_family_us(LearnedFamily::Gemm, {{"b", 1}, {"m", 1024}, {"n", 1024}, {"k", 1024}, {"elem_bytes", 4}}, d, Precision::Fp32Simt);
   const auto big = models.predict_family_us(LearnedFamily::Gemm, {{"b", 1}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"elem_bytes", 4}}, d, Precision::Fp32Simt);
   EXPECT_GT(*big, 10 * *small);
+}
+
+// Models trained floor-free carry a launch floor: a tiny element-wise op is forecast at it, not
+// at the 25-60 us per-call floor of the harness that measured the training data.
+TEST(LearnedModels, CommittedElementwiseModelForecastsTinyOpsAtTheLaunchFloor) {
+  const std::string dir = std::string(HABITAT_SOURCE_DIR) + "/weights";
+  std::ifstream meta_file(fs::path(dir) / "elementwise.json");
+  if (!meta_file) GTEST_SKIP() << "weights not trained yet";
+  const double floor_us = nlohmann::json::parse(meta_file).value("launch_floor_us", 0.0);
+  if (floor_us <= 0) GTEST_SKIP() << "elementwise weights predate the launch floor";
+  const LearnedModels models = LearnedModels::load(dir);
+  const Device d = test_device();
+  auto add = [&](double n) {
+    const LearnedShape s{{"n", n}, {"inputs", 2}, {"transcendental", 0}, {"elem_bytes", 4}};
+    return *models.predict_family_us(LearnedFamily::Elementwise, s, d, Precision::Fp32Simt);
+  };
+  EXPECT_DOUBLE_EQ(add(1000), floor_us);
+  EXPECT_GT(add(1e8), 100 * floor_us);
 }
 
 }  // namespace

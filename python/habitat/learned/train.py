@@ -4,6 +4,16 @@
 
 Only kernels/ is read: test/ is for evaluation. Deterministic for a given seed and
 thread count (fixed seeds, deterministic algorithms, sorted inputs).
+
+NeuSight timed each op call alone, so each row is max-like of a per-call harness floor
+(25-60 us, per GPU and op: host overhead, not GPU time) and the kernel's time. The models
+learn the floor-free kernel time: the loss compares (floor^p + kernel^p)^(1/p) with the
+measurement, with the floor measured per (GPU, op) on the training GPUs (harness_floors), so
+rows at the floor only bound the kernel from above. The engine puts a real launch floor
+(LAUNCH_FLOOR_US) under the kernel time instead.
+
+How long to train is chosen from GPUs held out of each model's own training GPUs (_GpuFolds),
+so a leave-one-GPU-out model never sees its GPU, not even to pick its step count.
 """
 from __future__ import annotations
 
