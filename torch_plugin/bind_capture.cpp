@@ -25,6 +25,7 @@ struct CapturedStep {
 void bind_capture(py::module_& m) {
   using capture::Session;
   using capture::thread_state;
+  using capture::ThreadState;
   try {
     capture::install_fallback();
   } catch (const std::exception& e) {
@@ -106,15 +107,17 @@ void bind_capture(py::module_& m) {
     auto& suspended = thread_state().suspended;
     if (suspended > 0) --suspended;
   });
-  // Kernels launched outside any op (a compiled graph's generated kernels) go to the op this
-  // thread recorded last (its habitat::compiled_graph record) until the matching end call.
+  // Kernels launched outside any op (a compiled graph's generated kernels) go to the graph's
+  // habitat::compiled_graph record, when it is the op this thread recorded last, until the
+  // matching end call.
   m.def(
       "_capture_attribute_kernels_to_last_op",
       [] {
-        const uint64_t id = thread_state().last_op_id;
-        return id != 0 && cupti::KernelTracer::instance().push(id);
+        const ThreadState& ts = thread_state();
+        return ts.last_op_is_compiled_graph && cupti::KernelTracer::instance().push(ts.last_op_id);
       },
-      "Starts attributing kernels to the last recorded op; False when nothing was started.");
+      "Starts attributing kernels to the compiled-graph op just recorded; False when nothing "
+      "was started (not recorded, or no kernel tracing).");
   m.def("_capture_end_kernel_attribution", [] { cupti::KernelTracer::instance().pop(); });
   m.def("_capture_active", &capture::recording_on_this_thread,
         "Whether an op run now on this thread would be recorded.");

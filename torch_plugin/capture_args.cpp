@@ -9,6 +9,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "compiled_kernels.h"
+
 namespace habitat::capture {
 namespace {
 
@@ -17,6 +19,7 @@ std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
   info->name = schema.name();
   info->overload = schema.overload_name();
   info->skip = info->name.starts_with("profiler::");
+  info->compiled_graph = info->name == kCompiledGraphOp;
   const auto& args = schema.arguments();
   info->num_arguments = args.size();
   info->num_returns = schema.returns().size();

@@ -22,6 +22,7 @@ struct OpInfo {
   std::string name;      // "aten::addmm"
   std::string overload;  // "out", "" for the default overload
   bool skip = false;     // never recorded (profiler:: ops)
+  bool compiled_graph = false;  // habitat::compiled_graph (csrc/compiled_kernels.h)
   size_t num_arguments = 0;
   size_t num_returns = 0;
   std::vector<std::string> argument_names;

@@ -133,6 +133,7 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     if (out.parent && parent.record.id == *out.parent) parent.record.has_children = true;
   }
   ts.last_op_id = out.id;
+  ts.last_op_is_compiled_graph = info.compiled_graph;
   recorder->commit(std::move(out), std::move(done.storages));
 }
 

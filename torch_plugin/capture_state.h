@@ -35,7 +35,9 @@ struct ThreadState {
   int optimizer_depth = 0;  // > 0 inside optimizer.step()
   // > 0 while torch.compile traces or autotunes on this thread: its ops are not step work.
   int suspended = 0;
-  uint64_t last_op_id = 0;  // the id (raw sequence) of the op this thread committed last
+  // The op this thread committed last: its id (raw sequence) and operator.
+  uint64_t last_op_id = 0;
+  bool last_op_is_compiled_graph = false;
   // The last backward node seen, to name it once per node rather than once per op.
   const void* node = nullptr;
   uint64_t node_sequence = 0;
