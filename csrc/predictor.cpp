@@ -208,7 +208,9 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
   return f;
 }
 
-std::string forecast_to_json(const Forecast& f) {
+namespace {
+
+nlohmann::json summary_json(const Forecast& f) {
   using nlohmann::json;
   json doc;
   doc["targets"] = f.targets;
@@ -225,6 +227,12 @@ std::string forecast_to_json(const Forecast& f) {
                       {"methods", methods}});
   }
   doc["totals"] = std::move(totals);
+  doc["unsupported"] = f.unsupported;
+  return doc;
+}
+
+nlohmann::json ops_json(const Forecast& f) {
+  using nlohmann::json;
   json ops = json::array();
   for (const OpForecast& of : f.ops) {
     json predictions = json::array();
@@ -240,9 +248,19 @@ std::string forecast_to_json(const Forecast& f) {
                    {"bytes", of.cost.bytes()},
                    {"precision", std::string(to_string(of.cost.precision))}});
   }
-  doc["ops"] = std::move(ops);
-  doc["unsupported"] = f.unsupported;
+  return ops;
+}
+
+}  // namespace
+
+std::string forecast_to_json(const Forecast& f) {
+  nlohmann::json doc = summary_json(f);
+  doc["ops"] = ops_json(f);
   return doc.dump();
 }
+
+std::string forecast_summary_to_json(const Forecast& f) { return summary_json(f).dump(); }
+
+std::string forecast_ops_to_json(const Forecast& f) { return ops_json(f).dump(); }
 
 }  // namespace habitat

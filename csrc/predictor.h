@@ -76,5 +76,9 @@ class Predictor {
 
 // Forecast as a JSON document (for Python and saved reports).
 std::string forecast_to_json(const Forecast& f);
+// The same document in two parts, read at different times: everything but "ops", and the
+// "ops" array alone.
+std::string forecast_summary_to_json(const Forecast& f);
+std::string forecast_ops_to_json(const Forecast& f);
 
 }  // namespace habitat

@@ -59,6 +59,9 @@ void bind_capture(py::module_& m) {
   // predict_on runs them off the training thread, without the GIL.
   py::class_<CapturedStep>(m, "_CapturedStep", "A captured step, held in C++.")
       .def_property_readonly("num_ops", [](const CapturedStep& c) { return c.step->ops.size(); })
+      .def_property_readonly("wall_ms", [](const CapturedStep& c) { return c.step->wall_ms; })
+      .def_property_readonly("dropped_ops",
+                             [](const CapturedStep& c) { return c.step->dropped_ops; })
       .def(
           "to_json",
           [](const CapturedStep& c, int64_t measured_peak_bytes) {
@@ -78,12 +81,20 @@ void bind_capture(py::module_& m) {
           "forecast",
           [](const CapturedStep& c, const std::string& origin_trace_json,
              const std::vector<std::string>& targets, const std::string& weights_dir) {
-            py::gil_scoped_release release;
-            const Trace origin = trace_from_json(origin_trace_json);
-            return forecast_to_json_for(*c.step, origin.origin, targets, weights_dir);
+            std::string summary;
+            std::string ops;
+            {
+              py::gil_scoped_release release;
+              const Trace origin = trace_from_json(origin_trace_json);
+              const Forecast f = forecast_for(*c.step, origin.origin, targets, weights_dir);
+              summary = forecast_summary_to_json(f);
+              ops = forecast_ops_to_json(f);
+            }
+            return py::make_tuple(summary, py::bytes(ops));
           },
           py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
-          "Forecasts the step; the origin comes from a trace document (its steps are ignored).");
+          "Forecasts the step (the origin comes from a trace document; its steps are ignored):\n"
+          "(the forecast document without its ops, JSON of the ops array).");
 
   m.def(
       "_capture_enter_module",

@@ -45,17 +45,16 @@ std::string forecast_step(const std::string& trace_json, const std::vector<std::
     throw py::index_error("step " + std::to_string(step) + " is out of range: the trace has " +
                           std::to_string(count) + " step(s)");
   }
-  return forecast_to_json_for(trace.steps[static_cast<std::size_t>(index)], trace.origin, targets,
-                              weights_dir);
+  return forecast_to_json(
+      forecast_for(trace.steps[static_cast<std::size_t>(index)], trace.origin, targets, weights_dir));
 }
 
 }  // namespace
 
-std::string forecast_to_json_for(const Step& step, const TraceOrigin& origin,
-                                 const std::vector<std::string>& targets,
-                                 const std::string& weights_dir) {
+Forecast forecast_for(const Step& step, const TraceOrigin& origin,
+                      const std::vector<std::string>& targets, const std::string& weights_dir) {
   const Predictor predictor(device_database(), learned_models(weights_dir));
-  return forecast_to_json(predictor.predict(step, origin, targets));
+  return predictor.predict(step, origin, targets);
 }
 
 void bind_engine(py::module_& m) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "predictor.h"
 #include "trace.h"
 
 namespace habitat::python {
@@ -17,10 +18,9 @@ void bind_capture(pybind11::module_& m);  // bind_capture.cpp: the dispatch-key 
 void bind_learned(pybind11::module_& m);  // bind_learned.cpp: learned models (MLP runtime)
 void bind_cupti(pybind11::module_& m);    // bind_cupti.cpp: CUPTI kernel tracing
 
-// bind_engine.cpp: forecasts one step for each target (the forecast document as JSON), with the
-// learned models in weights_dir (none: roofline only). Call without the GIL.
-std::string forecast_to_json_for(const Step& step, const TraceOrigin& origin,
-                                 const std::vector<std::string>& targets,
-                                 const std::string& weights_dir);
+// bind_engine.cpp: forecasts one step for each target with the learned models in weights_dir
+// (none: roofline only). Call without the GIL.
+Forecast forecast_for(const Step& step, const TraceOrigin& origin,
+                      const std::vector<std::string>& targets, const std::string& weights_dir);
 
 }  // namespace habitat::python

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -79,8 +80,37 @@ class StepForecast:
     phase_ms: dict[str, dict[str, float]]
     method_ops: dict[str, dict[str, int]]
     unsupported: list[str]
-    ops: list[OpForecast] = field(default_factory=list)
-    trace: dict[str, Any] | None = None  # the step as captured; dropped past the history
+    # The per-op detail is built on first use (the totals are there at once): a loader of
+    # (the step as captured, the engine's per-op forecasts). Dropped past the history.
+    _detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]] | None = field(
+        default=None, repr=False, compare=False)
+    _ops: list[OpForecast] = field(default_factory=list, repr=False)
+    _trace: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def ops(self) -> list[OpForecast]:
+        """Every captured op with its per-target predictions (empty past the history)."""
+        self._load()
+        return self._ops
+
+    @property
+    def trace(self) -> dict[str, Any] | None:
+        """The step as captured (a trace step dict); None past the history."""
+        self._load()
+        return self._trace
+
+    def _load(self) -> None:
+        with _detail_lock:
+            if self._detail is None:
+                return
+            step, op_results = self._detail()
+            self._trace, self._ops = step, _op_forecasts(step, op_results, self.targets)
+            self._detail = None
+
+    def drop_detail(self) -> None:
+        """Keeps only the totals (a step that left the forecast's history)."""
+        with _detail_lock:
+            self._detail, self._ops, self._trace = None, [], None
 
     def leaf_ops(self) -> list[OpForecast]:
         """Ops that called no other op."""
@@ -123,10 +153,13 @@ def _shapes_and_dtypes(op: dict[str, Any]) -> tuple[list[list[int]], list[str]]:
     return shapes, dtypes
 
 
-def _step_forecast(step: dict[str, Any], result: dict[str, Any]) -> StepForecast:
-    targets = list(result["targets"])
+_detail_lock = threading.Lock()
+
+
+def _op_forecasts(step: dict[str, Any], op_results: list[dict[str, Any]],
+                  targets: list[str]) -> list[OpForecast]:
     ops = []
-    for op, fc in zip(step["ops"], result["ops"]):
+    for op, fc in zip(step["ops"], op_results):
         shapes, dtypes = _shapes_and_dtypes(op)
         ops.append(OpForecast(
             id=op["id"], name=op["name"], overload=op.get("overload", ""),
@@ -137,13 +170,20 @@ def _step_forecast(step: dict[str, Any], result: dict[str, Any]) -> StepForecast
             op_class=fc.get("class"), flops=fc.get("flops", 0.0), bytes=fc.get("bytes", 0.0),
             predictions={t: Prediction(*p) for t, p in zip(targets, fc["predictions"])},
         ))
-    totals = {t["target"]: t for t in result["totals"]}
+    return ops
+
+
+def _step_forecast(index: int, measured_ms: float, summary: dict[str, Any],
+                   detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]) -> StepForecast:
+    """A step's forecast from the engine's summary document; `detail` loads the per-op part."""
+    targets = list(summary["targets"])
+    totals = {t["target"]: t for t in summary["totals"]}
     return StepForecast(
-        index=step.get("index", 0), measured_ms=step.get("wall_ms", 0.0), targets=targets,
+        index=index, measured_ms=measured_ms, targets=targets,
         total_ms={t: totals[t]["total_ms"] for t in targets},
         phase_ms={t: dict(totals[t]["phases"]) for t in targets},
         method_ops={t: dict(totals[t]["methods"]) for t in targets},
-        unsupported=list(result.get("unsupported", [])), ops=ops, trace=step,
+        unsupported=list(summary.get("unsupported", [])), _detail=detail,
     )
 
 
@@ -174,20 +214,26 @@ class Forecast:
         return self._steps
 
     # ----- filling -------------------------------------------------------------------
-    def add_step(self, step: dict[str, Any], result: dict[str, Any] | None = None) -> StepForecast:
-        """Forecasts one captured step (a trace step dict) and appends it. `result`: the
-        engine's forecast of it, when already computed."""
-        if result is None:
-            result = engine.forecast_step(self.origin, step, self.targets)
-        forecast = _step_forecast(step, result)
+    def add_step(self, step: dict[str, Any]) -> StepForecast:
+        """Forecasts one captured step (a trace step dict) and appends it."""
+        result = engine.forecast_step(self.origin, step, self.targets)
+        return self._append(_step_forecast(step.get("index", 0), step.get("wall_ms", 0.0),
+                                           result, lambda: (step, result["ops"])))
+
+    def _add_forecast(self, index: int, measured_ms: float, summary: dict[str, Any],
+                      detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]) -> StepForecast:
+        """Appends a step the engine already forecast (predict_on's worker): its summary
+        document now, its per-op detail loaded by `detail` on first use."""
+        return self._append(_step_forecast(index, measured_ms, summary, detail))
+
+    def _append(self, forecast: StepForecast) -> StepForecast:
         steps = self._steps
         steps.append(forecast)
         # Only the step that just left the history window needs its detail dropped: older
         # ones were dropped when they left it.
         leaving = len(steps) - self.history if self.history > 0 else len(steps)
         if leaving > 0:
-            old = steps[leaving - 1]
-            old.ops, old.trace = [], None
+            steps[leaving - 1].drop_detail()
         return forecast
 
     # ----- queries -------------------------------------------------------------------

@@ -306,20 +306,23 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
     def _forecast_step(self, captured: Any, peak_bytes: int, index: int) -> None:
         _thread.forecasting = True
         try:
-            step = decode_step(captured, peak_bytes)
-            if step.get("dropped_ops"):
+            if captured.dropped_ops:
                 self._messages.append(
                     f"habitat: step {index} ran more than {self.max_ops_per_step} ops; "
-                    f"{step['dropped_ops']} were not recorded and are missing from its forecast "
+                    f"{captured.dropped_ops} were not recorded and are missing from its forecast "
                     "(raise predict_on(..., max_ops_per_step=N))")
             if not self._origin_fixed:
-                gpu = _gpu_of(step)
+                gpu = _gpu_of(decode_step(captured, peak_bytes)) if torch.cuda.is_available() else None
                 if gpu is not None:
                     self.forecast.origin["device"] = gpu
                 self._origin_fixed = True
+            # The engine runs without the GIL; the per-op detail (the step decoded, an object
+            # per op) is built only when something reads it, so training threads keep the GIL.
             origin = json.dumps(trace_document(self.forecast.origin, []))
-            result = json.loads(captured.forecast(origin, self.forecast.targets, weights_dir()))
-            forecast = self.forecast.add_step(step, result)
+            summary, ops_json = captured.forecast(origin, self.forecast.targets, weights_dir())
+            forecast = self.forecast._add_forecast(
+                index, captured.wall_ms, json.loads(summary),
+                lambda: (decode_step(captured, peak_bytes), json.loads(ops_json)))
             if self.log_dir is not None:
                 self._log(forecast)
             if self.verbose:

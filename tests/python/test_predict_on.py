@@ -137,7 +137,7 @@ def test_forecast_failure_becomes_a_warning(monkeypatch: pytest.MonkeyPatch) -> 
     def broken(*args: object) -> None:
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(predictor.forecast, "add_step", broken)
+    monkeypatch.setattr(predictor.forecast, "_add_forecast", broken)
     with pytest.warns(HabitatWarning, match="engine exploded"):
         with predictor:
             loss = work.step()
