@@ -143,6 +143,21 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         cfg: TrainConfig = TrainConfig(), floor_us: np.ndarray | None = None,
         groups: np.ndarray | None = None, val_groups: np.ndarray | None = None,
         stop_at: int | None = None) -> EfficiencyMLP:
+    """See _fit. Torch's thread count and deterministic mode are set for the fit and restored
+    after it: a process that trains (a test, a notebook) keeps its own settings."""
+    import torch
+
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    try:
+        return _fit(family, x, t_roof, t_meas, cfg, floor_us, groups, val_groups, stop_at)
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+
+
+def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
+         cfg: TrainConfig, floor_us: np.ndarray | None, groups: np.ndarray | None,
+         val_groups: np.ndarray | None, stop_at: int | None) -> EfficiencyMLP:
     """Fits the floor-free kernel time k = t_roof / (E_MAX * sigmoid(mlp(x))) so that the
     harness time (floor^p + k^p)^(1/p) matches t_meas, with an L1 loss on log time (a
     relative-error loss). Rows at the floor then only bound k from above.
