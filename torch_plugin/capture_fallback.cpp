@@ -96,7 +96,7 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   rec.name = info.name;
   rec.overload = info.overload;
   {
-    const StorageSink sink(frame.storages);
+    const StorageSink sink(ts.storages);
     read_arguments(info, args, rec.args);
   }
   label(rec, ts, scan.requires_grad);
@@ -125,7 +125,7 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     // Results that are not real tensors (a Python kernel returned a subclass) mean the op
     // did no eager work of its own.
     if (!scan_tensors(rets, num_returns).plain) return;
-    const StorageSink sink(done.storages);
+    const StorageSink sink(ts.storages);
     read_outputs(rets, num_returns, out.outputs);
   }
   if (depth >= 2) {
@@ -134,7 +134,8 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
   ts.last_op_id = out.id;
   ts.last_op_is_compiled_graph = info.compiled_graph;
-  recorder->commit(std::move(out), std::move(done.storages));
+  // The buffer may also hold an enclosing op's storages: the same step keeps them all.
+  recorder->commit(std::move(out), ts.storages);
 }
 
 std::mutex g_install_mutex;

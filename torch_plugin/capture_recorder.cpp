@@ -46,12 +46,14 @@ uint64_t Recorder::thread_number() {
   return cache.number;
 }
 
-void Recorder::commit(OpRecord&& op, StorageRefs&& storages) {
+void Recorder::commit(OpRecord&& op, StorageRefs& storages) {
   std::lock_guard lock(mutex_);
-  if (finished_) return;
-  ops_.push_back(std::move(op));
-  storages_.insert(storages_.end(), std::make_move_iterator(storages.begin()),
-                   std::make_move_iterator(storages.end()));
+  if (!finished_) {
+    ops_.push_back(std::move(op));
+    storages_.insert(storages_.end(), std::make_move_iterator(storages.begin()),
+                     std::make_move_iterator(storages.end()));
+  }
+  storages.clear();
 }
 
 std::vector<OpRecord> Recorder::finish() {

@@ -38,9 +38,10 @@ class Recorder {
   double micros_since_start(Clock::time_point t) const;
   // Small number of the calling thread within this step: 0 for the first thread seen.
   uint64_t thread_number();
-  // Adds a finished op and the storages it saw (held until the recorder dies); ignored once
-  // the step is finished (a straggling thread).
-  void commit(OpRecord&& op, StorageRefs&& storages);
+  // Adds a finished op and moves the storages seen so far out of `storages` (held until the
+  // recorder dies; `storages` is left empty with its capacity); ignored once the step is
+  // finished (a straggling thread).
+  void commit(OpRecord&& op, StorageRefs& storages);
 
   // Stops recording and moves the records out, in start order, ids still raw sequence
   // numbers (see to_step).

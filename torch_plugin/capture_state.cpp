@@ -30,6 +30,7 @@ void ThreadState::reset_context() {
   modules.clear();
   optimizer_depth = 0;
   suspended = 0;
+  storages.clear();
   node = nullptr;
   node_sequence = 0;
   node_name.clear();

@@ -25,7 +25,6 @@ namespace habitat::capture {
 struct OpenOp {
   OpRecord record;
   Recorder* recorder = nullptr;  // the recorder it will be committed to
-  StorageRefs storages;          // the storages its tensors live in
 };
 
 struct ThreadState {
@@ -38,6 +37,8 @@ struct ThreadState {
   // The op this thread committed last: its id (raw sequence) and operator.
   uint64_t last_op_id = 0;
   bool last_op_is_compiled_graph = false;
+  // Storages seen by ops not committed yet; one buffer per thread, so its capacity is reused.
+  StorageRefs storages;
   // The last backward node seen, to name it once per node rather than once per op.
   const void* node = nullptr;
   uint64_t node_sequence = 0;
