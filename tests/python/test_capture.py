@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from habitat import _C
