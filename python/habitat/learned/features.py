@@ -109,13 +109,11 @@ def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
 def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
             precision: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
     """Returns (features [N, F] float64, roofline time in microseconds [N])."""
+    flops, nbytes = work(family, shapes)  # raises for an unknown family
     s = {c: np.asarray(shapes[c], dtype=np.float64) for c in SHAPE_COLUMNS[family]}
     bw = dev.bandwidth_gbs * 1e9
-    eb = s["elem_bytes"]
     if family == "gemm":
         b, m, n, k = s["b"], s["m"], s["n"], s["k"]
-        flops = 2.0 * b * m * n * k
-        nbytes = eb * b * (m * k + k * n + m * n)
         core, t_roof = _gemm_core(b, m, n, k, flops, nbytes, dev, precision)
         cols = [_log2(b), _log2(m), _log2(n), _log2(k)] + core
     elif family == "conv":
@@ -123,31 +121,21 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
         size, stride = s["size"], s["stride"]
         out = _conv_out(s)
         gm, gn, gk = batch * out * out, cout, cin * r * r
-        flops = 2.0 * gm * gn * gk
-        nbytes = eb * (batch * cin * size * size + cout * cin * r * r + batch * cout * out * out)
         core, t_roof = _gemm_core(np.ones_like(gm), gm, gn, gk, flops, nbytes, dev, precision)
         cols = [_log2(batch), _log2(cin), _log2(cout), r, stride, _log2(size), _log2(gm), _log2(gk)] + core
     elif family == "elementwise":
         n, inputs, trans = s["n"], s["inputs"], s["transcendental"]
-        nbytes = eb * n * (inputs + 1.0)
-        flops = n * (1.0 + TRANSCENDENTAL_FLOPS * trans)
         t_m = nbytes / bw * 1e6
         t_roof = np.maximum(t_m, flops / dev.peak_flops("fp32") * 1e6)
         blocks = np.ceil(n / ELEMENTWISE_BLOCK_ELEMENTS)
         cols = [_log2(n), inputs, trans, _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
                 _log2(blocks / dev.sms)]
-    elif family in ("softmax", "layernorm"):
+    else:  # softmax, layernorm
         rows, ncols = s["rows"], s["cols"]
-        per = SOFTMAX_FLOPS_PER_ELEMENT if family == "softmax" else LAYERNORM_FLOPS_PER_ELEMENT
-        nbytes = eb * rows * ncols * 2.0
-        if family == "layernorm":
-            nbytes = nbytes + eb * 2.0 * ncols
         t_m = nbytes / bw * 1e6
-        t_roof = np.maximum(t_m, per * rows * ncols / dev.peak_flops("fp32") * 1e6)
+        t_roof = np.maximum(t_m, flops / dev.peak_flops("fp32") * 1e6)
         cols = [_log2(rows), _log2(ncols), _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
                 _log2(rows / dev.sms)]
-    else:
-        raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
     x = np.stack([np.asarray(c, dtype=np.float64) for c in cols], axis=1)
     assert x.shape[1] == len(FEATURE_NAMES[family])
     return x, t_roof
