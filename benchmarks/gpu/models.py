@@ -14,6 +14,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from habitat.demo import GPT
+
 Step = Callable[[bool], None]
 
 
@@ -85,47 +87,14 @@ def resnet50(device: torch.device, batch: int = 64) -> Step:
 
 # ----- GPT-2 small (Radford et al. 2019: 12 layers, width 768, 12 heads) --------------------
 
-class GptBlock(nn.Module):
-    def __init__(self, width: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(width)
-        self.qkv = nn.Linear(width, 3 * width)
-        self.proj = nn.Linear(width, width)
-        self.ln2 = nn.LayerNorm(width)
-        self.fc = nn.Linear(width, 4 * width)
-        self.out = nn.Linear(4 * width, width)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
-
-
-class Gpt2Small(nn.Module):
-    def __init__(self, vocab: int = 50257, width: int = 768, layers: int = 12, heads: int = 12,
-                 context: int = 1024) -> None:
-        super().__init__()
-        self.tok = nn.Embedding(vocab, width)
-        self.pos = nn.Embedding(context, width)
-        self.blocks = nn.ModuleList(GptBlock(width, heads) for _ in range(layers))
-        self.ln = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab, bias=False)
-        self.head.weight = self.tok.weight  # tied, as in GPT-2
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.tok(idx) + self.pos(pos)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x))
+def gpt2_small_model() -> nn.Module:
+    """GPT-2 small: the demo's GPT at GPT-2's sizes, head tied to the embedding, tanh GELU."""
+    return GPT(vocab=50257, width=768, layers=12, heads=12, context=1024, tie_weights=True,
+               gelu="tanh")
 
 
 def gpt2_small(device: torch.device, batch: int = 8, context: int = 512) -> Step:
-    model = Gpt2Small().to(device)
+    model = gpt2_small_model().to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     idx = torch.randint(0, 50257, (batch, context), device=device)
     targets = torch.randint(0, 50257, (batch, context), device=device)

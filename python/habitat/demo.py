@@ -22,14 +22,17 @@ DEFAULT_TARGETS = ("A100", "H100", "L4", "T4", "RTX 4090")
 
 
 class Block(nn.Module):
-    def __init__(self, width: int, heads: int) -> None:
+    """A pre-norm GPT block: causal self-attention and a GELU MLP, each with a residual."""
+
+    def __init__(self, width: int, heads: int, gelu: str = "none") -> None:
         super().__init__()
         self.heads = heads
         self.ln1 = nn.LayerNorm(width)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
         self.ln2 = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate=gelu),
+                                 nn.Linear(4 * width, width))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
@@ -40,22 +43,37 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-class TinyGPT(nn.Module):
-    def __init__(self, vocab: int = 4096, width: int = 256, layers: int = 4, heads: int = 4,
-                 context: int = 128) -> None:
+class GPT(nn.Module):
+    """A GPT-style language model returning logits (GPT-2: tied head, tanh GELU)."""
+
+    def __init__(self, vocab: int, width: int, layers: int, heads: int, context: int, *,
+                 tie_weights: bool = False, gelu: str = "none") -> None:
         super().__init__()
         self.tok = nn.Embedding(vocab, width)
         self.pos = nn.Embedding(context, width)
-        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(width, heads, gelu) for _ in range(layers))
         self.ln = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab, bias=False)
+        if tie_weights:
+            self.head.weight = self.tok.weight
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.tok(idx) + self.pos(pos)
         for block in self.blocks:
             x = block(x)
-        logits = self.head(self.ln(x))
+        return self.head(self.ln(x))
+
+
+class TinyGPT(GPT):
+    """The demo's model; its forward returns the loss."""
+
+    def __init__(self, vocab: int = 4096, width: int = 256, layers: int = 4, heads: int = 4,
+                 context: int = 128) -> None:
+        super().__init__(vocab, width, layers, heads, context)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        logits = super().forward(idx)
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
