@@ -16,8 +16,10 @@ namespace py = pybind11;
 namespace habitat::python {
 namespace {
 
+// A trace holding the one step, so encoding it needs no copy.
 struct CapturedStep {
-  std::shared_ptr<const Step> step;
+  std::shared_ptr<const Trace> trace;
+  const Step& step() const { return trace->steps.front(); }
 };
 
 }  // namespace
@@ -42,12 +44,12 @@ void bind_capture(py::module_& m) {
           "end",
           [](Session& s, int64_t index) {
             std::string warning;
-            std::shared_ptr<const Step> step;
+            auto trace = std::make_shared<Trace>();
             {
               py::gil_scoped_release release;
-              step = std::make_shared<const Step>(s.end(index, &warning));
+              trace->steps.push_back(s.end(index, &warning));
             }
-            return py::make_tuple(CapturedStep{std::move(step)}, warning);
+            return py::make_tuple(CapturedStep{std::move(trace)}, warning);
           },
           py::arg("index"),
           "Closes the window; returns (the captured step, warning or '').")
@@ -58,24 +60,20 @@ void bind_capture(py::module_& m) {
   // The step stays in C++: encoding it and forecasting it are the costly parts, and
   // predict_on runs them off the training thread, without the GIL.
   py::class_<CapturedStep>(m, "_CapturedStep", "A captured step, held in C++.")
-      .def_property_readonly("num_ops", [](const CapturedStep& c) { return c.step->ops.size(); })
-      .def_property_readonly("wall_ms", [](const CapturedStep& c) { return c.step->wall_ms; })
+      .def_property_readonly("num_ops", [](const CapturedStep& c) { return c.step().ops.size(); })
+      .def_property_readonly("wall_ms", [](const CapturedStep& c) { return c.step().wall_ms; })
       .def_property_readonly("dropped_ops",
-                             [](const CapturedStep& c) { return c.step->dropped_ops; })
+                             [](const CapturedStep& c) { return c.step().dropped_ops; })
       .def(
           "to_json",
-          [](const CapturedStep& c, int64_t measured_peak_bytes) {
+          [](const CapturedStep& c) {
             std::string text;
             {
               py::gil_scoped_release release;
-              Trace trace;
-              trace.steps.push_back(*c.step);
-              trace.steps.back().measured_peak_bytes = measured_peak_bytes;
-              text = trace_to_json(trace);
+              text = trace_to_json(*c.trace);
             }
             return py::bytes(text);
           },
-          py::arg("measured_peak_bytes") = 0,
           "A trace document (default origin) holding the step.")
       .def(
           "forecast",
@@ -86,7 +84,7 @@ void bind_capture(py::module_& m) {
             {
               py::gil_scoped_release release;
               const Trace origin = trace_from_json(origin_trace_json);
-              const Forecast f = forecast_for(*c.step, origin.origin, targets, weights_dir);
+              const Forecast f = forecast_for(c.step(), origin.origin, targets, weights_dir);
               summary = forecast_summary_to_json(f);
               ops = forecast_ops_to_json(f);
             }

@@ -192,8 +192,12 @@ class record_step:  # noqa: N801
 
 
 def decode_step(captured: Any, peak_bytes: int = 0) -> dict[str, Any]:
-    """A captured step as a trace step dict (the encoding runs without the GIL)."""
-    return json.loads(captured.to_json(peak_bytes))["steps"][0]
+    """A captured step as a trace step dict (the encoding runs without the GIL), with the
+    allocator's peak when known."""
+    step = json.loads(captured.to_json())["steps"][0]
+    if peak_bytes:
+        step["measured_peak_bytes"] = peak_bytes
+    return step
 
 
 class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
