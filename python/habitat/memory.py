@@ -292,7 +292,7 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
         # could otherwise seem to start at its first use, after the composite's inputs died.)
         outputs = list(op.get("outputs", [])) + [
             meta for ancestor in started for meta in ancestor.get("outputs", [])
-            if meta.get("storage", 0) in made_by and ancestor in made_by[meta["storage"]]]
+            if any(maker is ancestor for maker in made_by.get(meta.get("storage", 0), ()))]
         made_here: set[int] = set()  # nested composites return the same storage: one storage
         for meta in outputs:
             if not counted(meta):
