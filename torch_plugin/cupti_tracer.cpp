@@ -1,6 +1,8 @@
 #include "cupti_tracer.h"
 
 #include <atomic>
+#include <cstddef>
+#include <new>
 #include <mutex>
 #include <utility>
 
@@ -432,7 +434,9 @@ void KernelTracer::pop() {
 KernelTracer& KernelTracer::instance() {
   // Deliberately never destroyed (the absl::NoDestructor pattern): CUPTI may call the
   // buffer callbacks from its own threads during process exit, after static destructors.
-  static KernelTracer* tracer = new KernelTracer();
+  // Built in static storage, so nothing is allocated and no destructor is registered.
+  alignas(KernelTracer) static std::byte storage[sizeof(KernelTracer)];
+  static KernelTracer* const tracer = ::new (static_cast<void*>(storage)) KernelTracer();
   return *tracer;
 }
 
