@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <cstddef>
-#include <new>
 #include <mutex>
+#include <new>
 #include <utility>
 
 #ifdef HABITAT_WITH_CUPTI
