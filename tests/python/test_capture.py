@@ -13,6 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from habitat import _C
 from habitat.predict import record_step
 from models import OPTIMIZERS, WORKLOADS, make_workload
+from threads import run_in_threads
 
 
 def full_name(op: dict[str, Any]) -> str:
@@ -330,27 +331,18 @@ def test_nested_windows_both_see_the_inner_ops() -> None:
 
 def test_two_threads_record_their_own_steps() -> None:
     results: dict[int, dict[str, Any]] = {}
-    errors: list[BaseException] = []
     barrier = threading.Barrier(2)
 
     def worker(width: int) -> None:
-        try:
-            lin = torch.nn.Linear(width, width)
-            x = torch.randn(3, width)
-            barrier.wait()
-            with record_step() as rec:
-                for _ in range(50):
-                    lin(x).sum().backward()
-            results[width] = rec.step
-        except BaseException as e:  # surfaced below
-            errors.append(e)
+        lin = torch.nn.Linear(width, width)
+        x = torch.randn(3, width)
+        barrier.wait()
+        with record_step() as rec:
+            for _ in range(50):
+                lin(x).sum().backward()
+        results[width] = rec.step
 
-    threads = [threading.Thread(target=worker, args=(w,)) for w in (5, 7)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_in_threads(worker, (5, 7))
     for width, step in results.items():
         mms = [op for op in step["ops"] if op["name"] == "aten::addmm"]
         assert len(mms) == 50

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import warnings
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import habitat
 from habitat.forecast import Forecast
 from habitat.predict import HabitatWarning
 from models import OPTIMIZERS, WORKLOADS, make_workload
+from threads import run_in_threads
 
 TARGETS = ["A100", "H100", "L4"]
 
@@ -108,23 +108,14 @@ def test_the_same_context_cannot_nest_but_two_can() -> None:
 
 def test_two_threads_share_one_predictor() -> None:
     predictor = habitat.predict_on("A100")
-    errors: list[BaseException] = []
 
     def worker(seed: int) -> None:
-        try:
-            work = make_workload("mlp", seed=seed)
-            for _ in range(2):
-                with predictor:
-                    work.step()
-        except BaseException as e:
-            errors.append(e)
+        work = make_workload("mlp", seed=seed)
+        for _ in range(2):
+            with predictor:
+                work.step()
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_in_threads(worker, (0, 1))
     assert sorted(s.index for s in predictor.forecast.steps) == [0, 1, 2, 3]
     sizes = {len(s.ops) for s in predictor.forecast.steps[-2:]}
     assert all(n > 0 for n in sizes)
