@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import json
 import sys
 from pathlib import Path
 
@@ -23,7 +25,7 @@ import numpy as np
 
 from habitat.learned import features as feats
 from habitat.learned import train
-from habitat.learned.devices import DeviceSpec, default_table
+from habitat.learned.devices import DeviceSpec, _key, default_table
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "neusight"
@@ -45,14 +47,17 @@ VARIANTS = {
 }
 
 
-def _tdp(dev: DeviceSpec) -> float:
-    import json
-    from habitat.learned.devices import _key
+@functools.cache
+def _tdp_by_key() -> dict[str, float]:
     doc = json.loads((REPO / "python" / "habitat" / "data" / "devices.json").read_text())
-    tdp = {_key(e["name"]): float(e["tdp_w"]) for e in doc["devices"]}
+    return {_key(e["name"]): float(e["tdp_w"]) for e in doc["devices"]}
+
+
+def _tdp(dev: DeviceSpec) -> float:
+    """The board power of `dev` (DeviceSpec leaves it out: the shipped features do not use it)."""
     for name in (dev.name, *dev.aliases):
-        if _key(name) in tdp:
-            return tdp[_key(name)]
+        if _key(name) in _tdp_by_key():
+            return _tdp_by_key()[_key(name)]
     raise KeyError(f"no tdp_w for {dev.name}")
 
 
