@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import WORKLOADS, Workload  # noqa: E402
 
 import habitat  # noqa: E402
-from habitat import cupti, devices, engine  # noqa: E402
+from habitat import cupti, engine  # noqa: E402
 
 PRECISIONS = {"fp32": False, "bf16": True}  # name -> autocast to bfloat16
 
@@ -150,6 +150,7 @@ def run_workload(workload: Workload, precision: str, targets: list[str], out_dir
             step()
 
     habitat_wall = wall_times_ms(habitat_step, max(3, overhead_steps // 2))
+    predictor.close()  # stops its worker; the forecast keeps every step read so far
     assert forecast is not None
     latest = forecast.latest
 
@@ -219,26 +220,32 @@ def markdown(env: dict[str, Any], results: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--models", nargs="+", default=[w.name for w in WORKLOADS])
+    parser.add_argument("--models", nargs="+", default=[w.name for w in WORKLOADS],
+                        choices=[w.name for w in WORKLOADS])
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=list(PRECISIONS))
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=50, help="timed steps for the iteration time")
     parser.add_argument("--overhead-steps", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="few steps: a smoke test")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.warmup, args.steps, args.overhead_steps = 2, 5, 4
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if not torch.cuda.is_available():
         print("run_gpu_benchmark.py needs a CUDA GPU", file=sys.stderr)
         return 2
-    if args.quick:
-        args.warmup, args.steps, args.overhead_steps = 2, 5, 4
 
     gpu = cupti.origin_device()
     out_dir = args.out / gpu.lower()
     out_dir.mkdir(parents=True, exist_ok=True)
-    targets = [d.name for d in devices.devices()]
+    targets = [d.name for d in habitat.devices()]
     env = environment(gpu)
     print(f"GPU {env['torch_device_name']} -> database name {gpu}; CUPTI: {env['cupti']}", flush=True)
 
