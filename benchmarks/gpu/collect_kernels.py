@@ -2,14 +2,24 @@
 CSVs (one file per op family and precision) for training the learned models beyond FP32.
 
     python benchmarks/gpu/collect_kernels.py --out benchmarks/results/<gpu> [--budget-s 840]
+    python benchmarks/gpu/collect_kernels.py --out DIR --families attention --budget-s 120
     python benchmarks/gpu/collect_kernels.py --device cpu --dry-run --out /tmp/kernels   # smoke test
 
-Timing: CUDA events around each run, warm-up runs first, the median of --repeats runs.
-Kernel names and launch configurations come from one torch.profiler pass per shape batch
-(the longest kernel per op is reported, as NeuSight does, and all kernels in `Kernels`).
-Columns follow NeuSight's (Latency in ms) plus `Precision` and, for backward ops, `Phase`.
+Families (--families, comma-separated, default all): gemm (bmm and linear in fp32, tf32, bf16,
+fp16), conv (fwd, bwd_data, bwd_weight in fp32 and bf16), attention
+(F.scaled_dot_product_attention forced to each SDPA backend: flash, efficient, cudnn, math where
+this torch has it; fwd and fwd+bwd; causal and not; bf16, fp16, fp32 where the backend runs it).
+--budget-s is split between the selected families (time a family leaves unused goes to the next),
+so every selected family is reached.
+
+Per batch of shapes: each case is warmed up first (cuDNN's autotuner, with cudnn.benchmark on,
+tries its candidate kernels here), then one torch.profiler pass runs each case once to read the
+kernels of that run alone (the longest kernel per op is reported, as NeuSight does, and the
+distinct kernels of the run in `Kernels`), then CUDA events time it: median of --repeats runs.
+Columns follow NeuSight's (Latency in ms) plus `Precision` and `Phase`.
 Shapes: GEMM A[B,M,N] x B[B,N,K] (N is the reduction, as in NeuSight); conv B, Input_Channel,
-Output_Channel, Kernel_Szie, Input_Size, Stride, Padding; attention B, H, L, S, E, Causal, Backend.
+Output_Channel, Kernel_Szie, Input_Size, Stride, Padding; attention (OPName sdpa) B, H, L, S, E,
+Causal, Backend.
 """
 from __future__ import annotations
 
@@ -19,18 +29,25 @@ import csv
 import json
 import math
 import os
+import random
 import statistics
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 import torch
 
+FAMILIES = ("gemm", "conv", "attention")
+# Share of --budget-s per family (renormalised over the selected ones).
+FAMILY_WEIGHTS = {"gemm": 0.35, "conv": 0.35, "attention": 0.30}
 GEMM_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-CONV_ATTN_PRECISIONS = ("fp32", "bf16")
+CONV_PRECISIONS = ("fp32", "bf16")
+SDPA_PRECISIONS = ("bf16", "fp16", "fp32")
+SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 BASE_COLUMNS = ["OPName", "Latency", "Device", "Torch Version", "CUDNN Version", "Kernel Name",
                 "Warps per SM", "Blocks per SM", "Grid x", "Grid y", "Grid z", "Block x", "Block y",
@@ -39,29 +56,123 @@ BASE_COLUMNS = ["OPName", "Latency", "Device", "Torch Version", "CUDNN Version",
 
 @dataclass
 class Case:
-    op: str                 # bmm, linear, conv, attention
-    phase: str              # fwd, bwd_data, bwd_weight, bwd
+    op: str                 # bmm, linear, conv, sdpa
+    phase: str              # fwd, bwd_data, bwd_weight, fwd+bwd
     precision: str
     shape: dict[str, int | str]
     run: Callable[[], object]
 
+    @property
+    def file(self) -> str:
+        return f"{self.op}_{self.precision}"
 
-def _dim(rng: torch.Generator, lo: int, hi: int, align: bool) -> int:
-    x = math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * torch.rand(1, generator=rng).item())
+
+# ----- options --------------------------------------------------------------------------------
+def parse_families(text: str) -> tuple[str, ...]:
+    names = [t.strip().lower() for t in text.split(",") if t.strip()]
+    unknown = [n for n in names if n not in FAMILIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown families {', '.join(unknown) or '(none given)'}; choose from {','.join(FAMILIES)}")
+    return tuple(dict.fromkeys(names))  # in the order given, once each
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--families", type=parse_families, default=FAMILIES,
+                   help="comma-separated subset of gemm,conv,attention (default: all)")
+    p.add_argument("--dry-run", action="store_true", help="a handful of small shapes (smoke test)")
+    p.add_argument("--gemm", type=int, default=1200, help="GEMM shapes (each in 4 precisions)")
+    p.add_argument("--conv", type=int, default=300, help="conv shapes (fwd + 2 bwd, 2 precisions)")
+    p.add_argument("--attention", type=int, default=200,
+                   help="attention shapes (each: backends x precisions x causal x fwd, fwd+bwd)")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--budget-s", type=float, default=840.0,
+                   help="total time; split between the families, no new shape batch past it")
+    p.add_argument("--batch", type=int, default=16, help="shapes per profiler pass")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.dry_run:
+        args.gemm, args.conv, args.attention, args.warmup, args.repeats, args.batch = 4, 2, 2, 1, 3, 4
+    return args
+
+
+def family_budget(remaining_s: float, family: str, left: Iterable[str]) -> float:
+    """This family's share of the time still left, `left` being it and the families after it."""
+    total = sum(FAMILY_WEIGHTS[f] for f in left)
+    return max(0.0, remaining_s) * FAMILY_WEIGHTS[family] / total if total > 0 else 0.0
+
+
+# ----- shapes (pure Python: no torch, no device) ----------------------------------------------
+def _dim(rng: random.Random, lo: int, hi: int, align: bool) -> int:
+    x = math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * rng.random())
     v = max(lo, int(round(x)))
     return max(8, (v // 8) * 8) if align and v >= 8 else v
 
 
-def gemm_cases(n: int, device: str, rng: torch.Generator) -> list[Case]:
-    cases = []
+def gemm_shapes(n: int, rng: random.Random, small: bool = False) -> list[tuple[str, dict[str, int]]]:
+    """(op, {B, M, N, K}); N is the reduction dimension."""
+    out = []
+    hi = 256 if small else 8192
     for i in range(n):
         op = "bmm" if i % 2 else "linear"
         align = i % 4 != 3  # mostly tensor-core friendly sizes, some odd ones
-        b = _dim(rng, 1, 256, False) if op == "bmm" else 1
-        m, k_red, n_out = (_dim(rng, 16, 8192, align) for _ in range(3))
+        b = _dim(rng, 1, 16 if small else 256, False) if op == "bmm" else 1
+        m, k_red, n_out = (_dim(rng, 16, hi, align) for _ in range(3))
         while b * (m * k_red + k_red * n_out + m * n_out) > 2**28:  # keep operands < 1 GiB in fp32
             m = max(8, m // 2)
             n_out = max(8, n_out // 2)
+        out.append((op, {"B": b, "M": m, "N": k_red, "K": n_out}))
+    return out
+
+
+def conv_shapes(n: int, rng: random.Random, small: bool = False) -> list[dict[str, int]]:
+    out = []
+    for _ in range(n):
+        ksize = rng.choice([1, 3, 5, 7])
+        stride = 1 if rng.random() < 0.7 else 2
+        size = _dim(rng, 7, 32 if small else 224, False)
+        cin, cout = _dim(rng, 3, 64 if small else 1024, True), _dim(rng, 8, 64 if small else 1024, True)
+        batch = _dim(rng, 1, 4 if small else 64, False)
+        while batch * max(cin, cout) * size * size > 2**27:
+            batch = max(1, batch // 2)
+            size = max(ksize, size // 2) if batch == 1 else size
+        out.append({"B": batch, "Input_Channel": cin, "Output_Channel": cout, "Kernel_Szie": ksize,
+                    "Input_Size": size, "Stride": stride, "Padding": ksize // 2})
+    return out
+
+
+def attention_shapes(n: int, rng: random.Random, small: bool = False) -> list[dict[str, int]]:
+    """{B, H, L, S, E}: batch, heads, query and key lengths, head dim. Each shape is measured
+    causal and not, so causality is not part of it."""
+    out = []
+    for _ in range(n):
+        batch, heads = _dim(rng, 1, 2 if small else 64, False), _dim(rng, 1 if small else 8, 2 if small else 32, False)
+        hi = 256 if small else 8192
+        length = _dim(rng, 16 if small else 128, hi, True)
+        # Mostly self-attention (S == L), some cross-attention lengths.
+        source = length if rng.random() < 0.7 else _dim(rng, 16 if small else 128, hi, True)
+        e = rng.choice([32, 64] if small else [64, 128])
+        # The math backend materialises B*H*L*S scores (a few copies in fwd+bwd): cap them.
+        while batch * heads * length * source > 2**28:
+            if batch > 1:
+                batch = max(1, batch // 2)
+            elif heads > 1:
+                heads = max(1, heads // 2)
+            else:
+                length, source = max(16, length // 2), max(16, source // 2)
+        out.append({"B": batch, "H": heads, "L": length, "S": source, "E": e})
+    return out
+
+
+# ----- cases (tensors on the device) ----------------------------------------------------------
+def gemm_cases(shapes: list[tuple[str, dict[str, int]]], device: str) -> list[Case]:
+    cases = []
+    for op, s in shapes:
+        b, m, k_red, n_out = s["B"], s["M"], s["N"], s["K"]
         for prec in GEMM_PRECISIONS:
             dt = DTYPES[prec]
             if op == "bmm":
@@ -72,83 +183,85 @@ def gemm_cases(n: int, device: str, rng: torch.Generator) -> list[Case]:
                 a = torch.randn(m, k_red, device=device, dtype=dt)
                 w = torch.randn(n_out, k_red, device=device, dtype=dt)
                 run = (lambda a=a, w=w: torch.nn.functional.linear(a, w))
-            cases.append(Case(op, "fwd", prec, {"B": b, "M": m, "N": k_red, "K": n_out}, run))
+            cases.append(Case(op, "fwd", prec, dict(s), run))
     return cases
 
 
-def conv_cases(n: int, device: str, rng: torch.Generator) -> list[Case]:
+def conv_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
     cases = []
-    for _ in range(n):
-        ksize = [1, 3, 5, 7][int(torch.randint(0, 4, (1,), generator=rng))]
-        stride = 1 if torch.rand(1, generator=rng).item() < 0.7 else 2
-        size = _dim(rng, 7, 224, False)
-        cin, cout = _dim(rng, 3, 1024, True), _dim(rng, 8, 1024, True)
-        batch = _dim(rng, 1, 64, False)
-        while batch * max(cin, cout) * size * size > 2**27:
-            batch = max(1, batch // 2)
-            size = max(ksize, size // 2) if batch == 1 else size
-        pad = ksize // 2
-        for prec in CONV_ATTN_PRECISIONS:
+    for shape in shapes:
+        batch, cin, cout = shape["B"], shape["Input_Channel"], shape["Output_Channel"]
+        ksize, size, stride, pad = shape["Kernel_Szie"], shape["Input_Size"], shape["Stride"], shape["Padding"]
+        for prec in CONV_PRECISIONS:
             dt = DTYPES[prec]
             x = torch.randn(batch, cin, size, size, device=device, dtype=dt)
             w = torch.randn(cout, cin, ksize, ksize, device=device, dtype=dt)
             y = torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
             gy = torch.randn_like(y)
-            shape = {"B": batch, "Input_Channel": cin, "Output_Channel": cout, "Kernel_Szie": ksize,
-                     "Input_Size": size, "Stride": stride, "Padding": pad}
+            del y
 
             def bwd(mask, x=x, w=w, gy=gy, stride=stride, pad=pad):
                 return torch.ops.aten.convolution_backward(gy, x, w, None, [stride] * 2, [pad] * 2, [1, 1],
                                                            False, [0, 0], 1, mask)
-            cases.append(Case("conv", "fwd", prec, shape,
+            cases.append(Case("conv", "fwd", prec, dict(shape),
                               lambda x=x, w=w, s=stride, p=pad: torch.nn.functional.conv2d(x, w, stride=s, padding=p)))
-            cases.append(Case("conv", "bwd_data", prec, shape, lambda bwd=bwd: bwd([True, False, False])))
-            cases.append(Case("conv", "bwd_weight", prec, shape, lambda bwd=bwd: bwd([False, True, False])))
+            cases.append(Case("conv", "bwd_data", prec, dict(shape), lambda bwd=bwd: bwd([True, False, False])))
+            cases.append(Case("conv", "bwd_weight", prec, dict(shape), lambda bwd=bwd: bwd([False, True, False])))
     return cases
 
 
-def attention_cases(n: int, device: str, rng: torch.Generator) -> list[Case]:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    backends = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-                "math": SDPBackend.MATH}
+def sdpa_backends() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
+    """Backend name -> a context manager forcing it, for the backends this torch has."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # torch < 2.3: the older flag-based API (no cuDNN backend)
+        flags = {"flash": "enable_flash", "efficient": "enable_mem_efficient", "math": "enable_math"}
+
+        def legacy(name: str) -> Callable[[], contextlib.AbstractContextManager]:
+            kw = {f: f == flags[name] for f in flags.values()}
+            return lambda: torch.backends.cuda.sdp_kernel(**kw)
+        return {name: legacy(name) for name in SDPA_BACKENDS if name in flags}
+    members = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+               "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
+    return {name: (lambda b=getattr(SDPBackend, members[name]): sdpa_kernel([b]))
+            for name in SDPA_BACKENDS if hasattr(SDPBackend, members[name])}
+
+
+def attention_cases(shapes: list[dict[str, int]], device: str,
+                    backends: dict[str, Callable[[], contextlib.AbstractContextManager]] | None = None) -> list[Case]:
+    """Every backend x precision x causal x {fwd, fwd+bwd} of each shape. A combination the
+    backend does not run (dtype, head dim, device) fails its warm-up and is dropped then."""
+    backends = sdpa_backends() if backends is None else backends
+    sdpa = torch.nn.functional.scaled_dot_product_attention
     cases = []
-    for _ in range(n):
-        batch, heads = _dim(rng, 1, 32, False), _dim(rng, 1, 32, False)
-        length = _dim(rng, 64, 4096, True)
-        e = [32, 64, 96, 128][int(torch.randint(0, 4, (1,), generator=rng))]
-        causal = bool(torch.rand(1, generator=rng).item() < 0.5)
-        while batch * heads * length * max(length, e) > 2**28:
-            batch = max(1, batch // 2)
-            length = max(64, length // 2) if batch == 1 else length
-        for prec in CONV_ATTN_PRECISIONS:
+    for s in shapes:
+        for prec in SDPA_PRECISIONS:
             dt = DTYPES[prec]
-            for name, backend in backends.items():
-                if name == "flash" and prec == "fp32":
-                    continue  # flash attention has no fp32 kernels
-                q, k, v = (torch.randn(batch, heads, length, e, device=device, dtype=dt, requires_grad=True)
-                           for _ in range(3))
+            q = torch.randn(s["B"], s["H"], s["L"], s["E"], device=device, dtype=dt, requires_grad=True)
+            k, v = (torch.randn(s["B"], s["H"], s["S"], s["E"], device=device, dtype=dt, requires_grad=True)
+                    for _ in range(2))
+            grad = torch.randn(s["B"], s["H"], s["L"], s["E"], device=device, dtype=dt)
+            for name, force in backends.items():
+                for causal in (False, True):
+                    shape = {**s, "Causal": int(causal), "Backend": name}
 
-                def fwd(q=q, k=k, v=v, backend=backend, causal=causal):
-                    with sdpa_kernel([backend]):
-                        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                try:
-                    out = fwd()
-                except RuntimeError:
-                    continue  # backend unavailable for this shape/dtype/device
-                grad = torch.randn_like(out)
-                shape = {"B": batch, "H": heads, "L": length, "S": length, "E": e,
-                         "Causal": int(causal), "Backend": name}
-                cases.append(Case("attention", "fwd", prec, shape, fwd))
-                cases.append(Case("attention", "bwd", prec, shape,
-                                  lambda out=out, grad=grad, q=q, k=k, v=v: torch.autograd.grad(
-                                      out, (q, k, v), grad, retain_graph=True)))
+                    def fwd(q=q, k=k, v=v, force=force, causal=causal):
+                        with force():
+                            return sdpa(q, k, v, is_causal=causal)
+
+                    def fwd_bwd(fwd=fwd, q=q, k=k, v=v, grad=grad):
+                        return torch.autograd.grad(fwd(), (q, k, v), grad)
+                    cases.append(Case("sdpa", "fwd", prec, dict(shape), fwd))
+                    cases.append(Case("sdpa", "fwd+bwd", prec, dict(shape), fwd_bwd))
     return cases
 
 
-def _precision_context(prec: str):
-    return _Tf32(prec == "tf32")
+BUILDERS: dict[str, tuple[Callable[..., list], Callable[..., list[Case]]]] = {
+    "gemm": (gemm_shapes, gemm_cases), "conv": (conv_shapes, conv_cases),
+    "attention": (attention_shapes, attention_cases)}
 
 
+# ----- measuring ------------------------------------------------------------------------------
 class _Tf32(contextlib.AbstractContextManager):
     def __init__(self, on: bool):
         self.on = on
@@ -164,9 +277,39 @@ class _Tf32(contextlib.AbstractContextManager):
         return False
 
 
+def _precision_context(prec: str) -> contextlib.AbstractContextManager:
+    return _Tf32(prec == "tf32")
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Forcing one SDPA backend warns for every shape it rejects: those cases are dropped."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def warm_up(cases: list[Case], device: str, runs: int) -> list[Case]:
+    """Runs each case `runs` times (at least once) outside any measurement: cuDNN's autotuner
+    tries its candidates here, so they never reach the kernel list. Cases that fail (a backend
+    that does not run this shape or dtype, out of memory) are dropped."""
+    kept = []
+    for case in cases:
+        try:
+            with _quiet(), _precision_context(case.precision):
+                for _ in range(max(1, runs)):
+                    case.run()
+            kept.append(case)
+        except (RuntimeError, NotImplementedError, ValueError):
+            pass
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return kept
+
+
 def time_case(case: Case, device: str, warmup: int, repeats: int) -> float:
     """Median time in milliseconds."""
-    with _precision_context(case.precision):
+    with _quiet(), _precision_context(case.precision):
         for _ in range(warmup):
             case.run()
         times = []
@@ -187,102 +330,128 @@ def time_case(case: Case, device: str, warmup: int, repeats: int) -> float:
     return statistics.median(times)
 
 
-def kernel_launches(cases: list[Case], device: str) -> list[list[dict]]:
-    """Kernels each case launches (name, grid, block, duration), from one profiler pass."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(activities=activities) as prof:
-        for i, case in enumerate(cases):
-            with _precision_context(case.precision), record_function(f"habitat_case_{i}"):
-                case.run()
-            if device == "cuda":
-                torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace.json")
-        prof.export_chrome_trace(path)
-        events = json.load(open(path)).get("traceEvents", [])
-    # A kernel belongs to the case whose GPU-side annotation span contains its start.
-    spans = {int(e["name"].rsplit("_", 1)[1]): (e["ts"], e["ts"] + e.get("dur", 0)) for e in events
-             if e.get("name", "").startswith("habitat_case_")
-             and e.get("cat") == ("gpu_user_annotation" if device == "cuda" else "user_annotation")}
+def assign_kernels(events: list[dict[str, Any]], n: int, device: str) -> list[list[dict[str, Any]]]:
+    """Kernels of each of `n` cases from a chrome trace's events: a kernel belongs to the case
+    whose annotation span `habitat_case_<i>` (GPU-side on CUDA) contains its start."""
+    span_cat = "gpu_user_annotation" if device == "cuda" else "user_annotation"
     kind = "kernel" if device == "cuda" else "cpu_op"
+    spans = {int(e["name"].rsplit("_", 1)[1]): (e["ts"], e["ts"] + e.get("dur", 0)) for e in events
+             if e.get("name", "").startswith("habitat_case_") and e.get("cat") == span_cat}
     out = []
-    for i in range(len(cases)):
+    for i in range(n):
         found = []
         if i in spans:
             lo, hi = spans[i]
             found = [e for e in events if e.get("cat") == kind and lo <= e["ts"] <= hi
                      and not e.get("name", "").startswith("habitat_case_")]
         out.append([{"name": e["name"], "grid": e.get("args", {}).get("grid", [1, 1, 1]),
-                     "block": e.get("args", {}).get("block", [1, 1, 1]), "dur": e.get("dur", 0)} for e in found])
+                     "block": e.get("args", {}).get("block", [1, 1, 1]), "dur": e.get("dur", 0)}
+                    for e in sorted(found, key=lambda e: e["ts"])])
     return out
 
 
-def write_rows(out_dir: Path, rows_by_file: dict[str, list[dict]]) -> None:
+def kernel_launches(cases: list[Case], device: str) -> list[list[dict[str, Any]]]:
+    """Kernels of one run of each case (warmed up before: see warm_up), from one profiler pass."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for i, case in enumerate(cases):
+            with _quiet(), _precision_context(case.precision), record_function(f"habitat_case_{i}"):
+                case.run()
+            if device == "cuda":
+                torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f).get("traceEvents", [])
+    return assign_kernels(events, len(cases), device)
+
+
+def unique_names(kernels: list[dict[str, Any]]) -> list[str]:
+    """Distinct kernel names in launch order."""
+    return list(dict.fromkeys(k["name"] for k in kernels))
+
+
+def make_row(case: Case, latency_ms: float, kernels: list[dict[str, Any]], meta: dict[str, Any],
+             sms: int) -> dict[str, Any]:
+    longest = max(kernels, key=lambda k: k["dur"]) if kernels else None
+    grid = list(longest["grid"]) if longest else [0, 0, 0]
+    block = list(longest["block"]) if longest else [0, 0, 0]
+    blocks = grid[0] * grid[1] * grid[2]
+    return {"OPName": case.op, "Latency": latency_ms, **meta,
+            "Kernel Name": longest["name"] if longest else "",
+            "Warps per SM": blocks * math.ceil(block[0] * block[1] * block[2] / 32) / sms,
+            "Blocks per SM": blocks / sms,
+            "Grid x": grid[0], "Grid y": grid[1], "Grid z": grid[2],
+            "Block x": block[0], "Block y": block[1], "Block z": block[2],
+            "Kernels": ";" + ";".join(unique_names(kernels)),
+            "Precision": case.precision, "Phase": case.phase, **case.shape}
+
+
+def write_rows(out_dir: Path, rows_by_file: dict[str, list[dict[str, Any]]]) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, rows in rows_by_file.items():
-        shape_cols = [c for c in rows[0] if c not in BASE_COLUMNS]
-        with open(out_dir / f"{name}.csv", "w", newline="") as f:
+    written = []
+    for name, rows in sorted(rows_by_file.items()):
+        if not rows:
+            continue
+        shape_cols = list(dict.fromkeys(c for r in rows for c in r if c not in BASE_COLUMNS))
+        path = out_dir / f"{name}.csv"
+        with open(path, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=BASE_COLUMNS + shape_cols)
             w.writeheader()
             w.writerows(rows)
+        written.append(path)
+    return written
+
+
+def measure(cases: list[Case], device: str, warmup: int, repeats: int, meta: dict[str, Any],
+            sms: int) -> list[dict[str, Any]]:
+    """Rows for a batch of cases: warm-up (autotuning) first, then the kernels of one run per
+    case, then the timing."""
+    cases = warm_up(cases, device, warmup)
+    launches = kernel_launches(cases, device) if cases else []
+    rows = []
+    for case, kernels in zip(cases, launches):
+        try:
+            latency = time_case(case, device, 1, repeats)
+        except RuntimeError:
+            continue
+        rows.append(make_row(case, latency, kernels, meta, sms))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True)
-    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    p.add_argument("--dry-run", action="store_true", help="a handful of small shapes (smoke test)")
-    p.add_argument("--gemm", type=int, default=1200, help="GEMM shapes (each in 4 precisions)")
-    p.add_argument("--conv", type=int, default=300, help="conv shapes (fwd + 2 bwd, 2 precisions)")
-    p.add_argument("--attention", type=int, default=200, help="attention shapes (fwd + bwd, backends)")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=10)
-    p.add_argument("--budget-s", type=float, default=840.0, help="stop measuring new shapes after this")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    args = parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device: run on a GPU machine, or use --device cpu --dry-run for a smoke test")
-    if args.dry_run:
-        args.gemm, args.conv, args.attention, args.warmup, args.repeats = 4, 2, 2, 1, 3
     torch.backends.cudnn.benchmark = True
-    rng = torch.Generator().manual_seed(args.seed)
+    rng = random.Random(args.seed)
     dev_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     meta = {"Device": dev_name, "Torch Version": torch.__version__,
             "CUDNN Version": torch.backends.cudnn.version() if args.device == "cuda" else "",
             "CUDA Version": torch.version.cuda or ""}
     sms = torch.cuda.get_device_properties(0).multi_processor_count if args.device == "cuda" else 1
+    counts = {"gemm": args.gemm, "conv": args.conv, "attention": args.attention}
     start = time.time()
-    rows: dict[str, list[dict]] = {}
-    builders = [(gemm_cases, args.gemm), (conv_cases, args.conv), (attention_cases, args.attention)]
-    if args.dry_run:
-        # tiny shapes only: the point is to exercise every code path quickly
-        builders = [(lambda n, d, r: [c for c in gemm_cases(n, d, r) if c.shape["M"] * c.shape["K"] < 2**22][:8], 4),
-                    (lambda n, d, r: conv_cases(n, d, r)[:6], 1), (lambda n, d, r: attention_cases(n, d, r)[:4], 1)]
-    for build, count in builders:
-        batch_size = 16
-        remaining = count
-        while remaining > 0 and time.time() - start < args.budget_s:
-            cases = build(min(batch_size, remaining), args.device, rng)
-            remaining -= batch_size
-            launches = kernel_launches(cases, args.device)
-            for case, kernels in zip(cases, launches):
-                latency = time_case(case, args.device, args.warmup, args.repeats)
-                longest = max(kernels, key=lambda k: k["dur"]) if kernels else None
-                grid = longest["grid"] if longest else [0, 0, 0]
-                block = longest["block"] if longest else [0, 0, 0]
-                blocks = grid[0] * grid[1] * grid[2]
-                row = {"OPName": case.op, "Latency": latency, **meta,
-                       "Kernel Name": longest["name"] if longest else "",
-                       "Warps per SM": blocks * math.ceil(block[0] * block[1] * block[2] / 32) / sms,
-                       "Blocks per SM": blocks / sms,
-                       "Grid x": grid[0], "Grid y": grid[1], "Grid z": grid[2],
-                       "Block x": block[0], "Block y": block[1], "Block z": block[2],
-                       "Kernels": ";" + ";".join(k["name"] for k in kernels),
-                       "Precision": case.precision, "Phase": case.phase, **case.shape}
-                rows.setdefault(f"{case.op}_{case.precision}", []).append(row)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    families = list(args.families)
+    for i, family in enumerate(families):
+        t_family = time.time()
+        budget = family_budget(args.budget_s - (t_family - start), family, families[i:])
+        make_shapes, make_cases = BUILDERS[family]
+        remaining, measured = counts[family], 0
+        while remaining > 0 and time.time() - t_family < budget:
+            shapes = make_shapes(min(args.batch, remaining), rng, small=args.dry_run)
+            remaining -= len(shapes)
+            for row in measure(make_cases(shapes, args.device), args.device, args.warmup,
+                               args.repeats, meta, sms):
+                rows.setdefault(f"{row['OPName']}_{row['Precision']}", []).append(row)
+                measured += 1
             if args.device == "cuda":
                 torch.cuda.empty_cache()
+        print(f"{family}: {measured} measurements in {time.time() - t_family:.0f} s "
+              f"(budget {budget:.0f} s, {max(0, remaining)} shapes left)", flush=True)
     write_rows(Path(args.out), rows)
     total = sum(len(r) for r in rows.values())
     print(f"{total} measurements in {time.time() - start:.0f}s -> {args.out} ({', '.join(sorted(rows))})")

@@ -1,0 +1,207 @@
+"""The GPU kernel collector's CPU-side parts: options, budget split, shapes, kernel lists, CSVs;
+and a CPU dry run of the whole script (every family, tiny shapes)."""
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "gpu" / "collect_kernels.py"
+
+
+@pytest.fixture(scope="module")
+def ck():
+    spec = importlib.util.spec_from_file_location("collect_kernels", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["collect_kernels"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("collect_kernels", None)
+
+
+def test_families_option(ck):
+    assert ck.parse_args(["--out", "x"]).families == ("gemm", "conv", "attention")
+    assert ck.parse_args(["--out", "x", "--families", "attention, gemm"]).families == ("attention", "gemm")
+    assert ck.parse_args(["--out", "x", "--families", "conv,conv"]).families == ("conv",)
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown families lstm"):
+        ck.parse_families("gemm,lstm")
+    with pytest.raises(SystemExit):
+        ck.parse_args(["--out", "x", "--families", "softmax"])
+    dry = ck.parse_args(["--out", "x", "--dry-run"])
+    assert (dry.gemm, dry.conv, dry.attention, dry.repeats) == (4, 2, 2, 3)
+
+
+def test_budget_reaches_every_family(ck):
+    families = ["gemm", "conv", "attention"]
+    first = ck.family_budget(100.0, "gemm", families)
+    assert first == pytest.approx(35.0)
+    # gemm used all of its share: the rest is split between conv and attention
+    assert ck.family_budget(65.0, "conv", families[1:]) == pytest.approx(65.0 * 0.35 / 0.65)
+    # time left unused by earlier families goes to the last one; an overrun leaves it nothing
+    assert ck.family_budget(80.0, "attention", families[2:]) == pytest.approx(80.0)
+    assert ck.family_budget(-5.0, "attention", ["attention"]) == 0.0
+    assert ck.family_budget(50.0, "attention", ["attention"]) == pytest.approx(50.0)
+
+
+def test_shapes_are_reproducible_and_bounded(ck):
+    g1, g2 = ck.gemm_shapes(40, random.Random(3)), ck.gemm_shapes(40, random.Random(3))
+    assert g1 == g2
+    assert {op for op, _ in g1} == {"bmm", "linear"}
+    for op, s in g1:
+        assert s["B"] * (s["M"] * s["N"] + s["N"] * s["K"] + s["M"] * s["K"]) <= 2**28
+        assert op == "bmm" or s["B"] == 1
+    for s in ck.conv_shapes(40, random.Random(1)):
+        assert s["B"] * max(s["Input_Channel"], s["Output_Channel"]) * s["Input_Size"] ** 2 <= 2**27
+        assert s["Padding"] == s["Kernel_Szie"] // 2 and s["Stride"] in (1, 2)
+    shapes = ck.attention_shapes(200, random.Random(0))
+    assert all(s["B"] * s["H"] * s["L"] * s["S"] <= 2**28 for s in shapes)
+    assert {s["E"] for s in shapes} == {64, 128}
+    assert any(s["L"] != s["S"] for s in shapes) and any(s["L"] == s["S"] for s in shapes)
+    assert all(128 <= s["L"] <= 8192 for s in shapes)
+
+
+def test_attention_cases_cover_backends_causal_and_phases(ck):
+    import contextlib
+    backends = {"flash": contextlib.nullcontext, "math": contextlib.nullcontext}
+    cases = ck.attention_cases([{"B": 1, "H": 2, "L": 16, "S": 24, "E": 8}], "cpu", backends)
+    keys = {(c.precision, c.shape["Backend"], c.shape["Causal"], c.phase) for c in cases}
+    assert len(keys) == len(cases) == 3 * 2 * 2 * 2
+    assert {c.file for c in cases} == {"sdpa_bf16", "sdpa_fp16", "sdpa_fp32"}
+    fwd_bwd = next(c for c in cases if c.phase == "fwd+bwd" and c.precision == "fp32")
+    dq, dk, dv = fwd_bwd.run()
+    assert dq.shape == (1, 2, 16, 8) and dk.shape == dv.shape == (1, 2, 24, 8)
+    assert set(ck.sdpa_backends()) <= set(ck.SDPA_BACKENDS)
+    assert "math" in ck.sdpa_backends()
+
+
+def test_kernels_of_the_measured_run_only(ck):
+    # A chrome trace: autotuning kernels before the case spans are not assigned to any case,
+    # and a kernel launched twice in one run is listed once.
+    events = [
+        {"cat": "kernel", "name": "autotune_candidate_a", "ts": 1, "dur": 5},
+        {"cat": "gpu_user_annotation", "name": "habitat_case_0", "ts": 100, "dur": 50},
+        {"cat": "kernel", "name": "nchwToNhwc", "ts": 101, "dur": 2, "args": {"grid": [4, 1, 1], "block": [256, 1, 1]}},
+        {"cat": "kernel", "name": "implicit_gemm", "ts": 110, "dur": 30, "args": {"grid": [66, 2, 1], "block": [128, 1, 1]}},
+        {"cat": "kernel", "name": "nchwToNhwc", "ts": 145, "dur": 2},
+        {"cat": "gpu_user_annotation", "name": "habitat_case_1", "ts": 200, "dur": 10},
+        {"cat": "kernel", "name": "gemm", "ts": 201, "dur": 9},
+        {"cat": "user_annotation", "name": "habitat_case_0", "ts": 0, "dur": 1000},  # CPU side: ignored on cuda
+    ]
+    k0, k1, k2 = ck.assign_kernels(events, 3, "cuda")
+    assert [k["name"] for k in k0] == ["nchwToNhwc", "implicit_gemm", "nchwToNhwc"]
+    assert ck.unique_names(k0) == ["nchwToNhwc", "implicit_gemm"]
+    assert [k["name"] for k in k1] == ["gemm"] and k2 == []
+
+    case = ck.Case("conv", "fwd", "bf16", {"B": 2, "Input_Channel": 8}, lambda: None)
+    meta = {"Device": "X", "Torch Version": "t", "CUDNN Version": 1, "CUDA Version": "c"}
+    row = ck.make_row(case, 0.5, k0, meta, sms=132)
+    assert row["Kernel Name"] == "implicit_gemm"
+    assert row["Kernels"] == ";nchwToNhwc;implicit_gemm"
+    assert (row["Grid x"], row["Grid y"], row["Block x"]) == (66, 2, 128)
+    assert row["Blocks per SM"] == pytest.approx(132 / 132)
+    assert row["Warps per SM"] == pytest.approx(132 * 4 / 132)
+    empty = ck.make_row(case, 0.5, [], meta, sms=132)
+    assert empty["Kernels"] == ";" and empty["Kernel Name"] == ""
+
+
+def test_write_rows(ck, tmp_path):
+    meta = {"Device": "X", "Torch Version": "t", "CUDNN Version": "", "CUDA Version": ""}
+    a = ck.make_row(ck.Case("sdpa", "fwd", "bf16", {"B": 1, "H": 2, "Causal": 1, "Backend": "flash"},
+                            lambda: None), 1.0, [], meta, 1)
+    b = ck.make_row(ck.Case("sdpa", "fwd+bwd", "bf16", {"B": 1, "H": 2, "Causal": 0, "Backend": "math"},
+                            lambda: None), 2.0, [], meta, 1)
+    paths = ck.write_rows(tmp_path / "out", {"sdpa_bf16": [a, b], "empty": []})
+    assert [p.name for p in paths] == ["sdpa_bf16.csv"]
+    with open(paths[0]) as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[: len(ck.BASE_COLUMNS)] == ck.BASE_COLUMNS
+    assert list(rows[0])[len(ck.BASE_COLUMNS):] == ["B", "H", "Causal", "Backend"]
+    assert [(r["Phase"], r["Backend"], r["Latency"]) for r in rows] == [("fwd", "flash", "1.0"),
+                                                                        ("fwd+bwd", "math", "2.0")]
+
+
+def test_cpu_dry_run_writes_each_selected_family(ck, tmp_path, capsys):
+    out = tmp_path / "kernels"
+    assert ck.main(["--device", "cpu", "--dry-run", "--out", str(out), "--families", "attention,conv",
+                    "--budget-s", "60"]) == 0
+    names = {p.name for p in out.glob("*.csv")}
+    assert {"conv_fp32.csv", "conv_bf16.csv", "sdpa_fp32.csv"} <= names
+    assert not any(n.startswith(("bmm", "linear")) for n in names)
+    with open(out / "sdpa_fp32.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["Phase"] for r in rows} == {"fwd", "fwd+bwd"}
+    assert {r["Causal"] for r in rows} == {"0", "1"}
+    assert "math" in {r["Backend"] for r in rows}
+    assert all(float(r["Latency"]) > 0 for r in rows)
+    with open(out / "conv_fp32.csv") as f:
+        conv = list(csv.DictReader(f))
+    assert {r["Phase"] for r in conv} == {"fwd", "bwd_data", "bwd_weight"}
+    # each listed kernel (here: CPU ops) appears once
+    assert all(len(r["Kernels"].split(";")) == len(set(r["Kernels"].split(";"))) for r in conv)
+    log = capsys.readouterr().out
+    assert "attention:" in log and "conv:" in log and "gemm:" not in log
+
+
+# ----- run_gpu_benchmark.py: the parts that need no GPU ----------------------------------------
+BENCH = ROOT / "benchmarks" / "gpu" / "run_gpu_benchmark.py"
+RESULTS = ROOT / "benchmarks" / "results"
+SUMMARIES = sorted(RESULTS.glob("*/summary.json"))
+
+
+@pytest.fixture(scope="module")
+def bench():
+    # The script imports its neighbour `models` by that name; tests/python has a models.py too.
+    saved = sys.modules.pop("models", None)
+    spec = importlib.util.spec_from_file_location("run_gpu_benchmark", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop("models", None)
+        if saved is not None:
+            sys.modules["models"] = saved
+        sys.path[:] = [p for p in sys.path if p != str(BENCH.parent)]
+
+
+def test_benchmark_options_and_no_gpu(bench, tmp_path, capsys):
+    args = bench.parse_args(["--quick", "--models", "dcgan"])
+    assert (args.warmup, args.steps, args.overhead_steps, args.models) == (2, 5, 4, ["dcgan"])
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--models", "resnet5"])  # a misspelt model is an error, not a no-op
+    import torch
+    if not torch.cuda.is_available():
+        assert bench.main(["--out", str(tmp_path)]) == 2
+        assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not SUMMARIES, reason="no recorded GPU results in benchmarks/results")
+@pytest.mark.parametrize("summary", SUMMARIES, ids=lambda p: p.parent.name)
+def test_benchmark_coverage_and_table_from_recorded_runs(bench, summary):
+    """kernel_coverage() on each recorded trace, re-forecast on CPU, gives back what the GPU
+    run recorded; markdown() renders the recorded summary."""
+    import gzip
+    import json
+
+    import habitat
+
+    doc = json.loads(summary.read_text())
+    env, results = doc["environment"], doc["results"]
+    assert {r["model"] for r in results} == {w.name for w in bench.WORKLOADS}
+    for r in results:
+        with gzip.open(summary.parent / r["trace"], "rt", encoding="utf-8") as f:
+            trace = json.load(f)
+        step = habitat.Forecast.from_trace(trace, targets=[env["gpu"]]).latest
+        got, want = bench.kernel_coverage(step), r["coverage"]
+        assert (got["leaf_cuda_ops"], got["with_kernels"]) == (want["leaf_cuda_ops"], want["with_kernels"])
+        assert got["kernel_sum_ms"] == pytest.approx(want["kernel_sum_ms"], rel=1e-9)
+    table = bench.markdown(env, results + [{"model": "x", "precision": "fp32", "error": "boom"}])
+    assert table.count("\n| ") == len(results) + 2 and "error: boom" in table
+    assert (summary.parent / "summary.md").read_text().splitlines()[4:] == \
+        bench.markdown(env, results).splitlines()[4:]
