@@ -1,13 +1,15 @@
 """Cross-GPU forecast error from the benchmark results of two GPUs.
 
     python benchmarks/gpu/compare_results.py benchmarks/results/<gpu-a> benchmarks/results/<gpu-b> \
-        [--recorded] [--out report.md]
+        [--recorded] [--against measured|kernels] [--out report.md]
 
 For every workload (model, precision) measured on both GPUs, the trace recorded on A is
 forecast for B and compared with B's measured iteration time, and B's trace for A likewise.
 By default the traces are re-forecast with the engine installed now (so an improved engine
 is measured on the same traces); --recorded uses the forecasts stored at capture time.
-Error = (forecast - measured) / measured.
+Error = (forecast - measured) / measured. With --against kernels, "measured" is B's own kernel
+time in its traced step (the sum of the kernels CUPTI recorded) instead of its iteration time:
+how well the kernels are scaled across GPUs, apart from host-bound gaps no kernel sum shows.
 """
 from __future__ import annotations
 
@@ -39,7 +41,14 @@ def forecast_ms(directory: Path, run: dict[str, Any], target: str, recorded: boo
     return Forecast.from_trace(document, [target]).time_ms(target)
 
 
-def compare(dir_a: Path, dir_b: Path, recorded: bool) -> tuple[str, list[dict[str, Any]]]:
+def measured_ms(run: dict[str, Any], against: str) -> float:
+    if against == "kernels":
+        return float(run["coverage"]["kernel_sum_ms"])
+    return float(run["measured"]["median_ms"])
+
+
+def compare(dir_a: Path, dir_b: Path, recorded: bool,
+            against: str = "measured") -> tuple[str, list[dict[str, Any]]]:
     gpu_a, runs_a = load_results(dir_a)
     gpu_b, runs_b = load_results(dir_b)
     rows = []
@@ -49,7 +58,7 @@ def compare(dir_a: Path, dir_b: Path, recorded: bool) -> tuple[str, list[dict[st
         for src_dir, src, dst_gpu, dst, tag in ((dir_a, a, gpu_b, b, "a_to_b"),
                                                 (dir_b, b, gpu_a, a, "b_to_a")):
             predicted = forecast_ms(src_dir, src, dst_gpu, recorded)
-            measured = dst["measured"]["median_ms"]
+            measured = measured_ms(dst, against)
             row[tag] = {"forecast_ms": predicted, "measured_ms": measured,
                         "error": (predicted - measured) / measured}
         rows.append(row)
@@ -57,12 +66,15 @@ def compare(dir_a: Path, dir_b: Path, recorded: bool) -> tuple[str, list[dict[st
     return header, rows
 
 
-def report(header: str, rows: list[dict[str, Any]], recorded: bool) -> str:
+def report(header: str, rows: list[dict[str, Any]], recorded: bool, against: str = "measured") -> str:
+    what = ("the sum of the kernel times CUPTI recorded in the target's traced step"
+            if against == "kernels" else "median CUDA-event iteration time")
+    col = "kernel sum ms" if against == "kernels" else "measured ms"
     lines = [f"# Cross-GPU forecast error: {header}", "",
              f"Forecasts {'recorded at capture time' if recorded else 're-computed from the traces'}; "
-             "measured = median CUDA-event iteration time. Error = (forecast - measured) / measured.", "",
-             "| model | precision | A->B forecast ms | B measured ms | error | B->A forecast ms "
-             "| A measured ms | error |",
+             f"measured = {what}. Error = (forecast - measured) / measured.", "",
+             f"| model | precision | A->B forecast ms | B {col} | error | B->A forecast ms "
+             f"| A {col} | error |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ab, ba = r["a_to_b"], r["b_to_a"]
@@ -88,10 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("gpu_b", type=Path, help="results directory of GPU B")
     parser.add_argument("--recorded", action="store_true",
                         help="use the forecasts stored at capture time instead of re-forecasting")
+    parser.add_argument("--against", choices=("measured", "kernels"), default="measured",
+                        help="compare with the target's iteration time (default) or its kernel sum")
     parser.add_argument("--out", type=Path, help="also write the report (and a .json beside it)")
     args = parser.parse_args(argv)
-    header, rows = compare(args.gpu_a, args.gpu_b, args.recorded)
-    text = report(header, rows, args.recorded)
+    header, rows = compare(args.gpu_a, args.gpu_b, args.recorded, args.against)
+    text = report(header, rows, args.recorded, args.against)
     print(text)
     if args.out:
         args.out.write_text(text)
