@@ -5,6 +5,7 @@ __version__ = "0.1.0"
 
 import torch  # noqa: F401  (loads libc10/libtorch, which habitat._C links against)
 
+from habitat import _engine  # noqa: F401,E402
 from habitat import _C  # noqa: F401,E402
 from habitat.devices import Device, devices, get_device, load_devices  # noqa: E402,F401
 from habitat.forecast import Forecast  # noqa: E402,F401

@@ -23,10 +23,10 @@ import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
-from habitat import _C
+from habitat import _engine
 
-Device = _C.Device
-UnknownDeviceError = _C.UnknownDeviceError
+Device = _engine.Device
+UnknownDeviceError = _engine.UnknownDeviceError
 
 PACKAGED_DEVICES = Path(__file__).resolve().parent / "data" / "devices.json"
 ENV_VAR = "HABITAT_DEVICES"
@@ -62,18 +62,18 @@ def _load() -> None:
     """(Re)loads the packaged database, then the user files in order."""
     user_files = [*_env_files(), *_user_files]
     try:
-        _C.load_device_database(str(PACKAGED_DEVICES), user_files)
+        _engine.load_device_database(str(PACKAGED_DEVICES), user_files)
     except RuntimeError as exc:
         if not user_files:
             raise
         # A broken user file must not leave Habitat without GPUs: keep the packaged ones.
-        _C.load_device_database(str(PACKAGED_DEVICES), [])
+        _engine.load_device_database(str(PACKAGED_DEVICES), [])
         warnings.warn(f"ignored the user device files {user_files}: {exc}", stacklevel=3)
 
 
 def devices() -> list[Device]:
     """Every known GPU, in database order."""
-    return list(_C.all_devices())
+    return list(_engine.all_devices())
 
 
 def get_device(name: str | Device) -> Device:
@@ -83,7 +83,7 @@ def get_device(name: str | Device) -> Device:
     """
     if isinstance(name, Device):
         return name
-    return _C.find_device(str(name))
+    return _engine.find_device(str(name))
 
 
 def load_devices(path: str | os.PathLike[str]) -> list[Device]:
@@ -99,7 +99,7 @@ def load_devices(path: str | os.PathLike[str]) -> list[Device]:
     except OSError as exc:
         raise ValueError(f"cannot read device file {str(path)!r}: {exc.strerror or exc}") from None
     try:
-        _C.merge_devices_json(text)
+        _engine.merge_devices_json(text)
     except RuntimeError as exc:
         raise ValueError(f"{exc} (in {path})") from None
     _user_files.append(str(path))

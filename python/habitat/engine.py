@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from habitat import _C
+from habitat import _engine
 
 TRACE_FORMAT = "habitat-trace"
 TRACE_VERSION = 1
@@ -30,4 +30,4 @@ def weights_dir() -> str:
 def forecast_step(origin: dict[str, Any], step: dict[str, Any], targets: Sequence[str]) -> dict[str, Any]:
     """Runs the engine on one step (a trace step dict) for each target GPU."""
     text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
-    return json.loads(_C.forecast_step(text, list(targets), 0, weights_dir()))
+    return json.loads(_engine.forecast_step(text, list(targets), 0, weights_dir()))

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from habitat import _C, _modules, _phase
+from habitat import _C, _engine, _modules, _phase
 from habitat.cupti import KernelTracing, origin_device
 from habitat.engine import trace_document, weights_dir
 
@@ -194,7 +194,7 @@ class record_step:  # noqa: N801
 def decode_step(captured: Any, peak_bytes: int = 0) -> dict[str, Any]:
     """A captured step as a trace step dict (the encoding runs without the GIL), with the
     allocator's peak when known."""
-    step = json.loads(captured.to_json())["steps"][0]
+    step = json.loads(_engine.captured_trace_json(captured.capsule))["steps"][0]
     if peak_bytes:
         step["measured_peak_bytes"] = peak_bytes
     return step
@@ -323,7 +323,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             # The engine runs without the GIL; the per-op detail (the step decoded, an object
             # per op) is built only when something reads it, so training threads keep the GIL.
             origin = json.dumps(trace_document(self.forecast.origin, []))
-            summary, ops_json = captured.forecast(origin, self.forecast.targets, weights_dir())
+            summary, ops_json = _engine.forecast_captured(captured.capsule, origin, self.forecast.targets,
+                                                          weights_dir())
             forecast = self.forecast._add_forecast(
                 index, captured.wall_ms, json.loads(summary),
                 lambda: (decode_step(captured, peak_bytes), json.loads(ops_json)))

@@ -11,14 +11,14 @@ import os
 from collections.abc import Mapping
 from typing import Any, Union
 
-from habitat import _C
+from habitat import _engine
 
 __all__ = ["FORMAT_VERSION", "TraceFormatError", "load_trace", "save_trace", "validate_trace"]
 
 #: Raised for a document that is not a valid habitat trace; a subclass of ValueError.
-TraceFormatError = _C.TraceFormatError
+TraceFormatError = _engine.TraceFormatError
 #: The newest trace format version this build reads and the one it writes.
-FORMAT_VERSION: int = _C.TRACE_FORMAT_VERSION
+FORMAT_VERSION: int = _engine.TRACE_FORMAT_VERSION
 
 PathLike = Union[str, "os.PathLike[str]"]
 TraceDocument = dict[str, Any]
@@ -31,7 +31,7 @@ def validate_trace(doc: Mapping[str, Any]) -> TraceDocument:
     ``steps[0].ops[3] (aten::mm).args[0].tensor.shape[1]: must be >= 0, got -1``.
     Keys the format does not define (such as a report's ``"forecast"``) are dropped.
     """
-    return json.loads(_C.validate_trace_json(_to_json(doc)))
+    return json.loads(_engine.validate_trace_json(_to_json(doc)))
 
 
 def load_trace(path: PathLike) -> TraceDocument:
@@ -40,7 +40,7 @@ def load_trace(path: PathLike) -> TraceDocument:
     Raises OSError (FileNotFoundError, PermissionError, ...) when the file cannot be read and
     TraceFormatError when it is not a valid trace, including one written by a newer Habitat.
     """
-    return json.loads(_C.load_trace(os.fspath(path)))
+    return json.loads(_engine.load_trace(os.fspath(path)))
 
 
 def save_trace(doc: Mapping[str, Any], path: PathLike) -> None:
@@ -48,7 +48,7 @@ def save_trace(doc: Mapping[str, Any], path: PathLike) -> None:
 
     The file is replaced atomically, so a reader never sees half a trace.
     """
-    _C.save_trace_json(_to_json(doc), os.fspath(path))
+    _engine.save_trace_json(_to_json(doc), os.fspath(path))
 
 
 def _to_json(doc: Mapping[str, Any]) -> str:

@@ -106,7 +106,7 @@ def test_unknown_name_lists_close_names_and_the_fix():
     assert "A100-SXM4-80GB" in message
     assert "load_devices" in message and "HABITAT_DEVICES" in message
     assert isinstance(info.value, ValueError)
-    with pytest.raises(habitat._C.UnknownDeviceError, match="A10"):
+    with pytest.raises(habitat._engine.UnknownDeviceError, match="A10"):
         hd.get_device("A10G")
 
 

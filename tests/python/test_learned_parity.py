@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from habitat import _C  # noqa: E402
+from habitat import _engine  # noqa: E402
 from habitat.learned import features as feats  # noqa: E402
 from habitat.learned.devices import DEFAULT_DB, default_table  # noqa: E402
 from habitat.learned.model import load_all  # noqa: E402
@@ -44,7 +44,7 @@ def test_cpp_features_match_python(family: str, precision: str) -> None:
         x, t_roof = feats.compute(family, shapes, dev, precision)
         for i in range(len(t_roof)):
             row = {c: float(v[i]) for c, v in shapes.items()}
-            cx, ct = _C.learned_features(family, row, gpu, precision, str(DEFAULT_DB))
+            cx, ct = _engine.learned_features(family, row, gpu, precision, str(DEFAULT_DB))
             np.testing.assert_allclose(cx, x[i], rtol=1e-9, atol=1e-9)
             assert ct == pytest.approx(t_roof[i], rel=1e-9)
 
@@ -52,7 +52,7 @@ def test_cpp_features_match_python(family: str, precision: str) -> None:
 @pytest.mark.skipif(not (WEIGHTS / "gemm.safetensors").is_file(), reason="weights not trained")
 @pytest.mark.parametrize("family", feats.FAMILIES)
 def test_cpp_predictions_match_python(family: str) -> None:
-    cpp = _C.load_learned_models(str(WEIGHTS))
+    cpp = _engine.load_learned_models(str(WEIGHTS))
     py = load_all(WEIGHTS)
     assert family in cpp.families()
     rng = np.random.default_rng(11)
@@ -66,8 +66,8 @@ def test_cpp_predictions_match_python(family: str) -> None:
 
 
 def test_errors_name_the_problem(tmp_path: Path) -> None:
-    assert _C.load_learned_models(str(tmp_path)) is None
+    assert _engine.load_learned_models(str(tmp_path)) is None
     with pytest.raises(ValueError, match="unknown learned family"):
-        _C.learned_features("lstm", {}, "T4", "fp32", str(DEFAULT_DB))
+        _engine.learned_features("lstm", {}, "T4", "fp32", str(DEFAULT_DB))
     with pytest.raises(Exception, match="must be positive|lacks column"):
-        _C.learned_features("gemm", {"b": 1.0}, "T4", "fp32", str(DEFAULT_DB))
+        _engine.learned_features("gemm", {"b": 1.0}, "T4", "fp32", str(DEFAULT_DB))

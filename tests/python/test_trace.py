@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from habitat import _C
+from habitat import _engine
 from habitat.trace import (
     FORMAT_VERSION,
     TraceFormatError,
@@ -132,7 +132,7 @@ def test_unknown_top_level_keys_are_ignored() -> None:
 def test_format_version_constant() -> None:
     assert FORMAT_VERSION == 1
     assert issubclass(TraceFormatError, ValueError)
-    assert TraceFormatError is _C.TraceFormatError
+    assert TraceFormatError is _engine.TraceFormatError
 
 
 def _corrupted(**changes: Any) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 // must start, flush an empty step and stop.
 #include <gtest/gtest.h>
 
-#include "cupti_tracer.h"
+#include "cupti/cupti_tracer.h"
 
 namespace habitat::cupti {
 namespace {

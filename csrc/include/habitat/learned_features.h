@@ -1,0 +1,41 @@
+// Feature vectors of the learned efficiency models, from an op family's canonical shape
+// and the target device. Mirrors python/habitat/learned/features.py number for number
+// (tests/python/test_learned_parity.py checks it); change both together.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "habitat/device.h"
+#include "habitat/precision.h"
+
+namespace habitat {
+
+enum class LearnedFamily { Gemm, Conv, Elementwise, Softmax, LayerNorm };
+
+std::string_view to_string(LearnedFamily f);
+std::optional<LearnedFamily> learned_family_from_string(std::string_view name);
+
+// Shape columns of each family, in the Python order:
+//   gemm         b, m, n, k, elem_bytes  (C[b,m,n] = A[b,m,k] @ B[b,k,n])
+//   conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes
+//   elementwise  n, inputs, transcendental, elem_bytes
+//   softmax      rows, cols, elem_bytes
+//   layernorm    rows, cols, elem_bytes
+using LearnedShape = std::map<std::string, double>;
+const std::vector<std::string>& shape_columns(LearnedFamily f);
+const std::vector<std::string>& feature_names(LearnedFamily f);
+
+struct LearnedFeatures {
+  std::vector<double> values;  // feature_names(f) order
+  double roofline_us = 0;      // the time the predicted efficiency divides
+};
+
+// Throws std::invalid_argument naming a missing or non-positive shape column.
+LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& shape,
+                                         const Device& device, Precision precision);
+
+}  // namespace habitat

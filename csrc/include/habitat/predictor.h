@@ -1,0 +1,84 @@
+// Turns a captured step into per-op, per-target forecasts.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "habitat/device.h"
+#include "habitat/op_cost.h"
+#include "habitat/trace.h"
+
+namespace habitat {
+
+enum class Method {
+  WaveScaling,   // runtime-based: measured kernels wave-scaled (Habitat)
+  LearnedRatio,  // runtime-based: measured time x model(target) / model(origin)
+  RooflineRatio, // runtime-based: measured time x roofline(target) / roofline(origin)
+  LearnedShape,  // shape-based: learned efficiency on the roofline
+  Roofline,      // shape-based: roofline with a per-class efficiency
+  Fallback,      // op not modelled: bytes / bandwidth, flagged as unsupported
+  NoKernel,      // views and metadata ops: no device work
+  Composite,     // sum of the ops it decomposed into
+};
+const char* to_string(Method m);
+
+// A model that predicts an op's device time from its shape alone (learned predictors).
+// Returns nullopt when it has no model for the op, so the caller can fall back.
+class ShapeModel {
+ public:
+  virtual ~ShapeModel() = default;
+  virtual std::optional<double> predict_us(const OpRecord& op, const OpCost& cost,
+                                           const Device& target) const = 0;
+};
+
+struct OpPrediction {
+  double time_us = 0;
+  Method method = Method::Roofline;
+};
+
+struct OpForecast {
+  uint64_t op_id = 0;
+  OpCost cost;
+  std::vector<OpPrediction> per_target;  // aligned with Forecast::targets
+  // What this op adds to each target's total: 0 for an op whose work its parent's estimate
+  // already covers, or whose children carry it; the parts of the totals, op by op.
+  std::vector<OpPrediction> share;
+};
+
+struct TargetTotals {
+  double total_us = 0;                  // each op's own work counted once (see predict)
+  std::map<Phase, double> phase_us;
+  std::map<Method, int> method_ops;     // how many leaf ops each method forecast
+};
+
+struct Forecast {
+  std::vector<std::string> targets;     // canonical device names
+  std::vector<OpForecast> ops;          // aligned with Step::ops
+  std::vector<TargetTotals> totals;     // aligned with targets
+  std::vector<std::string> unsupported; // distinct op names forecast by Fallback
+};
+
+class Predictor {
+ public:
+  // `model` may be null: shape-based forecasts then use the roofline path only.
+  Predictor(const DeviceDatabase& db, const ShapeModel* model = nullptr) : db_(db), model_(model) {}
+
+  // Runtime-based for ops with kernels measured on a known GPU origin; shape-based otherwise.
+  Forecast predict(const Step& step, const TraceOrigin& origin,
+                   const std::vector<std::string>& targets) const;
+
+ private:
+  const DeviceDatabase& db_;
+  const ShapeModel* model_;
+};
+
+// Forecast as a JSON document (for Python and saved reports).
+std::string forecast_to_json(const Forecast& f);
+// The same document in two parts, read at different times: everything but "ops", and the
+// "ops" array alone.
+std::string forecast_summary_to_json(const Forecast& f);
+std::string forecast_ops_to_json(const Forecast& f);
+
+}  // namespace habitat

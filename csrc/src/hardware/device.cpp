@@ -1,0 +1,517 @@
+#include "habitat/device.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <utility>
+
+namespace habitat {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view kFormat = "habitat-devices";
+constexpr int kMaxVersion = 1;
+
+struct SmField {
+  std::string_view key;
+  int SmLimits::*member;
+};
+
+constexpr std::array<SmField, 11> kSmFields{{
+    {"max_threads", &SmLimits::max_threads},
+    {"max_warps", &SmLimits::max_warps},
+    {"max_blocks", &SmLimits::max_blocks},
+    {"registers", &SmLimits::registers},
+    {"max_registers_per_thread", &SmLimits::max_registers_per_thread},
+    {"register_alloc_unit", &SmLimits::register_alloc_unit},
+    {"warp_alloc_granularity", &SmLimits::warp_alloc_granularity},
+    {"shared_memory", &SmLimits::shared_memory},
+    {"shared_memory_per_block", &SmLimits::shared_memory_per_block},
+    {"shared_alloc_unit", &SmLimits::shared_alloc_unit},
+    {"reserved_shared_per_block", &SmLimits::reserved_shared_per_block},
+}};
+
+// Fields a count or size of which must be positive; the rest may be 0.
+constexpr std::array<std::string_view, 7> kPositiveSmFields{
+    "max_threads",      "max_warps",           "max_blocks",
+    "registers",        "register_alloc_unit", "warp_alloc_granularity",
+    "shared_alloc_unit"};
+
+struct NumberField {
+  std::string_view key;
+  double Device::*member;
+  bool may_be_zero;  // 0 = unknown is allowed where the engine does not divide by it
+};
+
+constexpr std::array<NumberField, 5> kNumberFields{{
+    {"boost_clock_mhz", &Device::boost_clock_mhz, false},
+    {"memory_gb", &Device::memory_gb, false},
+    {"memory_bandwidth_gbs", &Device::memory_bandwidth_gbs, false},
+    {"l2_mb", &Device::l2_mb, true},
+    {"tdp_w", &Device::tdp_w, true},
+}};
+
+constexpr std::array<std::string_view, 14> kDeviceKeys{"name",        "display_name",
+                                                       "aliases",     "compute_capability",
+                                                       "sms",         "boost_clock_mhz",
+                                                       "memory_gb",   "memory_bandwidth_gbs",
+                                                       "l2_mb",       "tdp_w",
+                                                       "peak_tflops", "sm_limits",
+                                                       "sources",     "notes"};
+
+// A new device must give these; an existing one may be updated by any subset.
+constexpr std::array<std::string_view, 8> kRequiredKeys{
+    "compute_capability",   "sms",   "boost_clock_mhz", "memory_gb",
+    "memory_bandwidth_gbs", "l2_mb", "tdp_w",           "peak_tflops"};
+
+constexpr std::array<std::string_view, 3> kVendorWords{"nvidia", "tesla", "geforce"};
+
+// Keys starting with '_' are comments and ignored everywhere.
+bool is_comment(const std::string& key) { return !key.empty() && key.front() == '_'; }
+
+template <std::size_t N>
+bool contains(const std::array<std::string_view, N>& set, std::string_view key) {
+  return std::find(set.begin(), set.end(), key) != set.end();
+}
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw std::runtime_error("device database: " + where + ": " + what);
+}
+
+std::string in_quotes(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out.append(1, '"').append(s).append(1, '"');
+  return out;
+}
+
+std::string where_device(std::string_view name) { return "device " + in_quotes(name); }
+
+std::string describe(const json& v) {
+  const std::string text = v.dump();
+  return text.size() > 40 ? text.substr(0, 40) + "..." : text;
+}
+
+int as_int(const json& v, const std::string& where, std::string_view field, bool positive) {
+  const bool integral = v.is_number_integer() ||
+                        (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  if (!integral || v.get<double>() < (positive ? 1 : 0) ||
+      v.get<double>() > std::numeric_limits<int>::max()) {
+    fail(where, "field " + in_quotes(field) + " must be a " +
+                    (positive ? "positive" : "non-negative") + " integer, got " + describe(v));
+  }
+  return static_cast<int>(v.get<double>());
+}
+
+double as_number(const json& v, const std::string& where, std::string_view field,
+                 bool may_be_zero) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
+      (!may_be_zero && v.get<double>() == 0)) {
+    fail(where, "field " + in_quotes(field) + " must be a " +
+                    (may_be_zero ? "non-negative" : "positive") + " number, got " + describe(v));
+  }
+  return v.get<double>();
+}
+
+std::string as_string(const json& v, const std::string& where, std::string_view field) {
+  if (!v.is_string())
+    fail(where, "field " + in_quotes(field) + " must be a string, got " + describe(v));
+  return v.get<std::string>();
+}
+
+// "8.0", "10.0" or the number 8.6 -> (8, 0), (10, 0), (8, 6).
+std::pair<int, int> parse_compute_capability(const json& v, const std::string& where) {
+  std::string text;
+  if (v.is_string()) {
+    text = v.get<std::string>();
+  } else if (v.is_number() && v.get<double>() > 0) {
+    std::ostringstream out;
+    out.precision(1);
+    out << std::fixed << v.get<double>();
+    text = out.str();
+  }
+  const auto dot = text.find('.');
+  const auto all_digits = [](std::string_view s) {
+    return !s.empty() && s.size() <= 3 &&
+           std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+  };
+  if (dot == std::string::npos || !all_digits(std::string_view(text).substr(0, dot)) ||
+      !all_digits(std::string_view(text).substr(dot + 1))) {
+    fail(where, "field \"compute_capability\" must look like \"8.0\", got " + describe(v));
+  }
+  return {std::stoi(text.substr(0, dot)), std::stoi(text.substr(dot + 1))};
+}
+
+std::string cc_key(int major, int minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+// Applies the fields of `obj` to `limits`; with `complete`, every field must be given.
+void apply_sm_limits(SmLimits& limits, const json& obj, const std::string& where, bool complete) {
+  if (!obj.is_object()) fail(where, "\"sm_limits\" must be an object, got " + describe(obj));
+  for (const auto& [key, value] : obj.items()) {
+    if (is_comment(key) || key == "sources" || key == "notes") continue;
+    const auto* field = std::find_if(kSmFields.begin(), kSmFields.end(),
+                                     [&](const SmField& f) { return f.key == key; });
+    if (field == kSmFields.end()) fail(where, "unknown sm_limits field " + in_quotes(key));
+    limits.*(field->member) =
+        as_int(value, where, "sm_limits." + key, contains(kPositiveSmFields, key));
+  }
+  if (complete) {
+    for (const auto& f : kSmFields) {
+      if (!obj.contains(std::string(f.key))) {
+        fail(where, "sm_limits misses field " + in_quotes(f.key));
+      }
+    }
+  }
+}
+
+void check_sm_limits(const SmLimits& l, const std::string& where) {
+  for (const auto& f : kSmFields) {
+    const int value = l.*(f.member);
+    if (value < (contains(kPositiveSmFields, f.key) ? 1 : 0)) {
+      fail(where, "sm_limits field " + in_quotes(f.key) + " is missing or invalid (" +
+                      std::to_string(value) + ")");
+    }
+  }
+  if (l.shared_memory_per_block + l.reserved_shared_per_block > l.shared_memory) {
+    fail(where,
+         "sm_limits.shared_memory_per_block plus reserved_shared_per_block exceeds "
+         "shared_memory");
+  }
+}
+
+json parse_document(std::string_view text) {
+  json doc;
+  try {
+    doc = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    fail("document", std::string("malformed JSON (") + e.what() + ")");
+  }
+  if (!doc.is_object()) fail("document", "the top level must be an object with a \"devices\" list");
+  for (const auto& [key, value] : doc.items()) {
+    if (is_comment(key)) continue;
+    if (key == "format") {
+      if (!value.is_string() || value.get<std::string>() != kFormat) {
+        fail("document",
+             "\"format\" must be \"" + std::string(kFormat) + "\", got " + describe(value));
+      }
+    } else if (key == "version") {
+      if (!value.is_number_integer() || value.get<int>() < 1 || value.get<int>() > kMaxVersion) {
+        fail("document", "unsupported \"version\" " + describe(value) +
+                             " (this Habitat reads version " + std::to_string(kMaxVersion) + ")");
+      }
+    } else if (key == "devices") {
+      if (!value.is_array()) fail("document", "\"devices\" must be a list");
+    } else if (key == "sm_limits" || key == "source_tags") {
+      if (!value.is_object()) fail("document", in_quotes(key) + " must be an object");
+    } else {
+      fail("document", "unknown top-level field " + in_quotes(key));
+    }
+  }
+  return doc;
+}
+
+// Merges the document's per-compute-capability table into `tables`. Existing entries
+// are updated field by field (and so are the devices that inherit them); new entries
+// must be complete.
+void merge_sm_tables(std::map<std::string, SmLimits>& tables, std::vector<Device>& devices,
+                     const json& doc) {
+  if (!doc.contains("sm_limits")) return;
+  for (const auto& [key, value] : doc.at("sm_limits").items()) {
+    if (is_comment(key)) continue;
+    const std::string where = "sm_limits[" + in_quotes(key) + "]";
+    const auto [major, minor] = parse_compute_capability(json(key), where);
+    const std::string cc = cc_key(major, minor);
+    const bool is_new = tables.find(cc) == tables.end();
+    SmLimits& limits = tables[cc];
+    apply_sm_limits(limits, value, where, is_new);
+    check_sm_limits(limits, where);
+    if (is_new) continue;
+    for (auto& d : devices) {
+      if (cc_key(d.cc_major, d.cc_minor) == cc) apply_sm_limits(d.limits, value, where, false);
+    }
+  }
+}
+
+// Applies one entry of "devices" to `d`: every field for a new device, the given ones
+// for an existing device.
+void apply_entry(Device& d, const json& entry, const std::map<std::string, SmLimits>& tables,
+                 bool is_new) {
+  const std::string where = where_device(d.name);
+  for (const auto& [key, value] : entry.items()) {
+    if (!is_comment(key) && !contains(kDeviceKeys, key)) {
+      fail(where, "unknown field " + in_quotes(key));
+    }
+  }
+  if (is_new) {
+    std::string missing;
+    for (auto key : kRequiredKeys) {
+      if (!entry.contains(std::string(key)))
+        missing += (missing.empty() ? "" : ", ") + std::string(key);
+    }
+    if (!missing.empty()) {
+      fail(where, "a new device needs the field(s) " + missing +
+                      " (a partial entry can only update a device that already exists)");
+    }
+  }
+  if (entry.contains("display_name")) {
+    d.display_name = as_string(entry.at("display_name"), where, "display_name");
+  }
+  if (entry.contains("aliases")) {
+    const json& aliases = entry.at("aliases");
+    if (!aliases.is_array()) fail(where, "field \"aliases\" must be a list of strings");
+    d.aliases.clear();
+    for (const auto& a : aliases) d.aliases.push_back(as_string(a, where, "aliases"));
+  }
+  if (entry.contains("compute_capability")) {
+    std::tie(d.cc_major, d.cc_minor) =
+        parse_compute_capability(entry.at("compute_capability"), where);
+    const auto table = tables.find(cc_key(d.cc_major, d.cc_minor));
+    if (table != tables.end()) {
+      d.limits = table->second;
+    } else if (!entry.contains("sm_limits")) {
+      fail(where, "no sm_limits table for compute capability " + cc_key(d.cc_major, d.cc_minor) +
+                      ": give the device's \"sm_limits\" (all fields)");
+    } else {
+      d.limits = SmLimits{};
+    }
+  }
+  if (entry.contains("sm_limits")) apply_sm_limits(d.limits, entry.at("sm_limits"), where, false);
+  check_sm_limits(d.limits, where);
+  if (entry.contains("sms")) d.sms = as_int(entry.at("sms"), where, "sms", true);
+  for (const auto& f : kNumberFields) {
+    const std::string key(f.key);
+    if (entry.contains(key)) d.*(f.member) = as_number(entry.at(key), where, key, f.may_be_zero);
+  }
+  if (entry.contains("peak_tflops")) {
+    const json& peaks = entry.at("peak_tflops");
+    if (!peaks.is_object()) fail(where, "field \"peak_tflops\" must be an object");
+    for (const auto& [key, value] : peaks.items()) {
+      if (is_comment(key)) continue;
+      const auto precision = precision_from_string(key);
+      if (!precision) {
+        fail(where, "unknown precision " + in_quotes(key) +
+                        " in peak_tflops (use fp32, tf32, fp16, bf16, fp8, fp64)");
+      }
+      if (value.is_null()) {  // an override may remove a peak the device lacks
+        d.peak_tflops.erase(*precision);
+      } else {
+        d.peak_tflops[*precision] = as_number(value, where, "peak_tflops." + key, false);
+      }
+    }
+  }
+  if (!d.peak_tflops.contains(Precision::Fp32Simt)) {
+    fail(where,
+         "field \"peak_tflops\" needs \"fp32\" (the SIMT peak every other precision "
+         "falls back to)");
+  }
+  if (entry.contains("sources")) {
+    const json& sources = entry.at("sources");
+    if (!sources.is_object()) fail(where, "field \"sources\" must be an object");
+    for (const auto& [key, value] : sources.items()) {
+      if (!is_comment(key)) d.sources[key] = as_string(value, where, "sources." + key);
+    }
+  }
+  if (entry.contains("notes")) d.notes = as_string(entry.at("notes"), where, "notes");
+}
+
+std::string entry_name(const json& entry, std::size_t index) {
+  const std::string where = "devices[" + std::to_string(index) + "]";
+  if (!entry.is_object()) fail(where, "each device must be an object");
+  if (!entry.contains("name")) fail(where, "missing field \"name\"");
+  std::string name = as_string(entry.at("name"), where, "name");
+  if (name.find_first_not_of(" \t") == std::string::npos) fail(where, "field \"name\" is empty");
+  return name;
+}
+
+// Lower case, separators removed, vendor words dropped: "NVIDIA H100 80GB HBM3",
+// "h100_80gb-hbm3" and "Tesla H100 80GB HBM3" all become "h10080gbhbm3".
+std::string normalise(std::string_view name) {
+  std::string out;
+  std::string token;
+  const auto flush = [&] {
+    if (!contains(kVendorWords, token)) out += token;
+    token.clear();
+  };
+  for (const char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      token += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      flush();
+    }
+  }
+  flush();
+  return out;
+}
+
+std::vector<std::string> all_names(const Device& d) {
+  std::vector<std::string> names{d.name, d.display_name};
+  names.insert(names.end(), d.aliases.begin(), d.aliases.end());
+  return names;
+}
+
+// Every name of every device must lead to exactly one device.
+void check_unique_names(const std::vector<Device>& devices) {
+  std::map<std::string, std::pair<std::size_t, std::string>> owner;
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    for (const auto& name : all_names(devices[i])) {
+      const std::string key = normalise(name);
+      if (key.empty()) fail(where_device(devices[i].name), "name " + in_quotes(name) + " is empty");
+      const auto [it, inserted] = owner.try_emplace(key, i, name);
+      if (!inserted && it->second.first != i) {
+        fail(where_device(devices[i].name), "name " + in_quotes(name) + " also names device " +
+                                                in_quotes(devices[it->second.first].name) +
+                                                " (as " + in_quotes(it->second.second) +
+                                                "); each name must lead to one device");
+      }
+    }
+  }
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw std::runtime_error("device database: cannot read " + in_quotes(path) + ": " +
+                             std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+double Device::peak_flops(Precision p) const {
+  auto it = peak_tflops.find(p);
+  if (it == peak_tflops.end()) it = peak_tflops.find(Precision::Fp32Simt);
+  return it == peak_tflops.end() ? 0.0 : it->second * 1e12;
+}
+
+DeviceDatabase DeviceDatabase::from_json(std::string_view json_text) {
+  const json doc = parse_document(json_text);
+  if (!doc.contains("devices")) fail("document", "missing the \"devices\" list");
+  DeviceDatabase db;
+  db.merge_json(json_text);
+  return db;
+}
+
+DeviceDatabase DeviceDatabase::load_file(const std::string& path) {
+  try {
+    return from_json(read_file(path));
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) + " (in " + path + ")");
+  }
+}
+
+void DeviceDatabase::merge_json(std::string_view json_text) {
+  const json doc = parse_document(json_text);
+  // Work on a copy so a bad document leaves the database as it was.
+  std::vector<Device> devices = devices_;
+  std::map<std::string, SmLimits> tables = sm_limit_tables_;
+  merge_sm_tables(tables, devices, doc);
+  if (doc.contains("devices")) {
+    std::vector<std::string> seen;
+    const json& entries = doc.at("devices");
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const std::string name = entry_name(entries[i], i);
+      const std::string key = normalise(name);
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+        fail(where_device(name), "appears twice in the same document");
+      }
+      seen.push_back(key);
+      // A name, display name or alias of an existing device updates that device.
+      auto existing = std::find_if(devices.begin(), devices.end(), [&](const Device& d) {
+        const auto names = all_names(d);
+        return std::any_of(names.begin(), names.end(),
+                           [&](const std::string& n) { return normalise(n) == key; });
+      });
+      if (existing != devices.end()) {
+        apply_entry(*existing, entries[i], tables, false);
+      } else {
+        Device d;
+        d.name = name;
+        d.display_name = name;
+        apply_entry(d, entries[i], tables, true);
+        devices.push_back(std::move(d));
+      }
+    }
+  }
+  check_unique_names(devices);
+  devices_ = std::move(devices);
+  sm_limit_tables_ = std::move(tables);
+}
+
+const Device* DeviceDatabase::try_find(std::string_view name) const {
+  const std::string key = normalise(name);
+  if (key.empty()) return nullptr;
+  for (const auto& d : devices_) {
+    for (const auto& n : all_names(d)) {
+      if (normalise(n) == key) return &d;
+    }
+  }
+  return nullptr;
+}
+
+const Device& DeviceDatabase::find(std::string_view name) const {
+  if (const Device* d = try_find(name)) return *d;
+  std::string message = "unknown GPU " + in_quotes(name) + ".";
+  const auto close = closest_names(name);
+  if (!close.empty()) {
+    message += " Closest known devices: ";
+    for (std::size_t i = 0; i < close.size(); ++i) message += (i ? ", " : "") + close[i];
+    message += ".";
+  }
+  message +=
+      " List them all with `python -m habitat devices`. To add a GPU, write a JSON file laid out "
+      "like habitat/data/devices.json ({\"devices\": [{\"name\": ..., \"compute_capability\": "
+      "\"8.9\", \"sms\": ..., \"boost_clock_mhz\": ..., \"memory_gb\": ..., "
+      "\"memory_bandwidth_gbs\": ..., \"l2_mb\": ..., \"tdp_w\": ..., \"peak_tflops\": {\"fp32\": "
+      "...}}]}) and load it with habitat.load_devices(path) or HABITAT_DEVICES=path.";
+  throw UnknownDeviceError(message);
+}
+
+std::vector<std::string> DeviceDatabase::closest_names(std::string_view name, std::size_t n) const {
+  const std::string key = normalise(name);
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  for (const auto& d : devices_) {
+    std::size_t best = std::numeric_limits<std::size_t>::max();
+    for (const auto& candidate : all_names(d)) {
+      const std::string other = normalise(candidate);
+      // A name that contains the query (or the reverse) is a near miss whatever its length.
+      const bool nested = !key.empty() && (other.find(key) != std::string::npos ||
+                                           key.find(other) != std::string::npos);
+      best = std::min(best, nested ? std::size_t{1} : edit_distance(key, other));
+    }
+    scored.emplace_back(best, d.name);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < scored.size() && i < n; ++i) names.push_back(scored[i].second);
+  return names;
+}
+
+}  // namespace habitat

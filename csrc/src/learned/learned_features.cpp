@@ -1,0 +1,183 @@
+#include "habitat/learned_features.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <stdexcept>
+
+namespace habitat {
+namespace {
+
+// Constants shared with features.py.
+constexpr double kSoftmaxFlopsPerElement = 5.0;
+constexpr double kLayerNormFlopsPerElement = 8.0;
+constexpr double kTranscendentalFlops = 16.0;
+constexpr double kElementwiseBlockElements = 512.0;
+constexpr double kMiB = 1048576.0;
+
+constexpr std::array<std::pair<LearnedFamily, std::string_view>, 5> kNames{{
+    {LearnedFamily::Gemm, "gemm"},
+    {LearnedFamily::Conv, "conv"},
+    {LearnedFamily::Elementwise, "elementwise"},
+    {LearnedFamily::Softmax, "softmax"},
+    {LearnedFamily::LayerNorm, "layernorm"},
+}};
+
+double log2c(double x) { return std::log2(std::max(x, 1e-30)); }
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Empty: the device enters only through op-relative quantities (see features.py).
+const std::vector<std::string> kDeviceFeatures{};
+const std::vector<std::string> kGemmCore{
+    "log2_t_compute_us", "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_64",
+    "wave_fill_64",      "log2_waves_128",   "wave_fill_128",             "log2_bytes_over_l2"};
+
+struct Roof {
+  double peak;       // FLOP/s for the precision
+  double bandwidth;  // bytes/s
+};
+
+// The roofline/wave block shared by gemm and conv; appends features, returns roofline us.
+double gemm_core(double b, double m, double n, double flops, double bytes, const Device& dev,
+                 const Roof& roof, std::vector<double>& out) {
+  const double t_c = flops / roof.peak * 1e6;
+  const double t_m = bytes / roof.bandwidth * 1e6;
+  const double ridge = roof.peak / roof.bandwidth;
+  out.push_back(log2c(t_c));
+  out.push_back(log2c(t_m));
+  out.push_back(log2c(flops / bytes / ridge));
+  const double sms = dev.sms;
+  for (double tile : {64.0, 128.0}) {
+    const double blocks = b * std::ceil(m / tile) * std::ceil(n / tile);
+    const double waves = std::ceil(blocks / sms);
+    out.push_back(log2c(blocks / sms));
+    out.push_back(blocks / (waves * sms));
+  }
+  out.push_back(log2c(bytes / (dev.l2_mb * kMiB)));
+  return std::max(t_c, t_m);
+}
+
+}  // namespace
+
+std::string_view to_string(LearnedFamily f) {
+  for (const auto& [v, n] : kNames) {
+    if (v == f) return n;
+  }
+  return "gemm";
+}
+
+std::optional<LearnedFamily> learned_family_from_string(std::string_view name) {
+  for (const auto& [v, n] : kNames) {
+    if (n == name) return v;
+  }
+  return std::nullopt;
+}
+
+const std::vector<std::string>& shape_columns(LearnedFamily f) {
+  static const std::map<LearnedFamily, std::vector<std::string>> columns{
+      {LearnedFamily::Gemm, {"b", "m", "n", "k", "elem_bytes"}},
+      {LearnedFamily::Conv, {"batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes"}},
+      {LearnedFamily::Elementwise, {"n", "inputs", "transcendental", "elem_bytes"}},
+      {LearnedFamily::Softmax, {"rows", "cols", "elem_bytes"}},
+      {LearnedFamily::LayerNorm, {"rows", "cols", "elem_bytes"}},
+  };
+  return columns.at(f);
+}
+
+const std::vector<std::string>& feature_names(LearnedFamily f) {
+  static const std::vector<std::string> row_features{"log2_rows", "log2_cols", "log2_t_memory_us",
+                                                     "log2_bytes_over_l2", "log2_rows_per_sm"};
+  static const std::map<LearnedFamily, std::vector<std::string>> names{
+      {LearnedFamily::Gemm,
+       concat(concat({"log2_b", "log2_m", "log2_n", "log2_k"}, kGemmCore), kDeviceFeatures)},
+      {LearnedFamily::Conv,
+       concat(concat({"log2_batch", "log2_cin", "log2_cout", "kernel", "stride", "log2_size",
+                      "log2_gemm_m", "log2_gemm_k"},
+                     kGemmCore),
+              kDeviceFeatures)},
+      {LearnedFamily::Elementwise,
+       concat({"log2_n", "inputs", "transcendental", "log2_t_memory_us", "log2_bytes_over_l2",
+               "log2_blocks_per_sm"},
+              kDeviceFeatures)},
+      {LearnedFamily::Softmax, concat(row_features, kDeviceFeatures)},
+      {LearnedFamily::LayerNorm, concat(row_features, kDeviceFeatures)},
+  };
+  return names.at(f);
+}
+
+LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& shape,
+                                         const Device& dev, Precision precision) {
+  auto col = [&](const std::string& name, bool allow_zero = false) {
+    auto it = shape.find(name);
+    if (it == shape.end()) {
+      throw std::invalid_argument(std::string(to_string(f)) + " shape lacks column '" + name + "'");
+    }
+    if (!(it->second > 0) && !(allow_zero && it->second == 0)) {
+      throw std::invalid_argument(std::string(to_string(f)) + " shape column '" + name +
+                                  "' must be positive");
+    }
+    return it->second;
+  };
+  if (dev.sms <= 0 || dev.memory_bandwidth_gbs <= 0 || dev.l2_mb <= 0) {
+    throw std::invalid_argument("device " + dev.name + " lacks SMs, bandwidth or L2 size");
+  }
+  const Roof roof{dev.peak_flops(precision), dev.memory_bandwidth_gbs * 1e9};
+  const double fp32_peak = dev.peak_flops(Precision::Fp32Simt);
+  const double eb = col("elem_bytes");
+  LearnedFeatures out;
+  auto& x = out.values;
+  switch (f) {
+    case LearnedFamily::Gemm: {
+      const double b = col("b"), m = col("m"), n = col("n"), k = col("k");
+      const double flops = 2.0 * b * m * n * k;
+      const double bytes = eb * b * (m * k + k * n + m * n);
+      x = {log2c(b), log2c(m), log2c(n), log2c(k)};
+      out.roofline_us = gemm_core(b, m, n, flops, bytes, dev, roof, x);
+      break;
+    }
+    case LearnedFamily::Conv: {
+      const double batch = col("batch"), cin = col("cin"), cout = col("cout"), r = col("kernel");
+      const double size = col("size"), stride = col("stride"), pad = col("padding", true);
+      const double out_size = std::floor((size + 2.0 * pad - r) / stride) + 1.0;
+      if (!(out_size > 0)) throw std::invalid_argument("conv shape gives an empty output");
+      const double gm = batch * out_size * out_size, gn = cout, gk = cin * r * r;
+      const double flops = 2.0 * gm * gn * gk;
+      const double bytes =
+          eb * (batch * cin * size * size + cout * cin * r * r + batch * cout * out_size * out_size);
+      x = {log2c(batch), log2c(cin), log2c(cout), r, stride, log2c(size), log2c(gm), log2c(gk)};
+      out.roofline_us = gemm_core(1.0, gm, gn, flops, bytes, dev, roof, x);
+      break;
+    }
+    case LearnedFamily::Elementwise: {
+      const double n = col("n"), inputs = col("inputs", true), trans = col("transcendental", true);
+      const double bytes = eb * n * (inputs + 1.0);
+      const double flops = n * (1.0 + kTranscendentalFlops * trans);
+      const double t_m = bytes / roof.bandwidth * 1e6;
+      out.roofline_us = std::max(t_m, flops / fp32_peak * 1e6);
+      const double blocks = std::ceil(n / kElementwiseBlockElements);
+      x = {log2c(n), inputs, trans, log2c(t_m), log2c(bytes / (dev.l2_mb * kMiB)),
+           log2c(blocks / dev.sms)};
+      break;
+    }
+    case LearnedFamily::Softmax:
+    case LearnedFamily::LayerNorm: {
+      const double rows = col("rows"), cols = col("cols");
+      const bool softmax = f == LearnedFamily::Softmax;
+      double bytes = eb * rows * cols * 2.0;
+      if (!softmax) bytes = bytes + eb * 2.0 * cols;
+      const double per = softmax ? kSoftmaxFlopsPerElement : kLayerNormFlopsPerElement;
+      const double t_m = bytes / roof.bandwidth * 1e6;
+      out.roofline_us = std::max(t_m, per * rows * cols / fp32_peak * 1e6);
+      x = {log2c(rows), log2c(cols), log2c(t_m), log2c(bytes / (dev.l2_mb * kMiB)),
+           log2c(rows / dev.sms)};
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace habitat

@@ -1,0 +1,309 @@
+// Learned efficiency models: loading, op -> family mapping, prediction.
+#include "learned/learned_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "habitat/learned_models.h"
+
+namespace habitat {
+namespace {
+
+std::string strip_aten(const std::string& name) {
+  return name.starts_with("aten::") ? name.substr(6) : name;
+}
+
+double numel(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), 1.0,
+                         [](double a, int64_t d) { return a * static_cast<double>(d); });
+}
+
+double elem_bytes(const TensorMeta& t) { return dtype_size(t.dtype).value_or(4); }
+
+const TensorMeta* first_of(const OpRecord& op, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (const TensorMeta* t = op.tensor(n); t != nullptr && t->defined) return t;
+  }
+  return nullptr;
+}
+
+int64_t int_arg(const OpRecord& op, const char* name, int64_t fallback) {
+  const ArgValue* a = op.arg(name);
+  if (a == nullptr || a->ints.empty()) return fallback;
+  return a->ints.front();
+}
+
+bool bool_arg(const OpRecord& op, const char* name) { return int_arg(op, name, 0) != 0; }
+
+// Matrix operands [.., M, K] x [.., K, N] -> gemm shape with batch = product of out dims.
+std::optional<LearnedShape> gemm_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                                       const std::vector<int64_t>& out, double eb) {
+  if (a.empty() || b.empty() || out.empty()) return std::nullopt;
+  const double k = static_cast<double>(a.back());
+  const double m = a.size() >= 2 ? static_cast<double>(a[a.size() - 2]) : 1.0;
+  const double n = b.size() >= 2 ? static_cast<double>(b.back()) : 1.0;
+  const double batch = numel(out) / (m * n);
+  if (!(k > 0 && m > 0 && n > 0 && batch >= 1)) return std::nullopt;
+  return LearnedShape{{"b", std::round(batch)}, {"m", m}, {"n", n}, {"k", k}, {"elem_bytes", eb}};
+}
+
+std::vector<LearnedPart> gemm_parts(const std::string& name, const OpRecord& op) {
+  const TensorMeta* a = nullptr;
+  const TensorMeta* b = nullptr;
+  if (name == "mm" || name == "bmm") {
+    a = first_of(op, {"self"});
+    b = first_of(op, {"mat2"});
+  } else if (name == "addmm" || name == "_addmm_activation") {
+    a = first_of(op, {"mat1"});
+    b = first_of(op, {"mat2"});
+  } else if (name == "baddbmm" || name == "addbmm") {
+    a = first_of(op, {"batch1"});
+    b = first_of(op, {"batch2"});
+  } else if (name == "matmul") {
+    a = first_of(op, {"self"});
+    b = first_of(op, {"other"});
+  } else if (name == "linear") {
+    const TensorMeta* x = first_of(op, {"input"});
+    const TensorMeta* w = first_of(op, {"weight"});
+    if (x == nullptr || w == nullptr || x->shape.empty() || w->shape.size() != 2) return {};
+    const double k = static_cast<double>(x->shape.back());
+    const double m = numel(x->shape) / k;
+    const double n = static_cast<double>(w->shape[0]);
+    return {{LearnedFamily::Gemm, {{"b", 1}, {"m", m}, {"n", n}, {"k", k}, {"elem_bytes", elem_bytes(*x)}}}};
+  }
+  if (a == nullptr || b == nullptr || op.outputs.empty()) return {};
+  auto shape = gemm_shape(a->shape, b->shape, op.outputs.front().shape, elem_bytes(*a));
+  if (!shape) return {};
+  return {{LearnedFamily::Gemm, *shape}};
+}
+
+std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op) {
+  const bool backward = name == "convolution_backward";
+  const TensorMeta* x = first_of(op, {"input"});
+  const TensorMeta* w = first_of(op, {"weight"});
+  if (x == nullptr || w == nullptr || x->shape.size() != 4 || w->shape.size() != 4) return {};
+  if (bool_arg(op, "transposed")) return {};  // not in the training data
+  const double h = static_cast<double>(x->shape[2]), wd = static_cast<double>(x->shape[3]);
+  const double r = static_cast<double>(w->shape[2]), s = static_cast<double>(w->shape[3]);
+  LearnedShape shape{{"batch", static_cast<double>(x->shape[0])},
+                     {"cin", static_cast<double>(w->shape[1])},
+                     {"cout", static_cast<double>(w->shape[0])},
+                     {"kernel", std::sqrt(r * s)},
+                     {"size", std::sqrt(h * wd)},
+                     {"stride", static_cast<double>(int_arg(op, "stride", 1))},
+                     {"padding", static_cast<double>(int_arg(op, "padding", 0))},
+                     {"elem_bytes", elem_bytes(*x)}};
+  double scale = 1.0;
+  if (backward) {
+    // Input and weight gradients each cost about one forward convolution of the same shape.
+    const ArgValue* mask = op.arg("output_mask");
+    scale = 0;
+    if (mask == nullptr || mask->ints.size() < 2) {
+      scale = 2;
+    } else {
+      scale = static_cast<double>(mask->ints[0] + mask->ints[1]);
+    }
+    if (scale == 0) return {};
+  }
+  return {{LearnedFamily::Conv, shape, scale}};
+}
+
+std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord& op) {
+  const TensorMeta* q = first_of(op, {"query"});
+  const TensorMeta* k = first_of(op, {"key"});
+  const TensorMeta* v = first_of(op, {"value"});
+  if (q == nullptr || k == nullptr || v == nullptr || q->shape.size() < 2 || k->shape.size() < 2) return {};
+  const double e = static_cast<double>(q->shape.back());
+  const double l = static_cast<double>(q->shape[q->shape.size() - 2]);
+  const double s = static_cast<double>(k->shape[k->shape.size() - 2]);
+  const double ev = static_cast<double>(v->shape.back());
+  const double bh = numel(q->shape) / (l * e);
+  const double eb = elem_bytes(*q);
+  const bool backward = name.ends_with("_backward");
+  const bool math = name == "_scaled_dot_product_attention_math";
+  // Causal masks let fused kernels skip about half of the score tiles.
+  const double causal = bool_arg(op, "is_causal") ? 0.5 : 1.0;
+  // Forward: S = Q K^T and O = P V. Backward: dV, dP, dQ, dK plus the recomputed S.
+  const double gemm_scale = causal * (backward ? 2.5 : 1.0);
+  std::vector<LearnedPart> parts{
+      {LearnedFamily::Gemm, {{"b", bh}, {"m", l}, {"n", s}, {"k", e}, {"elem_bytes", eb}}, gemm_scale},
+      {LearnedFamily::Gemm, {{"b", bh}, {"m", l}, {"n", ev}, {"k", s}, {"elem_bytes", eb}}, gemm_scale}};
+  if (math) parts.push_back({LearnedFamily::Softmax, {{"rows", bh * l}, {"cols", s}, {"elem_bytes", eb}}});
+  return parts;
+}
+
+std::optional<std::pair<double, double>> rows_cols(const TensorMeta& t, int64_t dim) {
+  if (t.shape.empty()) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(t.shape.size());
+  if (dim < 0) dim += rank;
+  if (dim < 0 || dim >= rank) return std::nullopt;
+  const double cols = static_cast<double>(t.shape[dim]);
+  const double total = numel(t.shape);
+  if (!(cols > 0 && total > 0)) return std::nullopt;
+  return std::make_pair(total / cols, cols);
+}
+
+std::vector<LearnedPart> softmax_parts(const std::string& name, const OpRecord& op) {
+  const bool backward = name.ends_with("_backward_data");
+  const TensorMeta* x = first_of(op, backward ? std::initializer_list<const char*>{"output", "grad_output"}
+                                              : std::initializer_list<const char*>{"self", "input"});
+  if (x == nullptr) return {};
+  auto rc = rows_cols(*x, int_arg(op, "dim", -1));
+  if (!rc) return {};
+  // The backward reads two tensors and writes one: 1.5x the forward's traffic.
+  return {{LearnedFamily::Softmax, {{"rows", rc->first}, {"cols", rc->second}, {"elem_bytes", elem_bytes(*x)}},
+           backward ? 1.5 : 1.0}};
+}
+
+std::vector<LearnedPart> norm_parts(const std::string& name, const OpRecord& op) {
+  const TensorMeta* x = first_of(op, {"input", "self"});
+  const ArgValue* normalized = op.arg("normalized_shape");
+  if (x == nullptr || normalized == nullptr || normalized->ints.empty()) return {};
+  const double cols = numel(normalized->ints);
+  const double total = numel(x->shape);
+  if (!(cols > 0 && total >= cols)) return {};
+  // Backward reads x and dy, writes dx and reduces the weight gradients: about twice the forward.
+  const double scale = name.ends_with("_backward") ? 2.0 : 1.0;
+  return {{LearnedFamily::LayerNorm, {{"rows", total / cols}, {"cols", cols}, {"elem_bytes", elem_bytes(*x)}}, scale}};
+}
+
+std::vector<LearnedPart> reduction_parts(const OpRecord& op) {
+  const TensorMeta* x = op.first_tensor();
+  if (x == nullptr || op.outputs.empty()) return {};
+  const double total = numel(x->shape);
+  const double rows = std::max(1.0, numel(op.outputs.front().shape));
+  if (!(total > 0) || total < rows) return {};
+  // A row-wise reduction: the layer-norm kernel is the closest measured pattern.
+  return {{LearnedFamily::LayerNorm, {{"rows", rows}, {"cols", total / rows}, {"elem_bytes", elem_bytes(*x)}}}};
+}
+
+bool is_transcendental(const std::string& name) {
+  for (const char* t : {"exp", "log", "tanh", "sigmoid", "gelu", "silu", "pow", "erf", "sin", "cos",
+                        "sqrt", "softplus", "mish", "elu", "tan"}) {
+    if (name.find(t) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::vector<LearnedPart> elementwise_parts(const std::string& name, const OpRecord& op) {
+  if (op.outputs.empty()) return {};
+  const TensorMeta& out = op.outputs.front();
+  const double n = numel(out.shape);
+  if (!(n > 0)) return {};
+  double inputs = 0;
+  for (const Argument& a : op.args) {
+    for (const TensorMeta& t : a.value.tensors) {
+      if (t.defined && numel(t.shape) == n) inputs += 1;
+    }
+  }
+  inputs = std::max(1.0, inputs);
+  return {{LearnedFamily::Elementwise,
+           {{"n", n}, {"inputs", inputs}, {"transcendental", is_transcendental(name) ? 1.0 : 0.0},
+            {"elem_bytes", elem_bytes(out)}}}};
+}
+
+}  // namespace
+
+std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost) {
+  const std::string name = strip_aten(op.name);
+  switch (cost.op_class) {
+    case OpClass::Gemm: return gemm_parts(name, op);
+    case OpClass::Conv: return conv_parts(name, op);
+    case OpClass::Attention: return attention_parts(name, op);
+    case OpClass::Softmax: return softmax_parts(name, op);
+    case OpClass::Norm:
+      if (name.find("layer_norm") != std::string::npos || name.find("rms_norm") != std::string::npos) {
+        return norm_parts(name, op);
+      }
+      return {};
+    case OpClass::Reduction: return reduction_parts(op);
+    case OpClass::Elementwise: return elementwise_parts(name, op);
+    default: return {};
+  }
+}
+
+LearnedModels LearnedModels::load(const std::string& dir) {
+  namespace fs = std::filesystem;
+  LearnedModels models;
+  for (LearnedFamily f : {LearnedFamily::Gemm, LearnedFamily::Conv, LearnedFamily::Elementwise,
+                          LearnedFamily::Softmax, LearnedFamily::LayerNorm}) {
+    const fs::path weights = fs::path(dir) / (std::string(to_string(f)) + ".safetensors");
+    const fs::path meta_path = fs::path(dir) / (std::string(to_string(f)) + ".json");
+    if (!fs::is_regular_file(weights)) continue;
+    std::ifstream in(meta_path);
+    if (!in) throw std::runtime_error(meta_path.string() + ": missing metadata beside " + weights.string());
+    nlohmann::json meta;
+    try {
+      meta = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(meta_path.string() + ": corrupt JSON: " + e.what());
+    }
+    const auto features = meta.value("features", std::vector<std::string>{});
+    if (features != feature_names(f)) {
+      throw std::runtime_error(meta_path.string() + ": feature list differs from this build's; "
+                               "retrain with python -m habitat.learned.train or update the engine");
+    }
+    FamilyModel model{Mlp::from_tensors(read_safetensors(weights.string()), meta.value("layers", 0),
+                                        weights.string()),
+                      meta.value("e_max", 1.0), meta.value("launch_floor_us", 0.0)};
+    if (model.mlp.inputs() != static_cast<int>(features.size())) {
+      throw std::runtime_error(weights.string() + ": input width differs from the metadata's features");
+    }
+    models.models_.emplace(f, std::move(model));
+  }
+  return models;
+}
+
+std::vector<std::string> LearnedModels::families() const {
+  std::vector<std::string> out;
+  for (const auto& [f, m] : models_) out.emplace_back(to_string(f));
+  return out;
+}
+
+std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const LearnedShape& shape,
+                                                       const Device& device, Precision precision) const {
+  auto it = models_.find(f);
+  if (it == models_.end()) return std::nullopt;
+  const LearnedFeatures x = compute_learned_features(f, shape, device, precision);
+  const double y = it->second.mlp.forward(x.values);
+  // log(sigmoid(y)) computed stably, as numpy's -logaddexp(0, -y).
+  const double log_sigmoid = y >= 0 ? -std::log1p(std::exp(-y)) : y - std::log1p(std::exp(y));
+  const double kernel_us = x.roofline_us * std::exp(-(std::log(it->second.e_max) + log_sigmoid));
+  return std::max(it->second.launch_floor_us, kernel_us);
+}
+
+std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost& cost,
+                                                const Device& target) const {
+  const std::vector<LearnedPart> parts = learned_parts(op, cost);
+  if (parts.empty()) return std::nullopt;
+  const bool matrix = cost.op_class == OpClass::Gemm || cost.op_class == OpClass::Conv ||
+                      cost.op_class == OpClass::Attention;
+  double total = 0;
+  for (const LearnedPart& part : parts) {
+    const Precision p = matrix && part.family != LearnedFamily::Softmax ? cost.precision : Precision::Fp32Simt;
+    std::optional<double> t;
+    try {
+      t = predict_family_us(part.family, part.shape, target, p);
+    } catch (const std::invalid_argument&) {
+      return std::nullopt;  // degenerate shape (zero-size tensor): let the caller fall back
+    }
+    if (!t) return std::nullopt;
+    total += part.scale * *t;
+  }
+  return total;
+}
+
+std::unique_ptr<ShapeModel> load_learned_models(const std::string& weights_dir) {
+  auto models = std::make_unique<LearnedModels>(LearnedModels::load(weights_dir));
+  if (models->empty()) return nullptr;
+  return models;
+}
+
+}  // namespace habitat

@@ -1,0 +1,22 @@
+// The shape-based fallback when no learned model covers an op: the roofline time divided
+// by a per-class efficiency, plus a floor per kernel launch.
+#pragma once
+
+#include "habitat/device.h"
+#include "habitat/op_cost.h"
+
+namespace habitat {
+
+// Fraction of the roofline an op class typically reaches. Starting points, not fits:
+// best-shape BF16 GEMMs reach ~80% of peak ("MAMF", gpus.md §1a), and streaming kernels
+// reach 62-85% of datasheet bandwidth (Habitat's measured devices.yml, gpus.md §1a notes).
+// Classes with irregular access (norms, softmax, gathers) are set lower.
+double roofline_efficiency(OpClass c);
+
+// Smallest device time of one kernel: launch and tail effects dominate tiny kernels.
+inline constexpr double kMinKernelUs = 2.0;
+
+// Roofline-bounded estimate of an op's device time on `device`, in microseconds.
+double roofline_estimate_us(const OpCost& cost, const Device& device);
+
+}  // namespace habitat

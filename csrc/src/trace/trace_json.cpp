@@ -1,0 +1,679 @@
+// The trace document (docs/trace-format.md): a compact, versioned JSON encoding of Trace.
+//
+// Writing omits every field equal to its default (the struct's default value; for strides,
+// the row-major strides of the shape) because a trace is written every step; reading fills
+// the defaults back in. Reading validates each field it uses and reports the first problem
+// with its location ("steps[0].ops[3] (aten::mm).args[1].tensor.shape[0]"). Unknown keys are
+// ignored so that other documents (reports) can embed a trace.
+#include "habitat/trace.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <unordered_map>
+
+#include "habitat/precision.h"
+
+namespace habitat {
+
+using nlohmann::json;
+// Written documents keep their keys in a readable order: "format" and "version" first.
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+constexpr const char* kFormatName = "habitat-trace";
+
+// One schema argument value kind and the key that carries it in the document.
+constexpr std::pair<ArgValue::Kind, const char*> kArgKeys[] = {
+    {ArgValue::Kind::Tensor, "tensor"},  {ArgValue::Kind::TensorList, "tensors"},
+    {ArgValue::Kind::Int, "int"},        {ArgValue::Kind::IntList, "ints"},
+    {ArgValue::Kind::Double, "float"},   {ArgValue::Kind::Bool, "bool"},
+    {ArgValue::Kind::BoolList, "bools"}, {ArgValue::Kind::String, "str"},
+    {ArgValue::Kind::None, "none"},      {ArgValue::Kind::Other, "other"},
+};
+
+// torch's contiguous strides: size-0 dimensions count as 1 so strides stay non-zero.
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t step = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+// JSON has no infinities or NaN, yet scalar arguments carry them (masked_fill(-inf), clamp).
+ojson encode_real(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+
+ojson encode_tensor(const TensorMeta& t) {
+  ojson j = ojson::object();
+  if (!t.shape.empty()) j["shape"] = t.shape;
+  if (t.strides != contiguous_strides(t.shape)) j["strides"] = t.strides;
+  if (!t.dtype.empty()) j["dtype"] = t.dtype;
+  if (!t.device.empty()) j["device"] = t.device;
+  if (!t.contiguous) j["contiguous"] = false;
+  if (!t.defined) j["defined"] = false;
+  if (t.storage != 0) j["storage"] = t.storage;
+  if (t.storage_offset != 0) j["storage_offset"] = t.storage_offset;
+  return j;
+}
+
+ojson encode_tensors(const std::vector<TensorMeta>& tensors) {
+  ojson j = ojson::array();
+  for (const auto& t : tensors) j.push_back(encode_tensor(t));
+  return j;
+}
+
+ojson encode_bools(const std::vector<int64_t>& values) {
+  ojson j = ojson::array();
+  for (int64_t v : values) j.push_back(v != 0);
+  return j;
+}
+
+ojson encode_value(const ArgValue& v) {
+  using Kind = ArgValue::Kind;
+  const int64_t first_int = v.ints.empty() ? 0 : v.ints.front();
+  switch (v.kind) {
+    case Kind::Tensor: {
+      TensorMeta undefined;
+      undefined.defined = false;
+      return encode_tensor(v.tensors.empty() ? undefined : v.tensors.front());
+    }
+    case Kind::TensorList:
+      return encode_tensors(v.tensors);
+    case Kind::Int:
+      return first_int;
+    case Kind::IntList:
+      return v.ints;
+    case Kind::Double:
+      return encode_real(v.real);
+    case Kind::Bool:
+      return first_int != 0;
+    case Kind::BoolList:
+      return encode_bools(v.ints);
+    case Kind::String:
+    case Kind::Other:
+      return v.text;
+    case Kind::None:
+      break;
+  }
+  return true;  // "none": true
+}
+
+ojson encode_arg(const Argument& a) {
+  ojson j = ojson::object();
+  j["name"] = a.name;
+  for (const auto& [kind, key] : kArgKeys) {
+    if (kind == a.value.kind) j[key] = encode_value(a.value);
+  }
+  return j;
+}
+
+ojson encode_kernel(const KernelLaunch& k) {
+  ojson j = ojson::object();
+  j["name"] = k.name;
+  if (k.grid[0] != 1 || k.grid[1] != 1 || k.grid[2] != 1) {
+    j["grid"] = {k.grid[0], k.grid[1], k.grid[2]};
+  }
+  if (k.block[0] != 1 || k.block[1] != 1 || k.block[2] != 1) {
+    j["block"] = {k.block[0], k.block[1], k.block[2]};
+  }
+  if (k.registers_per_thread != 0) j["registers_per_thread"] = k.registers_per_thread;
+  if (k.static_shared_bytes != 0) j["static_shared_bytes"] = k.static_shared_bytes;
+  if (k.dynamic_shared_bytes != 0) j["dynamic_shared_bytes"] = k.dynamic_shared_bytes;
+  if (k.duration_us != 0) j["duration_us"] = k.duration_us;
+  if (k.stream != 0) j["stream"] = k.stream;
+  return j;
+}
+
+ojson encode_op(const OpRecord& op) {
+  ojson j = ojson::object();
+  j["id"] = op.id;
+  if (op.parent) j["parent"] = *op.parent;
+  if (op.depth != 0) j["depth"] = op.depth;
+  if (op.has_children) j["has_children"] = true;
+  j["name"] = op.name;
+  if (!op.overload.empty()) j["overload"] = op.overload;
+  if (!op.args.empty()) {
+    ojson& args = j["args"] = ojson::array();
+    for (const auto& a : op.args) args.push_back(encode_arg(a));
+  }
+  if (!op.outputs.empty()) j["outputs"] = encode_tensors(op.outputs);
+  if (op.phase != Phase::Other) j["phase"] = to_string(op.phase);
+  if (!op.module_path.empty()) j["module_path"] = op.module_path;
+  if (!op.autograd_node.empty()) j["autograd_node"] = op.autograd_node;
+  if (op.thread != 0) j["thread"] = op.thread;
+  if (op.start_us != 0) j["start_us"] = op.start_us;
+  if (op.wall_us != 0) j["wall_us"] = op.wall_us;
+  if (!op.kernels.empty()) {
+    ojson& kernels = j["kernels"] = ojson::array();
+    for (const auto& k : op.kernels) kernels.push_back(encode_kernel(k));
+  }
+  return j;
+}
+
+// The origin is written in full: it appears once and people read it.
+ojson encode_origin(const TraceOrigin& o) {
+  return ojson{{"device", o.device},
+               {"host", o.host},
+               {"torch_version", o.torch_version},
+               {"habitat_version", o.habitat_version},
+               {"allow_tf32", o.allow_tf32},
+               {"autocast", o.autocast}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+// Where a value sits in the document. Built on the stack as the reader descends and turned
+// into text only when something is wrong, so validation costs nothing on good traces.
+struct Loc {
+  const Loc* parent = nullptr;
+  std::string_view key;   // object key; empty for an array element
+  int64_t index = -1;     // array index when key is empty
+  std::string_view note;  // shown in parentheses after this segment (an op's name)
+
+  Loc child(std::string_view k) const { return Loc{this, k, -1, {}}; }
+  Loc at(int64_t i) const { return Loc{this, {}, i, {}}; }
+
+  std::string str() const {
+    std::string s = parent ? parent->str() : std::string();
+    if (!key.empty()) {
+      if (!s.empty()) s += '.';
+      s += key;
+    } else if (index >= 0) {
+      s += '[' + std::to_string(index) + ']';
+    }
+    if (!note.empty()) s += " (" + std::string(note) + ")";
+    return s;
+  }
+};
+
+// A problem found while decoding; the public entry points add what was being read.
+struct DecodeError {
+  std::string message;
+};
+
+[[noreturn]] void fail(const Loc& loc, const std::string& what) {
+  const std::string where = loc.str();
+  throw DecodeError{where.empty() ? what : where + ": " + what};
+}
+
+[[noreturn]] void fail_type(const json& j, const Loc& loc, const char* expected) {
+  fail(loc, std::string("expected ") + expected + ", got " + j.type_name());
+}
+
+const json& expect_object(const json& j, const Loc& loc) {
+  if (!j.is_object()) fail_type(j, loc, "an object");
+  return j;
+}
+
+const json& expect_array(const json& j, const Loc& loc) {
+  if (!j.is_array()) fail_type(j, loc, "an array");
+  return j;
+}
+
+const json* find(const json& obj, const char* key) {
+  const auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+const json& required(const json& obj, const Loc& loc, const char* key) {
+  if (const json* v = find(obj, key)) return *v;
+  fail(loc.child(key), "missing required field");
+}
+
+// Calls read(value, loc) when `key` is present.
+template <class Read>
+void optional(const json& obj, const Loc& loc, const char* key, Read&& read) {
+  if (const json* v = find(obj, key)) read(*v, loc.child(key));
+}
+
+int64_t read_int(const json& j, const Loc& loc) {
+  if (!j.is_number_integer()) fail_type(j, loc, "an integer");
+  if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t{INT64_MAX}) {
+    fail(loc, "integer " + j.dump() + " is out of range");
+  }
+  return j.get<int64_t>();
+}
+
+int64_t read_count(const json& j, const Loc& loc) {
+  const int64_t v = read_int(j, loc);
+  if (v < 0) fail(loc, "must be >= 0, got " + std::to_string(v));
+  return v;
+}
+
+uint64_t read_id(const json& j, const Loc& loc) {
+  if (!j.is_number_integer()) fail_type(j, loc, "an integer");
+  if (!j.is_number_unsigned()) fail(loc, "must be >= 0, got " + j.dump());
+  return j.get<uint64_t>();
+}
+
+int read_int32(const json& j, const Loc& loc, int min) {
+  const int64_t v = read_int(j, loc);
+  if (v < min) fail(loc, "must be >= " + std::to_string(min) + ", got " + std::to_string(v));
+  if (v > std::numeric_limits<int>::max()) fail(loc, "integer " + j.dump() + " is out of range");
+  return static_cast<int>(v);
+}
+
+// Non-negative finite quantity (times).
+double read_duration(const json& j, const Loc& loc) {
+  if (!j.is_number()) fail_type(j, loc, "a number");
+  const double v = j.get<double>();
+  if (!(v >= 0)) fail(loc, "must be >= 0, got " + j.dump());
+  return v;
+}
+
+double read_real(const json& j, const Loc& loc) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const auto& s = j.get_ref<const std::string&>();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  }
+  fail_type(j, loc, "a number or \"inf\", \"-inf\", \"nan\"");
+}
+
+bool read_bool(const json& j, const Loc& loc) {
+  if (!j.is_boolean()) fail_type(j, loc, "true or false");
+  return j.get<bool>();
+}
+
+std::string read_string(const json& j, const Loc& loc) {
+  if (!j.is_string()) fail_type(j, loc, "a string");
+  return j.get<std::string>();
+}
+
+std::vector<int64_t> read_ints(const json& j, const Loc& loc, bool non_negative) {
+  expect_array(j, loc);
+  std::vector<int64_t> out;
+  out.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const Loc item = loc.at(static_cast<int64_t>(i));
+    out.push_back(non_negative ? read_count(j[i], item) : read_int(j[i], item));
+  }
+  return out;
+}
+
+std::vector<int64_t> read_bools(const json& j, const Loc& loc) {
+  expect_array(j, loc);
+  std::vector<int64_t> out;
+  out.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    out.push_back(read_bool(j[i], loc.at(static_cast<int64_t>(i))) ? 1 : 0);
+  }
+  return out;
+}
+
+void read_dim3(const json& j, const Loc& loc, int (&out)[3]) {
+  expect_array(j, loc);
+  if (j.size() != 3) fail(loc, "expected 3 dimensions, got " + std::to_string(j.size()));
+  for (int i = 0; i < 3; ++i) out[i] = read_int32(j[i], loc.at(i), 1);
+}
+
+TensorMeta decode_tensor(const json& j, const Loc& loc) {
+  expect_object(j, loc);
+  TensorMeta t;
+  optional(j, loc, "shape", [&](const json& v, const Loc& l) { t.shape = read_ints(v, l, true); });
+  if (const json* v = find(j, "strides")) {
+    const Loc l = loc.child("strides");
+    t.strides = read_ints(*v, l, true);
+    if (t.strides.size() != t.shape.size()) {
+      fail(l, "has " + std::to_string(t.strides.size()) + " entries but shape has " +
+                  std::to_string(t.shape.size()));
+    }
+  } else {
+    t.strides = contiguous_strides(t.shape);
+  }
+  optional(j, loc, "dtype", [&](const json& v, const Loc& l) { t.dtype = read_string(v, l); });
+  optional(j, loc, "device", [&](const json& v, const Loc& l) { t.device = read_string(v, l); });
+  optional(j, loc, "contiguous",
+           [&](const json& v, const Loc& l) { t.contiguous = read_bool(v, l); });
+  optional(j, loc, "defined", [&](const json& v, const Loc& l) { t.defined = read_bool(v, l); });
+  optional(j, loc, "storage", [&](const json& v, const Loc& l) { t.storage = read_id(v, l); });
+  optional(j, loc, "storage_offset",
+           [&](const json& v, const Loc& l) { t.storage_offset = read_count(v, l); });
+  return t;
+}
+
+std::vector<TensorMeta> decode_tensors(const json& j, const Loc& loc) {
+  expect_array(j, loc);
+  std::vector<TensorMeta> out;
+  out.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    out.push_back(decode_tensor(j[i], loc.at(static_cast<int64_t>(i))));
+  }
+  return out;
+}
+
+ArgValue decode_value(ArgValue::Kind kind, const json& j, const Loc& loc) {
+  using Kind = ArgValue::Kind;
+  ArgValue v;
+  v.kind = kind;
+  switch (kind) {
+    case Kind::Tensor:
+      v.tensors.push_back(decode_tensor(j, loc));
+      break;
+    case Kind::TensorList:
+      v.tensors = decode_tensors(j, loc);
+      break;
+    case Kind::Int:
+      v.ints.push_back(read_int(j, loc));
+      break;
+    case Kind::IntList:
+      v.ints = read_ints(j, loc, false);
+      break;
+    case Kind::Double:
+      v.real = read_real(j, loc);
+      break;
+    case Kind::Bool:
+      v.ints.push_back(read_bool(j, loc) ? 1 : 0);
+      break;
+    case Kind::BoolList:
+      v.ints = read_bools(j, loc);
+      break;
+    case Kind::String:
+    case Kind::Other:
+      v.text = read_string(j, loc);
+      break;
+    case Kind::None:
+      if (!j.is_boolean() || !j.get<bool>()) fail(loc, "must be true, got " + j.dump());
+      break;
+  }
+  return v;
+}
+
+Argument decode_arg(const json& j, const Loc& loc) {
+  expect_object(j, loc);
+  Argument a;
+  a.name = read_string(required(j, loc, "name"), loc.child("name"));
+  int found = 0;
+  for (const auto& [kind, key] : kArgKeys) {
+    if (const json* v = find(j, key)) {
+      a.value = decode_value(kind, *v, loc.child(key));
+      ++found;
+    }
+  }
+  if (found != 1) {
+    fail(loc,
+         "needs exactly one value field (tensor, tensors, int, ints, float, bool, bools, str, "
+         "none, other), found " +
+             std::to_string(found));
+  }
+  return a;
+}
+
+KernelLaunch decode_kernel(const json& j, const Loc& loc) {
+  expect_object(j, loc);
+  KernelLaunch k;
+  k.name = read_string(required(j, loc, "name"), loc.child("name"));
+  optional(j, loc, "grid", [&](const json& v, const Loc& l) { read_dim3(v, l, k.grid); });
+  optional(j, loc, "block", [&](const json& v, const Loc& l) { read_dim3(v, l, k.block); });
+  optional(j, loc, "registers_per_thread",
+           [&](const json& v, const Loc& l) { k.registers_per_thread = read_int32(v, l, 0); });
+  optional(j, loc, "static_shared_bytes",
+           [&](const json& v, const Loc& l) { k.static_shared_bytes = read_int32(v, l, 0); });
+  optional(j, loc, "dynamic_shared_bytes",
+           [&](const json& v, const Loc& l) { k.dynamic_shared_bytes = read_int32(v, l, 0); });
+  optional(j, loc, "duration_us",
+           [&](const json& v, const Loc& l) { k.duration_us = read_duration(v, l); });
+  optional(j, loc, "stream", [&](const json& v, const Loc& l) {
+    const uint64_t s = read_id(v, l);
+    if (s > std::numeric_limits<uint32_t>::max())
+      fail(l, "stream id " + v.dump() + " is out of range");
+    k.stream = static_cast<uint32_t>(s);
+  });
+  return k;
+}
+
+OpRecord decode_op(const json& j, Loc loc) {
+  expect_object(j, loc);
+  OpRecord op;
+  const json& name = required(j, loc, "name");
+  op.name = read_string(name, loc.child("name"));
+  loc.note = name.get_ref<const std::string&>();  // later messages name the op
+  op.id = read_id(required(j, loc, "id"), loc.child("id"));
+  optional(j, loc, "parent", [&](const json& v, const Loc& l) {
+    if (!v.is_null()) op.parent = read_id(v, l);
+  });
+  optional(j, loc, "depth", [&](const json& v, const Loc& l) { op.depth = read_int32(v, l, 0); });
+  optional(j, loc, "has_children",
+           [&](const json& v, const Loc& l) { op.has_children = read_bool(v, l); });
+  optional(j, loc, "overload",
+           [&](const json& v, const Loc& l) { op.overload = read_string(v, l); });
+  optional(j, loc, "args", [&](const json& v, const Loc& l) {
+    expect_array(v, l);
+    op.args.reserve(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      op.args.push_back(decode_arg(v[i], l.at(static_cast<int64_t>(i))));
+    }
+  });
+  optional(j, loc, "outputs",
+           [&](const json& v, const Loc& l) { op.outputs = decode_tensors(v, l); });
+  optional(j, loc, "phase", [&](const json& v, const Loc& l) {
+    const std::string text = read_string(v, l);
+    const auto phase = phase_from_string(text);
+    if (!phase) {
+      fail(l, "unknown phase \"" + text + "\" (expected forward, backward, optimizer or other)");
+    }
+    op.phase = *phase;
+  });
+  optional(j, loc, "module_path",
+           [&](const json& v, const Loc& l) { op.module_path = read_string(v, l); });
+  optional(j, loc, "autograd_node",
+           [&](const json& v, const Loc& l) { op.autograd_node = read_string(v, l); });
+  optional(j, loc, "thread", [&](const json& v, const Loc& l) { op.thread = read_id(v, l); });
+  optional(j, loc, "start_us",
+           [&](const json& v, const Loc& l) { op.start_us = read_duration(v, l); });
+  optional(j, loc, "wall_us",
+           [&](const json& v, const Loc& l) { op.wall_us = read_duration(v, l); });
+  optional(j, loc, "kernels", [&](const json& v, const Loc& l) {
+    expect_array(v, l);
+    op.kernels.reserve(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      op.kernels.push_back(decode_kernel(v[i], l.at(static_cast<int64_t>(i))));
+    }
+  });
+  return op;
+}
+
+// Ids are unique within a step and every parent names an op of the same step.
+void check_links(const Step& step, const json& ops, const Loc& ops_loc) {
+  std::unordered_map<uint64_t, std::size_t> position;
+  position.reserve(step.ops.size());
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    const auto [it, inserted] = position.emplace(step.ops[i].id, i);
+    if (!inserted) {
+      Loc loc = ops_loc.at(static_cast<int64_t>(i));
+      loc.note = ops[i]["name"].get_ref<const std::string&>();
+      fail(loc.child("id"), "duplicate op id " + std::to_string(step.ops[i].id) +
+                                " (also used by ops[" + std::to_string(it->second) + "])");
+    }
+  }
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    const auto& parent = step.ops[i].parent;
+    if (!parent) continue;
+    if (!position.contains(*parent) || *parent == step.ops[i].id) {
+      Loc loc = ops_loc.at(static_cast<int64_t>(i));
+      loc.note = ops[i]["name"].get_ref<const std::string&>();
+      fail(loc.child("parent"),
+           "op id " + std::to_string(*parent) +
+               (*parent == step.ops[i].id ? " is the op itself" : " not found in this step"));
+    }
+  }
+}
+
+Step decode_step(const json& j, const Loc& loc) {
+  expect_object(j, loc);
+  Step step;
+  const Loc index_loc = loc.child("index");
+  step.index = read_count(required(j, loc, "index"), index_loc);
+  step.wall_ms = read_duration(required(j, loc, "wall_ms"), loc.child("wall_ms"));
+  optional(j, loc, "measured_peak_bytes",
+           [&](const json& v, const Loc& l) { step.measured_peak_bytes = read_count(v, l); });
+  optional(j, loc, "dropped_ops",
+           [&](const json& v, const Loc& l) { step.dropped_ops = read_count(v, l); });
+  const Loc ops_loc = loc.child("ops");
+  const json& ops = expect_array(required(j, loc, "ops"), ops_loc);
+  step.ops.reserve(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    step.ops.push_back(decode_op(ops[i], ops_loc.at(static_cast<int64_t>(i))));
+  }
+  check_links(step, ops, ops_loc);
+  return step;
+}
+
+TraceOrigin decode_origin(const json& j, const Loc& loc) {
+  expect_object(j, loc);
+  TraceOrigin o;
+  optional(j, loc, "device", [&](const json& v, const Loc& l) { o.device = read_string(v, l); });
+  optional(j, loc, "host", [&](const json& v, const Loc& l) { o.host = read_string(v, l); });
+  optional(j, loc, "torch_version",
+           [&](const json& v, const Loc& l) { o.torch_version = read_string(v, l); });
+  optional(j, loc, "habitat_version",
+           [&](const json& v, const Loc& l) { o.habitat_version = read_string(v, l); });
+  optional(j, loc, "allow_tf32",
+           [&](const json& v, const Loc& l) { o.allow_tf32 = read_bool(v, l); });
+  optional(j, loc, "autocast", [&](const json& v, const Loc& l) { o.autocast = read_bool(v, l); });
+  return o;
+}
+
+Trace decode_trace(const std::string& text) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw DecodeError{std::string("not valid JSON (truncated or corrupt file?): ") + e.what()};
+  }
+  const Loc root;
+  if (!doc.is_object()) {
+    throw DecodeError{std::string("not a habitat trace: expected a JSON object, got ") +
+                      doc.type_name()};
+  }
+  const json* format = find(doc, "format");
+  if (format == nullptr) {
+    throw DecodeError{"not a habitat trace: missing \"format\": \"habitat-trace\""};
+  }
+  if (!format->is_string() || format->get_ref<const std::string&>() != kFormatName) {
+    throw DecodeError{"not a habitat trace: \"format\" is " + format->dump() +
+                      ", expected \"habitat-trace\""};
+  }
+  const Loc version_loc = root.child("version");
+  const int64_t version = read_int(required(doc, root, "version"), version_loc);
+  if (version > Trace::kFormatVersion) {
+    throw DecodeError{"written by a newer Habitat (version " + std::to_string(version) +
+                      "); this build reads up to version " + std::to_string(Trace::kFormatVersion) +
+                      ": upgrade habitat"};
+  }
+  if (version < 1) fail(version_loc, "unsupported version " + std::to_string(version));
+
+  Trace trace;
+  trace.origin = decode_origin(required(doc, root, "origin"), root.child("origin"));
+  const Loc steps_loc = root.child("steps");
+  const json& steps = expect_array(required(doc, root, "steps"), steps_loc);
+  trace.steps.reserve(steps.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    trace.steps.push_back(decode_step(steps[i], steps_loc.at(static_cast<int64_t>(i))));
+  }
+  return trace;
+}
+
+std::system_error io_error(const std::string& what, int err) {
+  return std::system_error(err != 0 ? err : EIO, std::generic_category(), what);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Public entry points
+
+std::string trace_to_json(const Trace& trace) {
+  ojson doc = ojson::object();
+  doc["format"] = kFormatName;
+  doc["version"] = Trace::kFormatVersion;
+  doc["origin"] = encode_origin(trace.origin);
+  ojson& steps = doc["steps"] = ojson::array();
+  for (const auto& step : trace.steps) {
+    ojson& s = steps.emplace_back(ojson::object());
+    s["index"] = step.index;
+    s["wall_ms"] = step.wall_ms;
+    if (step.measured_peak_bytes != 0) s["measured_peak_bytes"] = step.measured_peak_bytes;
+    if (step.dropped_ops != 0) s["dropped_ops"] = step.dropped_ops;
+    ojson& ops = s["ops"] = ojson::array();
+    for (const auto& op : step.ops) ops.push_back(encode_op(op));
+  }
+  // Invalid UTF-8 in a name (a user's module path) is replaced rather than aborting capture.
+  return doc.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
+Trace trace_from_json(const std::string& text) {
+  try {
+    return decode_trace(text);
+  } catch (const DecodeError& e) {
+    throw TraceFormatError("invalid habitat trace: " + e.message);
+  }
+}
+
+// File errors are std::system_error (errno inside) so callers can tell "no such file" from a
+// corrupt one; the write goes through a temporary file so a crash never leaves half a trace.
+void save_trace(const Trace& trace, const std::string& path) {
+  const std::string text = trace_to_json(trace);
+  const std::string tmp = path + ".tmp";
+  {
+    errno = 0;
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw io_error("cannot write habitat trace '" + path + "'", errno);
+    out << text;
+    out.flush();
+    if (!out) {
+      const int err = errno;
+      out.close();
+      std::remove(tmp.c_str());
+      throw io_error("cannot write habitat trace '" + path + "'", err);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw std::system_error(ec, "cannot write habitat trace '" + path + "'");
+  }
+}
+
+Trace load_trace(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw io_error("cannot read habitat trace '" + path + "'", EISDIR);
+  }
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw io_error("cannot read habitat trace '" + path + "'", errno);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw io_error("cannot read habitat trace '" + path + "'", errno);
+  try {
+    return decode_trace(text.str());
+  } catch (const DecodeError& e) {
+    throw TraceFormatError("invalid habitat trace '" + path + "': " + e.message);
+  }
+}
+
+}  // namespace habitat

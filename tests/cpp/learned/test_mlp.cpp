@@ -1,0 +1,222 @@
+// The MLP runtime, the safetensors reader and the learned models' op mapping.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "learned/learned_model.h"
+#include "habitat/learned_models.h"
+#include "learned/mlp.h"
+#include "hardware/roofline.h"
+
+namespace habitat {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes the safetensors layout by hand: the test must not trust the reader to check itself.
+std::string safetensors_bytes(const std::vector<std::pair<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>>& tensors) {
+  std::string header = "{";
+  std::string data;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    const size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(t.second.data()), t.second.size() * sizeof(float));
+    std::string shape;
+    for (size_t d = 0; d < t.first.size(); ++d) shape += (d ? "," : "") + std::to_string(t.first[d]);
+    header += (i ? "," : "") + std::string("\"") + name + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
+              "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+  }
+  header += "}";
+  std::string out(8, '\0');
+  uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + header + data;
+}
+
+// 2 inputs -> 2 hidden (ReLU) -> 1 output.
+std::string tiny_net() {
+  return safetensors_bytes({
+      {"norm.mean", {{2}, {1.0f, 2.0f}}},
+      {"norm.std", {{2}, {2.0f, 4.0f}}},
+      {"layers.0.weight", {{2, 2}, {1.0f, -1.0f, 0.5f, 2.0f}}},
+      {"layers.0.bias", {{2}, {0.0f, -1.0f}}},
+      {"layers.1.weight", {{1, 2}, {3.0f, -2.0f}}},
+      {"layers.1.bias", {{1}, {0.25f}}},
+  });
+}
+
+TEST(Mlp, ForwardMatchesHandComputation) {
+  const Mlp mlp = Mlp::from_tensors(parse_safetensors(tiny_net(), "tiny"), 2, "tiny");
+  ASSERT_EQ(mlp.inputs(), 2);
+  // x = (5, 2) -> normalised (2, 0); hidden = relu(2, 1 - 1) = (2, 0); out = 6 + 0.25
+  EXPECT_NEAR(mlp.forward({5.0, 2.0}), 6.25, 1e-6);
+  // x = (1, 10) -> (0, 2); hidden = relu(-2, 3) = (0, 3); out = -6 + 0.25
+  EXPECT_NEAR(mlp.forward({1.0, 10.0}), -5.75, 1e-6);
+  EXPECT_THROW(mlp.forward({1.0}), std::invalid_argument);
+}
+
+TEST(Mlp, RejectsCorruptFiles) {
+  std::string bytes = tiny_net();
+  EXPECT_THROW(parse_safetensors(bytes.substr(0, 5), "short"), std::runtime_error);
+  EXPECT_THROW(parse_safetensors(bytes.substr(0, bytes.size() - 4), "truncated"), std::runtime_error);
+  std::string bad_header = bytes;
+  bad_header[9] = '[';
+  EXPECT_THROW(parse_safetensors(bad_header, "header"), std::runtime_error);
+  const SafeTensorsFile file = parse_safetensors(bytes, "ok");
+  EXPECT_THROW(Mlp::from_tensors(file, 3, "ok"), std::runtime_error);  // no layers.2
+  EXPECT_THROW(read_safetensors("/nonexistent/gemm.safetensors"), std::runtime_error);
+}
+
+TEST(LearnedModels, EmptyDirectoryGivesNoModel) {
+  const fs::path dir = fs::temp_directory_path() / "habitat_learned_empty";
+  fs::create_directories(dir);
+  EXPECT_EQ(load_learned_models(dir.string()), nullptr);
+}
+
+TEST(LearnedModels, CorruptWeightFileNamesTheFile) {
+  const fs::path dir = fs::temp_directory_path() / "habitat_learned_corrupt";
+  fs::create_directories(dir);
+  std::ofstream(dir / "gemm.safetensors") << "not a safetensors file";
+  std::ofstream(dir / "gemm.json") << R"({"layers": 2, "e_max": 2.0, "features": []})";
+  try {
+    load_learned_models(dir.string());
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("gemm"), std::string::npos) << e.what();
+  }
+}
+
+Device test_device() {
+  Device d;
+  d.name = "TEST";
+  d.sms = 80;
+  d.memory_bandwidth_gbs = 900;
+  d.l2_mb = 6;
+  d.peak_tflops[Precision::Fp32Simt] = 14;
+  d.peak_tflops[Precision::Fp16Tensor] = 112;
+  return d;
+}
+
+TensorMeta tensor(std::vector<int64_t> shape, std::string dtype = "float32") {
+  TensorMeta t;
+  t.shape = std::move(shape);
+  t.dtype = std::move(dtype);
+  return t;
+}
+
+Argument tensor_arg(const std::string& name, TensorMeta t) {
+  Argument a;
+  a.name = name;
+  a.value.kind = ArgValue::Kind::Tensor;
+  a.value.tensors = {std::move(t)};
+  return a;
+}
+
+TEST(LearnedParts, MapsGemmShapes) {
+  OpRecord op;
+  op.name = "aten::addmm";
+  op.args = {tensor_arg("self", tensor({4096})), tensor_arg("mat1", tensor({512, 1024})),
+             tensor_arg("mat2", tensor({1024, 4096}))};
+  op.outputs = {tensor({512, 4096})};
+  OpCost cost;
+  cost.op_class = OpClass::Gemm;
+  auto parts = learned_parts(op, cost);
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].family, LearnedFamily::Gemm);
+  EXPECT_EQ(parts[0].shape.at("m"), 512);
+  EXPECT_EQ(parts[0].shape.at("k"), 1024);
+  EXPECT_EQ(parts[0].shape.at("n"), 4096);
+  EXPECT_EQ(parts[0].shape.at("b"), 1);
+
+  OpRecord lin;
+  lin.name = "aten::linear";
+  lin.args = {tensor_arg("input", tensor({8, 128, 768}, "bfloat16")), tensor_arg("weight", tensor({3072, 768}, "bfloat16"))};
+  lin.outputs = {tensor({8, 128, 3072}, "bfloat16")};
+  parts = learned_parts(lin, cost);
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].shape.at("m"), 1024);
+  EXPECT_EQ(parts[0].shape.at("n"), 3072);
+  EXPECT_EQ(parts[0].shape.at("elem_bytes"), 2);
+}
+
+TEST(LearnedParts, AttentionIsTwoBatchedGemms) {
+  OpRecord op;
+  op.name = "aten::_scaled_dot_product_flash_attention";
+  op.args = {tensor_arg("query", tensor({2, 16, 1024, 64}, "bfloat16")),
+             tensor_arg("key", tensor({2, 16, 1024, 64}, "bfloat16")),
+             tensor_arg("value", tensor({2, 16, 1024, 64}, "bfloat16"))};
+  OpCost cost;
+  cost.op_class = OpClass::Attention;
+  const auto parts = learned_parts(op, cost);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].shape.at("b"), 32);
+  EXPECT_EQ(parts[0].shape.at("n"), 1024);
+  EXPECT_EQ(parts[1].shape.at("k"), 1024);
+}
+
+TEST(LearnedParts, UnmodelledClassesGiveNothing) {
+  OpRecord op;
+  op.name = "aten::embedding";
+  OpCost cost;
+  cost.op_class = OpClass::Embedding;
+  EXPECT_TRUE(learned_parts(op, cost).empty());
+}
+
+TEST(LearnedFeatures, NamesMatchValues) {
+  const Device d = test_device();
+  const LearnedShape gemm{{"b", 1}, {"m", 512}, {"n", 512}, {"k", 512}, {"elem_bytes", 4}};
+  const auto f = compute_learned_features(LearnedFamily::Gemm, gemm, d, Precision::Fp32Simt);
+  EXPECT_EQ(f.values.size(), feature_names(LearnedFamily::Gemm).size());
+  // The roofline time is the engine's roofline for the same FLOPs and bytes.
+  const double flops = 2.0 * 512 * 512 * 512, bytes = 4.0 * 3 * 512 * 512;
+  EXPECT_NEAR(f.roofline_us, roofline_time_us(d, Precision::Fp32Simt, flops, bytes), 1e-9 * f.roofline_us);
+  EXPECT_THROW(compute_learned_features(LearnedFamily::Gemm, {{"b", 1}}, d, Precision::Fp32Simt),
+               std::invalid_argument);
+}
+
+// The committed weights load, and forecasts stay above the roofline / e_max bound.
+TEST(LearnedModels, CommittedWeightsPredictAboveTheRoofline) {
+  const std::string dir = std::string(HABITAT_SOURCE_DIR) + "/weights";
+  if (!fs::exists(fs::path(dir) / "gemm.safetensors")) GTEST_SKIP() << "weights not trained yet";
+  const LearnedModels models = LearnedModels::load(dir);
+  ASSERT_TRUE(models.has(LearnedFamily::Gemm));
+  const Device d = test_device();
+  for (double size : {64.0, 512.0, 4096.0}) {
+    const LearnedShape s{{"b", 1}, {"m", size}, {"n", size}, {"k", size}, {"elem_bytes", 4}};
+    const auto t = models.predict_family_us(LearnedFamily::Gemm, s, d, Precision::Fp32Simt);
+    ASSERT_TRUE(t.has_value());
+    const auto f = compute_learned_features(LearnedFamily::Gemm, s, d, Precision::Fp32Simt);
+    EXPECT_GE(*t, f.roofline_us / 2.0 * 0.999);
+  }
+  // Bigger GEMMs take longer.
+  const auto small = models.predict_family_us(LearnedFamily::Gemm, {{"b", 1}, {"m", 1024}, {"n", 1024}, {"k", 1024}, {"elem_bytes", 4}}, d, Precision::Fp32Simt);
+  const auto big = models.predict_family_us(LearnedFamily::Gemm, {{"b", 1}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"elem_bytes", 4}}, d, Precision::Fp32Simt);
+  EXPECT_GT(*big, 10 * *small);
+}
+
+// Models trained floor-free carry a launch floor: a tiny element-wise op is forecast at it, not
+// at the 25-60 us per-call floor of the harness that measured the training data.
+TEST(LearnedModels, CommittedElementwiseModelForecastsTinyOpsAtTheLaunchFloor) {
+  const std::string dir = std::string(HABITAT_SOURCE_DIR) + "/weights";
+  std::ifstream meta_file(fs::path(dir) / "elementwise.json");
+  if (!meta_file) GTEST_SKIP() << "weights not trained yet";
+  const double floor_us = nlohmann::json::parse(meta_file).value("launch_floor_us", 0.0);
+  if (floor_us <= 0) GTEST_SKIP() << "elementwise weights predate the launch floor";
+  const LearnedModels models = LearnedModels::load(dir);
+  const Device d = test_device();
+  auto add = [&](double n) {
+    const LearnedShape s{{"n", n}, {"inputs", 2}, {"transcendental", 0}, {"elem_bytes", 4}};
+    return *models.predict_family_us(LearnedFamily::Elementwise, s, d, Precision::Fp32Simt);
+  };
+  EXPECT_DOUBLE_EQ(add(1000), floor_us);
+  EXPECT_GT(add(1e8), 100 * floor_us);
+}
+
+}  // namespace
+}  // namespace habitat

@@ -1,0 +1,186 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "habitat/predictor.h"
+#include "hardware/roofline.h"
+#include "predict/shape_efficiency.h"
+#include "cost/test_op_cost_builders.h"
+#include "predict/wave_scaling.h"
+
+namespace habitat {
+namespace {
+
+using test::T;
+using test::tensor;
+
+const DeviceDatabase& db() {
+  static const DeviceDatabase instance =
+      DeviceDatabase::load_file(HABITAT_SOURCE_DIR "/python/habitat/data/devices.json");
+  return instance;
+}
+
+OpRecord mm(uint64_t id, int64_t m, int64_t k, int64_t n) {
+  OpRecord op;
+  op.id = id;
+  op.name = "aten::mm";
+  op.args = {tensor("self", T({m, k})), tensor("mat2", T({k, n}))};
+  op.outputs = {T({m, n})};
+  op.phase = Phase::Forward;
+  return op;
+}
+
+OpRecord relu(uint64_t id, int64_t n) {
+  OpRecord op;
+  op.id = id;
+  op.name = "aten::relu";
+  op.args = {tensor("self", T({n}))};
+  op.outputs = {T({n})};
+  op.phase = Phase::Backward;
+  return op;
+}
+
+double shape_estimate(const OpRecord& op, const std::string& gpu) {
+  return roofline_estimate_us(estimate_cost(op), db().find(gpu));
+}
+
+TEST(Predictor, ShapeBasedLeafOpsUseTheRooflineAndSumByPhase) {
+  Step step;
+  step.ops = {mm(0, 1024, 1024, 1024), relu(1, 1 << 20)};
+  const Predictor predictor(db());
+  const Forecast f = predictor.predict(step, TraceOrigin{}, {"a100", "H100"});
+  ASSERT_EQ(f.targets, (std::vector<std::string>{"A100-SXM4-80GB", "H100-SXM5-80GB"}));
+  for (std::size_t t = 0; t < 2; ++t) {
+    const double gemm = shape_estimate(step.ops[0], f.targets[t]);
+    const double pointwise = shape_estimate(step.ops[1], f.targets[t]);
+    EXPECT_EQ(f.ops[0].per_target[t].method, Method::Roofline);
+    EXPECT_DOUBLE_EQ(f.ops[0].per_target[t].time_us, gemm);
+    EXPECT_DOUBLE_EQ(f.totals[t].total_us, gemm + pointwise);
+    EXPECT_DOUBLE_EQ(f.totals[t].phase_us.at(Phase::Forward), gemm);
+    EXPECT_DOUBLE_EQ(f.totals[t].phase_us.at(Phase::Backward), pointwise);
+    EXPECT_EQ(f.totals[t].method_ops.at(Method::Roofline), 2);
+  }
+  // 2*1024^3 FLOPs at fp32: the H100's SIMT peak is above the A100's, so it must be faster.
+  EXPECT_LT(f.totals[1].total_us, f.totals[0].total_us);
+}
+
+TEST(Predictor, ShapeBasedCompositeCountsItsWorkOnce) {
+  // aten::linear decomposes into t (a view) and addmm: the same GEMM, counted once.
+  OpRecord linear;
+  linear.id = 0;
+  linear.name = "aten::linear";
+  linear.args = {tensor("input", T({512, 256})), tensor("weight", T({128, 256})),
+                 tensor("bias", T({128}))};
+  linear.outputs = {T({512, 128})};
+  linear.has_children = true;
+  OpRecord t;
+  t.id = 1;
+  t.parent = 0;
+  t.depth = 1;
+  t.name = "aten::t";
+  t.args = {tensor("self", T({128, 256}))};
+  t.outputs = {T({256, 128})};
+  OpRecord addmm;
+  addmm.id = 2;
+  addmm.parent = 0;
+  addmm.depth = 1;
+  addmm.name = "aten::addmm";
+  addmm.args = {tensor("self", T({128})), tensor("mat1", T({512, 256})),
+                tensor("mat2", T({256, 128}))};
+  addmm.outputs = {T({512, 128})};
+  Step step;
+  step.ops = {linear, t, addmm};
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"L4"});
+  const double own = shape_estimate(linear, "L4");
+  const double children = shape_estimate(addmm, "L4");
+  EXPECT_EQ(f.ops[1].per_target[0].method, Method::NoKernel);
+  EXPECT_DOUBLE_EQ(f.ops[0].per_target[0].time_us, std::max(own, children));
+  EXPECT_DOUBLE_EQ(f.totals[0].total_us, std::max(own, children));
+  int counted = 0;
+  for (const auto& [method, n] : f.totals[0].method_ops) counted += n;
+  EXPECT_EQ(counted, own > children ? 1 : 2);  // the parent alone, or its two children
+}
+
+TEST(Predictor, UnknownOpsAreFlaggedAndForecastFromTheirBytes) {
+  OpRecord op;
+  op.id = 0;
+  op.name = "aten::definitely_not_an_op";
+  op.args = {tensor("self", T({1 << 20}))};
+  op.outputs = {T({1 << 20})};
+  Step step;
+  step.ops = {op};
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"T4"});
+  EXPECT_EQ(f.ops[0].per_target[0].method, Method::Fallback);
+  // 8 MiB through 320 GB/s at the fallback efficiency.
+  const double expected = 8.0 * (1 << 20) / 320e9 * 1e6 / roofline_efficiency(OpClass::Unknown);
+  EXPECT_NEAR(f.ops[0].per_target[0].time_us, expected, 1e-9);
+  EXPECT_EQ(f.unsupported, (std::vector<std::string>{"aten::definitely_not_an_op"}));
+}
+
+TEST(Predictor, RuntimeBasedWaveScalesMeasuredKernelsFromAGpuOrigin) {
+  OpRecord op = relu(0, 1 << 24);
+  KernelLaunch k;
+  k.name = "vectorized_elementwise_kernel";
+  k.grid[0] = 65536;
+  k.block[0] = 128;
+  k.registers_per_thread = 16;
+  k.duration_us = 100.0;
+  op.kernels = {k};
+  Step step;
+  step.ops = {op};
+  TraceOrigin origin;
+  origin.device = "NVIDIA H100 80GB HBM3";
+  const Forecast f = Predictor(db()).predict(step, origin, {"A100"});
+  const OpCost cost = estimate_cost(op);
+  const WaveScaler scaler(db().find("H100"), db().find("A100"));
+  const double expected = scaler.scale(k, cost.arithmetic_intensity(), cost.precision).time_us;
+  EXPECT_EQ(f.ops[0].per_target[0].method, Method::WaveScaling);
+  EXPECT_DOUBLE_EQ(f.ops[0].per_target[0].time_us, expected);
+  // A memory-bound kernel slows down by about the bandwidth ratio going to the A100.
+  EXPECT_GT(expected, 100.0);
+}
+
+TEST(Predictor, RuntimeBasedGemmScalesByTheModelRatioAndAddsChildKernels) {
+  OpRecord parent = mm(0, 4096, 4096, 4096);
+  parent.has_children = true;
+  KernelLaunch gemm;
+  gemm.duration_us = 500.0;
+  gemm.grid[0] = 1024;
+  gemm.block[0] = 256;
+  parent.kernels = {gemm};
+  OpRecord child = relu(1, 1 << 20);
+  child.parent = 0;
+  child.depth = 1;
+  KernelLaunch pointwise;
+  pointwise.duration_us = 10.0;
+  pointwise.grid[0] = 8192;
+  pointwise.block[0] = 128;
+  child.kernels = {pointwise};
+  Step step;
+  step.ops = {parent, child};
+  TraceOrigin origin;
+  origin.device = "H100";
+  const Forecast f = Predictor(db()).predict(step, origin, {"L4"});
+  const OpCost cost = estimate_cost(parent);
+  const double ratio =
+      roofline_estimate_us(cost, db().find("L4")) / roofline_estimate_us(cost, db().find("H100"));
+  EXPECT_EQ(f.ops[0].per_target[0].method, Method::RooflineRatio);
+  const double child_us = f.ops[1].per_target[0].time_us;
+  EXPECT_DOUBLE_EQ(f.ops[0].per_target[0].time_us, 500.0 * ratio + child_us);
+  EXPECT_DOUBLE_EQ(f.totals[0].total_us, 500.0 * ratio + child_us);
+}
+
+TEST(Predictor, UnknownTargetNamesTheClosestDevices) {
+  Step step;
+  step.ops = {relu(0, 16)};
+  try {
+    Predictor(db()).predict(step, TraceOrigin{}, {"A1000"});
+    FAIL() << "expected UnknownDeviceError";
+  } catch (const UnknownDeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("A100"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace habitat

@@ -1,0 +1,105 @@
+// The predictor for Python: saved traces arrive as JSON documents, steps captured by
+// habitat._C as C++ structs (trace_capsule.h), so a live step is never encoded to forecast it.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "bindings/trace_capsule.h"
+#include "device_registry.h"
+#include "habitat/learned_models.h"
+#include "habitat/predictor.h"
+#include "habitat/trace.h"
+
+namespace habitat::python {
+
+namespace py = pybind11;
+
+namespace {
+
+// Learned models by weights directory, loaded once: a step is forecast every training step.
+const ShapeModel* learned_models(const std::string& weights_dir) {
+  if (weights_dir.empty()) return nullptr;
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<LearnedModels>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(weights_dir);
+  if (it == cache.end()) {
+    auto models = std::make_unique<LearnedModels>(LearnedModels::load(weights_dir));
+    if (models->empty()) models.reset();
+    it = cache.emplace(weights_dir, std::move(models)).first;
+  }
+  return it->second.get();
+}
+
+// Forecasts one step for each target with the learned models in weights_dir (none: roofline
+// only). Call without the GIL.
+Forecast forecast_for(const Step& step, const TraceOrigin& origin,
+                      const std::vector<std::string>& targets, const std::string& weights_dir) {
+  const Predictor predictor(device_database(), learned_models(weights_dir));
+  return predictor.predict(step, origin, targets);
+}
+
+std::string forecast_step(const std::string& trace_json, const std::vector<std::string>& targets,
+                          int step, const std::string& weights_dir) {
+  const Trace trace = trace_from_json(trace_json);
+  const auto count = static_cast<int>(trace.steps.size());
+  const int index = step < 0 ? count + step : step;
+  if (index < 0 || index >= count) {
+    throw py::index_error("step " + std::to_string(step) + " is out of range: the trace has " +
+                          std::to_string(count) + " step(s)");
+  }
+  return forecast_to_json(
+      forecast_for(trace.steps[static_cast<std::size_t>(index)], trace.origin, targets, weights_dir));
+}
+
+}  // namespace
+
+
+void bind_engine(py::module_& m) {
+  m.def("forecast_step", &forecast_step, py::arg("trace_json"), py::arg("targets"),
+        py::arg("step") = -1, py::arg("weights_dir") = "", py::call_guard<py::gil_scoped_release>(),
+        "Forecast one step of a trace document for each target with the learned models in\n"
+        "weights_dir (none: roofline only); returns the forecast as JSON.");
+
+  m.def(
+      "forecast_captured",
+      [](py::handle capsule, const std::string& origin_trace_json,
+         const std::vector<std::string>& targets, const std::string& weights_dir) {
+        const SharedTrace captured = trace_from_capsule(capsule);
+        std::string summary;
+        std::string ops;
+        {
+          py::gil_scoped_release release;
+          const Trace origin = trace_from_json(origin_trace_json);
+          const Forecast f = forecast_for(captured->steps.front(), origin.origin, targets, weights_dir);
+          summary = forecast_summary_to_json(f);
+          ops = forecast_ops_to_json(f);
+        }
+        return py::make_tuple(summary, py::bytes(ops));
+      },
+      py::arg("captured"), py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
+      "Forecasts a step captured by habitat._C (its .capsule; the origin comes from a trace\n"
+      "document whose steps are ignored): (the forecast document without its ops, JSON of the\n"
+      "ops array).");
+
+  m.def(
+      "captured_trace_json",
+      [](py::handle capsule) {
+        const SharedTrace captured = trace_from_capsule(capsule);
+        std::string text;
+        {
+          py::gil_scoped_release release;
+          text = trace_to_json(*captured);
+        }
+        return py::bytes(text);
+      },
+      py::arg("captured"), "A trace document (default origin) holding a captured step.");
+}
+
+}  // namespace habitat::python

@@ -1,0 +1,84 @@
+// Trace documents for Python: validation, loading and saving go through the engine's reader
+// and writer so both languages accept exactly the same documents. Traces cross as JSON text;
+// python/habitat/trace.py turns them into dicts.
+#include <Python.h>
+
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include "bindings.h"
+#include "habitat/trace.h"
+
+namespace habitat::python {
+namespace py = pybind11;
+namespace {
+
+// OSError(errno, message, filename) picks the matching subclass (FileNotFoundError,
+// PermissionError, IsADirectoryError), so callers can catch what they expect from open().
+[[noreturn]] void raise_os_error(const std::system_error& e, const char* action,
+                                 const std::string& path) {
+  const std::string message = std::string(action) + ": " + e.code().message();
+  py::object os_error = py::reinterpret_borrow<py::object>(PyExc_OSError);
+  py::object exc = os_error(e.code().value(), message, path);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  throw py::error_already_set();
+}
+
+// Runs `work` without the GIL (parsing a long trace should not stall other Python threads),
+// turning file errors into OSError once the GIL is back.
+template <class Work>
+auto without_gil(const char* action, const std::string& path, Work&& work) {
+  std::optional<std::system_error> io_error;
+  decltype(work()) result{};
+  {
+    py::gil_scoped_release release;
+    try {
+      result = work();
+    } catch (const std::system_error& e) {
+      io_error = e;
+    }
+  }
+  if (io_error) raise_os_error(*io_error, action, path);
+  return result;
+}
+
+}  // namespace
+
+void bind_trace(py::module_& m) {
+  py::register_exception<TraceFormatError>(m, "TraceFormatError", PyExc_ValueError);
+  m.attr("TRACE_FORMAT_VERSION") = Trace::kFormatVersion;
+
+  m.def(
+      "validate_trace_json",
+      [](const std::string& text) {
+        py::gil_scoped_release release;
+        return trace_to_json(trace_from_json(text));
+      },
+      py::arg("text"),
+      "Parse and validate a habitat trace document; return it in canonical compact form.\n"
+      "Raises TraceFormatError (a ValueError) naming the first invalid field.");
+
+  m.def(
+      "load_trace",
+      [](const std::string& path) {
+        return without_gil("cannot read habitat trace", path,
+                           [&] { return trace_to_json(load_trace(path)); });
+      },
+      py::arg("path"),
+      "Read and validate the trace file at `path`; return its canonical JSON text.\n"
+      "Raises OSError if the file cannot be read, TraceFormatError if it is not a valid trace.");
+
+  m.def(
+      "save_trace_json",
+      [](const std::string& text, const std::string& path) {
+        without_gil("cannot write habitat trace", path, [&] {
+          save_trace(trace_from_json(text), path);
+          return true;
+        });
+      },
+      py::arg("text"), py::arg("path"),
+      "Validate a trace document and write it to `path` in canonical form (atomically).");
+}
+
+}  // namespace habitat::python

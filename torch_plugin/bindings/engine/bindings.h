@@ -1,0 +1,13 @@
+// Entry points that register each part of habitat._engine; one file owns each.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace habitat::python {
+
+void bind_devices(pybind11::module_& m);  // bind_devices.cpp: Device, DeviceDatabase
+void bind_trace(pybind11::module_& m);    // bind_trace.cpp: trace documents (load, save, validate)
+void bind_engine(pybind11::module_& m);   // bind_engine.cpp: the predictor
+void bind_learned(pybind11::module_& m);  // bind_learned.cpp: learned models (MLP runtime)
+
+}  // namespace habitat::python

@@ -1,0 +1,16 @@
+// The process-wide device database that habitat.devices fills at import
+// (packaged devices.json plus the user's files); bind_devices.cpp owns it.
+#pragma once
+
+#include "habitat/device.h"
+
+namespace habitat::python {
+
+// The loaded database. The object stays the same for the life of the process (later
+// loads and merges update it in place), so a Predictor may keep the reference; a
+// Device reference may move after a merge. It is changed only from Python, under the
+// GIL, by habitat.devices: do not merge while forecasts run on other threads.
+// Throws std::runtime_error when habitat.devices has not loaded it yet.
+const DeviceDatabase& device_database();
+
+}  // namespace habitat::python

@@ -1,0 +1,116 @@
+// habitat._C capture names: the recording window (_CaptureSession) and the hooks Python
+// calls to tell the capture where ops run (module paths, optimizer steps).
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+
+#include "bindings.h"
+#include "bindings/trace_capsule.h"
+#include "capture/capture_key.h"
+#include "capture/capture_state.h"
+#include "cupti/cupti_tracer.h"
+#include "habitat/trace.h"
+
+namespace py = pybind11;
+
+namespace habitat::python {
+namespace {
+
+// A trace holding the one step, so encoding it needs no copy.
+struct CapturedStep {
+  std::shared_ptr<const Trace> trace;
+  const Step& step() const { return trace->steps.front(); }
+};
+
+}  // namespace
+
+void bind_capture(py::module_& m) {
+  using capture::Session;
+  using capture::thread_state;
+  using capture::ThreadState;
+  try {
+    capture::install_fallback();
+  } catch (const std::exception& e) {
+    throw py::import_error(e.what());
+  }
+  m.attr("CAPTURE_KEY") = capture::kCaptureKeyName;
+
+  py::class_<Session, std::shared_ptr<Session>>(m, "_CaptureSession",
+                                                 "One recording window (one training step).")
+      .def(py::init<size_t>(), py::arg("max_ops"))
+      .def("begin", &Session::begin,
+           "Opens the window on this thread (includes the capture key on it for good).")
+      .def(
+          "end",
+          [](Session& s, int64_t index) {
+            std::string warning;
+            auto trace = std::make_shared<Trace>();
+            {
+              py::gil_scoped_release release;
+              trace->steps.push_back(s.end(index, &warning));
+            }
+            return py::make_tuple(CapturedStep{std::move(trace)}, warning);
+          },
+          py::arg("index"),
+          "Closes the window; returns (the captured step, warning or '').")
+      .def_property_readonly("dropped", &Session::dropped,
+                             "Ops not recorded because the step reached max_ops.")
+      .def_property_readonly("open", &Session::open);
+
+  // The step stays in C++: encoding it and forecasting it are the costly parts, and
+  // predict_on runs them off the training thread, without the GIL, in habitat._engine.
+  py::class_<CapturedStep>(m, "_CapturedStep", "A captured step, held in C++.")
+      .def_property_readonly("num_ops", [](const CapturedStep& c) { return c.step().ops.size(); })
+      .def_property_readonly("wall_ms", [](const CapturedStep& c) { return c.step().wall_ms; })
+      .def_property_readonly("dropped_ops",
+                             [](const CapturedStep& c) { return c.step().dropped_ops; })
+      .def_property_readonly(
+          "capsule", [](const CapturedStep& c) { return make_trace_capsule(c.trace); },
+          "The step for habitat._engine (forecast_captured, captured_trace_json).");
+
+  m.def(
+      "_capture_enter_module",
+      [](std::string path) {
+        thread_state().modules.push_back(std::make_shared<const std::string>(std::move(path)));
+      },
+      py::arg("path"));
+  m.def("_capture_exit_module", [] {
+    auto& modules = thread_state().modules;
+    if (!modules.empty()) modules.pop_back();
+  });
+  m.def("_capture_enter_optimizer", [] { ++thread_state().optimizer_depth; });
+  m.def("_capture_exit_optimizer", [] {
+    auto& depth = thread_state().optimizer_depth;
+    if (depth > 0) --depth;
+  });
+  // torch.compile's tracing and autotuning run real ops (on fake tensors, or benchmarks):
+  // habitat.compile suspends the capture around them. Nests; counted per thread.
+  m.def("_capture_suspend", [] { ++thread_state().suspended; });
+  m.def("_capture_resume", [] {
+    auto& suspended = thread_state().suspended;
+    if (suspended > 0) --suspended;
+  });
+  // Kernels launched outside any op (a compiled graph's generated kernels) go to the graph's
+  // habitat::compiled_graph record, when it is the op this thread recorded last, until the
+  // matching end call.
+  m.def(
+      "_capture_attribute_kernels_to_last_op",
+      [] {
+        const ThreadState& ts = thread_state();
+        return ts.last_op_is_compiled_graph && cupti::KernelTracer::instance().push(ts.last_op_id);
+      },
+      "Starts attributing kernels to the compiled-graph op just recorded; False when nothing "
+      "was started (not recorded, or no kernel tracing).");
+  m.def("_capture_end_kernel_attribution", [] { cupti::KernelTracer::instance().pop(); });
+  m.def("_capture_active", &capture::recording_on_this_thread,
+        "Whether an op run now on this thread would be recorded.");
+  m.def("_capture_include_key", &capture::include_key_on_this_thread,
+        "Routes this thread's ops through the capture key (a pass-through outside a window).");
+  m.def("_capture_key_included", &capture::key_included_on_this_thread,
+        "Whether this thread routes ops through the capture key.");
+  m.def("_capture_release_thread", &capture::release_key_on_this_thread,
+        "Removes the capture key from this thread (ops skip the capture entirely).");
+}
+
+}  // namespace habitat::python

@@ -1,0 +1,121 @@
+#include "capture/capture_recorder.h"
+
+#include <algorithm>
+#include <iterator>
+#include <unordered_map>
+
+namespace habitat::capture {
+namespace {
+
+std::atomic<uint64_t> g_sequence{1};
+std::atomic<uint64_t> g_generation{1};
+
+struct ThreadNumberCache {
+  uint64_t generation = 0;
+  uint64_t number = 0;
+};
+thread_local ThreadNumberCache t_thread_number;
+
+}  // namespace
+
+Recorder::Recorder(size_t max_ops)
+    : max_ops_(max_ops),
+      generation_(g_generation.fetch_add(1, std::memory_order_relaxed)),
+      start_(Clock::now()) {}
+
+bool Recorder::admit() {
+  if (admitted_.fetch_add(1, std::memory_order_relaxed) < max_ops_) return true;
+  dropped_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+uint64_t Recorder::next_sequence() { return g_sequence.fetch_add(1, std::memory_order_relaxed); }
+
+double Recorder::micros_since_start(Clock::time_point t) const {
+  return std::chrono::duration<double, std::micro>(t - start_).count();
+}
+
+uint64_t Recorder::thread_number() {
+  ThreadNumberCache& cache = t_thread_number;
+  if (cache.generation == generation_) return cache.number;
+  const auto self = std::this_thread::get_id();
+  std::lock_guard lock(mutex_);
+  auto it = std::find(threads_.begin(), threads_.end(), self);
+  if (it == threads_.end()) it = threads_.insert(threads_.end(), self);
+  cache = {generation_, static_cast<uint64_t>(it - threads_.begin())};
+  return cache.number;
+}
+
+void Recorder::commit(OpRecord&& op, StorageRefs& storages) {
+  std::lock_guard lock(mutex_);
+  if (!finished_) {
+    ops_.push_back(std::move(op));
+    storages_.insert(storages_.end(), std::make_move_iterator(storages.begin()),
+                     std::make_move_iterator(storages.end()));
+  }
+  storages.clear();
+}
+
+std::vector<OpRecord> Recorder::finish() {
+  recording_.store(false, std::memory_order_release);
+  std::vector<OpRecord> ops;
+  {
+    std::lock_guard lock(mutex_);
+    finished_ = true;
+    ops.swap(ops_);
+  }
+  std::sort(ops.begin(), ops.end(),
+            [](const OpRecord& a, const OpRecord& b) { return a.id < b.id; });
+  return ops;
+}
+
+void Recorder::absorb(Recorder& inner, const std::vector<OpRecord>& inner_ops) {
+  const double shift_us = std::chrono::duration<double, std::micro>(inner.start_ - start_).count();
+  std::vector<std::thread::id> inner_threads;
+  StorageRefs inner_storages;
+  {
+    std::lock_guard lock(inner.mutex_);
+    inner_threads = inner.threads_;
+    inner_storages.swap(inner.storages_);
+  }
+  std::lock_guard lock(mutex_);
+  if (finished_) return;
+  storages_.insert(storages_.end(), std::make_move_iterator(inner_storages.begin()),
+                   std::make_move_iterator(inner_storages.end()));
+  for (const OpRecord& op : inner_ops) {
+    if (admitted_.fetch_add(1, std::memory_order_relaxed) >= max_ops_) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    OpRecord copy = op;
+    copy.start_us += shift_us;
+    if (copy.thread < inner_threads.size()) {
+      const auto tid = inner_threads[copy.thread];
+      auto it = std::find(threads_.begin(), threads_.end(), tid);
+      if (it == threads_.end()) it = threads_.insert(threads_.end(), tid);
+      copy.thread = static_cast<uint64_t>(it - threads_.begin());
+    }
+    ops_.push_back(std::move(copy));
+  }
+}
+
+Step Recorder::to_step(std::vector<OpRecord> ops, int64_t index, double wall_ms) {
+  std::unordered_map<uint64_t, uint64_t> dense;
+  dense.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) dense.emplace(ops[i].id, i);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    OpRecord& op = ops[i];
+    op.id = i;
+    if (op.parent) {
+      const auto it = dense.find(*op.parent);
+      op.parent = it == dense.end() ? std::nullopt : std::optional<uint64_t>(it->second);
+    }
+  }
+  Step step;
+  step.index = index;
+  step.wall_ms = wall_ms;
+  step.ops = std::move(ops);
+  return step;
+}
+
+}  // namespace habitat::capture

@@ -1,0 +1,75 @@
+// One step's captured ops: a thread-safe, bounded buffer of habitat::OpRecord.
+//
+// Ops are committed when they finish, from whichever thread ran them (the recording thread
+// and autograd's device threads). Each record carries a process-wide start sequence number
+// as its id while recording; finish() orders the records by it and renumbers ids (and
+// parents) densely from 0, so the step reads in start order.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "capture/capture_args.h"
+#include "habitat/trace.h"
+
+namespace habitat::capture {
+
+using Clock = std::chrono::steady_clock;
+
+class Recorder {
+ public:
+  explicit Recorder(size_t max_ops);
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  bool recording() const { return recording_.load(std::memory_order_acquire); }
+
+  // Reserves room for one more op; false (and the op counts as dropped) once the step
+  // holds max_ops, so a runaway step cannot exhaust memory.
+  bool admit();
+  // A process-wide increasing number: the op's place in start order.
+  static uint64_t next_sequence();
+  double micros_since_start(Clock::time_point t) const;
+  // Small number of the calling thread within this step: 0 for the first thread seen.
+  uint64_t thread_number();
+  // Adds a finished op and moves the storages seen so far out of `storages` (held until the
+  // recorder dies; `storages` is left empty with its capacity); ignored once the step is
+  // finished (a straggling thread).
+  void commit(OpRecord&& op, StorageRefs& storages);
+
+  // Stops recording and moves the records out, in start order, ids still raw sequence
+  // numbers (see to_step).
+  std::vector<OpRecord> finish();
+  // Copies in the finished records of a step recorded inside this one (a nested
+  // predict_on on the same thread): its ops belong to this step too.
+  void absorb(Recorder& inner, const std::vector<OpRecord>& inner_ops);
+  // The step of finished records: ids renumbered 0..n-1 in start order, parents mapped
+  // (a parent that was not recorded becomes none).
+  static Step to_step(std::vector<OpRecord> ops, int64_t index, double wall_ms);
+
+  size_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  size_t max_ops() const { return max_ops_; }
+  Clock::time_point start() const { return start_; }
+
+ private:
+  const size_t max_ops_;
+  const uint64_t generation_;  // tells this recorder's thread numbers from a previous one's
+  const Clock::time_point start_;
+  std::atomic<bool> recording_{true};
+  std::atomic<size_t> admitted_{0};
+  std::atomic<size_t> dropped_{0};
+
+  mutable std::mutex mutex_;  // guards everything below
+  std::vector<OpRecord> ops_;
+  StorageRefs storages_;  // keeps storage addresses unique for the step (see StorageRefs)
+  std::vector<std::thread::id> threads_;  // index = thread number
+  bool finished_ = false;
+};
+
+}  // namespace habitat::capture

@@ -1,0 +1,130 @@
+#include "capture/capture_state.h"
+
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
+
+#include <stdexcept>
+
+#include "capture/capture_key.h"
+#include "capture/torch_compat.h"
+#include "habitat/compiled_kernels.h"
+#include "cupti/cupti_tracer.h"
+
+namespace habitat::capture {
+namespace {
+
+const c10::DebugInfoKind kSessionKind = compat::session_debug_info_kind();
+
+thread_local ThreadState t_state;
+
+Session* current_session() {
+  return static_cast<Session*>(c10::ThreadLocalDebugInfo::get(kSessionKind));
+}
+
+}  // namespace
+
+std::atomic<int> g_active_sessions{0};
+
+void ThreadState::reset_context() {
+  modules.clear();
+  optimizer_depth = 0;
+  suspended = 0;
+  storages.clear();
+  node = nullptr;
+  node_sequence = 0;
+  node_name.clear();
+}
+
+ThreadState& thread_state() { return t_state; }
+
+Session::Session(size_t max_ops) : max_ops_(max_ops) {}
+
+// The thread's debug info holds open sessions, so a Session is only destroyed closed.
+Session::~Session() = default;
+
+Recorder* Session::live_recorder() {
+  for (Session* s = this; s != nullptr; s = s->outer_.get()) {
+    if (s->recorder_ != nullptr && s->recorder_->recording()) return s->recorder_.get();
+  }
+  return nullptr;
+}
+
+void Session::begin() {
+  if (open_ || finished_) {
+    throw std::runtime_error(
+        "this capture session was already used; start a new one for each step");
+  }
+  include_key_on_this_thread();
+  if (Session* outer = current_session()) outer_ = outer->shared_from_this();
+  outermost_ = outer_ == nullptr || outer_->live_recorder() == nullptr;
+  if (outermost_) thread_state().reset_context();
+  recorder_ = std::make_unique<Recorder>(max_ops_);
+  c10::ThreadLocalDebugInfo::_push(kSessionKind, shared_from_this());
+  open_ = true;
+  g_active_sessions.fetch_add(1, std::memory_order_relaxed);
+}
+
+Step Session::end(int64_t index, std::string* warning) {
+  if (!open_) throw std::runtime_error("capture session is not open");
+  const auto stop = Clock::now();
+  open_ = false;
+  finished_ = true;
+  g_active_sessions.fetch_sub(1, std::memory_order_relaxed);
+  std::vector<OpRecord> ops = recorder_->finish();
+  // Kernels are keyed by the ids ops got at launch: join them before any renumbering. Only
+  // the outermost window flushes (a flush takes every kernel so far); a nested window's ops
+  // reach it through absorb() with their ids unchanged.
+  if (auto& tracer = cupti::KernelTracer::instance(); outermost_ && tracer.active()) {
+    tracer.flush_into(ops);
+    attribute_compiled_kernels(ops);  // ops are in start order, as it needs
+  }
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(stop - recorder_->start()).count();
+
+  // Leave the thread's debug info as it was before begin(). Something pushed after us and
+  // still in place (e.g. a profiler started inside the window and stopped after it) keeps
+  // this session in the chain; it no longer records, so it is inert.
+  bool popped = false;
+  try {
+    if (c10::ThreadLocalDebugInfo::_peek(kSessionKind).get() == this) {
+      c10::ThreadLocalDebugInfo::_pop(kSessionKind);
+      popped = true;
+    }
+  } catch (const c10::Error&) {
+  }
+  if (!popped && warning != nullptr) {
+    *warning =
+        "habitat: the capture window was not closed in the order it was opened (another "
+        "context, such as a profiler, opened inside it is still open); capture stopped anyway";
+  }
+  if (outer_ != nullptr) {
+    if (Recorder* outer = outer_->live_recorder()) outer->absorb(*recorder_, ops);
+  }
+  if (outermost_) thread_state().reset_context();
+  outer_.reset();
+  Step step = Recorder::to_step(std::move(ops), index, wall_ms);
+  step.dropped_ops = static_cast<int64_t>(recorder_->dropped());
+  return step;
+}
+
+Recorder* active_recorder() {
+  if (g_active_sessions.load(std::memory_order_relaxed) == 0) return nullptr;
+  Session* s = current_session();
+  return s == nullptr ? nullptr : s->live_recorder();
+}
+
+bool recording_on_this_thread() {
+  return active_recorder() != nullptr && thread_state().suspended == 0;
+}
+
+void include_key_on_this_thread() {
+  if (!c10::impl::tls_is_dispatch_key_included(kCaptureKey)) {
+    c10::impl::tls_set_dispatch_key_included(kCaptureKey, true);
+  }
+}
+
+void release_key_on_this_thread() { c10::impl::tls_set_dispatch_key_included(kCaptureKey, false); }
+
+bool key_included_on_this_thread() { return c10::impl::tls_is_dispatch_key_included(kCaptureKey); }
+
+}  // namespace habitat::capture

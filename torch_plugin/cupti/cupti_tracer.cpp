@@ -1,0 +1,450 @@
+#include "cupti/cupti_tracer.h"
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+#include <new>
+#include <utility>
+
+#ifdef HABITAT_WITH_CUPTI
+#include <cupti.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <unordered_set>
+#endif
+
+namespace habitat::cupti {
+
+#ifndef HABITAT_WITH_CUPTI
+
+// ----- stub: this build cannot trace kernels ------------------------------------------
+
+namespace {
+constexpr const char* kNotCompiled =
+    "CUPTI support was not compiled in: this torch build has no CUDA (or CUPTI headers were "
+    "missing). Install a CUDA build of torch and the CUDA toolkit's CUPTI, then rebuild habitat "
+    "with `pip install --no-build-isolation .`";
+}  // namespace
+
+struct TracerState {};
+
+bool compiled_in() { return false; }
+KernelTracer::KernelTracer() : state_(std::make_unique<TracerState>()) {}
+KernelTracer::~KernelTracer() = default;
+Status KernelTracer::start(const TracerOptions&) { return {false, kNotCompiled}; }
+Status KernelTracer::stop() { return {true, ""}; }
+void KernelTracer::detach(const std::string&) {}
+StepResult KernelTracer::flush_step() { return last_step(); }
+StepResult KernelTracer::flush_into(std::vector<OpRecord>&) { return last_step(); }
+StepResult KernelTracer::last_step() const {
+  StepResult r;
+  r.status = {false, kNotCompiled};
+  return r;
+}
+bool KernelTracer::active() const { return false; }
+bool KernelTracer::usable() const { return false; }
+std::string KernelTracer::status() const { return kNotCompiled; }
+bool KernelTracer::push(uint64_t) { return false; }
+void KernelTracer::pop() {}
+
+#else
+
+// ----- CUPTI Activity API client --------------------------------------------------------
+
+namespace {
+
+// The kernel record layout of the CUPTI headers we compile against. Only fields that sit
+// at the same offsets from CUpti_ActivityKernel4 on are read (prior-art.md §5), so records
+// from a newer CUPTI library decode correctly too.
+#if CUPTI_API_VERSION >= 130000
+using ActivityKernel = CUpti_ActivityKernel10;
+#else
+using ActivityKernel = CUpti_ActivityKernel4;
+#endif
+
+constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+static_assert(static_cast<uint32_t>(kExternalKind) == kHabitatExternalKind);
+
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+};
+
+constexpr std::size_t kMaxNvtxSample = 32;
+constexpr std::size_t kMaxPooledBuffers = 8;
+// CUPTI asks for another buffer when one fills, so the size only sets how often it asks.
+constexpr std::size_t kBufferBytes = std::size_t{4} << 20;
+
+const char* kind_name(CUpti_ActivityKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      return "CONCURRENT_KERNEL";
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+      return "RUNTIME";
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      return "DRIVER";
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      return "EXTERNAL_CORRELATION";
+    case CUPTI_ACTIVITY_KIND_MARKER:
+      return "MARKER";
+    default:
+      return "?";
+  }
+}
+
+// Why a CUPTI call failed, with what the user can do about it.
+std::string describe(CUptiResult result, const std::string& call) {
+  const char* text = nullptr;
+  if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == nullptr) text = "unknown";
+  std::string msg = "CUPTI kernel tracing is off: " + call + " failed with " + text + " (" +
+                    std::to_string(static_cast<int>(result)) + ")";
+  switch (result) {
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
+      msg +=
+          ". The driver allows profiling only to administrators: run as root, or load the "
+          "nvidia module with NVreg_RestrictProfilingToAdminUsers=0";
+      break;
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+    case CUPTI_ERROR_HARDWARE_BUSY:
+      msg +=
+          ". Another CUPTI client (Nsight Systems/Compute, torch.profiler or another "
+          "profiler) holds CUPTI; Habitat steps aside until it is gone";
+      break;
+    case CUPTI_ERROR_UNKNOWN:
+    case CUPTI_ERROR_NOT_INITIALIZED:
+    case CUPTI_ERROR_INVALID_DEVICE:
+    case CUPTI_ERROR_NOT_COMPATIBLE:
+      msg +=
+          ". No usable CUDA driver/GPU for this CUPTI, or the driver is older than the "
+          "CUPTI library: check nvidia-smi and that the driver supports this CUDA version";
+      break;
+    default:
+      break;
+  }
+  return msg + ". Forecasts fall back to per-op timing or shapes.";
+}
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
+
+}  // namespace
+
+struct TracerState {
+  // Control: start/stop/flush, one caller at a time.
+  std::mutex control_mu;
+  std::vector<CUpti_ActivityKind> enabled;
+  std::string status = "not started";
+  bool start_failed = false;
+
+  // Hot path: read on every op by ScopedKernelAttribution.
+  std::atomic<bool> active{false};
+  std::atomic<uint32_t> generation{1};
+  std::atomic<int64_t> push_errors{0};
+
+  // Records: filled by CUPTI's buffer-completed callback, possibly on its own thread.
+  std::mutex records_mu;
+  Correlator correlator;
+  int64_t nvtx_ranges = 0;
+  std::vector<std::string> nvtx_sample;
+  std::string callback_error;
+  StepResult last;  // counts of the latest flush, under control_mu
+
+  // Buffers are allocated here and handed to CUPTI; `lent` remembers which are ours, so a
+  // buffer that another client's callback received is never freed twice, and one we receive
+  // that is not ours is never freed by us.
+  std::mutex buffers_mu;
+  std::vector<Buffer> pool;
+  std::unordered_set<uint8_t*> lent;
+
+  void consume(const CUpti_Activity* record) {
+    switch (record->kind) {
+      case CUPTI_ACTIVITY_KIND_KERNEL:
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const auto* k = reinterpret_cast<const ActivityKernel*>(record);
+        KernelRecord r;
+        r.correlation_id = k->correlationId;
+        r.name = k->name != nullptr ? k->name : "";
+        r.grid[0] = k->gridX;
+        r.grid[1] = k->gridY;
+        r.grid[2] = k->gridZ;
+        r.block[0] = k->blockX;
+        r.block[1] = k->blockY;
+        r.block[2] = k->blockZ;
+        r.registers_per_thread = k->registersPerThread;
+        r.static_shared_bytes = k->staticSharedMemory;
+        r.dynamic_shared_bytes = k->dynamicSharedMemory;
+        r.start_ns = k->start;
+        r.end_ns = k->end;
+        r.stream = k->streamId;
+        r.device = k->deviceId;
+        correlator.add(std::move(r));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER: {
+        const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+        correlator.add(ApiRecord{a->correlationId, a->threadId, static_cast<uint32_t>(a->cbid),
+                                 record->kind == CUPTI_ACTIVITY_KIND_DRIVER});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+        const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+        correlator.add(ExternalCorrelationRecord{static_cast<uint32_t>(e->externalKind),
+                                                 e->externalId, e->correlationId});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MARKER: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMarker2*>(record);
+        const bool starts = (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) != 0;
+        if (starts && m->domain != nullptr && std::strcmp(m->domain, "habitat") == 0) {
+          ++nvtx_ranges;
+          if (nvtx_sample.size() < kMaxNvtxSample && m->name != nullptr) {
+            nvtx_sample.emplace_back(m->name);
+          }
+        }
+        break;
+      }
+      default:
+        break;  // kinds another client enabled
+    }
+  }
+
+  uint8_t* lend_buffer() {
+    std::lock_guard<std::mutex> lock(buffers_mu);
+    Buffer b;
+    if (!pool.empty()) {
+      b = std::move(pool.back());
+      pool.pop_back();
+    } else {
+      b.reset(static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes)));  // CUPTI: 8-aligned
+      if (!b) return nullptr;
+    }
+    lent.insert(b.get());
+    return b.release();
+  }
+
+  void return_buffer(uint8_t* raw) {
+    std::lock_guard<std::mutex> lock(buffers_mu);
+    if (lent.erase(raw) == 0) return;  // another client's buffer: its owner frees it
+    Buffer b(raw);
+    if (pool.size() < kMaxPooledBuffers) pool.push_back(std::move(b));
+  }
+};
+
+namespace {
+
+// The tracer's state, reachable from CUPTI's C callbacks. Set once and never cleared: the
+// tracer is never destroyed (see KernelTracer::instance()).
+std::atomic<TracerState*> g_state{nullptr};
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *max_records = 0;  // as many as fit
+  TracerState* state = g_state.load();
+  *buffer = state != nullptr ? state->lend_buffer() : nullptr;
+  // A null buffer makes CUPTI drop records, which flush_step reports as dropped.
+  *size = *buffer != nullptr ? kBufferBytes : 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size,
+                               size_t valid) {
+  (void)size;
+  TracerState* state = g_state.load();
+  if (state == nullptr || buffer == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(state->records_mu);
+    CUpti_Activity* record = nullptr;
+    while (true) {
+      const CUptiResult r = cuptiActivityGetNextRecord(buffer, valid, &record);
+      if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // end of the valid records
+      if (r != CUPTI_SUCCESS) {
+        state->callback_error = describe(r, "cuptiActivityGetNextRecord");
+        break;
+      }
+      state->consume(record);
+    }
+    size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS) {
+      state->correlator.add_dropped(static_cast<int64_t>(dropped));
+    }
+  }
+  state->return_buffer(buffer);
+}
+
+}  // namespace
+
+bool compiled_in() { return true; }
+
+KernelTracer::KernelTracer() : state_(std::make_unique<TracerState>()) { g_state = state_.get(); }
+
+// Never runs for the instance; kept so unique_ptr<TracerState> has a complete type here.
+KernelTracer::~KernelTracer() = default;
+
+Status KernelTracer::start(const TracerOptions& options) {
+  TracerState& s = *state_;
+  std::lock_guard<std::mutex> lock(s.control_mu);
+  if (s.active) return {true, s.status};
+
+  // Registering again after another client (Kineto) replaced our callbacks takes them back.
+  CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+  if (r != CUPTI_SUCCESS) {
+    s.status = describe(r, "cuptiActivityRegisterCallbacks");
+    s.start_failed = true;
+    return {false, s.status};
+  }
+  std::vector<CUpti_ActivityKind> kinds(std::begin(kKinds), std::end(kKinds));
+  if (options.record_nvtx) kinds.push_back(CUPTI_ACTIVITY_KIND_MARKER);
+  for (CUpti_ActivityKind kind : kinds) {
+    r = cuptiActivityEnable(kind);
+    if (r != CUPTI_SUCCESS) {
+      s.status = describe(r, std::string("cuptiActivityEnable(") + kind_name(kind) + ")");
+      s.start_failed = true;
+      for (CUpti_ActivityKind on : s.enabled) cuptiActivityDisable(on);
+      s.enabled.clear();
+      return {false, s.status};
+    }
+    s.enabled.push_back(kind);
+  }
+  {
+    // Records of a previous session (or of the time we were detached) are not this step's.
+    std::lock_guard<std::mutex> records(s.records_mu);
+    s.correlator.take_step();
+    s.generation = s.correlator.generation();
+    s.nvtx_ranges = 0;
+    s.nvtx_sample.clear();
+    s.callback_error.clear();
+  }
+  s.status = "tracing";
+  s.start_failed = false;
+  s.active = true;
+  return {true, s.status};
+}
+
+Status KernelTracer::stop() {
+  TracerState& s = *state_;
+  std::lock_guard<std::mutex> lock(s.control_mu);
+  if (!s.active) return {true, s.status};
+  s.active = false;
+  Status result{true, ""};
+  CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (r != CUPTI_SUCCESS) result = {false, describe(r, "cuptiActivityFlushAll")};
+  for (CUpti_ActivityKind kind : s.enabled) {
+    r = cuptiActivityDisable(kind);
+    if (r != CUPTI_SUCCESS && result.ok) {
+      result = {false, describe(r, std::string("cuptiActivityDisable(") + kind_name(kind) + ")")};
+    }
+  }
+  s.enabled.clear();
+  s.status = result.ok ? "stopped" : result.message;
+  return result;
+}
+
+void KernelTracer::detach(const std::string& reason) {
+  TracerState& s = *state_;
+  std::lock_guard<std::mutex> lock(s.control_mu);
+  s.active = false;
+  s.enabled.clear();  // the other client owns the kinds now
+  s.status = "detached: " + reason;
+}
+
+StepResult KernelTracer::flush_step() {
+  TracerState& s = *state_;
+  std::lock_guard<std::mutex> lock(s.control_mu);
+  StepResult out;
+  if (!s.active) {
+    out.status = {false, s.status};
+    return out;
+  }
+  // Delivers buffers through buffer_completed, which takes records_mu itself.
+  const CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::lock_guard<std::mutex> records(s.records_mu);
+  out.kernels = s.correlator.take_step();
+  s.generation = s.correlator.generation();
+  out.nvtx_ranges = std::exchange(s.nvtx_ranges, 0);
+  out.nvtx_sample = std::exchange(s.nvtx_sample, {});
+  out.status = {true, ""};
+  if (r != CUPTI_SUCCESS) {
+    out.status = {false, describe(r, "cuptiActivityFlushAll")};
+  } else if (!s.callback_error.empty()) {
+    out.status = {false, std::exchange(s.callback_error, {})};
+  }
+  const int64_t push_errors = s.push_errors.exchange(0);
+  if (out.status.ok && push_errors > 0) {
+    out.status = {false, std::to_string(push_errors) +
+                             " ops could not push their CUPTI external correlation id; their "
+                             "kernels are counted as unattributed"};
+  }
+  s.last.kernels.stats = out.kernels.stats;
+  s.last.nvtx_ranges = out.nvtx_ranges;
+  s.last.nvtx_sample = out.nvtx_sample;
+  s.last.orphan_kernels = 0;
+  s.last.status = out.status;
+  return out;
+}
+
+StepResult KernelTracer::flush_into(std::vector<OpRecord>& ops) {
+  StepResult out = flush_step();
+  out.orphan_kernels = attach_kernels(ops, std::move(out.kernels));
+  out.kernels.by_op.clear();
+  std::lock_guard<std::mutex> lock(state_->control_mu);
+  state_->last.orphan_kernels = out.orphan_kernels;
+  return out;
+}
+
+StepResult KernelTracer::last_step() const {
+  std::lock_guard<std::mutex> lock(state_->control_mu);
+  return state_->last;
+}
+
+bool KernelTracer::active() const { return state_->active.load(std::memory_order_relaxed); }
+
+bool KernelTracer::usable() const {
+  std::lock_guard<std::mutex> lock(state_->control_mu);
+  return !state_->start_failed;
+}
+
+std::string KernelTracer::status() const {
+  std::lock_guard<std::mutex> lock(state_->control_mu);
+  return state_->status;
+}
+
+bool KernelTracer::push(uint64_t op_id) {
+  TracerState& s = *state_;
+  if (!s.active.load(std::memory_order_relaxed)) return false;
+  const uint64_t id = encode_external_id(s.generation.load(std::memory_order_relaxed), op_id);
+  if (cuptiActivityPushExternalCorrelationId(kExternalKind, id) != CUPTI_SUCCESS) {
+    s.push_errors.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+void KernelTracer::pop() {
+  uint64_t last = 0;
+  cuptiActivityPopExternalCorrelationId(kExternalKind, &last);
+}
+
+#endif  // HABITAT_WITH_CUPTI
+
+KernelTracer& KernelTracer::instance() {
+  // Deliberately never destroyed (the absl::NoDestructor pattern): CUPTI may call the
+  // buffer callbacks from its own threads during process exit, after static destructors.
+  // Built in static storage, so nothing is allocated and no destructor is registered.
+  alignas(KernelTracer) static std::byte storage[sizeof(KernelTracer)];
+  static KernelTracer* const tracer = ::new (static_cast<void*>(storage)) KernelTracer();
+  return *tracer;
+}
+
+ScopedKernelAttribution::ScopedKernelAttribution(uint64_t op_id)
+    : pushed_(KernelTracer::instance().push(op_id)) {}
+
+ScopedKernelAttribution::~ScopedKernelAttribution() {
+  if (pushed_) KernelTracer::instance().pop();
+}
+
+}  // namespace habitat::cupti
