@@ -34,7 +34,7 @@ def forecast_ms(directory: Path, run: dict[str, Any], target: str, recorded: boo
         if target not in run["forecast_ms"]:
             raise KeyError(f"{target} was not a forecast target when {directory} was recorded")
         return float(run["forecast_ms"][target])
-    from habitat.forecast import Forecast
+    from habitat.data.forecast import Forecast
 
     with gzip.open(directory / run["trace"], "rt", encoding="utf-8") as f:
         document = json.load(f)

@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import WORKLOADS, Workload  # noqa: E402
 
 import habitat  # noqa: E402
-from habitat import cupti, engine  # noqa: E402
+from habitat.capture import cupti  # noqa: E402
+from habitat.data import engine  # noqa: E402
 
 PRECISIONS = {"fp32": False, "bf16": True}  # name -> autocast to bfloat16
 

@@ -5,7 +5,7 @@
 Modes, timed in the same run on the same thread, taking turns within each repeat:
   base         the capture key is not in the thread's TLS (torch as if Habitat were absent)
   pass         the key is included (as after a first predict_on) but no step is recording
-  capture      inside habitat.predict.record_step (ops recorded; the step stays in C++)
+  capture      inside habitat.capture.predict.record_step (ops recorded; the step stays in C++)
   predict_on   inside habitat.predict_on("A100"): capture, then the step is encoded and
                forecast on predict_on's worker thread while training goes on
   profiler     inside torch.profiler.profile(activities=[CPU]) (record_shapes=False)
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "python")
 
 import habitat  # noqa: E402
 from habitat import _C  # noqa: E402
-from habitat.predict import record_step  # noqa: E402
+from habitat.capture.predict import record_step  # noqa: E402
 from models import TinyTransformer, make_workload  # noqa: E402
 
 

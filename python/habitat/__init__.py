@@ -7,11 +7,11 @@ import torch  # noqa: F401  (loads libc10/libtorch, which habitat._C links again
 
 from habitat import _engine  # noqa: F401,E402
 from habitat import _C  # noqa: F401,E402
-from habitat.devices import Device, devices, get_device, load_devices  # noqa: E402,F401
-from habitat.forecast import Forecast  # noqa: E402,F401
-from habitat.predict import predict_on  # noqa: E402,F401
-from habitat.tensorboard import TensorBoardLogger  # noqa: E402,F401
-from habitat.report import write_report  # noqa: E402,F401
-from habitat.memory import estimate_step_memory  # noqa: E402,F401
-from habitat.cupti import cupti_available  # noqa: E402,F401
-from habitat import compile as _compile  # noqa: E402,F401  (registers backend="habitat")
+from habitat.data.devices import Device, devices, get_device, load_devices  # noqa: E402,F401
+from habitat.data.forecast import Forecast  # noqa: E402,F401
+from habitat.capture.predict import predict_on  # noqa: E402,F401
+from habitat.present.tensorboard import TensorBoardLogger  # noqa: E402,F401
+from habitat.present.report import write_report  # noqa: E402,F401
+from habitat.analysis.memory import estimate_step_memory  # noqa: E402,F401
+from habitat.capture.cupti import cupti_available  # noqa: E402,F401
+from habitat.capture import compile as _compile  # noqa: E402,F401  (registers backend="habitat")

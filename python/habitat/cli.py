@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
-    from habitat.forecast import Forecast
+    from habitat.data.forecast import Forecast
 
 PROG = "habitat"
 
@@ -45,7 +45,7 @@ def _load_trace(path: str) -> dict[str, Any]:
                         "forecast.save('trace.json') or habitat.predict_on(..., save=...))")
     if p.is_dir():
         raise UserError(f"{path!r} is a directory: give the trace file (a .json saved by Habitat)")
-    from habitat.trace import load_trace
+    from habitat.data.trace import load_trace
 
     try:
         return load_trace(p)
@@ -76,7 +76,7 @@ def _split_names(values: Sequence[str] | None) -> list[str]:
 
 
 def _resolve_targets(values: Sequence[str] | None, allow_all: bool) -> list[str]:
-    from habitat.devices import devices, get_device
+    from habitat.data.devices import devices, get_device
 
     names = _split_names(values)
     if allow_all and (not names or any(n.lower() == "all" for n in names)):
@@ -94,8 +94,8 @@ def _resolve_targets(values: Sequence[str] | None, allow_all: bool) -> list[str]
 def _forecast(doc: dict[str, Any], targets: list[str], path: str, *, steps: str = "all",
               log_dir: str | None = None) -> "Forecast":
     """Forecasts the trace's steps (all, or only the last) with a progress bar."""
-    from habitat.forecast import Forecast
-    from habitat.progress import progress
+    from habitat.data.forecast import Forecast
+    from habitat.present.progress import progress
 
     chosen = doc["steps"] if steps == "all" else doc["steps"][-1:]
     if not chosen:
@@ -103,7 +103,7 @@ def _forecast(doc: dict[str, Any], targets: list[str], path: str, *, steps: str 
     forecast = Forecast(targets, doc["origin"])
     logger = None
     if log_dir is not None:
-        from habitat.tensorboard import TensorBoardLogger
+        from habitat.present.tensorboard import TensorBoardLogger
 
         try:
             logger = TensorBoardLogger(log_dir)
@@ -144,8 +144,8 @@ def _price_overrides(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _compare(forecast: "Forecast", args: argparse.Namespace) -> Any:
-    from habitat.compare import compare
-    from habitat.pricing import PriceFileError
+    from habitat.analysis.compare import compare
+    from habitat.analysis.pricing import PriceFileError
 
     try:
         return compare(forecast, forecast.targets, iterations=args.iterations, epochs=args.epochs,
@@ -167,7 +167,7 @@ def _check_run(args: argparse.Namespace) -> None:
     if args.reserve_gib < 0:
         raise UsageError("--reserve-gib must be >= 0")
     _price_overrides(args)
-    from habitat.pricing import PriceFileError, current_prices
+    from habitat.analysis.pricing import PriceFileError, current_prices
 
     try:
         current_prices()  # a bad HABITAT_PRICES is reported before any work
@@ -177,7 +177,7 @@ def _check_run(args: argparse.Namespace) -> None:
 
 # ----- commands --------------------------------------------------------------------------
 def cmd_devices(args: argparse.Namespace) -> int:
-    from habitat.devices import devices, format_devices_table
+    from habitat.data.devices import devices, format_devices_table
 
     print(format_devices_table(devices()))
     return 0
@@ -222,7 +222,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from habitat.report import HTML_SUFFIXES, MARKDOWN_SUFFIXES, write_report
+    from habitat.present.report import HTML_SUFFIXES, MARKDOWN_SUFFIXES, write_report
 
     _check_run(args)
     _check_suffix(args.output, HTML_SUFFIXES + MARKDOWN_SUFFIXES, "the report")

@@ -1,4 +1,4 @@
-"""The C++ capture (dispatcher fallback) seen through habitat.predict.record_step."""
+"""The C++ capture (dispatcher fallback) seen through habitat.capture.predict.record_step."""
 from __future__ import annotations
 
 import resource
@@ -11,7 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from habitat import _C
-from habitat.predict import record_step
+from habitat.capture.predict import record_step
 from models import OPTIMIZERS, WORKLOADS, make_workload
 from threads import run_in_threads
 

@@ -14,7 +14,7 @@ from tools_fixtures import capture
 import habitat
 
 from habitat.cli import main
-from habitat.devices import devices, format_devices_table
+from habitat.data.devices import devices, format_devices_table
 
 
 

@@ -6,9 +6,9 @@ import json
 import pytest
 from tools_fixtures import capture
 
-from habitat.devices import devices, get_device
-from habitat.memory import GiB
-from habitat.pricing import (DEFAULT_PRICE_FILE, PriceFileError, current_prices, default_prices,
+from habitat.data.devices import devices, get_device
+from habitat.analysis.memory import GiB
+from habitat.analysis.pricing import (DEFAULT_PRICE_FILE, PriceFileError, current_prices, default_prices,
                              load_prices, pick_default, price_per_hour)
 
 
@@ -138,8 +138,8 @@ def test_epochs_and_price_overrides(forecast, tmp_path):
 
 
 def test_memory_fit_flags_gpus_the_step_does_not_fit(forecast):
-    from habitat.engine import trace_document
-    from habitat.forecast import Forecast
+    from habitat.data.engine import trace_document
+    from habitat.data.forecast import Forecast
 
     step = dict(forecast.latest.trace, measured_peak_bytes=20 * GiB)
     big = Forecast.from_trace(trace_document(forecast.origin, [step]), ["A100"])

@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from habitat import _C
-from habitat.compile import FUSED_NAMESPACE, compiled_graphs
-from habitat.regions import compiled_regions
-from habitat.predict import HabitatWarning, predict_on
+from habitat.capture.compile import FUSED_NAMESPACE, compiled_graphs
+from habitat.analysis.regions import compiled_regions
+from habitat.capture.predict import HabitatWarning, predict_on
 
 HAS_CAPTURE = hasattr(_C, "_CaptureSession")
 needs_capture = pytest.mark.skipif(not HAS_CAPTURE,
@@ -236,14 +236,14 @@ def test_graphs_record_nodes_shapes_and_sources(runs: dict) -> None:
 def test_backend_is_registered_by_import() -> None:
     from torch._dynamo.backends.registry import lookup_backend
 
-    from habitat.compile import habitat_backend
+    from habitat.capture.compile import habitat_backend
 
     assert lookup_backend("habitat") is habitat_backend
 
 
 @needs_capture
 def test_reports_show_compiled_regions(runs: dict) -> None:
-    from habitat.regions import compiled_regions, format_regions
+    from habitat.analysis.regions import compiled_regions, format_regions
 
     graphs = {g.graph_id: g for g in runs["habitat"]["graphs"]}
     step = runs["habitat"]["steps"][-1]
@@ -325,8 +325,8 @@ def test_a_compiled_training_step_is_unchanged_and_forecast() -> None:
 
 @needs_capture
 def test_the_report_lists_compiled_regions(runs: dict, tmp_path) -> None:
-    from habitat.forecast import Forecast
-    from habitat.report import write_report
+    from habitat.data.forecast import Forecast
+    from habitat.present.report import write_report
 
     step = runs["habitat"]["steps"][-1]
     forecast = Forecast(step.targets)

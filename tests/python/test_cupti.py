@@ -14,7 +14,9 @@ import pytest
 import torch
 
 import habitat
-from habitat import _C, cupti, engine
+from habitat import _C
+from habitat.capture import cupti
+from habitat.data import engine
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU fallback")
@@ -207,7 +209,7 @@ def test_tracing_steps_aside_for_torch_profiler_and_resumes():
 
 @needs_gpu
 def test_origin_device_is_matched_to_the_database():
-    from habitat.devices import get_device
+    from habitat.data.devices import get_device
 
     name = cupti.origin_device()
     assert get_device(name).name == name  # a canonical database name
@@ -231,7 +233,8 @@ def test_nvtx_ranges_are_emitted_per_op():
         pytest.skip("libcupti is not loaded in this process")
     script = textwrap.dedent("""
         import json, torch
-        from habitat import _C, cupti
+        from habitat import _C
+        from habitat.capture import cupti
         a = torch.randn(256, 256, device="cuda")
         t = cupti.KernelTracing(record_nvtx=True)
         assert t.begin_step(), cupti.cupti_status()
@@ -326,8 +329,8 @@ def test_recorded_gpu_trace_reforecasts(path: Path):
     """A step traced on a real GPU re-forecasts on CPU: its kernels are there, forecasting it
     onto its own GPU gives back exactly the measured kernel times, and every target gets a
     finite, positive time."""
-    from habitat.devices import devices
-    from habitat.forecast import Forecast
+    from habitat.data.devices import devices
+    from habitat.data.forecast import Forecast
 
     doc = _load_recorded(path)
     origin = doc["origin"]["device"]

@@ -9,7 +9,7 @@ import pytest
 import habitat
 import importlib
 
-hd = importlib.import_module("habitat.devices")  # habitat.devices is also the function
+hd = importlib.import_module("habitat.data.devices")  # habitat.data.devices is also the function
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from habitat.memory import (CUBLAS_WORKSPACE_DEFAULT, CUBLAS_WORKSPACE_HOPPER, GiB,
+from habitat.analysis.memory import (CUBLAS_WORKSPACE_DEFAULT, CUBLAS_WORKSPACE_HOPPER, GiB,
                             estimate_step_memory)
 
 
@@ -148,7 +148,7 @@ def test_no_optimizer_and_dropped_ops_are_noted():
 
 
 def test_fit_on_a_target_uses_its_memory_and_workspace():
-    from habitat.devices import get_device
+    from habitat.data.devices import get_device
 
     step = sgd_step("cuda:0")
     step["measured_peak_bytes"] = 30 * GiB

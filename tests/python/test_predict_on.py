@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import habitat
-from habitat.forecast import Forecast
-from habitat.predict import HabitatWarning
+from habitat.data.forecast import Forecast
+from habitat.capture.predict import HabitatWarning
 from models import OPTIMIZERS, WORKLOADS, make_workload
 from threads import run_in_threads
 

@@ -7,7 +7,7 @@ import re
 import pytest
 from tools_fixtures import capture
 
-from habitat.report import write_report
+from habitat.present.report import write_report
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -55,7 +55,7 @@ def test_markdown_report_has_tables_and_the_plot(forecast, comparison, tmp_path)
 
 
 def test_report_compares_all_gpus_by_default(forecast, tmp_path):
-    from habitat.devices import devices
+    from habitat.data.devices import devices
 
     text = write_report(forecast, tmp_path / "all.md").read_text()
     for d in devices():

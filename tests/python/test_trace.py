@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from habitat import _engine
-from habitat.trace import (
+from habitat.data.trace import (
     FORMAT_VERSION,
     TraceFormatError,
     load_trace,

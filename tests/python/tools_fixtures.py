@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import habitat
-from habitat.forecast import Forecast
+from habitat.data.forecast import Forecast
 
 TARGETS = ("A100", "T4")
 

@@ -148,7 +148,7 @@ class MemoryEstimate:
             return 0
         if target is None:
             return CUBLAS_WORKSPACE_DEFAULT
-        from habitat.devices import get_device
+        from habitat.data.devices import get_device
 
         return CUBLAS_WORKSPACE_HOPPER if get_device(target).cc_major >= 9 else CUBLAS_WORKSPACE_DEFAULT
 
@@ -170,7 +170,7 @@ class MemoryEstimate:
 
         A negative margin is the shortfall.
         """
-        from habitat.devices import get_device
+        from habitat.data.devices import get_device
 
         capacity = int(get_device(target).memory_gb * GiB)
         margin = capacity - reserve_bytes - self.peak_bytes(target)

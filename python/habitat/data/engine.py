@@ -22,8 +22,8 @@ def weights_dir() -> str:
     turns the learned models off (shape-based forecasts then use the roofline alone)."""
     if "HABITAT_WEIGHTS" in os.environ:
         return os.environ["HABITAT_WEIGHTS"]
-    packaged = Path(__file__).parent / "weights"  # installed: setup.py maps weights/ here
-    source_tree = Path(__file__).parents[2] / "weights"
+    packaged = Path(__file__).parents[1] / "weights"  # installed: setup.py maps weights/ here
+    source_tree = Path(__file__).parents[3] / "weights"
     return str(packaged if packaged.is_dir() else source_tree)
 
 

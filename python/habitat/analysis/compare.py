@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from habitat.memory import DEFAULT_RESERVE_BYTES, MemoryEstimate, estimate_step_memory, format_bytes
-from habitat.pricing import Price, PriceTable, price_table
+from habitat.analysis.memory import DEFAULT_RESERVE_BYTES, MemoryEstimate, estimate_step_memory, format_bytes
+from habitat.analysis.pricing import Price, PriceTable, price_table
 
 if TYPE_CHECKING:
-    from habitat.forecast import Forecast, StepForecast
+    from habitat.data.forecast import Forecast, StepForecast
 
 PLOT_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
@@ -83,7 +83,7 @@ class Comparison:
         return len(self.rows)
 
     def __getitem__(self, gpu: str) -> ComparisonRow:
-        from habitat.devices import get_device
+        from habitat.data.devices import get_device
 
         name = get_device(gpu).name
         for row in self.rows:
@@ -224,7 +224,7 @@ def _price_origin(prices: PriceTable) -> str:
 
 
 def _target_names(targets: str | Sequence[str]) -> list[str]:
-    from habitat.devices import devices, get_device
+    from habitat.data.devices import devices, get_device
 
     if isinstance(targets, str):
         if targets.lower() == "all":
@@ -266,9 +266,9 @@ def compare(forecast: "Forecast", targets: str | Sequence[str] = "all", *, itera
     The run is `iterations` steps, or `epochs` x `steps_per_epoch`. Prices are the dated
     defaults overridden by ``HABITAT_PRICES``, then `price_file`, then `prices` ({gpu: USD/h}).
     """
-    from habitat.devices import get_device
-    from habitat.engine import trace_document
-    from habitat.forecast import SHAPE_BASED_METHODS, Forecast
+    from habitat.data.devices import get_device
+    from habitat.data.engine import trace_document
+    from habitat.data.forecast import SHAPE_BASED_METHODS, Forecast
 
     total = run_iterations(iterations, epochs, steps_per_epoch)
     table = price_table(prices, price_file)

@@ -11,12 +11,12 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from habitat.memory import format_bytes
-from habitat.regions import compiled_regions
+from habitat.analysis.memory import format_bytes
+from habitat.analysis.regions import compiled_regions
 
 if TYPE_CHECKING:
-    from habitat.compare import Comparison
-    from habitat.forecast import Forecast
+    from habitat.analysis.compare import Comparison
+    from habitat.data.forecast import Forecast
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 HTML_SUFFIXES = (".html", ".htm")

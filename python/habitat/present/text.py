@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from habitat.regions import format_regions
+from habitat.analysis.regions import format_regions
 
 if TYPE_CHECKING:
-    from habitat.forecast import Forecast, OpForecast
+    from habitat.data.forecast import Forecast, OpForecast
 
 PHASES = ("forward", "backward", "optimizer", "other")
 TOP_OPS = 10
@@ -37,7 +37,7 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
         return f"Habitat forecast for {', '.join(forecast.targets)}: no step recorded yet"
     if price_of is None:
         try:
-            from habitat.pricing import price_per_hour as price_of  # type: ignore[assignment]
+            from habitat.analysis.pricing import price_per_hour as price_of  # type: ignore[assignment]
         except ImportError:
             price_of = None
     step = forecast.latest

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from habitat import _C
-from habitat._inductor_map import CompiledGraph, map_graph
+from habitat.capture.inductor_map import CompiledGraph, map_graph
 
 BACKEND_NAME = "habitat"
 FUSED_NAMESPACE = "habitat_fused"

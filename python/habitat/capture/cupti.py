@@ -72,7 +72,7 @@ def origin_device(index: int | None = None) -> str:
     """
     if not torch.cuda.is_available():
         return "cpu"
-    from habitat.devices import UnknownDeviceError, get_device
+    from habitat.data.devices import UnknownDeviceError, get_device
 
     name = torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index).name
     try:
@@ -81,7 +81,7 @@ def origin_device(index: int | None = None) -> str:
         _warn_once(f"origin:{name}", f"this GPU ({name}) is not in the device database, so its "
                    f"measured kernels cannot be scaled to other GPUs and ops are forecast from "
                    f"their shapes. Describe it in a JSON file and pass it to "
-                   f"habitat.devices.load_devices() ({exc})")
+                   f"habitat.data.devices.load_devices() ({exc})")
         return name
 
 

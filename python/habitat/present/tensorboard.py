@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from habitat.forecast import Forecast, OpForecast, StepForecast
+    from habitat.data.forecast import Forecast, OpForecast, StepForecast
 
 STEP = "habitat-step"
 PHASE = "habitat-phase"

@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from habitat import _C, _engine, _modules, _phase
-from habitat.cupti import KernelTracing, origin_device
-from habitat.engine import trace_document, weights_dir
+from habitat import _C, _engine
+from habitat.capture import modules as _modules, phase as _phase
+from habitat.capture.cupti import KernelTracing, origin_device
+from habitat.data.engine import trace_document, weights_dir
 
 if TYPE_CHECKING:
-    from habitat.forecast import Forecast, StepForecast
+    from habitat.data.forecast import Forecast, StepForecast
 
 #: Most ops recorded in one step; the rest run untouched and are counted as dropped.
 DEFAULT_MAX_OPS_PER_STEP = 2_000_000
@@ -143,7 +144,7 @@ class record_step:  # noqa: N801
         _phase.acquire()
         outermost = _open_windows() == 0
         if outermost:
-            from habitat.compile import install_compile_callbacks
+            from habitat.capture.compile import install_compile_callbacks
 
             install_compile_callbacks()  # torch._dynamo.reset() drops them: renew each step
         try:
@@ -212,7 +213,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             (the step reports how many were dropped).
         verbose: print each step's forecast when it is ready.
 
-    ``__enter__`` returns the :class:`~habitat.forecast.Forecast`, the same object every step.
+    ``__enter__`` returns the :class:`~habitat.data.forecast.Forecast`, the same object every step.
     Steps are forecast on a background thread, so the training loop only pays for capturing;
     reading the forecast (or :meth:`close`) waits for the steps still being forecast. Errors
     while forecasting become :class:`HabitatWarning` (raised on the training thread at the next
@@ -223,7 +224,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
 
     def __init__(self, targets: str | Sequence[str], *, log_dir: str | os.PathLike[str] | None = None,
                  max_ops_per_step: int = DEFAULT_MAX_OPS_PER_STEP, verbose: bool = False) -> None:
-        from habitat.forecast import Forecast
+        from habitat.data.forecast import Forecast
 
         if max_ops_per_step < 1:
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops_per_step}")
@@ -348,7 +349,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if final:
             return
         if self._logger is None:
-            from habitat.tensorboard import TensorBoardLogger
+            from habitat.present.tensorboard import TensorBoardLogger
 
             self._logger = TensorBoardLogger(self.log_dir)
         self._logger.log_step(self.forecast, step)

@@ -8,7 +8,7 @@ real offer that can be cited, and neither the hyperscalers' premium nor the chea
 marketplace decides it alone. Undated offers count only for a GPU with no dated one.
 
 Prices move, so users override them: a file named by ``HABITAT_PRICES``, ``--prices FILE`` on
-the command line, or ``prices=`` / ``price_file=`` in :func:`habitat.compare`. A price file is
+the command line, or ``prices=`` / ``price_file=`` in :func:`habitat.analysis.compare`. A price file is
 JSON (``{"A100": 1.89, "H100": {"usd_per_hour": 2.5, "source": "my contract"}}`` or this
 package's own format) or CSV with a header ``gpu,usd_per_hour[,source][,date]``.
 """
@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-DEFAULT_PRICE_FILE = Path(__file__).resolve().parent / "data" / "prices.json"
+DEFAULT_PRICE_FILE = Path(__file__).resolve().parents[1] / "data" / "prices.json"
 ENV_VAR = "HABITAT_PRICES"
 
 
@@ -49,7 +49,7 @@ class Price:
 
 
 def _canonical(name: str) -> str:
-    from habitat.devices import get_device
+    from habitat.data.devices import get_device
 
     return get_device(name).name
 

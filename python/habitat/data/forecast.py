@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from habitat import engine
-from habitat.devices import get_device
+from habitat.data import engine
+from habitat.data.devices import get_device
 
 #: Steps whose per-op detail is kept in memory; older steps keep only their totals, so a
 #: forecast attached to a long training run stays small.
@@ -280,7 +280,7 @@ class Forecast:
     def from_trace(cls, trace: dict[str, Any] | str | Path,
                    targets: str | Sequence[str] | None = None) -> "Forecast":
         """Forecasts every step of a trace (a document or a path) for `targets`."""
-        from habitat.trace import load_trace, validate_trace
+        from habitat.data.trace import load_trace, validate_trace
 
         doc = load_trace(trace) if isinstance(trace, (str, Path)) else validate_trace(trace)
         raw = json.loads(Path(trace).read_text()) if isinstance(trace, (str, Path)) else trace
@@ -297,8 +297,8 @@ class Forecast:
 
     # ----- choosing a GPU ------------------------------------------------------------
     def compare(self, targets: str | Sequence[str] = "all", **options: Any) -> Any:
-        """Ranks GPUs by predicted time, cost and memory fit (see :mod:`habitat.compare`)."""
-        from habitat.compare import compare
+        """Ranks GPUs by predicted time, cost and memory fit (see :mod:`habitat.analysis.compare`)."""
+        from habitat.analysis.compare import compare
 
         return compare(self, targets, **options)
 
@@ -307,6 +307,6 @@ class Forecast:
         return f"Forecast(targets={self.targets}, steps={len(self.steps)})"
 
     def __str__(self) -> str:
-        from habitat.summary import format_forecast
+        from habitat.present.text import format_forecast
 
         return format_forecast(self)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from habitat.forecast import OpForecast, StepForecast
+    from habitat.data.forecast import OpForecast, StepForecast
 
 REGION_PREFIX = "compiled/graph_"
 FUSED_PREFIX = "habitat_fused::"

@@ -28,7 +28,7 @@ from habitat import _engine
 Device = _engine.Device
 UnknownDeviceError = _engine.UnknownDeviceError
 
-PACKAGED_DEVICES = Path(__file__).resolve().parent / "data" / "devices.json"
+PACKAGED_DEVICES = Path(__file__).resolve().parent / "devices.json"
 ENV_VAR = "HABITAT_DEVICES"
 
 __all__ = [
