@@ -7,6 +7,7 @@
 #include <string>
 
 #include "habitat/precision.h"
+#include "trace/op_args.h"
 
 namespace habitat {
 namespace {
@@ -71,19 +72,6 @@ double span_bytes(const TensorMeta& t) {
   return elements * *size;
 }
 
-const std::string* string_arg(const OpRecord& op, const char* name) {
-  const ArgValue* v = op.arg(name);
-  return v != nullptr && v->kind == ArgValue::Kind::String ? &v->text : nullptr;
-}
-
-double number_arg(const OpRecord& op, const char* name) {
-  const ArgValue* v = op.arg(name);
-  if (v == nullptr) return 0;
-  if (v->kind == ArgValue::Kind::Double) return v->real;
-  if (v->kind == ArgValue::Kind::Int && !v->ints.empty()) return static_cast<double>(v->ints[0]);
-  return 0;
-}
-
 bool sources_contain(std::string_view sources, std::string_view stem) {
   return sources.find(stem) != std::string_view::npos;
 }
@@ -109,9 +97,9 @@ std::optional<std::vector<TensorMeta>> parse_fused_buffers(std::string_view text
 std::optional<OpCost> fused_kernel_cost(const OpRecord& op, bool allow_tf32) {
   if (!is_fused_kernel(op)) return std::nullopt;
   OpCost cost;  // Unknown until the record proves readable
-  const std::string* kind = string_arg(op, "kind");
-  const std::string* reads = string_arg(op, "reads");
-  const std::string* writes = string_arg(op, "writes");
+  const std::string* kind = op_args::text(op.args, "kind");
+  const std::string* reads = op_args::text(op.args, "reads");
+  const std::string* writes = op_args::text(op.args, "writes");
   if (kind == nullptr || reads == nullptr || writes == nullptr || *kind == "unknown") return cost;
   const auto read = parse_fused_buffers(*reads);
   const auto written = parse_fused_buffers(*writes);
@@ -119,11 +107,11 @@ std::optional<OpCost> fused_kernel_cost(const OpRecord& op, bool allow_tf32) {
 
   for (const auto& t : *read) cost.bytes_read += span_bytes(t);
   for (const auto& t : *written) cost.bytes_written += span_bytes(t);
-  cost.flops = number_arg(op, "flops");
+  cost.flops = op_args::number(op.args, "flops").value_or(0);
   const std::string& dtype = !written->empty() ? written->front().dtype
                              : !read->empty()  ? read->front().dtype
                                                : std::string();
-  const std::string* sources = string_arg(op, "sources");
+  const std::string* sources = op_args::text(op.args, "sources");
   const std::string_view src = sources != nullptr ? std::string_view(*sources) : "";
   if (*kind == "template") {
     cost.op_class = sources_contain(src, "convolution") ? OpClass::Conv : OpClass::Gemm;

@@ -27,58 +27,6 @@ void add_rules(RuleTable& table, std::string_view stems, OpRule rule) {
   for_each_stem(stems, [&](std::string_view stem) { table[std::string(stem)] = rule; });
 }
 
-const ArgValue* arg(const OpContext& c, const std::string& name) {
-  for (std::size_t i = 0; i < c.n_inputs(); ++i) {
-    if (c.op.args[i].name == name) return &c.op.args[i].value;
-  }
-  return nullptr;
-}
-
-const TensorMeta* tensor_arg(const OpContext& c, const std::string& name) {
-  const ArgValue* v = arg(c, name);
-  if (v == nullptr || v->kind != Kind::Tensor || v->tensors.empty()) return nullptr;
-  return v->tensors.front().defined ? &v->tensors.front() : nullptr;
-}
-
-std::vector<const TensorMeta*> tensor_list_arg(const OpContext& c, const std::string& name) {
-  std::vector<const TensorMeta*> out;
-  const ArgValue* v = arg(c, name);
-  if (v == nullptr || !is_tensor_kind(v->kind)) return out;
-  for (const auto& t : v->tensors) {
-    if (t.defined) out.push_back(&t);
-  }
-  return out;
-}
-
-std::optional<double> number_arg(const OpContext& c, const std::string& name) {
-  const ArgValue* v = arg(c, name);
-  if (v == nullptr) return std::nullopt;
-  if (v->kind == Kind::Double) return v->real;
-  if ((v->kind == Kind::Int || v->kind == Kind::Bool) && !v->ints.empty()) {
-    return static_cast<double>(v->ints.front());
-  }
-  return std::nullopt;
-}
-
-bool bool_arg(const OpContext& c, const std::string& name, bool fallback) {
-  const auto n = number_arg(c, name);
-  return n ? *n != 0 : fallback;
-}
-
-std::vector<int64_t> ints_arg(const OpContext& c, const std::string& name) {
-  const ArgValue* v = arg(c, name);
-  if (v == nullptr) return {};
-  switch (v->kind) {
-    case Kind::Int:
-    case Kind::IntList:
-    case Kind::Bool:
-    case Kind::BoolList:
-      return v->ints;
-    default:
-      return {};
-  }
-}
-
 bool mask_bit(const OpContext& c, const std::string& name, std::size_t i) {
   const auto bits = ints_arg(c, name);
   return i >= bits.size() || bits[i] != 0;

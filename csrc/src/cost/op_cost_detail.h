@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "habitat/op_cost.h"
+#include "trace/op_args.h"
 
 namespace habitat::op_cost {
 
@@ -25,6 +26,7 @@ struct OpContext {
 
   // Schema arguments that are inputs (out= arguments excluded).
   std::size_t n_inputs() const { return op.args.size() - n_outs; }
+  op_args::Args inputs() const { return op_args::Args(op.args).first(n_inputs()); }
 };
 
 // A rule turns an op call into its cost; `param` carries a per-op constant (FLOPs per
@@ -65,18 +67,30 @@ void add_loss_rules(RuleTable& table);
 // with the _foreach_* rules; nullopt when the stem is not a point-wise op.
 std::optional<double> pointwise_flops_per_element(std::string_view stem);
 
-// --- arguments -------------------------------------------------------------------------
+// --- arguments (trace/op_args.h over the input arguments) -----------------------------
 
-const ArgValue* arg(const OpContext& c, const std::string& name);
+inline const ArgValue* arg(const OpContext& c, std::string_view name) {
+  return op_args::find(c.inputs(), name);
+}
 // The defined tensor of a Tensor argument, or nullptr (absent, None or undefined).
-const TensorMeta* tensor_arg(const OpContext& c, const std::string& name);
+inline const TensorMeta* tensor_arg(const OpContext& c, std::string_view name) {
+  return op_args::tensor(c.inputs(), name);
+}
 // The defined tensors of a Tensor[] argument (empty when absent).
-std::vector<const TensorMeta*> tensor_list_arg(const OpContext& c, const std::string& name);
+inline std::vector<const TensorMeta*> tensor_list_arg(const OpContext& c, std::string_view name) {
+  return op_args::tensor_list(c.inputs(), name);
+}
 // A Scalar/int/float argument (arrives as Int or Double); nullopt when absent or None.
-std::optional<double> number_arg(const OpContext& c, const std::string& name);
-bool bool_arg(const OpContext& c, const std::string& name, bool fallback);
+inline std::optional<double> number_arg(const OpContext& c, std::string_view name) {
+  return op_args::number(c.inputs(), name);
+}
+inline bool bool_arg(const OpContext& c, std::string_view name, bool fallback) {
+  return op_args::boolean(c.inputs(), name, fallback);
+}
 // Int or IntList argument as a list; empty when absent or None.
-std::vector<int64_t> ints_arg(const OpContext& c, const std::string& name);
+inline std::vector<int64_t> ints_arg(const OpContext& c, std::string_view name) {
+  return op_args::ints(c.inputs(), name);
+}
 // A bool[N] output_mask; missing entries read as true.
 bool mask_bit(const OpContext& c, const std::string& name, std::size_t i);
 

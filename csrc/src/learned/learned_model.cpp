@@ -11,7 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cost/gemm_operands.h"
 #include "habitat/learned_models.h"
+#include "trace/op_args.h"
 
 namespace habitat {
 namespace {
@@ -27,61 +29,35 @@ double numel(const std::vector<int64_t>& shape) {
 
 double elem_bytes(const TensorMeta& t) { return dtype_size(t.dtype).value_or(4); }
 
-const TensorMeta* first_of(const OpRecord& op, std::initializer_list<const char*> names) {
-  for (const char* n : names) {
-    if (const TensorMeta* t = op.tensor(n); t != nullptr && t->defined) return t;
-  }
-  return nullptr;
+const TensorMeta* first_of(const OpRecord& op, std::initializer_list<std::string_view> names) {
+  return op_args::first_tensor(op.args, names);
 }
 
 int64_t int_arg(const OpRecord& op, const char* name, int64_t fallback) {
-  const ArgValue* a = op.arg(name);
-  if (a == nullptr || a->ints.empty()) return fallback;
-  return a->ints.front();
+  return op_args::first_int(op.args, name, fallback);
 }
 
 bool bool_arg(const OpRecord& op, const char* name) { return int_arg(op, name, 0) != 0; }
 
-// Matrix operands [.., M, K] x [.., K, N] -> gemm shape with batch = product of out dims.
-std::optional<LearnedShape> gemm_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
-                                       const std::vector<int64_t>& out, double eb) {
-  if (a.empty() || b.empty() || out.empty()) return std::nullopt;
-  const double k = static_cast<double>(a.back());
-  const double m = a.size() >= 2 ? static_cast<double>(a[a.size() - 2]) : 1.0;
-  const double n = b.size() >= 2 ? static_cast<double>(b.back()) : 1.0;
-  const double batch = numel(out) / (m * n);
-  if (!(k > 0 && m > 0 && n > 0 && batch >= 1)) return std::nullopt;
-  return LearnedShape{{"b", std::round(batch)}, {"m", m}, {"n", n}, {"k", k}, {"elem_bytes", eb}};
-}
-
+// The GEMM family's [b, m, n, k] from the operands the cost rule reads (gemm_operands.h);
+// b counts the products (out elements / (m n), times addbmm's summed batch).
 std::vector<LearnedPart> gemm_parts(const std::string& name, const OpRecord& op) {
-  const TensorMeta* a = nullptr;
-  const TensorMeta* b = nullptr;
-  if (name == "mm" || name == "bmm") {
-    a = first_of(op, {"self"});
-    b = first_of(op, {"mat2"});
-  } else if (name == "addmm" || name == "_addmm_activation") {
-    a = first_of(op, {"mat1"});
-    b = first_of(op, {"mat2"});
-  } else if (name == "baddbmm" || name == "addbmm") {
-    a = first_of(op, {"batch1"});
-    b = first_of(op, {"batch2"});
-  } else if (name == "matmul") {
-    a = first_of(op, {"self"});
-    b = first_of(op, {"other"});
-  } else if (name == "linear") {
-    const TensorMeta* x = first_of(op, {"input"});
-    const TensorMeta* w = first_of(op, {"weight"});
-    if (x == nullptr || w == nullptr || x->shape.empty() || w->shape.size() != 2) return {};
-    const double k = static_cast<double>(x->shape.back());
-    const double m = numel(x->shape) / k;
-    const double n = static_cast<double>(w->shape[0]);
-    return {{LearnedFamily::Gemm, {{"b", 1}, {"m", m}, {"n", n}, {"k", k}, {"elem_bytes", elem_bytes(*x)}}}};
-  }
-  if (a == nullptr || b == nullptr || op.outputs.empty()) return {};
-  auto shape = gemm_shape(a->shape, b->shape, op.outputs.front().shape, elem_bytes(*a));
-  if (!shape) return {};
-  return {{LearnedFamily::Gemm, *shape}};
+  const op_cost::GemmOperands* spec = op_cost::find_gemm(name);
+  if (spec == nullptr || !spec->learned) return {};
+  const TensorMeta* a = first_of(op, {spec->a});
+  const TensorMeta* b = first_of(op, {spec->b});
+  if (a == nullptr || b == nullptr || a->shape.empty() || b->shape.empty()) return {};
+  if (spec->weight_nk && b->shape.size() != 2) return {};
+  // linear is sized from its operands; the others from the recorded product.
+  const TensorMeta* out = op.outputs.empty() ? nullptr : &op.outputs.front();
+  if (out == nullptr && !spec->weight_nk) return {};
+  if (out != nullptr && out->shape.empty()) return {};
+  const op_cost::GemmDims d = op_cost::gemm_dims(*spec, *a, *b, spec->weight_nk ? nullptr : out);
+  const double batch = d.m * d.n > 0 ? d.elements / (d.m * d.n) : 0.0;
+  if (!(d.k > 0 && d.m > 0 && d.n > 0 && batch >= 1)) return {};
+  return {{LearnedFamily::Gemm,
+           {{"b", std::round(batch) * d.summed}, {"m", d.m}, {"n", d.n}, {"k", d.k},
+            {"elem_bytes", elem_bytes(*a)}}}};
 }
 
 std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op) {
@@ -103,13 +79,8 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
   double scale = 1.0;
   if (backward) {
     // Input and weight gradients each cost about one forward convolution of the same shape.
-    const ArgValue* mask = op.arg("output_mask");
-    scale = 0;
-    if (mask == nullptr || mask->ints.size() < 2) {
-      scale = 2;
-    } else {
-      scale = static_cast<double>(mask->ints[0] + mask->ints[1]);
-    }
+    const std::vector<int64_t> mask = op_args::ints(op.args, "output_mask");
+    scale = mask.size() < 2 ? 2.0 : static_cast<double>(mask[0] + mask[1]);
     if (scale == 0) return {};
   }
   return {{LearnedFamily::Conv, shape, scale}};
@@ -152,8 +123,7 @@ std::optional<std::pair<double, double>> rows_cols(const TensorMeta& t, int64_t 
 
 std::vector<LearnedPart> softmax_parts(const std::string& name, const OpRecord& op) {
   const bool backward = name.ends_with("_backward_data");
-  const TensorMeta* x = first_of(op, backward ? std::initializer_list<const char*>{"output", "grad_output"}
-                                              : std::initializer_list<const char*>{"self", "input"});
+  const TensorMeta* x = backward ? first_of(op, {"output", "grad_output"}) : first_of(op, {"self", "input"});
   if (x == nullptr) return {};
   auto rc = rows_cols(*x, int_arg(op, "dim", -1));
   if (!rc) return {};
@@ -164,9 +134,9 @@ std::vector<LearnedPart> softmax_parts(const std::string& name, const OpRecord& 
 
 std::vector<LearnedPart> norm_parts(const std::string& name, const OpRecord& op) {
   const TensorMeta* x = first_of(op, {"input", "self"});
-  const ArgValue* normalized = op.arg("normalized_shape");
-  if (x == nullptr || normalized == nullptr || normalized->ints.empty()) return {};
-  const double cols = numel(normalized->ints);
+  const std::vector<int64_t> normalized = op_args::ints(op.args, "normalized_shape");
+  if (x == nullptr || normalized.empty()) return {};
+  const double cols = numel(normalized);
   const double total = numel(x->shape);
   if (!(cols > 0 && total >= cols)) return {};
   // Backward reads x and dy, writes dx and reduces the weight gradients: about twice the forward.

@@ -1,0 +1,120 @@
+// The GEMM cost rule and the learned GEMM features read the same operands (cost/gemm_operands.h):
+// for every product both model, the cost's FLOPs are 2 b m n k of the learned shape.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "cost/gemm_operands.h"
+#include "cost/test_op_cost_builders.h"
+#include "habitat/learned_models.h"
+#include "habitat/op_cost.h"
+
+namespace habitat {
+namespace {
+
+using namespace habitat::test;
+
+struct Case {
+  OpRecord op;
+  double b, m, n, k;
+};
+
+std::vector<Case> cases() {
+  return {
+      {op("aten::mm", "", {tensor("self", T({64, 128})), tensor("mat2", T({128, 256}))}, {T({64, 256})}),
+       1, 64, 256, 128},
+      {op("aten::addmm", "",
+          {tensor("self", T({256})), tensor("mat1", T({64, 128})), tensor("mat2", T({128, 256}))},
+          {T({64, 256})}),
+       1, 64, 256, 128},
+      {op("aten::_addmm_activation", "",
+          {tensor("self", T({256})), tensor("mat1", T({64, 128})), tensor("mat2", T({128, 256}))},
+          {T({64, 256})}),
+       1, 64, 256, 128},
+      {op("aten::bmm", "", {tensor("self", T({8, 64, 128})), tensor("mat2", T({8, 128, 256}))},
+          {T({8, 64, 256})}),
+       8, 64, 256, 128},
+      {op("aten::baddbmm", "",
+          {tensor("self", T({8, 64, 256})), tensor("batch1", T({8, 64, 128})),
+           tensor("batch2", T({8, 128, 256}))},
+          {T({8, 64, 256})}),
+       8, 64, 256, 128},
+      // addbmm sums the 8 products into one [64, 256]: 8 products of work, one output.
+      {op("aten::addbmm", "",
+          {tensor("self", T({64, 256})), tensor("batch1", T({8, 64, 128})),
+           tensor("batch2", T({8, 128, 256}))},
+          {T({64, 256})}),
+       8, 64, 256, 128},
+      {op("aten::matmul", "", {tensor("self", T({4, 8, 64, 128})), tensor("other", T({128, 256}))},
+          {T({4, 8, 64, 256})}),
+       32, 64, 256, 128},
+      {op("aten::linear", "", {tensor("input", T({4, 10, 32})), tensor("weight", T({64, 32})), none("bias")},
+          {T({4, 10, 64})}),
+       1, 40, 64, 32},
+  };
+}
+
+TEST(GemmOperands, CostRuleAndLearnedPartsAgreeOnBmnk) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.op.name);
+    const OpCost cost = estimate_cost(c.op);
+    ASSERT_EQ(cost.op_class, OpClass::Gemm);
+    const auto parts = learned_parts(c.op, cost);
+    ASSERT_EQ(parts.size(), 1u);
+    const LearnedShape& s = parts[0].shape;
+    EXPECT_EQ(s.at("b"), c.b);
+    EXPECT_EQ(s.at("m"), c.m);
+    EXPECT_EQ(s.at("n"), c.n);
+    EXPECT_EQ(s.at("k"), c.k);
+    EXPECT_DOUBLE_EQ(cost.flops, 2 * s.at("b") * s.at("m") * s.at("n") * s.at("k"));
+  }
+}
+
+TEST(GemmOperands, EveryLearnedGemmHasACostRule) {
+  for (const auto& g : op_cost::kGemmOperands) {
+    SCOPED_TRACE(std::string(g.stem));
+    EXPECT_EQ(op_cost::find_gemm(g.stem), &g);
+    OpRecord r = op("aten::" + std::string(g.stem), "", {});
+    EXPECT_EQ(estimate_cost(r).op_class, OpClass::Unknown);  // no operands: not costed
+  }
+  EXPECT_EQ(op_cost::find_gemm("conv2d"), nullptr);
+}
+
+// The bug the shared table fixed: the learned path read addbmm's batch from its 2-D output.
+TEST(GemmOperands, AddbmmLearnedForecastScalesWithTheBatch) {
+  auto addbmm = [](int64_t batch) {
+    return op("aten::addbmm", "",
+              {tensor("self", T({512, 512})), tensor("batch1", T({batch, 512, 512})),
+               tensor("batch2", T({batch, 512, 512}))},
+              {T({512, 512})});
+  };
+  const OpRecord one = addbmm(1), many = addbmm(16);
+  EXPECT_EQ(learned_parts(many, estimate_cost(many))[0].shape.at("b"), 16);
+  EXPECT_DOUBLE_EQ(estimate_cost(many).flops, 16 * estimate_cost(one).flops);
+
+  const std::string dir = std::string(HABITAT_SOURCE_DIR) + "/weights";
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "gemm.safetensors")) {
+    GTEST_SKIP() << "weights not trained yet";
+  }
+  const LearnedModels models = LearnedModels::load(dir);
+  Device d;
+  d.name = "TEST";
+  d.sms = 80;
+  d.memory_bandwidth_gbs = 900;
+  d.l2_mb = 6;
+  d.peak_tflops[Precision::Fp32Simt] = 14;
+  const auto t1 = models.predict_us(one, estimate_cost(one), d);
+  const auto t16 = models.predict_us(many, estimate_cost(many), d);
+  ASSERT_TRUE(t1 && t16);
+  // 16x the work (one 512^3 product leaves most of the GPU idle, so less than 16x the time);
+  // before the fix both read b = 1 and forecast the same time.
+  EXPECT_GT(*t16, 4 * *t1);
+  // The same as 16 batched products (bmm) whose outputs are kept apart.
+  const OpRecord bmm = op("aten::bmm", "", {tensor("self", T({16, 512, 512})), tensor("mat2", T({16, 512, 512}))},
+                          {T({16, 512, 512})});
+  EXPECT_DOUBLE_EQ(*t16, *models.predict_us(bmm, estimate_cost(bmm), d));
+}
+
+}  // namespace
+}  // namespace habitat
