@@ -1,12 +1,13 @@
 #include "habitat/device.h"
 
+#include "habitat/file_io.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -392,17 +393,6 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw std::runtime_error("device database: cannot read " + in_quotes(path) + ": " +
-                             std::strerror(errno));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 }  // namespace
 
 double Device::peak_flops(Precision p) const {
@@ -421,7 +411,7 @@ DeviceDatabase DeviceDatabase::from_json(std::string_view json_text) {
 
 DeviceDatabase DeviceDatabase::load_file(const std::string& path) {
   try {
-    return from_json(read_file(path));
+    return from_json(read_file(path, "device database"));
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string(e.what()) + " (in " + path + ")");
   }

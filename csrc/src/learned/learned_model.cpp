@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost/gemm_operands.h"
+#include "habitat/file_io.h"
 #include "habitat/learned_models.h"
 #include "trace/op_args.h"
 
@@ -207,11 +207,13 @@ LearnedModels LearnedModels::load(const std::string& dir) {
     const fs::path weights = fs::path(dir) / (std::string(to_string(f)) + ".safetensors");
     const fs::path meta_path = fs::path(dir) / (std::string(to_string(f)) + ".json");
     if (!fs::is_regular_file(weights)) continue;
-    std::ifstream in(meta_path);
-    if (!in) throw std::runtime_error(meta_path.string() + ": missing metadata beside " + weights.string());
+    if (!fs::exists(meta_path)) {
+      throw std::runtime_error(meta_path.string() + ": missing metadata beside " + weights.string());
+    }
+    const std::string meta_text = read_file(meta_path.string(), "learned-model metadata");
     nlohmann::json meta;
     try {
-      meta = nlohmann::json::parse(in);
+      meta = nlohmann::json::parse(meta_text);
     } catch (const nlohmann::json::exception& e) {
       throw std::runtime_error(meta_path.string() + ": corrupt JSON: " + e.what());
     }

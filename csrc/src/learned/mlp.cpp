@@ -1,10 +1,10 @@
 #include "learned/mlp.h"
 
+#include "habitat/file_io.h"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -68,11 +68,7 @@ SafeTensorsFile parse_safetensors(const std::string& bytes, const std::string& w
 }
 
 SafeTensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return parse_safetensors(buffer.str(), path);
+  return parse_safetensors(read_file(path, "learned-model weights"), path);
 }
 
 Mlp Mlp::from_tensors(const SafeTensorsFile& file, int layers, const std::string& what) {

@@ -20,6 +20,7 @@
 #include <system_error>
 #include <unordered_map>
 
+#include "habitat/file_io.h"
 #include "habitat/precision.h"
 
 namespace habitat {
@@ -659,18 +660,9 @@ void save_trace(const Trace& trace, const std::string& path) {
 }
 
 Trace load_trace(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw io_error("cannot read habitat trace '" + path + "'", EISDIR);
-  }
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw io_error("cannot read habitat trace '" + path + "'", errno);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw io_error("cannot read habitat trace '" + path + "'", errno);
+  const std::string text = read_file(path, "habitat trace");
   try {
-    return decode_trace(text.str());
+    return decode_trace(text);
   } catch (const DecodeError& e) {
     throw TraceFormatError("invalid habitat trace '" + path + "': " + e.message);
   }

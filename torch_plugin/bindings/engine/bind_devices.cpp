@@ -3,13 +3,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
 #include "device_registry.h"
+#include "habitat/file_io.h"
 #include "habitat/occupancy.h"
 
 namespace habitat::python {
@@ -28,21 +27,13 @@ Registry& registry() {
   return r;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read device file \"" + path + "\"");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The packaged database plus the user's files, in order; replaces what was loaded
 // only when every file is good.
 void load_device_database(const std::string& path, const std::vector<std::string>& user_files) {
   DeviceDatabase db = DeviceDatabase::load_file(path);
   for (const auto& file : user_files) {
     try {
-      db.merge_json(read_text(file));
+      db.merge_json(read_file(file, "device file"));
     } catch (const UnknownDeviceError&) {
       throw;
     } catch (const std::runtime_error& e) {
