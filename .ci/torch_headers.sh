@@ -8,8 +8,9 @@
 # downloads each wheel once (about 1.3 GB for the two: 2.15.0 is 539 MB, 2.4.0+cu121 about
 # 800 MB), keeps only torch/include/**, torch/version.py and the C++ ABI flag (51 MB for 2.4.0,
 # 63 MB for 2.15.0) and deletes the wheel. Later runs use the cache and download nothing.
-# Measured on the 2-core dev VM (GCC 12): first run 2 min 21 s (the downloads took ~10 s each
-# at ~45 MB/s), cached 2 min 13 s (about 65 s of compiling per version); clang++-15: 1 min 21 s.
+# Measured on the 2-core dev VM: fetching one wheel and extracting its headers took 8-85 s
+# (network); compiling the 13 sources per version 30-65 s with GCC 12, 25-35 s with clang 15;
+# the whole script, cached, 1 min 24 s (GCC 12) and 58 s (clang 15), first run about 1 min more.
 #   cache:        ${HABITAT_CI_CACHE:-$HOME/.cache/habitat-ci}/torch-X/   (include/, version.py, abi)
 #   clear it:     rm -rf "${HABITAT_CI_CACHE:-$HOME/.cache/habitat-ci}"/torch-*
 #   one version:  rm -rf "${HABITAT_CI_CACHE:-$HOME/.cache/habitat-ci}"/torch-2.4.0
@@ -38,8 +39,11 @@ fetch_headers() {  # $1 = version; fills $CACHE/torch-$1 unless it is already th
   rm -rf "$dir" && mkdir -p "$dir/wheel" || return 1
   echo "torch $ver: downloading the wheel once (headers only are kept) into $dir" >&2
   # The machine's pip config may cap torch (constraints) or point at local mirrors: ask PyPI.
+  # The headers do not depend on the Python version: take the cp311 wheel, which every release
+  # from 2.4 to 2.15 has, whatever Python runs this.
   if ! PIP_CONFIG_FILE=/dev/null PIP_CONSTRAINT= "$PYTHON" -m pip download --quiet "torch==$ver" \
-      --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+      --no-deps --only-binary=:all: --python-version 3.11 --implementation cp --abi cp311 \
+      --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
       --platform manylinux1_x86_64 -d "$dir/wheel" >&2; then
     echo "torch $ver: download failed" >&2
     return 1
