@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -47,10 +48,10 @@ class ComparisonRow:
 
 
 def format_usd(x: float) -> str:
-    """Dollars with cents; a tenth of a cent below a dollar (short runs cost little)."""
-    if x >= 1 or x == 0:
+    """Dollars with cents; below a cent, two significant digits (0.00062), never 1e-04."""
+    if abs(x) >= 0.01 or x == 0:
         return f"{x:,.2f}"
-    return f"{x:.3f}" if x >= 0.001 else f"{x:.1e}"
+    return f"{x:.{1 - math.floor(math.log10(abs(x)))}f}"
 
 
 def format_duration(seconds: float) -> str:
@@ -211,10 +212,10 @@ class Comparison:
 
 def _fit_text(r: ComparisonRow) -> str:
     if r.fits is None or r.margin_bytes is None:
-        return f"{r.memory_gb:g} GB"
+        return f"{r.memory_gb:g} GiB"
     if r.fits:
-        return f"fits ({format_bytes(r.margin_bytes)} spare of {r.memory_gb:g} GB)"
-    return f"DOES NOT FIT ({format_bytes(-r.margin_bytes)} short of {r.memory_gb:g} GB)"
+        return f"fits ({format_bytes(r.margin_bytes)} spare of {r.memory_gb:g} GiB)"
+    return f"DOES NOT FIT ({format_bytes(-r.margin_bytes)} short of {r.memory_gb:g} GiB)"
 
 
 def _price_origin(prices: PriceTable) -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from habitat.analysis.memory import format_bytes
 from habitat.analysis.regions import compiled_regions
+from habitat.present import view
 
 if TYPE_CHECKING:
     from habitat.analysis.compare import Comparison
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 HTML_SUFFIXES = (".html", ".htm")
 TOP_OPS = 15
-PHASES = ("forward", "backward", "optimizer", "other")
 
 # A report is a list of blocks, rendered to either format: ("h", level, text), ("p", text),
 # ("table", rows with the header first), ("img", png bytes, alt text).
@@ -31,23 +31,25 @@ def _forecast_blocks(forecast: "Forecast") -> list[Any]:
     step = forecast.latest
     targets = forecast.targets
     blocks: list[Any] = [("h", 2, f"Forecast for step {step.index}")]
+    blocks.extend(("p", w) for w in view.step_warnings(step))
     rows = [["", *targets]]
     rows.append(["iteration (ms)", *(f"{step.total_ms[t]:.3f}" for t in targets)])
-    for phase in PHASES:
-        if any(step.phase_ms[t].get(phase) for t in targets):
-            rows.append([f"{phase} (ms)", *(f"{step.phase_ms[t].get(phase, 0.0):.3f}" for t in targets)])
+    for phase, values in view.phase_rows(step, targets):
+        rows.append([f"{phase} (ms)", *(f"{v:.3f}" for v in values)])
     methods = step.method_ops[targets[0]]
     blocks.append(("p", f"Measured {step.measured_ms:.3f} ms for the whole step on "
-                        f"{forecast.origin.get('device', 'cpu')}. Ops per forecast method on "
-                        f"{targets[0]}: " + ", ".join(f"{m} {n}" for m, n in sorted(methods.items())) + "."))
+                        f"{forecast.origin.get('device', 'cpu')}. Ops counted in {targets[0]}'s total, "
+                        f"by forecast method: " + view.method_counts(step, targets[0]) + "."))
     blocks.append(("table", rows))
+    if methods:
+        blocks.append(("table", [["method", "meaning"],
+                                 *([m, meaning] for m, meaning in view.method_legend(list(methods)))]))
     if step.ops:
         blocks.append(("h", 3, f"Top {TOP_OPS} ops by their share of the step on {targets[0]}"))
         rows = [["op", "module", "phase", "input shapes", "measured (us)",
                  *(f"{t} (us)" for t in targets), "method"]]
-        for op in step.top_ops(targets[0], TOP_OPS):
-            shapes = ", ".join("x".join(str(d) for d in s) or "scalar" for s in op.input_shapes[:4])
-            rows.append([op.full_name, op.module_path or op.autograd_node or "-", op.phase, shapes or "-",
+        for op in view.top_ops(step, targets[0], TOP_OPS):
+            rows.append([op.full_name, view.op_location(op), op.phase, view.format_shapes(op, limit=4),
                          f"{op.measured_us:.1f}", *(f"{op.predictions[t].share_us:.2f}" for t in targets),
                          op.predictions[targets[0]].share_method])
         blocks.append(("table", rows))

@@ -21,6 +21,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from habitat.present import view
+
 if TYPE_CHECKING:
     from habitat.data.forecast import Forecast, OpForecast, StepForecast
 
@@ -29,7 +31,6 @@ PHASE = "habitat-phase"
 TOP_OPS = "habitat-top-ops"
 OP_HISTOGRAM = "habitat-op-time-us"
 OPS_TABLE = "habitat-ops"
-PHASES = ("forward", "backward", "optimizer", "other")
 DEFAULT_TOP_OPS = 10
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:\-#]+")
@@ -46,12 +47,8 @@ def _summary_writer(log_dir: str) -> Any:
 
 def _op_key(op: "OpForecast") -> str:
     """A tag-safe name that follows the same op from step to step."""
-    module = op.module_path or op.autograd_node or "-"
+    module = view.op_location(op)
     return _UNSAFE.sub("_", f"{op.phase}:{module}:{op.full_name}")
-
-
-def _shape_text(op: "OpForecast") -> str:
-    return "; ".join("x".join(str(d) for d in s) or "scalar" for s in op.input_shapes) or "-"
 
 
 def _cell(text: str) -> str:
@@ -65,7 +62,7 @@ def ops_table(step: "StepForecast") -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for op in step.ops:
         name = "&nbsp;&nbsp;" * op.depth + op.full_name
-        cells = [name, op.module_path or op.autograd_node or "-", op.phase, _shape_text(op),
+        cells = [name, view.op_location(op), op.phase, view.format_shapes(op, sep="; "),
                  f"{op.measured_us:.1f}"]
         cells += [f"{op.predictions[t].time_us:.2f}" for t in step.targets]
         cells += [op.predictions[t].method for t in step.targets]
@@ -104,7 +101,7 @@ class TensorBoardLogger:
         w.add_scalar(f"{STEP}/measured_ms", step.measured_ms, n)
         for t in targets:
             w.add_scalar(f"{STEP}/predicted_ms/{t}", step.total_ms[t], n)
-            for phase in PHASES:
+            for phase in view.PHASES:
                 if phase in step.phase_ms[t]:
                     w.add_scalar(f"{PHASE}/{t}/{phase}_ms", step.phase_ms[t][phase], n)
         if step.ops:
@@ -112,7 +109,7 @@ class TensorBoardLogger:
             for t in targets:
                 # Shares: each piece of work once, so the charts add up to the step's total.
                 counted = step.counted_ops(t)
-                for op in step.top_ops(t, self.top_ops):
+                for op in view.top_ops(step, t, self.top_ops):
                     w.add_scalar(f"{TOP_OPS}/{t}/{keys[id(op)]}", op.predictions[t].share_us, n)
                 if counted:
                     w.add_histogram(f"{OP_HISTOGRAM}/{t}",
@@ -134,7 +131,7 @@ class TensorBoardLogger:
             "predicted iteration time per GPU (ms)": ["Multiline", [f"{STEP}/predicted_ms/.*"]],
             "measured step time on this machine (ms)": ["Multiline", [f"{STEP}/measured_ms"]],
         }
-        for phase in PHASES:
+        for phase in view.PHASES:
             charts[f"predicted {phase} time per GPU (ms)"] = [
                 "Multiline", [f"{PHASE}/{re.escape(t)}/{phase}_ms" for t in targets]]
         return {"Habitat": charts}

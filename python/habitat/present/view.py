@@ -1,0 +1,107 @@
+"""What every view of a forecast shows, in one place: the text summary (``print(forecast)``),
+the HTML/Markdown report and the TensorBoard logs all take their phases, top ops, shape text,
+method names with their meaning, cost units and warnings from here.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+
+from habitat.analysis.compare import format_usd
+
+if TYPE_CHECKING:
+    from habitat.data.forecast import Forecast, OpForecast, StepForecast
+
+__all__ = ["PHASES", "METHODS", "format_usd", "format_shapes", "op_location", "phase_rows",
+           "top_ops", "method_counts", "method_legend", "cost_per_steps", "step_warnings"]
+
+#: The phases of a training step, in the order every view lists them.
+PHASES = ("forward", "backward", "optimizer", "other")
+
+#: Each forecast method an op can get, with what it means (the engine's names,
+#: csrc/include/habitat/predictor.h ``Method``).
+METHODS: dict[str, str] = {
+    "wave_scaling": "runtime-based: the kernels measured on this GPU, wave-scaled to the target (Habitat)",
+    "learned_ratio": "runtime-based: measured time x learned model(target) / model(this GPU)",
+    "roofline_ratio": "runtime-based: measured time x roofline(target) / roofline(this GPU)",
+    "learned_shape": "shape-based: FLOPs and bytes from the op's shapes, learned efficiency on the roofline",
+    "roofline": "shape-based: FLOPs and bytes from the op's shapes, roofline with a per-class efficiency",
+    "fallback": "not modelled: forecast from the bytes it touches (listed under 'Not modelled')",
+    "no_kernel": "views and metadata ops (reshape, view, ...): no device work, 0 us",
+    "composite": "an op made of other captured ops (e.g. aten::linear): its sub-ops carry the time",
+}
+
+
+def format_shapes(op: "OpForecast", limit: int | None = None, sep: str = ", ") -> str:
+    """An op's input tensor shapes, e.g. ``8x128x256, 256x4096`` (``scalar`` for 0-d, ``-`` for
+    none); past `limit` tensors, ``+N more``."""
+    shapes = op.input_shapes
+    shown = shapes if limit is None else shapes[:limit]
+    text = sep.join("x".join(str(d) for d in s) or "scalar" for s in shown)
+    if len(shown) < len(shapes):
+        text += f"{sep}+{len(shapes) - len(shown)} more"
+    return text or "-"
+
+
+def op_location(op: "OpForecast") -> str:
+    """Where an op ran: its nn.Module path, else its autograd node (backward ops), else ``-``."""
+    return op.module_path or op.autograd_node or "-"
+
+
+def phase_rows(step: "StepForecast", targets: Sequence[str]) -> list[tuple[str, list[float]]]:
+    """(phase, ms per target) for each phase of `step` with time on some target, in PHASES order."""
+    return [(phase, [step.phase_ms[t].get(phase, 0.0) for t in targets])
+            for phase in PHASES if any(step.phase_ms[t].get(phase) for t in targets)]
+
+
+def top_ops(step: "StepForecast", target: str, n: int) -> list["OpForecast"]:
+    """The `n` ops adding the most to the step's total on `target` (each piece of work once)."""
+    return step.top_ops(target, n)
+
+
+def method_counts(step: "StepForecast", target: str) -> str:
+    """``learned_shape 345, no_kernel 562, ...``: ops counted in `target`'s total, per method."""
+    return ", ".join(f"{m} {n}" for m, n in sorted(step.method_ops[target].items()))
+
+
+def method_legend(methods: Sequence[str]) -> list[tuple[str, str]]:
+    """(method, meaning) for each of `methods`, in the order of METHODS."""
+    known = [(m, METHODS[m]) for m in METHODS if m in methods]
+    return known + [(m, "unknown method") for m in sorted(methods) if m not in METHODS]
+
+
+def cost_per_steps(forecast: "Forecast", price_of: Callable[[str], float | None],
+                   step: "StepForecast | None" = None) -> tuple[str, list[str]] | None:
+    """(label, cells) of the predicted cost of a number of steps on each target, the number
+    chosen so the cheapest priced target costs at least 10 cents (``cost per 1k steps``, ``per
+    100k steps``, ...); ``n/a`` where a GPU has no price. None when no target is priced (or the step is empty)."""
+    step = step or forecast.latest
+    per_step: dict[str, float | None] = {}
+    for t in forecast.targets:
+        price = price_of(t)
+        per_step[t] = None if price is None else price / 3600.0 * step.total_ms[t] / 1000.0
+    priced = [c for c in per_step.values() if c is not None and c > 0]
+    if not priced:
+        return None
+    steps = 1000
+    while min(priced) * steps < 0.1 and steps < 10**9:
+            steps *= 10
+    cells = ["n/a" if c is None else "$" + format_usd(c * steps) for c in per_step.values()]
+    return f"cost per {_count(steps)} steps", cells
+
+
+def _count(n: int) -> str:
+    for suffix, size in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{suffix}"
+    return f"{n:,}"
+
+
+def step_warnings(step: "StepForecast") -> list[str]:
+    """Warnings every view prints above a step's numbers (an empty step, for one)."""
+    if not any(step.method_ops[t] for t in step.targets) and not step.ops:
+        return [f"warning: step {step.index} captured no aten ops, so every forecast is 0 ms. "
+                "Check that the model runs inside `with habitat.predict_on(...)`, on the thread "
+                "that entered it (ops on threads the step starts itself are not captured), and "
+                "that the step does work (a cached or skipped batch records nothing)."]
+    return []
+
