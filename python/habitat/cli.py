@@ -5,6 +5,10 @@
     habitat compare TRACE [--plot out.png]   every GPU ranked by time and cost, memory fit
     habitat evaluate ...                     accuracy against measurements (habitat.evaluate)
     habitat report TRACE -o report.html      a self-contained HTML or Markdown report
+    habitat --version
+
+GPUs are chosen the same way in every command: ``--target/-t GPU``, repeated or
+comma-separated, ``all`` for every known GPU (``--targets`` is a deprecated alias).
 
 Exit codes: 0 success, 1 bad input (missing or corrupt file, unknown GPU, bad price file),
 2 bad usage (arguments). User errors print one message naming the problem and the fix.
@@ -42,7 +46,8 @@ def _load_trace(path: str) -> dict[str, Any]:
     p = Path(path)
     if not p.exists():
         raise UserError(f"trace file {path!r} does not exist: check the path (save one with "
-                        "forecast.save('trace.json') or habitat.predict_on(..., save=...))")
+                        "forecast.save('trace.json'), or habitat.predict_on(..., log_dir='runs/x') "
+                        "writes runs/x/forecast.json)")
     if p.is_dir():
         raise UserError(f"{path!r} is a directory: give the trace file (a .json saved by Habitat)")
     from habitat.data.trace import load_trace
@@ -76,10 +81,12 @@ def _split_names(values: Sequence[str] | None) -> list[str]:
 
 
 def _resolve_targets(values: Sequence[str] | None, allow_all: bool) -> list[str]:
+    """GPU names (repeated and/or comma-separated) to canonical names; ``all`` is every known
+    GPU, and so is no name at all where `allow_all` (compare, report)."""
     from habitat.data.devices import devices, get_device
 
     names = _split_names(values)
-    if allow_all and (not names or any(n.lower() == "all" for n in names)):
+    if any(n.lower() == "all" for n in names) or (allow_all and not names):
         return [d.name for d in devices()]
     resolved = []
     for name in names:
@@ -176,6 +183,16 @@ def _check_run(args: argparse.Namespace) -> None:
 
 
 # ----- commands --------------------------------------------------------------------------
+def _chosen_targets(args: argparse.Namespace) -> list[str] | None:
+    """--target values, plus those of the deprecated --targets (with a warning)."""
+    old = getattr(args, "targets_deprecated", None)
+    if old:
+        print(f"{PROG} {args.command}: warning: --targets is deprecated, use --target/-t "
+              "(repeat or comma-separate)", file=sys.stderr)
+    chosen = list(args.target or []) + list(old or [])
+    return chosen or None
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from habitat.data.devices import devices, format_devices_table
 
@@ -185,7 +202,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     doc = _load_trace(args.trace)
-    targets = _resolve_targets(args.target, allow_all=False)
+    targets = _resolve_targets(_chosen_targets(args), allow_all=False)
     if not targets:
         targets = _resolve_targets(_trace_targets(args.trace), allow_all=False)
     if not targets:
@@ -208,7 +225,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _check_run(args)
     _check_suffix(args.plot, (".png", ".svg", ".pdf"), "a plot")
     doc = _load_trace(args.trace)
-    targets = _resolve_targets(args.targets, allow_all=True)
+    targets = _resolve_targets(_chosen_targets(args), allow_all=True)
     forecast = _forecast(doc, targets, args.trace, steps="last")
     comparison = _compare(forecast, args)
     if args.json:
@@ -227,10 +244,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     _check_run(args)
     _check_suffix(args.output, HTML_SUFFIXES + MARKDOWN_SUFFIXES, "the report")
     doc = _load_trace(args.trace)
-    compared = _resolve_targets(args.targets, allow_all=True)
+    chosen = _chosen_targets(args)
+    compared = _resolve_targets(chosen, allow_all=True)
     comparison = _compare(_forecast(doc, compared, args.trace, steps="last"), args)
     # The detailed forecast: the named GPUs, else the trace's, else the three fastest.
-    targets = (_resolve_targets(args.target, allow_all=False)
+    targets = ((compared if chosen else [])
                or _resolve_targets(_trace_targets(args.trace), allow_all=False)
                or [r.gpu for r in comparison.rows[:3]])
     forecast = _forecast(doc, targets, args.trace)
@@ -259,10 +277,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 # ----- parser ----------------------------------------------------------------------------
+def _target_option(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--target", "-t", action="append", metavar="GPU",
+                   help=help + "; repeat or comma-separate, `all` for every known GPU "
+                        "(`habitat devices` lists them)")
+    p.add_argument("--targets", action="append", dest="targets_deprecated", help=argparse.SUPPRESS)
+
+
 def _run_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run length and prices")
-    g.add_argument("--targets", action="append", metavar="GPUS",
-                   help="GPUs to compare (default all; comma-separate or repeat)")
     g.add_argument("--iterations", type=int, default=1000, metavar="N",
                    help="training iterations to price (default 1000)")
     g.add_argument("--epochs", type=float, metavar="E", help="price E epochs instead (needs --steps-per-epoch)")
@@ -275,10 +298,24 @@ def _run_options(p: argparse.ArgumentParser) -> None:
                    help="memory kept free for the CUDA context and allocator slack when checking fit (default 1)")
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: read only when asked (the version module imports nothing)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from habitat._version import __version__
+
+        print(f"{PROG} {__version__}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Forecast PyTorch training steps on GPUs you do not have.",
         epilog="Run `habitat COMMAND --help` for a command's options.")
+    parser.add_argument("--version", action=_VersionAction, help="print Habitat's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("devices", help="list the GPUs Habitat knows")
@@ -286,8 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("predict", help="forecast a saved trace for target GPUs")
     p.add_argument("trace", help="trace file saved by Habitat (forecast.save)")
-    p.add_argument("--target", "-t", action="append", metavar="GPU",
-                   help="target GPU (repeat or comma-separate; default: the trace's targets)")
+    _target_option(p, "target GPU (default: the trace's targets)")
     p.add_argument("--log-dir", metavar="DIR", help="also write TensorBoard logs to DIR")
     p.add_argument("--save", metavar="FILE", help="save the forecast (trace plus summary) as JSON")
     p.add_argument("--json", action="store_true", help="print the per-step summary as JSON")
@@ -295,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="rank every GPU by predicted time, cost and memory fit")
     p.add_argument("trace", help="trace file saved by Habitat")
+    _target_option(p, "GPUs to compare (default: all)")
     _run_options(p)
     p.add_argument("--plot", metavar="FILE", help="draw time and cost per GPU to FILE (.png, .svg, .pdf)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -308,8 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write a self-contained HTML or Markdown report")
     p.add_argument("trace", help="trace file saved by Habitat")
     p.add_argument("--output", "-o", required=True, metavar="FILE", help="report file: .html or .md")
-    p.add_argument("--target", "-t", action="append", metavar="GPU",
-                   help="GPUs for the detailed forecast (default: the trace's targets)")
+    _target_option(p, "GPUs to compare and forecast in detail (default: all compared, the "
+                      "trace's targets in detail)")
     _run_options(p)
     p.set_defaults(run=cmd_report)
     return parser

@@ -74,7 +74,7 @@ def test_compare_ranks_all_gpus_and_plots(capsys, trace, tmp_path):
 def test_compare_json_with_epochs_and_prices(capsys, trace, tmp_path):
     prices = tmp_path / "prices.csv"
     prices.write_text("gpu,usd_per_hour\nT4,0.2\n")
-    code, out, _ = run(capsys, "compare", trace, "--targets", "T4,A100", "--epochs", "3",
+    code, out, _ = run(capsys, "compare", trace, "--target", "T4,A100", "--epochs", "3",
                        "--steps-per-epoch", "100", "--prices", prices, "--price", "A100=1.0", "--json")
     assert code == 0
     doc = json.loads(out)
@@ -89,10 +89,35 @@ def test_compare_json_with_epochs_and_prices(capsys, trace, tmp_path):
 @pytest.mark.parametrize("suffix", [".html", ".md"])
 def test_report_writes_a_self_contained_file(capsys, trace, tmp_path, suffix):
     out_path = tmp_path / f"report{suffix}"
-    code, out, _ = run(capsys, "report", trace, "-o", out_path, "--targets", "A100,T4,H100")
+    code, out, _ = run(capsys, "report", trace, "-o", out_path, "-t", "A100,T4", "-t", "H100")
     assert code == 0 and str(out_path) in out
     text = out_path.read_text()
-    assert "data:image/png;base64," in text and "H100-SXM5-80GB" in text
+    assert "H100-SXM5-80GB" in text
+    if suffix == ".html":  # one self-contained file
+        assert "data:image/png;base64," in text
+    else:  # the plot beside it
+        assert "base64" not in text and (tmp_path / "report_files" / "gpus.png").is_file()
+
+
+def test_one_spelling_chooses_gpus_in_every_command(capsys, trace, tmp_path):
+    code, out, _ = run(capsys, "compare", trace, "-t", "T4", "--target", "A100", "--json")
+    assert code == 0 and {r["gpu"] for r in json.loads(out)["rows"]} == {"T4", "A100-SXM4-80GB"}
+    code, out, _ = run(capsys, "predict", trace, "-t", "all", "--json")
+    assert code == 0 and len(json.loads(out)["targets"]) == len(devices())
+    # The old spelling still works, with a warning.
+    code, out, err = run(capsys, "compare", trace, "--targets", "T4", "--json")
+    assert code == 0 and [r["gpu"] for r in json.loads(out)["rows"]] == ["T4"]
+    assert "--targets is deprecated" in err
+
+
+def test_version(capsys):
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.strip() == f"habitat {habitat.__version__}"
+
+
+def test_missing_trace_hint_names_real_apis(capsys, tmp_path):
+    code, _, err = run(capsys, "compare", tmp_path / "nope.json")
+    assert code == 1 and "forecast.save(" in err and "save=" not in err
 
 
 def test_evaluate_delegates_to_habitat_evaluate(capsys, monkeypatch):

@@ -1,4 +1,7 @@
-"""A self-contained report of a forecast: Markdown or HTML (by file suffix), plot embedded.
+"""A report of a forecast: Markdown or HTML (by file suffix).
+
+HTML is one self-contained file (the plot embedded); Markdown links its plot, written beside it
+(``report.md`` -> ``report_files/gpus.png``), so the text stays small and readable.
 
 The report holds the forecast for the trace's targets (iteration and phase times, top ops,
 step history), the GPU comparison by time and cost with its plot, and the memory forecast.
@@ -122,12 +125,12 @@ def _memory_blocks(comparison: "Comparison") -> list[Any]:
 
 
 def build_blocks(forecast: "Forecast", comparison: "Comparison | None") -> list[Any]:
-    import habitat
+    from habitat._version import __version__
 
     origin = forecast.origin
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     blocks: list[Any] = [("h", 1, "Habitat forecast report")]
-    blocks.append(("p", f"Generated {now} by Habitat {habitat.__version__}. Trace captured on "
+    blocks.append(("p", f"Generated {now} by Habitat {__version__}. Trace captured on "
                         f"{origin.get('device', 'cpu')}"
                         + (f" ({origin['host']})" if origin.get("host") else "")
                         + (f", torch {origin['torch_version']}" if origin.get("torch_version") else "")
@@ -144,8 +147,11 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(blocks: Sequence[Any]) -> str:
+def render_markdown(blocks: Sequence[Any], image_dir: Path | None = None) -> str:
+    """Markdown text; with `image_dir`, images are written there and linked by a path relative to
+    its parent (the report's folder), otherwise embedded as data URIs."""
     out: list[str] = []
+    images = 0
     for block in blocks:
         kind = block[0]
         if kind == "h":
@@ -158,8 +164,15 @@ def render_markdown(blocks: Sequence[Any]) -> str:
             out.append("|" + "---|" * len(rows[0]))
             out.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows[1:])
         elif kind == "img":
-            data = base64.b64encode(block[1]).decode("ascii")
-            out.append(f"![{block[2]}](data:image/png;base64,{data})")
+            if image_dir is None:
+                data = base64.b64encode(block[1]).decode("ascii")
+                out.append(f"![{block[2]}](data:image/png;base64,{data})")
+            else:
+                images += 1
+                name = "gpus.png" if images == 1 else f"image{images}.png"
+                image_dir.mkdir(parents=True, exist_ok=True)
+                (image_dir / name).write_bytes(block[1])
+                out.append(f"![{block[2]}]({image_dir.name}/{name})")
         out.append("")
     return "\n".join(out)
 
@@ -196,7 +209,8 @@ def render_html(blocks: Sequence[Any]) -> str:
 
 def write_report(forecast: "Forecast", path: str | Path, comparison: "Comparison | None" = None,
                  **compare_options: Any) -> Path:
-    """Writes the report to `path` (.md/.markdown or .html/.htm).
+    """Writes the report to `path` (.md/.markdown or .html/.htm); a Markdown report's plot goes
+    to ``<name>_files/`` beside it.
 
     Without `comparison`, GPUs are compared with ``forecast.compare(**compare_options)``
     (all known GPUs by default).
@@ -209,6 +223,9 @@ def write_report(forecast: "Forecast", path: str | Path, comparison: "Comparison
     if comparison is None:
         comparison = forecast.compare(**compare_options)
     blocks = build_blocks(forecast, comparison)
-    text = render_markdown(blocks) if suffix in MARKDOWN_SUFFIXES else render_html(blocks)
+    if suffix in MARKDOWN_SUFFIXES:
+        text = render_markdown(blocks, image_dir=path.with_name(path.stem + "_files"))
+    else:
+        text = render_html(blocks)
     path.write_text(text, encoding="utf-8")
     return path

@@ -50,8 +50,11 @@ def test_markdown_report_has_tables_and_the_plot(forecast, comparison, tmp_path)
     assert text.startswith("# Habitat forecast report")
     assert "| iteration (ms) |" in text
     assert "| # | GPU |" in text
-    assert embedded_png(text).startswith(PNG)
     assert "| parameters |" in text
+    # The plot is written beside the report and linked, not embedded as base64.
+    assert "base64" not in text and len(text) < 40_000
+    assert "](report_files/gpus.png)" in text
+    assert (tmp_path / "report_files" / "gpus.png").read_bytes().startswith(PNG)
 
 
 def test_report_compares_all_gpus_by_default(forecast, tmp_path):
