@@ -1,6 +1,6 @@
 """The main job: forecast a real training step of a small bundled model on several GPUs.
 
-    python -m habitat.demo [--targets A100 H100 L4 ...] [--steps 3] [--batch 8]
+    python -m habitat.demo [--target A100,H100 ...] [--steps 3] [--batch 8] [--save step.json]
 
 The model is a small GPT-style language model (embedding, causal self-attention, layer
 norm, MLP) trained with AdamW, defined here so nothing is downloaded.
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Sequence
 
 import torch
@@ -79,12 +78,19 @@ class TinyGPT(GPT):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m habitat.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--targets", nargs="+", default=list(DEFAULT_TARGETS), help="GPUs to forecast")
+    parser.add_argument("--target", "-t", action="append", metavar="GPU",
+                        help="GPU to forecast (repeat or comma-separate; `all` for every known GPU; "
+                             f"default: {', '.join(DEFAULT_TARGETS)})")
+    parser.add_argument("--targets", nargs="+", metavar="GPU", help=argparse.SUPPRESS)  # older spelling
     parser.add_argument("--steps", type=int, default=3, help="training steps to trace")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--context", type=int, default=128)
     parser.add_argument("--save", help="write the trace and forecast to this JSON file")
     args = parser.parse_args(argv)
+    names = [n.strip() for v in (args.target or []) + (args.targets or []) for n in v.split(",") if n.strip()]
+    if any(n.lower() == "all" for n in names):
+        names = [d.name for d in habitat.devices()]
+    chosen = names or list(DEFAULT_TARGETS)
 
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -95,24 +101,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"Tracing {args.steps} training steps of TinyGPT "
           f"({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, batch {args.batch}, "
-          f"context {args.context}) on {device}; forecasting for {', '.join(args.targets)}")
+          f"context {args.context}) on {device}; forecasting for {', '.join(chosen)}")
     forecast = None
-    predictor = habitat.predict_on(args.targets)  # one predictor: each `with` adds a step
+    predictor = habitat.predict_on(chosen)  # one predictor: each `with` adds a step
     for _ in range(args.steps):
-        start = time.perf_counter()
         with predictor as forecast:
             loss = model(idx, targets)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-        print(f"  step {len(forecast.steps)}: loss {loss.item():.4f}, "
-              f"{(time.perf_counter() - start) * 1e3:.1f} ms on this machine, predicted "
-              + ", ".join(f"{t} {forecast.time_ms(t):.2f} ms" for t in forecast.targets))
+        # The step's index and measured time as the forecast records them (print(forecast) too).
+        step = forecast.latest
+        print(f"  step {step.index}: loss {loss.item():.4f}, measured {step.measured_ms:.2f} ms on "
+              f"{device}, predicted " + ", ".join(f"{t} {step.total_ms[t]:.2f} ms" for t in forecast.targets))
     assert forecast is not None
     print()
     print(forecast)
+    print()
     if args.save:
-        print(f"\nSaved the trace and forecast to {forecast.save(args.save)}")
+        trace = str(forecast.save(args.save))
+        print(f"Saved the trace and forecast to {trace}. Next:")
+    else:
+        trace = "step.json"
+        print("Next: save the trace (in your script, forecast.save(\"step.json\"); here, "
+              "--save step.json), then:")
+    commands = [(f"habitat compare {trace}", "every GPU ranked by time, cost and memory fit"),
+                (f"habitat report {trace} -o report.html", "one self-contained report"),
+                (f"habitat predict {trace} -t B200,L40S", "other GPUs from the same trace")]
+    width = max(len(c) for c, _ in commands)
+    for command, what in commands:
+        print(f"  {command.ljust(width)}   # {what}")
     return 0
 
 
