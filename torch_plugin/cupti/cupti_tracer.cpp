@@ -55,7 +55,7 @@ void KernelTracer::pop() {}
 namespace {
 
 // The kernel record layout of the CUPTI headers we compile against. Only fields that sit
-// at the same offsets from CUpti_ActivityKernel4 on are read (prior-art.md §5), so records
+// at the same offsets from CUpti_ActivityKernel4 on are read (docs/references.md, CUDA tools), so records
 // from a newer CUPTI library decode correctly too.
 #if CUPTI_API_VERSION >= 130000
 using ActivityKernel = CUpti_ActivityKernel10;

@@ -42,7 +42,7 @@ struct Device {
   double tdp_w = 0;
   std::map<Precision, double> peak_tflops;  // dense peaks; missing = not supported
   SmLimits limits;
-  std::map<std::string, std::string> sources;  // field -> citation tag from gpus.md
+  std::map<std::string, std::string> sources;  // field -> citation tags (devices.json source_tags)
   std::string notes;                           // disputes and caveats about the figures
 
   int compute_capability() const { return cc_major * 10 + cc_minor; }

@@ -13,7 +13,7 @@ namespace habitat {
 namespace {
 
 // Library-chosen kernels differ between GPUs, so their measured launch configurations do
-// not carry over; these classes are scaled as a whole op instead (prior-art.md §1).
+// not carry over; these classes are scaled as a whole op instead (docs/references.md, Habitat).
 bool kernels_vary_across_gpus(OpClass c) {
   return c == OpClass::Gemm || c == OpClass::Conv || c == OpClass::Attention;
 }

@@ -8,8 +8,8 @@
 namespace habitat {
 
 // Fraction of the roofline an op class typically reaches. Starting points, not fits:
-// best-shape BF16 GEMMs reach ~80% of peak ("MAMF", gpus.md §1a), and streaming kernels
-// reach 62-85% of datasheet bandwidth (Habitat's measured devices.yml, gpus.md §1a notes).
+// best-shape BF16 GEMMs reach ~80% of peak ("MAMF", stas00/ml-engineering), and streaming kernels
+// reach 62-85% of datasheet bandwidth (Habitat's measured devices.yml; docs/references.md).
 // Classes with irregular access (norms, softmax, gathers) are set lower.
 double roofline_efficiency(OpClass c);
 

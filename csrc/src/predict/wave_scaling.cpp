@@ -2,7 +2,7 @@
 // Computational Performance Predictor for Deep Neural Network Training", USENIX ATC'21
 // (arXiv 2102.00527) §3.2, in the form of its released code (geoffxy/habitat,
 // analyzer/habitat/analysis/wave_scaling/roofline.py and resimplified.py), as summarised in
-// /work/shared/reference/prior-art.md §1. With T_o the kernel's time on the origin, B its
+// docs/references.md (Habitat). With T_o the kernel's time on the origin, B its
 // thread blocks, x its arithmetic intensity (FLOPs/byte) and R the target's ridge point:
 //
 //   gamma = 1 - 0.5 x/R   if x <= R,   0.5 R/x   otherwise        (1 = memory bound)
