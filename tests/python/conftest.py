@@ -4,7 +4,26 @@ Each entry names the test and why it fails today; none of them is counted as don
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+HERE = Path(__file__).resolve().parent
+# The shared helpers (models.py, threads.py, tools_fixtures.py) import as top-level modules
+# from the tests in tests/python/{data,capture,analysis,...}/.
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+#: A real captured step pair (tests/python/models.py's MLP with Adam, two steps, 426 ops),
+#: saved with Forecast.save for A100 and H100; see data/test_golden_trace.py for its numbers.
+GOLDEN_TRACE = HERE / "fixtures" / "golden_trace.json"
+
+
+@pytest.fixture(scope="session")
+def golden_trace() -> Path:
+    """The path of the golden trace (read-only: copy it before changing it)."""
+    return GOLDEN_TRACE
 
 KNOWN_FAILURES: dict[str, str] = {
 }

@@ -12,6 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from habitat import _C
 from habitat.capture.predict import record_step
+from habitat.data.trace import tensor_args
 from models import OPTIMIZERS, WORKLOADS, make_workload
 from threads import run_in_threads
 
@@ -243,7 +244,7 @@ def test_fake_meta_and_functional_tensors_pass_through() -> None:
     names = [op["name"] for op in step["ops"]]
     assert "aten::exp" in names
     for op in step["ops"]:
-        metas = [a["tensor"] for a in op.get("args", []) if "tensor" in a]
+        metas = [meta for _, meta in tensor_args(op)]
         assert all(m.get("device", "cpu") != "meta" for m in metas)
         assert all(m.get("shape") != [5, 5] for m in metas)
     assert "aten::mm" not in names and "aten::relu" not in names

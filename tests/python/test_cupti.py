@@ -17,10 +17,22 @@ import habitat
 from habitat import _C
 from habitat.capture import cupti
 from habitat.data import engine
+from habitat.data.trace import tensor_args
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU fallback")
 PYTHON_DIR = str(Path(habitat.__file__).resolve().parent.parent)
+
+
+def attach_kernels(step: dict, kernels: cupti.StepKernels) -> int:
+    """Puts each op's kernels into a trace step dict (what the C++ capture does at step end);
+    returns how many kernels belong to ops the step does not hold. A test helper only."""
+    known = set()
+    for op in step.get("ops", []):
+        known.add(op["id"])
+        if op["id"] in kernels.ops:
+            op["kernels"] = kernels.ops[op["id"]]
+    return sum(len(v) for k, v in kernels.ops.items() if k not in known)
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +73,7 @@ def test_step_kernels_from_flush_json_and_attach():
     assert kernels.problems() == []
     step = {"index": 0, "wall_ms": 1.0, "ops": [{"id": 1, "name": "aten::view"},
                                                 {"id": 2, "name": "aten::relu"}]}
-    assert cupti.attach_kernels(step, kernels) == 1  # op 9 is not in the step
+    assert attach_kernels(step, kernels) == 1  # op 9 is not in the step
     assert "kernels" not in step["ops"][0]
     assert step["ops"][1]["kernels"][0]["duration_us"] == 4.5
 
@@ -85,7 +97,7 @@ def test_flushed_kernels_drive_the_runtime_based_forecast():
     step = {"index": 0, "wall_ms": 1.0, "ops": [
         {"id": 1, "name": "aten::relu", "phase": "forward",
          "args": [{"name": "self", "tensor": meta}], "outputs": [meta]}]}
-    cupti.attach_kernels(step, cupti.StepKernels(ops={1: [kernel]}))
+    attach_kernels(step, cupti.StepKernels(ops={1: [kernel]}))
     origin = {"device": "A100", "host": "test", "torch_version": torch.__version__,
               "habitat_version": habitat.__version__, "allow_tf32": False, "autocast": False}
     result = engine.forecast_step(origin, step, ["A100", "H100"])
@@ -264,9 +276,7 @@ _ALLOCATION_ONLY = {"aten::empty", "aten::empty_strided", "aten::empty_like", "a
 
 
 def _devices(op: dict) -> set[str]:
-    metas = list(op.get("outputs", []))
-    for arg in op.get("args", []):
-        metas += [arg["tensor"]] if "tensor" in arg else arg.get("tensors", [])
+    metas = list(op.get("outputs", [])) + [meta for _, meta in tensor_args(op)]
     return {str(m.get("device", "cpu")).split(":")[0] for m in metas}
 
 

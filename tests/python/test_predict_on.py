@@ -173,3 +173,86 @@ def test_an_unclosed_predictor_writes_its_log_dir_at_exit(tmp_path: Path) -> Non
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert len(Forecast.load(tmp_path / "forecast.json").steps) == 3
+
+
+def test_step_indices_do_not_skip_after_a_failed_step() -> None:
+    work = make_workload("mlp")
+    predictor = habitat.predict_on("A100")
+    with predictor:
+        work.step()
+    with pytest.raises(ValueError):
+        with predictor:
+            raise ValueError("the user's step failed")
+    with predictor:
+        work.step()
+    assert [s.index for s in predictor.forecast.steps] == [0, 1]
+
+
+def test_step_time_ms_matches_the_forecast() -> None:
+    work = make_workload("mlp")
+    with habitat.predict_on(["A100", "H100"]) as forecast:
+        work.step()
+    step = forecast.latest
+    assert step.time_ms("h100") == forecast.time_ms("H100") > 0
+    assert step.time_ms() == forecast.time_ms() == step.total_ms[step.targets[0]]
+    with pytest.raises(KeyError, match="not a forecast target"):
+        step.time_ms("L4")
+
+
+def test_on_step_is_called_per_step_off_the_training_thread() -> None:
+    import threading
+
+    work = make_workload("mlp")
+    calls = []
+
+    class Sink:
+        closed = False
+
+        def __call__(self, forecast, step):
+            calls.append((forecast, step.index, step.time_ms("A100"), threading.current_thread().name))
+
+        def close(self):
+            Sink.closed = True
+
+    predictor = habitat.predict_on("A100", on_step=Sink())
+    for _ in range(3):
+        with predictor as forecast:
+            work.step()
+    predictor.close()
+    assert [c[1] for c in calls] == [0, 1, 2]
+    assert all(c[0] is forecast for c in calls)
+    assert [c[2] for c in calls] == [s.time_ms("A100") for s in forecast.steps]
+    assert all(c[3].startswith("habitat-forecast") for c in calls)
+    assert Sink.closed
+
+
+def test_a_failing_sink_becomes_a_warning() -> None:
+    work = make_workload("mlp")
+
+    def broken(forecast, step):
+        raise RuntimeError("sink exploded")
+
+    predictor = habitat.predict_on("A100", on_step=[broken])
+    with pytest.warns(HabitatWarning, match="sink exploded"):
+        with predictor:
+            work.step()
+        predictor.wait()
+    assert len(predictor.forecast.steps) == 1
+
+
+def test_json_and_tensorboard_handlers(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    work = make_workload("mlp")
+    predictor = habitat.predict_on("A100", on_step=[habitat.json_handler(tmp_path / "a" / "f.json"),
+                                                    habitat.tensorboard_handler(tmp_path / "tb")])
+    for _ in range(2):
+        with predictor:
+            work.step()
+    predictor.close()
+    assert len(Forecast.load(tmp_path / "a" / "f.json").steps) == 2
+    assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tb").iterdir())
+
+
+def test_on_step_rejects_what_is_not_callable() -> None:
+    with pytest.raises(TypeError, match="callables"):
+        habitat.predict_on("A100", on_step=["not a sink"])

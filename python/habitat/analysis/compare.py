@@ -5,13 +5,14 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from habitat.analysis.memory import DEFAULT_RESERVE_BYTES, MemoryEstimate, estimate_step_memory, format_bytes
 from habitat.analysis.pricing import Price, PriceTable, price_table
 
-if TYPE_CHECKING:
-    from habitat.data.forecast import Forecast, StepForecast
+from habitat.data.devices import devices, get_device
+from habitat.data.engine import trace_document
+from habitat.data.forecast import SHAPE_BASED_METHODS, Forecast, StepForecast
 
 PLOT_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
@@ -84,8 +85,6 @@ class Comparison:
         return len(self.rows)
 
     def __getitem__(self, gpu: str) -> ComparisonRow:
-        from habitat.data.devices import get_device
-
         name = get_device(gpu).name
         for row in self.rows:
             if row.gpu == name:
@@ -225,8 +224,6 @@ def _price_origin(prices: PriceTable) -> str:
 
 
 def _target_names(targets: str | Sequence[str]) -> list[str]:
-    from habitat.data.devices import devices, get_device
-
     if isinstance(targets, str):
         if targets.lower() == "all":
             return [d.name for d in devices()]
@@ -267,10 +264,6 @@ def compare(forecast: "Forecast", targets: str | Sequence[str] = "all", *, itera
     The run is `iterations` steps, or `epochs` x `steps_per_epoch`. Prices are the dated
     defaults overridden by ``HABITAT_PRICES``, then `price_file`, then `prices` ({gpu: USD/h}).
     """
-    from habitat.data.devices import get_device
-    from habitat.data.engine import trace_document
-    from habitat.data.forecast import SHAPE_BASED_METHODS, Forecast
-
     total = run_iterations(iterations, epochs, steps_per_epoch)
     table = price_table(prices, price_file)
     names = _target_names(targets)

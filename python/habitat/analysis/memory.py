@@ -41,7 +41,10 @@ assumption, not a measurement).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+
+from habitat.data.devices import get_device
+from habitat.data.trace import tensor_args
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -104,14 +107,6 @@ def _storage_bytes(meta: dict[str, Any]) -> int:
     return (meta.get("storage_offset", 0) + extent) * size
 
 
-def _arg_tensors(op: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
-    for arg in op.get("args", []):
-        if "tensor" in arg:
-            yield arg.get("name", ""), arg["tensor"]
-        for meta in arg.get("tensors", []):
-            yield arg.get("name", ""), meta
-
-
 @dataclass
 class _Storage:
     nbytes: int
@@ -148,8 +143,6 @@ class MemoryEstimate:
             return 0
         if target is None:
             return CUBLAS_WORKSPACE_DEFAULT
-        from habitat.data.devices import get_device
-
         return CUBLAS_WORKSPACE_HOPPER if get_device(target).cc_major >= 9 else CUBLAS_WORKSPACE_DEFAULT
 
     def estimated_peak(self, target: str | None = None) -> int:
@@ -170,8 +163,6 @@ class MemoryEstimate:
 
         A negative margin is the shortfall.
         """
-        from habitat.data.devices import get_device
-
         capacity = int(get_device(target).memory_gb * GiB)
         margin = capacity - reserve_bytes - self.peak_bytes(target)
         return margin >= 0, margin
@@ -207,7 +198,7 @@ def format_bytes(n: float) -> str:
 def _device_filter(ops: list[dict[str, Any]]) -> str | None:
     """On a GPU capture only CUDA tensors occupy device memory; on a CPU capture all count."""
     for op in ops:
-        metas = [m for _, m in _arg_tensors(op)] + list(op.get("outputs", []))
+        metas = [m for _, m in tensor_args(op)] + list(op.get("outputs", []))
         if any(str(m.get("device", "")).startswith("cuda") for m in metas):
             return "cuda"
     return None
@@ -249,7 +240,7 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
         phase = op.get("phase", "other")
         uses_matmul = uses_matmul or _base_name(op["name"]) in MATMUL_OPS
         mutable = _mutable_args(op)
-        inputs = [(name, meta, mutable) for name, meta in _arg_tensors(op) if counted(meta)]
+        inputs = [(name, meta, mutable) for name, meta in tensor_args(op) if counted(meta)]
         input_ids = {meta.get("storage", 0) for _, meta, _ in inputs}
         # A composite op's kernel may read or update its arguments itself, beside its sub-ops
         # (CPU mkldnn convolution reads its weight, add_ of a step counter of another dtype
@@ -263,7 +254,7 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
             applied.add(ancestor["id"])
             started.append(ancestor)
             outer_mutable = _mutable_args(ancestor)
-            inputs += [(name, meta, outer_mutable) for name, meta in _arg_tensors(ancestor)
+            inputs += [(name, meta, outer_mutable) for name, meta in tensor_args(ancestor)
                        if counted(meta)]
         for name, meta, mutable_here in inputs:
             sid = meta.get("storage", 0)
@@ -373,7 +364,7 @@ def _made_by_composites(all_ops: list[dict[str, Any]]) -> dict[int, list[dict[st
     for op in all_ops:
         if not op.get("has_children"):
             continue
-        inputs = {meta.get("storage", 0) for _, meta in _arg_tensors(op)}
+        inputs = {meta.get("storage", 0) for _, meta in tensor_args(op)}
         for meta in op.get("outputs", []):
             sid = meta.get("storage", 0)
             if sid and sid not in inputs:

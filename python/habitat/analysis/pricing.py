@@ -25,6 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from habitat.data.devices import get_device
+
 DEFAULT_PRICE_FILE = Path(__file__).resolve().parents[1] / "data" / "prices.json"
 ENV_VAR = "HABITAT_PRICES"
 
@@ -49,8 +51,6 @@ class Price:
 
 
 def _canonical(name: str) -> str:
-    from habitat.data.devices import get_device
-
     return get_device(name).name
 
 

@@ -7,10 +7,9 @@ recorded inside the region ``compiled/graph_<id>`` (see habitat/compile.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from habitat.data.forecast import OpForecast, StepForecast
+from habitat.data.forecast import OpForecast, StepForecast
 
 REGION_PREFIX = "compiled/graph_"
 FUSED_PREFIX = "habitat_fused::"

@@ -18,11 +18,11 @@ from typing import Any
 import torch
 
 from habitat import _C
+from habitat.data.devices import UnknownDeviceError, get_device
 
 __all__ = [
     "KernelTracing",
     "StepKernels",
-    "attach_kernels",
     "cupti_available",
     "cupti_status",
     "origin_device",
@@ -72,8 +72,6 @@ def origin_device(index: int | None = None) -> str:
     """
     if not torch.cuda.is_available():
         return "cpu"
-    from habitat.data.devices import UnknownDeviceError, get_device
-
     name = torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index).name
     try:
         return str(get_device(name).name)
@@ -120,24 +118,13 @@ class StepKernels:
         return out
 
 
-def attach_kernels(step: dict[str, Any], kernels: StepKernels) -> int:
-    """Puts each op's kernels into a trace step dict; returns how many kernels belong to ops
-    the step does not hold (ops past its record cap)."""
-    known = set()
-    for op in step.get("ops", []):
-        known.add(op["id"])
-        if op["id"] in kernels.ops:
-            op["kernels"] = kernels.ops[op["id"]]
-    return sum(len(v) for k, v in kernels.ops.items() if k not in known)
-
-
 class KernelTracing:
     """Kernel tracing for a sequence of steps, with the warn-once fallback.
 
     Standalone::
 
         tracing.begin_step()          # is this step traced?
-        ...                           # ops run inside ScopedKernelAttribution / _C._OpScope
+        ...                           # ops run inside ScopedKernelAttribution (C++; tests: _C._OpScope)
         kernels = tracing.end_step()  # synchronise, flush, kernels per op id
 
     With the capture session, whose end attaches the kernels in C++ (KernelTracer::flush_into)::

@@ -24,24 +24,24 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import torch
 
 from habitat import _C, _engine
+from habitat._version import __version__
 from habitat.capture import modules as _modules, phase as _phase
+from habitat.capture.compile import install_compile_callbacks
 from habitat.capture.cupti import KernelTracing, origin_device
+from habitat.capture.sinks import StepSink, log_dir_sinks
 from habitat.data.engine import trace_document, weights_dir
-
-if TYPE_CHECKING:
-    from habitat.data.forecast import Forecast, StepForecast
+from habitat.data.forecast import Forecast, StepForecast
+from habitat.data.trace import tensor_args
 
 #: Most ops recorded in one step; the rest run untouched and are counted as dropped.
 DEFAULT_MAX_OPS_PER_STEP = 2_000_000
 #: Steps captured but not yet forecast; one more makes the training thread wait.
 MAX_PENDING_STEPS = 2
-#: How often, at most, predict_on(log_dir=...) rewrites log_dir/forecast.json (and at close()).
-SAVE_EVERY_S = 60.0
 
 
 class HabitatWarning(UserWarning):
@@ -71,8 +71,6 @@ def _autocast_enabled() -> bool:
 
 
 def _origin(device: str = "cpu") -> dict[str, Any]:
-    from habitat import __version__
-
     return {
         "device": device,
         "host": _host(),
@@ -86,12 +84,10 @@ def _origin(device: str = "cpu") -> dict[str, Any]:
 def _gpu_of(step: dict[str, Any]) -> str | None:
     """The database name of the first CUDA device the step's ops touched, if any."""
     for op in step.get("ops", []):
-        for arg in op.get("args", []):
-            metas = [arg["tensor"]] if "tensor" in arg else arg.get("tensors", [])
-            for meta in metas:
-                device = meta.get("device", "cpu")
-                if device.startswith("cuda"):
-                    return origin_device(int(device.split(":")[1]) if ":" in device else 0)
+        for _, meta in tensor_args(op):
+            device = meta.get("device", "cpu")
+            if device.startswith("cuda"):
+                return origin_device(int(device.split(":")[1]) if ":" in device else 0)
     return None
 
 
@@ -144,8 +140,6 @@ class record_step:  # noqa: N801
         _phase.acquire()
         outermost = _open_windows() == 0
         if outermost:
-            from habitat.capture.compile import install_compile_callbacks
-
             install_compile_callbacks()  # torch._dynamo.reset() drops them: renew each step
         try:
             self._traced = (self._tracing is not None and outermost
@@ -208,7 +202,13 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         targets: a GPU name or a list of them (see ``habitat devices``); unknown names raise
             here, before any step runs.
         log_dir: if set, each step is logged to TensorBoard there and the forecast (trace
-            included) is saved to ``log_dir/forecast.json``.
+            included) is saved to ``log_dir/forecast.json`` (the sinks of
+            :func:`habitat.capture.sinks.log_dir_sinks`, run before `on_step`).
+        on_step: a callable ``on_step(forecast, step)`` or a list of them, called with the
+            run's Forecast and each new StepForecast once it is forecast, on Habitat's
+            background thread ``habitat-forecast-*`` (never the training thread), in step
+            order. Ready-made: :class:`habitat.tensorboard_handler`,
+            :class:`habitat.json_handler`. A sink's ``close()``, if any, runs at :meth:`close`.
         max_ops_per_step: ops recorded per step at most; more are run but not recorded
             (the step reports how many were dropped).
         verbose: print each step's forecast when it is ready.
@@ -223,9 +223,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
     """
 
     def __init__(self, targets: str | Sequence[str], *, log_dir: str | os.PathLike[str] | None = None,
+                 on_step: StepSink | Iterable[StepSink] | None = None,
                  max_ops_per_step: int = DEFAULT_MAX_OPS_PER_STEP, verbose: bool = False) -> None:
-        from habitat.data.forecast import Forecast
-
         if max_ops_per_step < 1:
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops_per_step}")
         self.forecast: Forecast = Forecast(targets, _origin())
@@ -236,14 +235,14 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._sessions: dict[int, record_step] = {}  # by thread id
         self._next_index = 0
         self._origin_fixed = False
-        self._logger: Any = None
+        self._sinks: list[StepSink] = [*(log_dir_sinks(self.log_dir) if self.log_dir else ()),
+                                       *_sink_list(on_step)]
         self._tracing = KernelTracing()
         self._worker: ThreadPoolExecutor | None = None
         self._pending: deque[Future[None]] = deque()
         self._messages: deque[str] = deque()  # warnings from the worker, raised on our thread
-        self._last_save = 0.0
         self.forecast._wait = self.wait
-        if self.log_dir is not None:
+        if any(hasattr(sink, "close") for sink in self._sinks):
             _unclosed.add(self)
 
     # ----- one step ------------------------------------------------------------------
@@ -255,12 +254,11 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                     "this predict_on(...) block is already open on this thread; each `with` is "
                     "one step, so close it before the next (for a second forecast of the same "
                     "ops, nest a separate habitat.predict_on(...) instead)")
-            index = self._next_index
-            self._next_index += 1
             if not self._origin_fixed:
                 self.forecast.origin.update(allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
                                             autocast=_autocast_enabled())
-        recording = record_step(index, max_ops=self.max_ops_per_step, tracing=self._tracing)
+        # The step's index is given when it ends normally, so a failed step leaves no gap.
+        recording = record_step(-1, max_ops=self.max_ops_per_step, tracing=self._tracing)
         recording.__enter__()
         with self._lock:
             self._sessions[thread] = recording
@@ -270,6 +268,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                  tb: TracebackType | None) -> bool:
         with self._lock:
             recording = self._sessions.pop(threading.get_ident())
+            if exc_type is None:
+                recording.index = self._next_index
+                self._next_index += 1
         recording.__exit__(exc_type, exc, tb)
         if recording.captured is not None:
             self._submit(recording)
@@ -329,30 +330,20 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             forecast = self.forecast._add_forecast(
                 index, captured.wall_ms, json.loads(summary),
                 lambda: (decode_step(captured, peak_bytes), json.loads(ops_json)))
-            if self.log_dir is not None:
-                self._log(forecast)
-            if self.verbose:
-                print(forecast)
         except Exception as e:  # a forecasting problem must not stop training
             self._messages.append(
                 f"habitat: could not forecast step {index} ({type(e).__name__}: {e}); the "
                 "training step itself ran normally")
-
-    def _log(self, step: "StepForecast", *, final: bool = False) -> None:
-        assert self.log_dir is not None
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        # The saved trace is large: written at most every SAVE_EVERY_S seconds, and at close().
-        now = time.monotonic()
-        if final or not self._last_save or now - self._last_save >= SAVE_EVERY_S:
-            self.forecast.save(self.log_dir / "forecast.json")
-            self._last_save = now
-        if final:
             return
-        if self._logger is None:
-            from habitat.present.tensorboard import TensorBoardLogger
-
-            self._logger = TensorBoardLogger(self.log_dir)
-        self._logger.log_step(self.forecast, step)
+        for sink in self._sinks:
+            try:
+                sink(self.forecast, forecast)
+            except Exception as e:  # nor must a sink's
+                self._messages.append(
+                    f"habitat: {_sink_name(sink)} failed on step {index} ({type(e).__name__}: "
+                    f"{e}); the training step itself ran normally")
+        if self.verbose:
+            print(forecast)
 
     def close(self) -> None:
         """Forecasts the steps still pending, writes ``log_dir/forecast.json`` and closes the
@@ -362,12 +353,31 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             worker, self._worker = self._worker, None
         if worker is not None:
             worker.shutdown(wait=True)
-        if self.log_dir is not None and self.forecast._steps:
-            self._log(self.forecast._steps[-1], final=True)
-        if self._logger is not None:
-            self._logger.close()
-            self._logger = None
+        errors = []
+        for sink in self._sinks:
+            try:
+                close = getattr(sink, "close", None)
+                if close is not None:
+                    close()
+            except Exception as e:
+                errors.append(e)
         _unclosed.discard(self)
+        if errors:
+            raise errors[0]
+
+
+def _sink_list(on_step: StepSink | Iterable[StepSink] | None) -> list[StepSink]:
+    if on_step is None:
+        return []
+    sinks = [on_step] if callable(on_step) else list(on_step)
+    for sink in sinks:
+        if not callable(sink):
+            raise TypeError(f"on_step takes callables sink(forecast, step), got {sink!r}")
+    return sinks
+
+
+def _sink_name(sink: StepSink) -> str:
+    return getattr(sink, "__qualname__", None) or type(sink).__name__
 
 
 _unclosed: "weakref.WeakSet[predict_on]" = weakref.WeakSet()
@@ -380,5 +390,5 @@ def _close_at_exit() -> None:
         try:
             predictor.close()
         except Exception as e:  # exiting: report, never raise
-            print(f"habitat: could not write {predictor.log_dir} at exit ({type(e).__name__}: {e})",
+            print(f"habitat: could not close the sinks of {predictor.log_dir or 'predict_on'} at exit ({type(e).__name__}: {e})",
                   file=sys.stderr)

@@ -18,6 +18,7 @@ the most common cloud part: ``A100`` = A100 SXM4 80GB, ``A100-PCIe`` = A100 PCIe
 """
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from collections.abc import Iterable
@@ -107,8 +108,6 @@ def load_devices(path: str | os.PathLike[str]) -> list[Device]:
 
 
 def _named_in(text: str) -> list[Device]:
-    import json
-
     entries = json.loads(text).get("devices", [])
     return [get_device(e["name"]) for e in entries if isinstance(e, dict) and "name" in e]
 

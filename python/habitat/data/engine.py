@@ -9,7 +9,8 @@ from typing import Any, Sequence
 from habitat import _engine
 
 TRACE_FORMAT = "habitat-trace"
-TRACE_VERSION = 1
+#: The trace format version written: the engine's own (Trace::kFormatVersion), one source.
+TRACE_VERSION: int = _engine.TRACE_FORMAT_VERSION
 
 
 def trace_document(origin: dict[str, Any], steps: Sequence[dict[str, Any]]) -> dict[str, Any]:

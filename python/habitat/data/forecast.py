@@ -1,4 +1,13 @@
-"""Forecast results: per op, per phase and per step, for each target GPU."""
+"""Forecast results: per op, per phase and per step, for each target GPU.
+
+This is the data layer: it imports nothing of Habitat above it. Two conveniences of
+:class:`Forecast` belong to higher layers, ``forecast.compare()`` (analysis: ranking GPUs) and
+``print(forecast)`` (present: the text view). They are *views*, plugged in by the package
+(``habitat/__init__.py`` calls :func:`set_views` once it has imported analysis and present),
+so data never imports upward and there is no import cycle. Importing any ``habitat.*`` module
+first runs ``habitat/__init__``, so the views are always in place for users; a missing view
+falls back to ``repr`` (for ``str``) or an error naming the module to import (for ``compare``).
+"""
 from __future__ import annotations
 
 import json
@@ -9,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 from habitat.data import engine
 from habitat.data.devices import get_device
+from habitat.data.trace import load_trace, tensor_args, validate_trace
 
 #: Steps whose per-op detail is kept in memory; older steps keep only their totals, so a
 #: forecast attached to a long training run stays small.
@@ -112,6 +122,14 @@ class StepForecast:
         with _detail_lock:
             self._detail, self._ops, self._trace = None, [], None
 
+    def time_ms(self, target: str | None = None) -> float:
+        """Predicted time of this step on `target` (default: the first target), as
+        :meth:`Forecast.time_ms` gives for the latest step."""
+        name = self.targets[0] if target is None else _canonical(target)
+        if name not in self.total_ms:
+            raise KeyError(f"{target!r} was not a forecast target; targets: {', '.join(self.targets)}")
+        return self.total_ms[name]
+
     def leaf_ops(self) -> list[OpForecast]:
         """Ops that called no other op."""
         return [op for op in self.ops if not op.has_children]
@@ -145,11 +163,9 @@ def _canonical(target: str) -> str:
 def _shapes_and_dtypes(op: dict[str, Any]) -> tuple[list[list[int]], list[str]]:
     shapes: list[list[int]] = []
     dtypes: list[str] = []
-    for arg in op.get("args", []):
-        metas = [arg["tensor"]] if "tensor" in arg else arg.get("tensors", [])
-        for meta in metas:
-            shapes.append(list(meta.get("shape", [])))
-            dtypes.append(meta.get("dtype", ""))
+    for _, meta in tensor_args(op):
+        shapes.append(list(meta.get("shape", [])))
+        dtypes.append(meta.get("dtype", ""))
     return shapes, dtypes
 
 
@@ -245,10 +261,7 @@ class Forecast:
 
     def time_ms(self, target: str | None = None, step: int = -1) -> float:
         """Predicted iteration time of `step` (default: the latest) on `target`."""
-        name = self.targets[0] if target is None else _canonical(target)
-        if name not in self.targets:
-            raise KeyError(f"{target!r} was not a forecast target; targets: {', '.join(self.targets)}")
-        return self._step(step).total_ms[name]
+        return self._step(step).time_ms(target)
 
     @property
     def ops(self) -> list[OpForecast]:
@@ -280,8 +293,6 @@ class Forecast:
     def from_trace(cls, trace: dict[str, Any] | str | Path,
                    targets: str | Sequence[str] | None = None) -> "Forecast":
         """Forecasts every step of a trace (a document or a path) for `targets`."""
-        from habitat.data.trace import load_trace, validate_trace
-
         doc = load_trace(trace) if isinstance(trace, (str, Path)) else validate_trace(trace)
         raw = json.loads(Path(trace).read_text()) if isinstance(trace, (str, Path)) else trace
         if targets is None:  # a saved forecast names its targets beside the trace
@@ -298,15 +309,30 @@ class Forecast:
     # ----- choosing a GPU ------------------------------------------------------------
     def compare(self, targets: str | Sequence[str] = "all", **options: Any) -> Any:
         """Ranks GPUs by predicted time, cost and memory fit (see :mod:`habitat.analysis.compare`)."""
-        from habitat.analysis.compare import compare
-
-        return compare(self, targets, **options)
+        if _views.compare is None:
+            raise RuntimeError("Forecast.compare needs habitat.analysis.compare: import habitat")
+        return _views.compare(self, targets, **options)
 
     # ----- display -------------------------------------------------------------------
     def __repr__(self) -> str:
         return f"Forecast(targets={self.targets}, steps={len(self.steps)})"
 
     def __str__(self) -> str:
-        from habitat.present.text import format_forecast
+        return repr(self) if _views.text is None else _views.text(self)
 
-        return format_forecast(self)
+
+@dataclass
+class _Views:
+    """The higher layers' functions behind Forecast.compare and str(Forecast)."""
+
+    compare: Callable[..., Any] | None = None
+    text: Callable[[Forecast], str] | None = None
+
+
+_views = _Views()
+
+
+def set_views(*, compare: Callable[..., Any], text: Callable[[Forecast], str]) -> None:
+    """Plugs in ``forecast.compare(...)`` (``compare(forecast, targets, **options)``) and
+    ``str(forecast)`` (``text(forecast)``); called by ``habitat/__init__.py``."""
+    _views.compare, _views.text = compare, text

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Union
 
 from habitat import _engine
 
-__all__ = ["FORMAT_VERSION", "TraceFormatError", "load_trace", "save_trace", "validate_trace"]
+__all__ = ["FORMAT_VERSION", "TraceFormatError", "load_trace", "save_trace", "tensor_args",
+           "validate_trace"]
 
 #: Raised for a document that is not a valid habitat trace; a subclass of ValueError.
 TraceFormatError = _engine.TraceFormatError
@@ -22,6 +23,19 @@ FORMAT_VERSION: int = _engine.TRACE_FORMAT_VERSION
 
 PathLike = Union[str, "os.PathLike[str]"]
 TraceDocument = dict[str, Any]
+
+
+def tensor_args(op: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(argument name, tensor metadata) of each tensor among an op's arguments, in order: an
+    argument holds one tensor (``"tensor"``), a list of them (``"tensors"``, e.g. torch.cat's
+    inputs) or none. Undefined tensors (``{"defined": false}``) are yielded too.
+    The one place that knows how a trace op stores its tensors (docs/trace-format.md)."""
+    for arg in op.get("args", ()):
+        name = arg.get("name", "")
+        if "tensor" in arg:
+            yield name, arg["tensor"]
+        for meta in arg.get("tensors", ()):
+            yield name, meta
 
 
 def validate_trace(doc: Mapping[str, Any]) -> TraceDocument:

@@ -1,0 +1,43 @@
+"""The golden trace's forecasts, recorded: a change in any number here is a change in Habitat's
+forecasts (the engine, the device database or the learned weights) and must be deliberate."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from habitat.data.forecast import Forecast
+from habitat.data.trace import load_trace, tensor_args
+
+#: Forecast totals (ms) of the golden trace's two steps, recorded when the fixture was made.
+RECORDED_MS = {
+    "A100": (0.2739805065633604, 0.25798050656336047),
+    "H100": (0.22831806522146822, 0.21231806522146823),
+    "L4": (0.18894301162527435, 0.17294301162527434),
+    "T4": (0.2816340209642977, 0.26563402096429767),
+}
+
+
+def test_golden_trace_is_a_small_real_capture(golden_trace):
+    doc = load_trace(golden_trace)
+    assert [len(s["ops"]) for s in doc["steps"]] == [237, 189]
+    assert doc["origin"]["device"] == "cpu"
+    shapes = {tuple(meta.get("shape", ())) for s in doc["steps"] for op in s["ops"]
+              for _, meta in tensor_args(op)}
+    assert (8, 32) in shapes and (64, 32) in shapes  # the MLP's input and fc1 weight
+
+
+@pytest.mark.parametrize("gpu", sorted(RECORDED_MS))
+def test_golden_trace_forecast_totals(golden_trace, gpu):
+    forecast = Forecast.load(golden_trace, targets=[gpu])
+    got = tuple(step.time_ms(gpu) for step in forecast.steps)
+    assert got == pytest.approx(RECORDED_MS[gpu], rel=1e-9, abs=0)
+
+
+def test_saved_totals_match_a_fresh_forecast(golden_trace):
+    saved = json.loads(golden_trace.read_text())["forecast"]
+    again = Forecast.load(golden_trace)  # the targets the file names
+    assert again.targets == saved["targets"]
+    for step, recorded in zip(again.steps, saved["steps"]):
+        assert step.total_ms == pytest.approx(recorded["total_ms"], rel=1e-9)
+        assert step.method_ops == recorded["method_ops"]
