@@ -76,6 +76,12 @@ class DeviceDatabase {
   std::map<std::string, SmLimits> sm_limit_tables_;  // by compute capability, e.g. "8.0"
 };
 
+// The form under which DeviceDatabase::find matches a name, alias or display name: lower case,
+// separators removed, vendor words dropped ("NVIDIA Tesla T4" and "t4" are both "t4"). Empty
+// when nothing is left; an empty key matches no device. For tools that index device files of
+// their own (habitat.learned.devices) and must mean by a name what the engine means.
+std::string device_name_key(std::string_view name);
+
 class UnknownDeviceError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

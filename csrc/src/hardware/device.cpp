@@ -1,6 +1,7 @@
 #include "habitat/device.h"
 
 #include "habitat/file_io.h"
+#include "trace/json_reader.h"
 
 #include <algorithm>
 #include <array>
@@ -83,8 +84,20 @@ bool contains(const std::array<std::string_view, N>& set, std::string_view key) 
   return std::find(set.begin(), set.end(), key) != set.end();
 }
 
-[[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw std::runtime_error("device database: " + where + ": " + what);
+using json_reader::DecodeError;
+using json_reader::Loc;
+
+// Problems are DecodeErrors naming where they are ("devices[3] (\"MyGPU\").sms: ..."); the
+// public entry points turn them into std::runtime_error("device database: ...").
+using json_reader::fail;
+
+template <class F>
+auto as_runtime_error(F&& body) {
+  try {
+    return body();
+  } catch (const DecodeError& e) {
+    throw std::runtime_error("device database: " + e.message);
+  }
 }
 
 std::string in_quotes(std::string_view s) {
@@ -101,35 +114,28 @@ std::string describe(const json& v) {
   return text.size() > 40 ? text.substr(0, 40) + "..." : text;
 }
 
-int as_int(const json& v, const std::string& where, std::string_view field, bool positive) {
+int as_int(const json& v, const Loc& at, bool positive) {
   const bool integral = v.is_number_integer() ||
                         (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
   if (!integral || v.get<double>() < (positive ? 1 : 0) ||
       v.get<double>() > std::numeric_limits<int>::max()) {
-    fail(where, "field " + in_quotes(field) + " must be a " +
-                    (positive ? "positive" : "non-negative") + " integer, got " + describe(v));
+    fail(at, std::string("must be a ") + (positive ? "positive" : "non-negative") + " integer, got " +
+                 describe(v));
   }
   return static_cast<int>(v.get<double>());
 }
 
-double as_number(const json& v, const std::string& where, std::string_view field,
-                 bool may_be_zero) {
+double as_number(const json& v, const Loc& at, bool may_be_zero) {
   if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
       (!may_be_zero && v.get<double>() == 0)) {
-    fail(where, "field " + in_quotes(field) + " must be a " +
-                    (may_be_zero ? "non-negative" : "positive") + " number, got " + describe(v));
+    fail(at, std::string("must be a ") + (may_be_zero ? "non-negative" : "positive") + " number, got " +
+                 describe(v));
   }
   return v.get<double>();
 }
 
-std::string as_string(const json& v, const std::string& where, std::string_view field) {
-  if (!v.is_string())
-    fail(where, "field " + in_quotes(field) + " must be a string, got " + describe(v));
-  return v.get<std::string>();
-}
-
 // "8.0", "10.0" or the number 8.6 -> (8, 0), (10, 0), (8, 6).
-std::pair<int, int> parse_compute_capability(const json& v, const std::string& where) {
+std::pair<int, int> parse_compute_capability(const json& v, const Loc& at) {
   std::string text;
   if (v.is_string()) {
     text = v.get<std::string>();
@@ -146,7 +152,7 @@ std::pair<int, int> parse_compute_capability(const json& v, const std::string& w
   };
   if (dot == std::string::npos || !all_digits(std::string_view(text).substr(0, dot)) ||
       !all_digits(std::string_view(text).substr(dot + 1))) {
-    fail(where, "field \"compute_capability\" must look like \"8.0\", got " + describe(v));
+    fail(at, "must look like \"8.0\", got " + describe(v));
   }
   return {std::stoi(text.substr(0, dot)), std::stoi(text.substr(dot + 1))};
 }
@@ -156,66 +162,64 @@ std::string cc_key(int major, int minor) {
 }
 
 // Applies the fields of `obj` to `limits`; with `complete`, every field must be given.
-void apply_sm_limits(SmLimits& limits, const json& obj, const std::string& where, bool complete) {
-  if (!obj.is_object()) fail(where, "\"sm_limits\" must be an object, got " + describe(obj));
+void apply_sm_limits(SmLimits& limits, const json& obj, const Loc& at, bool complete) {
+  if (!obj.is_object()) fail(at, "must be an object, got " + describe(obj));
   for (const auto& [key, value] : obj.items()) {
     if (is_comment(key) || key == "sources" || key == "notes") continue;
     const auto* field = std::find_if(kSmFields.begin(), kSmFields.end(),
                                      [&](const SmField& f) { return f.key == key; });
-    if (field == kSmFields.end()) fail(where, "unknown sm_limits field " + in_quotes(key));
-    limits.*(field->member) =
-        as_int(value, where, "sm_limits." + key, contains(kPositiveSmFields, key));
+    if (field == kSmFields.end()) fail(at, "unknown field " + in_quotes(key));
+    limits.*(field->member) = as_int(value, at.child(key), contains(kPositiveSmFields, key));
   }
   if (complete) {
     for (const auto& f : kSmFields) {
       if (!obj.contains(std::string(f.key))) {
-        fail(where, "sm_limits misses field " + in_quotes(f.key));
+        fail(at, "misses field " + in_quotes(f.key));
       }
     }
   }
 }
 
-void check_sm_limits(const SmLimits& l, const std::string& where) {
+void check_sm_limits(const SmLimits& l, const Loc& at) {
   for (const auto& f : kSmFields) {
     const int value = l.*(f.member);
     if (value < (contains(kPositiveSmFields, f.key) ? 1 : 0)) {
-      fail(where, "sm_limits field " + in_quotes(f.key) + " is missing or invalid (" +
+      fail(at, "field " + in_quotes(f.key) + " is missing or invalid (" +
                       std::to_string(value) + ")");
     }
   }
   if (l.shared_memory_per_block + l.reserved_shared_per_block > l.shared_memory) {
-    fail(where,
-         "sm_limits.shared_memory_per_block plus reserved_shared_per_block exceeds "
-         "shared_memory");
+    fail(at, "shared_memory_per_block plus reserved_shared_per_block exceeds shared_memory");
   }
 }
 
 json parse_document(std::string_view text) {
+  const Loc root;
   json doc;
   try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    fail("document", std::string("malformed JSON (") + e.what() + ")");
+    doc = json_reader::parse(text);
+  } catch (const DecodeError& e) {
+    fail(root, "malformed JSON (" + e.message + ")");
   }
-  if (!doc.is_object()) fail("document", "the top level must be an object with a \"devices\" list");
+  if (!doc.is_object()) fail(root, "the top level must be an object with a \"devices\" list");
   for (const auto& [key, value] : doc.items()) {
     if (is_comment(key)) continue;
     if (key == "format") {
       if (!value.is_string() || value.get<std::string>() != kFormat) {
-        fail("document",
+        fail(root,
              "\"format\" must be \"" + std::string(kFormat) + "\", got " + describe(value));
       }
     } else if (key == "version") {
       if (!value.is_number_integer() || value.get<int>() < 1 || value.get<int>() > kMaxVersion) {
-        fail("document", "unsupported \"version\" " + describe(value) +
+        fail(root, "unsupported \"version\" " + describe(value) +
                              " (this Habitat reads version " + std::to_string(kMaxVersion) + ")");
       }
     } else if (key == "devices") {
-      if (!value.is_array()) fail("document", "\"devices\" must be a list");
+      if (!value.is_array()) fail(root, "\"devices\" must be a list");
     } else if (key == "sm_limits" || key == "source_tags") {
-      if (!value.is_object()) fail("document", in_quotes(key) + " must be an object");
+      if (!value.is_object()) fail(root, in_quotes(key) + " must be an object");
     } else {
-      fail("document", "unknown top-level field " + in_quotes(key));
+      fail(root, "unknown top-level field " + in_quotes(key));
     }
   }
   return doc;
@@ -227,9 +231,12 @@ json parse_document(std::string_view text) {
 void merge_sm_tables(std::map<std::string, SmLimits>& tables, std::vector<Device>& devices,
                      const json& doc) {
   if (!doc.contains("sm_limits")) return;
+  const Loc root;
+  const Loc tables_at = root.child("sm_limits");
   for (const auto& [key, value] : doc.at("sm_limits").items()) {
     if (is_comment(key)) continue;
-    const std::string where = "sm_limits[" + in_quotes(key) + "]";
+    const std::string quoted = in_quotes(key);
+    const Loc where = tables_at.child(quoted);
     const auto [major, minor] = parse_compute_capability(json(key), where);
     const std::string cc = cc_key(major, minor);
     const bool is_new = tables.find(cc) == tables.end();
@@ -246,8 +253,7 @@ void merge_sm_tables(std::map<std::string, SmLimits>& tables, std::vector<Device
 // Applies one entry of "devices" to `d`: every field for a new device, the given ones
 // for an existing device.
 void apply_entry(Device& d, const json& entry, const std::map<std::string, SmLimits>& tables,
-                 bool is_new) {
-  const std::string where = where_device(d.name);
+                 bool is_new, const Loc& where) {
   for (const auto& [key, value] : entry.items()) {
     if (!is_comment(key) && !contains(kDeviceKeys, key)) {
       fail(where, "unknown field " + in_quotes(key));
@@ -265,17 +271,15 @@ void apply_entry(Device& d, const json& entry, const std::map<std::string, SmLim
     }
   }
   if (entry.contains("display_name")) {
-    d.display_name = as_string(entry.at("display_name"), where, "display_name");
+    d.display_name = json_reader::read_string(entry.at("display_name"), where.child("display_name"));
   }
   if (entry.contains("aliases")) {
     const json& aliases = entry.at("aliases");
-    if (!aliases.is_array()) fail(where, "field \"aliases\" must be a list of strings");
-    d.aliases.clear();
-    for (const auto& a : aliases) d.aliases.push_back(as_string(a, where, "aliases"));
+    d.aliases = json_reader::read_strings(aliases, where.child("aliases"));
   }
   if (entry.contains("compute_capability")) {
     std::tie(d.cc_major, d.cc_minor) =
-        parse_compute_capability(entry.at("compute_capability"), where);
+        parse_compute_capability(entry.at("compute_capability"), where.child("compute_capability"));
     const auto table = tables.find(cc_key(d.cc_major, d.cc_minor));
     if (table != tables.end()) {
       d.limits = table->second;
@@ -286,16 +290,19 @@ void apply_entry(Device& d, const json& entry, const std::map<std::string, SmLim
       d.limits = SmLimits{};
     }
   }
-  if (entry.contains("sm_limits")) apply_sm_limits(d.limits, entry.at("sm_limits"), where, false);
+  if (entry.contains("sm_limits")) {
+    apply_sm_limits(d.limits, entry.at("sm_limits"), where.child("sm_limits"), false);
+  }
   check_sm_limits(d.limits, where);
-  if (entry.contains("sms")) d.sms = as_int(entry.at("sms"), where, "sms", true);
+  if (entry.contains("sms")) d.sms = as_int(entry.at("sms"), where.child("sms"), true);
   for (const auto& f : kNumberFields) {
     const std::string key(f.key);
-    if (entry.contains(key)) d.*(f.member) = as_number(entry.at(key), where, key, f.may_be_zero);
+    if (entry.contains(key)) d.*(f.member) = as_number(entry.at(key), where.child(f.key), f.may_be_zero);
   }
   if (entry.contains("peak_tflops")) {
     const json& peaks = entry.at("peak_tflops");
-    if (!peaks.is_object()) fail(where, "field \"peak_tflops\" must be an object");
+    const Loc peaks_at = where.child("peak_tflops");
+    if (!peaks.is_object()) fail(peaks_at, "must be an object");
     for (const auto& [key, value] : peaks.items()) {
       if (is_comment(key)) continue;
       const auto precision = precision_from_string(key);
@@ -306,7 +313,7 @@ void apply_entry(Device& d, const json& entry, const std::map<std::string, SmLim
       if (value.is_null()) {  // an override may remove a peak the device lacks
         d.peak_tflops.erase(*precision);
       } else {
-        d.peak_tflops[*precision] = as_number(value, where, "peak_tflops." + key, false);
+        d.peak_tflops[*precision] = as_number(value, peaks_at.child(key), false);
       }
     }
   }
@@ -317,20 +324,19 @@ void apply_entry(Device& d, const json& entry, const std::map<std::string, SmLim
   }
   if (entry.contains("sources")) {
     const json& sources = entry.at("sources");
-    if (!sources.is_object()) fail(where, "field \"sources\" must be an object");
+    const Loc sources_at = where.child("sources");
+    if (!sources.is_object()) fail(sources_at, "must be an object");
     for (const auto& [key, value] : sources.items()) {
-      if (!is_comment(key)) d.sources[key] = as_string(value, where, "sources." + key);
+      if (!is_comment(key)) d.sources[key] = json_reader::read_string(value, sources_at.child(key));
     }
   }
-  if (entry.contains("notes")) d.notes = as_string(entry.at("notes"), where, "notes");
+  if (entry.contains("notes")) d.notes = json_reader::read_string(entry.at("notes"), where.child("notes"));
 }
 
-std::string entry_name(const json& entry, std::size_t index) {
-  const std::string where = "devices[" + std::to_string(index) + "]";
+std::string entry_name(const json& entry, const Loc& where) {
   if (!entry.is_object()) fail(where, "each device must be an object");
-  if (!entry.contains("name")) fail(where, "missing field \"name\"");
-  std::string name = as_string(entry.at("name"), where, "name");
-  if (name.find_first_not_of(" \t") == std::string::npos) fail(where, "field \"name\" is empty");
+  std::string name = json_reader::read_string(json_reader::required(entry, where, "name"), where.child("name"));
+  if (name.find_first_not_of(" \t") == std::string::npos) fail(where.child("name"), "is empty");
   return name;
 }
 
@@ -366,10 +372,12 @@ void check_unique_names(const std::vector<Device>& devices) {
   for (std::size_t i = 0; i < devices.size(); ++i) {
     for (const auto& name : all_names(devices[i])) {
       const std::string key = normalise(name);
-      if (key.empty()) fail(where_device(devices[i].name), "name " + in_quotes(name) + " is empty");
+      const std::string device = where_device(devices[i].name);
+      const Loc at{nullptr, device, -1, {}};
+      if (key.empty()) fail(at, "name " + in_quotes(name) + " is empty");
       const auto [it, inserted] = owner.try_emplace(key, i, name);
       if (!inserted && it->second.first != i) {
-        fail(where_device(devices[i].name), "name " + in_quotes(name) + " also names device " +
+        fail(at, "name " + in_quotes(name) + " also names device " +
                                                 in_quotes(devices[it->second.first].name) +
                                                 " (as " + in_quotes(it->second.second) +
                                                 "); each name must lead to one device");
@@ -402,8 +410,10 @@ double Device::peak_flops(Precision p) const {
 }
 
 DeviceDatabase DeviceDatabase::from_json(std::string_view json_text) {
-  const json doc = parse_document(json_text);
-  if (!doc.contains("devices")) fail("document", "missing the \"devices\" list");
+  as_runtime_error([&] {
+    const json doc = parse_document(json_text);
+    if (!doc.contains("devices")) fail(Loc(), "missing the \"devices\" list");
+  });
   DeviceDatabase db;
   db.merge_json(json_text);
   return db;
@@ -418,42 +428,50 @@ DeviceDatabase DeviceDatabase::load_file(const std::string& path) {
 }
 
 void DeviceDatabase::merge_json(std::string_view json_text) {
-  const json doc = parse_document(json_text);
-  // Work on a copy so a bad document leaves the database as it was.
-  std::vector<Device> devices = devices_;
-  std::map<std::string, SmLimits> tables = sm_limit_tables_;
-  merge_sm_tables(tables, devices, doc);
-  if (doc.contains("devices")) {
-    std::vector<std::string> seen;
-    const json& entries = doc.at("devices");
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      const std::string name = entry_name(entries[i], i);
-      const std::string key = normalise(name);
-      if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-        fail(where_device(name), "appears twice in the same document");
-      }
-      seen.push_back(key);
-      // A name, display name or alias of an existing device updates that device.
-      auto existing = std::find_if(devices.begin(), devices.end(), [&](const Device& d) {
-        const auto names = all_names(d);
-        return std::any_of(names.begin(), names.end(),
-                           [&](const std::string& n) { return normalise(n) == key; });
-      });
-      if (existing != devices.end()) {
-        apply_entry(*existing, entries[i], tables, false);
-      } else {
-        Device d;
-        d.name = name;
-        d.display_name = name;
-        apply_entry(d, entries[i], tables, true);
-        devices.push_back(std::move(d));
+  as_runtime_error([&] {
+    const json doc = parse_document(json_text);
+    // Work on a copy so a bad document leaves the database as it was.
+    std::vector<Device> devices = devices_;
+    std::map<std::string, SmLimits> tables = sm_limit_tables_;
+    merge_sm_tables(tables, devices, doc);
+    if (doc.contains("devices")) {
+      std::vector<std::string> seen;
+      const json& entries = doc.at("devices");
+      const Loc root;
+    const Loc entries_at = root.child("devices");
+      for (std::size_t i = 0; i < entries.size(); ++i) {
+        const std::string name = entry_name(entries[i], entries_at.at(static_cast<int64_t>(i)));
+        const std::string quoted = in_quotes(name);
+        const Loc where{&entries_at, {}, static_cast<int64_t>(i), quoted};
+        const std::string key = normalise(name);
+        if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+          fail(where, "appears twice in the same document");
+        }
+        seen.push_back(key);
+        // A name, display name or alias of an existing device updates that device.
+        auto existing = std::find_if(devices.begin(), devices.end(), [&](const Device& d) {
+          const auto names = all_names(d);
+          return std::any_of(names.begin(), names.end(),
+                             [&](const std::string& n) { return normalise(n) == key; });
+        });
+        if (existing != devices.end()) {
+          apply_entry(*existing, entries[i], tables, false, where);
+        } else {
+          Device d;
+          d.name = name;
+          d.display_name = name;
+          apply_entry(d, entries[i], tables, true, where);
+          devices.push_back(std::move(d));
+        }
       }
     }
-  }
-  check_unique_names(devices);
-  devices_ = std::move(devices);
-  sm_limit_tables_ = std::move(tables);
+    check_unique_names(devices);
+    devices_ = std::move(devices);
+    sm_limit_tables_ = std::move(tables);
+  });
 }
+
+std::string device_name_key(std::string_view name) { return normalise(name); }
 
 const Device* DeviceDatabase::try_find(std::string_view name) const {
   const std::string key = normalise(name);

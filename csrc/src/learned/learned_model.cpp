@@ -8,11 +8,10 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
-
 #include "cost/gemm_operands.h"
 #include "habitat/file_io.h"
 #include "habitat/learned_models.h"
+#include "trace/json_reader.h"
 #include "trace/op_args.h"
 
 namespace habitat {
@@ -210,21 +209,28 @@ LearnedModels LearnedModels::load(const std::string& dir) {
     if (!fs::exists(meta_path)) {
       throw std::runtime_error(meta_path.string() + ": missing metadata beside " + weights.string());
     }
-    const std::string meta_text = read_file(meta_path.string(), "learned-model metadata");
-    nlohmann::json meta;
+    std::vector<std::string> features;
+    int layers = 0;
+    double e_max = 1.0, launch_floor_us = 0.0;
     try {
-      meta = nlohmann::json::parse(meta_text);
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(meta_path.string() + ": corrupt JSON: " + e.what());
+      using namespace json_reader;
+      const json meta = parse(read_file(meta_path.string(), "learned-model metadata"));
+      const Loc root;
+      expect_object(meta, root);
+      optional(meta, root, "features", [&](const json& v, const Loc& l) { features = read_strings(v, l); });
+      layers = read_int32(required(meta, root, "layers"), root.child("layers"), 1);
+      optional(meta, root, "e_max", [&](const json& v, const Loc& l) { e_max = read_duration(v, l); });
+      optional(meta, root, "launch_floor_us",
+               [&](const json& v, const Loc& l) { launch_floor_us = read_duration(v, l); });
+    } catch (const json_reader::DecodeError& e) {
+      throw std::runtime_error(meta_path.string() + ": " + e.message);
     }
-    const auto features = meta.value("features", std::vector<std::string>{});
     if (features != feature_names(f)) {
       throw std::runtime_error(meta_path.string() + ": feature list differs from this build's; "
                                "retrain with python -m habitat.learned.train or update the engine");
     }
-    FamilyModel model{Mlp::from_tensors(read_safetensors(weights.string()), meta.value("layers", 0),
-                                        weights.string()),
-                      meta.value("e_max", 1.0), meta.value("launch_floor_us", 0.0)};
+    FamilyModel model{Mlp::from_tensors(read_safetensors(weights.string()), layers, weights.string()),
+                      e_max, launch_floor_us};
     if (model.mlp.inputs() != static_cast<int>(features.size())) {
       throw std::runtime_error(weights.string() + ": input width differs from the metadata's features");
     }

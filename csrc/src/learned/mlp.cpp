@@ -1,6 +1,7 @@
 #include "learned/mlp.h"
 
 #include "habitat/file_io.h"
+#include "trace/json_reader.h"
 
 #include <algorithm>
 #include <bit>
@@ -26,43 +27,46 @@ SafeTensorsFile parse_safetensors(const std::string& bytes, const std::string& w
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[i]);
   if (header_len > bytes.size() - 8) fail(what, "header length runs past the end of the file");
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes.substr(8, header_len));
-  } catch (const nlohmann::json::exception& e) {
-    fail(what, std::string("corrupt header: ") + e.what());
-  }
-  if (!header.is_object()) fail(what, "header is not a JSON object");
   const size_t data_begin = 8 + header_len;
   const size_t data_size = bytes.size() - data_begin;
   SafeTensorsFile file;
-  for (const auto& [name, info] : header.items()) {
-    if (name == "__metadata__") {
-      for (const auto& [k, v] : info.items()) {
-        if (v.is_string()) file.metadata[k] = v.get<std::string>();
-      }
-      continue;
-    }
+  using namespace json_reader;
+  try {
+    json header;
     try {
-      if (info.at("dtype").get<std::string>() != "F32") fail(what, "tensor " + name + " is not F32");
-      SafeTensor t;
-      t.shape = info.at("shape").get<std::vector<int64_t>>();
-      const auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
-      int64_t count = 1;
-      for (int64_t d : t.shape) {
-        if (d < 0) fail(what, "tensor " + name + " has a negative dimension");
-        count *= d;
+      header = parse(std::string_view(bytes).substr(8, header_len));
+    } catch (const DecodeError& e) {
+      fail(what, "corrupt header: " + e.message);
+    }
+    const Loc root;
+    expect_object(header, root);
+    for (const auto& [name, info] : header.items()) {
+      const Loc at = root.child(name);
+      expect_object(info, at);
+      if (name == "__metadata__") {
+        for (const auto& [k, v] : info.items()) {
+          if (v.is_string()) file.metadata[k] = v.get<std::string>();
+        }
+        continue;
       }
-      if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data_size ||
-          offsets[1] - offsets[0] != static_cast<uint64_t>(count) * sizeof(float)) {
-        fail(what, "tensor " + name + " has inconsistent data offsets");
+      if (read_string(required(info, at, "dtype"), at.child("dtype")) != "F32") {
+        fail(at.child("dtype"), "must be \"F32\"");
+      }
+      SafeTensor t;
+      t.shape = read_ints(required(info, at, "shape"), at.child("shape"), true);
+      const auto offsets = read_ints(required(info, at, "data_offsets"), at.child("data_offsets"), true);
+      int64_t count = 1;
+      for (int64_t d : t.shape) count *= d;
+      if (offsets.size() != 2 || offsets[1] < offsets[0] || static_cast<uint64_t>(offsets[1]) > data_size ||
+          static_cast<uint64_t>(offsets[1] - offsets[0]) != static_cast<uint64_t>(count) * sizeof(float)) {
+        fail(at.child("data_offsets"), "inconsistent with the shape and the file size");
       }
       t.data.resize(static_cast<size_t>(count));
       std::memcpy(t.data.data(), bytes.data() + data_begin + offsets[0], count * sizeof(float));
       file.tensors.emplace(name, std::move(t));
-    } catch (const nlohmann::json::exception& e) {
-      fail(what, "tensor " + name + ": " + e.what());
     }
+  } catch (const DecodeError& e) {
+    fail(what, e.message);
   }
   return file;
 }
