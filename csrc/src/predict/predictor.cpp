@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "predict/shape_efficiency.h"
-#include "predict/wave_scaling.h"
+#include "habitat/wave_scaling.h"
 
 namespace habitat {
 namespace {

@@ -22,7 +22,7 @@
 // (occupancy 0) there are no waves to compare, so the bandwidth ratio is the only scaling left.
 // Clocks are the database's boost clocks; registers per thread are taken from the origin's
 // kernel on both devices (the target's compiler may allocate differently).
-#include "predict/wave_scaling.h"
+#include "habitat/wave_scaling.h"
 
 #include <algorithm>
 #include <cmath>

@@ -75,7 +75,9 @@ def _runtime_based(rows: KernelArrays, models: P.ModelSet, devices: DeviceTable,
             shape_t = model.predict_harness(shapes, dt, ops)
             ratio = t_o * shape_t / model.predict_harness(shapes, do, ops)
             roof = t_o * P.roofline_us(rows.family, shapes, dt) / P.roofline_us(rows.family, shapes, do)
-            wave = P.habitat_wave_scaling(t_o, flops[io], nbytes[io], rows.blocks[io], do, dt)
+            threads = None if rows.threads is None else rows.threads[io]
+            wave = P.habitat_wave_scaling(t_o, flops[io], nbytes[io], rows.blocks[io], do, dt,
+                                          threads=threads, devices_json=devices.path)
             bw = P.bandwidth_ratio(t_o, do, dt)
             out[f"{o} -> {t}"] = {
                 "model": how, "ours_ratio": P.stats(P.errors(ratio, t_t)),

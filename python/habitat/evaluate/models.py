@@ -215,11 +215,11 @@ def evaluate(data: Path, models: P.ModelSet, devices: DeviceTable, quick: bool =
                 def roof_ratio(parts, rt=rt, ro=ro):
                     return _parts_time(parts, rt) / _parts_time(parts, ro)
 
-                def wave(parts, do=do, dev=dev):
+                def wave(parts, do=do, dev=dev, db=devices.path):
                     flops = sum(float(P.work(p.family, {c: np.array([v]) for c, v in p.shape.items()})[0][0]) for p in parts)
                     nbytes = sum(float(P.work(p.family, {c: np.array([v]) for c, v in p.shape.items()})[1][0]) for p in parts)
                     return float(P.habitat_wave_scaling(np.array([1.0]), np.array([flops]), np.array([nbytes]),
-                                                        None, do, dev)[0])
+                                                        None, do, dev, devices_json=db)[0])
                 bw = do.bandwidth_gbs / dev.bandwidth_gbs
                 entry["runtime"][origin] = {
                     "ours_ms": round(runtime_config(loaded[origin], ours_ratio), 3),

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import numpy as np
 
+from habitat import _engine
+from habitat.data.engine import weights_dir
 from habitat.learned import features as feats
-from habitat.learned.devices import DeviceSpec
+from habitat.learned.devices import DEFAULT_DB, DeviceSpec
 from habitat.learned.model import EfficiencyMLP, load_all
 from habitat.learned.train import gpu_dir_name
 
@@ -16,11 +18,12 @@ ANCHORS_E2E = {"train": 7.3, "inf": 9.7}
 
 
 def default_weights_dir() -> Path:
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[3] / "weights", here.parents[1] / "weights"):
-        if any(candidate.glob("*.safetensors")):
-            return candidate
-    raise FileNotFoundError("no trained weights found next to the package: run "
+    """The forecasts' weights directory (habitat.data.engine.weights_dir: HABITAT_WEIGHTS, else
+    the packaged or source-tree weights/), which must hold trained models to evaluate."""
+    found = weights_dir()
+    if found and any(Path(found).glob("*.safetensors")):
+        return Path(found)
+    raise FileNotFoundError(f"no trained weights in {found or '(HABITAT_WEIGHTS is empty)'}: run "
                             "python -m habitat.learned.train --data DIR --out weights/")
 
 
@@ -59,19 +62,22 @@ def roofline_us(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec, pre
 
 
 def habitat_wave_scaling(t_origin: np.ndarray, flops: np.ndarray, nbytes: np.ndarray, blocks: np.ndarray | None,
-                         o: DeviceSpec, t: DeviceSpec, precision: str = "fp32") -> np.ndarray:
-    """Habitat (ATC'21) wave scaling with the arithmetic intensity from the op's FLOPs and bytes
-    (their counters' stand-in) and, when known, the origin kernel's block count."""
-    x = flops / nbytes
-    ridge = t.peak_flops(precision) / (t.bandwidth_gbs * 1e9)
-    gamma = np.where(x <= ridge, 1.0 - 0.5 * x / ridge, 0.5 * ridge / x)
-    full = (t_origin * (o.bandwidth_gbs / t.bandwidth_gbs) ** gamma
-            * (o.clock_mhz / t.clock_mhz) ** (1 - gamma) * (o.sms / t.sms) ** (1 - gamma))
-    if blocks is None:
-        return full
-    small = (blocks < o.sms) & (blocks < t.sms)
-    partial = t_origin * ((o.clock_mhz / t.clock_mhz) * np.ceil(blocks / t.sms) / np.ceil(blocks / o.sms)) ** (1 - gamma)
-    return np.where(small, partial, full)
+                         o: DeviceSpec, t: DeviceSpec, precision: str = "fp32",
+                         threads: np.ndarray | None = None, devices_json: str | Path = DEFAULT_DB) -> np.ndarray:
+    """Habitat (ATC'21) wave scaling, as the engine computes it (csrc/src/predict/wave_scaling.cpp),
+    with the arithmetic intensity from the op's FLOPs and bytes (their counters' stand-in) and,
+    when known, the origin kernel's block count and threads per block. Under one wave means
+    fewer blocks than the SMs x resident blocks per SM of both GPUs (the occupancy calculator,
+    registers and shared memory taken as not limiting)."""
+    def floats(a):
+        return np.broadcast_to(np.asarray(a, dtype=np.float64), np.shape(t_origin)).tolist()
+
+    out = _engine.wave_scale_us(
+        floats(t_origin), floats(flops), floats(nbytes), o.name, t.name,
+        blocks=None if blocks is None else floats(blocks),
+        threads_per_block=None if threads is None else np.asarray(threads, dtype=np.int64).tolist(),
+        precision=precision, devices_json=str(devices_json))
+    return np.asarray(out, dtype=np.float64)
 
 
 def bandwidth_ratio(t_origin: np.ndarray, o: DeviceSpec, t: DeviceSpec) -> np.ndarray:

@@ -1,16 +1,19 @@
 """Device figures for the learned models, read from habitat/data/devices.json.
 
 The JSON file is the single source of GPU figures (the C++ DeviceDatabase reads the same
-file); nothing here repeats a figure. Lookup is forgiving in the same way as the engine's:
-case, spaces, dashes, underscores and the "NVIDIA"/"Tesla" prefixes are ignored.
+file); nothing here repeats a figure. Names are matched under the engine's key
+(habitat._engine.device_name_key, the one DeviceDatabase::find uses), so a GPU name means here
+what it means to a forecast: case, separators and vendor words are ignored. A table file may
+hold partial entries (only what the learned features need), which the engine would refuse.
 """
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from habitat import _engine
 
 DEFAULT_DB = Path(__file__).resolve().parent.parent / "data" / "devices.json"
 
@@ -32,13 +35,6 @@ class DeviceSpec:
     def peak_flops(self, precision: str = "fp32") -> float:
         value = self.peak_tflops.get(precision) or self.peak_tflops["fp32"]
         return float(value) * 1e12
-
-
-def _key(name: str) -> str:
-    text = name.lower()
-    text = re.sub(r"^(nvidia|tesla)[\s_-]+", "", text)
-    text = re.sub(r"^(nvidia|tesla)[\s_-]+", "", text)
-    return re.sub(r"[\s_\-]+", "", text)
 
 
 def _entries(document: object) -> list[dict]:
@@ -68,29 +64,31 @@ def _spec(entry: dict) -> DeviceSpec:
 
 
 class DeviceTable:
-    def __init__(self, devices: list[DeviceSpec]):
+    def __init__(self, devices: list[DeviceSpec], path: str | Path = DEFAULT_DB):
         self.devices = devices
+        self.path = str(path)
         self._index: dict[str, DeviceSpec] = {}
         for d in devices:
             for n in (d.name, *d.aliases):
-                self._index.setdefault(_key(n), d)
+                self._index.setdefault(_engine.device_name_key(n), d)
 
     @classmethod
     def load(cls, path: str | Path = DEFAULT_DB) -> "DeviceTable":
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"device database not found at {path}")
-        return cls([_spec(e) for e in _entries(json.loads(path.read_text()))])
+        return cls([_spec(e) for e in _entries(json.loads(path.read_text()))], path)
 
     def find(self, name: str) -> DeviceSpec:
-        d = self._index.get(_key(name))
+        d = self.try_find(name)
         if d is None:
             known = ", ".join(sorted(x.name for x in self.devices))
             raise KeyError(f"unknown GPU {name!r}: add it to devices.json (known: {known})")
         return d
 
     def try_find(self, name: str) -> DeviceSpec | None:
-        return self._index.get(_key(name))
+        key = _engine.device_name_key(name)
+        return self._index.get(key) if key else None
 
 
 @lru_cache(maxsize=4)

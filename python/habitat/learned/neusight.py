@@ -22,18 +22,22 @@ OP_FAMILY = {"bmm": "gemm", "linear": "gemm", "conv": "conv", "softmax": "softma
 
 @dataclass
 class KernelTable:
-    """Rows of one family: shape columns, op name, device name, latency (us), launch blocks."""
+    """Rows of one family: shape columns, op name, device name, latency (us), launch blocks and
+    threads per block (0: unknown)."""
     family: str
     op: list[str] = field(default_factory=list)
     device: list[str] = field(default_factory=list)
     latency_us: list[float] = field(default_factory=list)
     blocks: list[float] = field(default_factory=list)
     shapes: dict[str, list[float]] = field(default_factory=dict)
+    threads: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.latency_us)
 
-    def add(self, op: str, device: str, latency_us: float, blocks: float, shape: dict[str, float]) -> None:
+    def add(self, op: str, device: str, latency_us: float, blocks: float, shape: dict[str, float],
+            threads: int = 0) -> None:
+        self.threads.append(threads)
         self.op.append(op)
         self.device.append(device)
         self.latency_us.append(latency_us)
@@ -45,7 +49,8 @@ class KernelTable:
         return KernelArrays(self.family, np.array(self.op), np.array(self.device),
                             np.array(self.latency_us, dtype=np.float64),
                             np.array(self.blocks, dtype=np.float64),
-                            {c: np.array(v, dtype=np.float64) for c, v in self.shapes.items()})
+                            {c: np.array(v, dtype=np.float64) for c, v in self.shapes.items()},
+                            np.array(self.threads, dtype=np.int64))
 
 
 @dataclass
@@ -56,13 +61,15 @@ class KernelArrays:
     latency_us: np.ndarray
     blocks: np.ndarray
     shapes: dict[str, np.ndarray]
+    threads: np.ndarray | None = None  # threads per block, 0 where unknown; None: none known
 
     def __len__(self) -> int:
         return len(self.latency_us)
 
     def take(self, index: np.ndarray) -> "KernelArrays":
         return KernelArrays(self.family, self.op[index], self.device[index], self.latency_us[index],
-                            self.blocks[index], {c: v[index] for c, v in self.shapes.items()})
+                            self.blocks[index], {c: v[index] for c, v in self.shapes.items()},
+                            None if self.threads is None else self.threads[index])
 
     def shape_keys(self) -> np.ndarray:
         """One string per row naming its op and shape (matches rows across GPUs)."""
@@ -100,9 +107,11 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None) -> N
             if not latency_ms > 0:
                 continue
             blocks = float(row["Grid x"]) * float(row["Grid y"]) * float(row["Grid z"])
+            threads = int(float(row.get("Block x") or 0) * float(row.get("Block y") or 1)
+                          * float(row.get("Block z") or 1))  # 0: not recorded
             family = OP_FAMILY[op]
             tables.setdefault(family, KernelTable(family)).add(
-                op, row["Device"], latency_ms * 1000.0, blocks, row_shape(op, row))
+                op, row["Device"], latency_ms * 1000.0, blocks, row_shape(op, row), threads)
 
 
 def load_kernels(data_dir: str | Path, layout: str = "kernels",

@@ -7,6 +7,7 @@
 
 #include "cost/gemm_operands.h"
 #include "cost/test_op_cost_builders.h"
+#include "habitat/device.h"
 #include "habitat/learned_models.h"
 #include "habitat/op_cost.h"
 
@@ -98,12 +99,8 @@ TEST(GemmOperands, AddbmmLearnedForecastScalesWithTheBatch) {
     GTEST_SKIP() << "weights not trained yet";
   }
   const LearnedModels models = LearnedModels::load(dir);
-  Device d;
-  d.name = "TEST";
-  d.sms = 80;
-  d.memory_bandwidth_gbs = 900;
-  d.l2_mb = 6;
-  d.peak_tflops[Precision::Fp32Simt] = 14;
+  const Device d =
+      DeviceDatabase::load_file(std::string(HABITAT_SOURCE_DIR) + "/python/habitat/data/devices.json").find("T4");
   const auto t1 = models.predict_us(one, estimate_cost(one), d);
   const auto t16 = models.predict_us(many, estimate_cost(many), d);
   ASSERT_TRUE(t1 && t16);

@@ -7,7 +7,7 @@
 #include "hardware/roofline.h"
 #include "predict/shape_efficiency.h"
 #include "cost/test_op_cost_builders.h"
-#include "predict/wave_scaling.h"
+#include "habitat/wave_scaling.h"
 
 namespace habitat {
 namespace {

@@ -3,7 +3,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "predict/wave_scaling.h"
+#include "habitat/wave_scaling.h"
 
 namespace habitat {
 namespace {

@@ -3,6 +3,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,6 +112,16 @@ const DeviceDatabase& device_database() {
   return registry().db;
 }
 
+const Device& find_device(const std::string& name, const std::optional<std::string>& devices_json) {
+  if (!devices_json) return device_database().find(name);
+  static std::mutex mutex;
+  static std::map<std::string, DeviceDatabase> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(*devices_json);
+  if (it == cache.end()) it = cache.emplace(*devices_json, DeviceDatabase::load_file(*devices_json)).first;
+  return it->second.find(name);
+}
+
 void bind_devices(py::module_& m) {
   py::register_exception<UnknownDeviceError>(m, "UnknownDeviceError", PyExc_ValueError);
 
@@ -156,8 +169,16 @@ void bind_devices(py::module_& m) {
       py::arg("text"), "Add or update devices from a JSON document in the devices.json layout.");
   m.def("device_database_loaded", [] { return registry().loaded; });
   m.def(
-      "find_device", [](const std::string& name) { return device_database().find(name); },
-      py::arg("name"), "The device a (forgiving) name refers to; raises UnknownDeviceError.");
+      "find_device",
+      [](const std::string& name, const std::optional<std::string>& devices_json) {
+        return find_device(name, devices_json);
+      },
+      py::arg("name"), py::arg("devices_json") = py::none(),
+      "The device a (forgiving) name refers to, in the loaded database or in the database file "
+      "devices_json (read once per path); raises UnknownDeviceError.");
+  m.def("device_name_key", &device_name_key, py::arg("name"),
+        "The form under which find_device matches names (lower case, no separators, no vendor "
+        "words); empty matches nothing.");
   m.def(
       "closest_device_names",
       [](const std::string& name, std::size_t n) {

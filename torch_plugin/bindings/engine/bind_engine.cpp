@@ -3,9 +3,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +19,7 @@
 #include "habitat/learned_models.h"
 #include "habitat/predictor.h"
 #include "habitat/trace.h"
+#include "habitat/wave_scaling.h"
 
 namespace habitat::python {
 
@@ -58,10 +63,55 @@ std::string forecast_step(const std::string& trace_json, const std::vector<std::
       forecast_for(trace.steps[static_cast<std::size_t>(index)], trace.origin, targets, weights_dir));
 }
 
+// Habitat's wave scaling of kernels known only by their time, work and (when known) launch
+// shape, as the evaluation's NeuSight rows are: habitat.evaluate runs the engine's formula.
+std::vector<double> wave_scale_us(const std::vector<double>& time_us, const std::vector<double>& flops,
+                                  const std::vector<double>& bytes, const std::string& origin,
+                                  const std::string& target,
+                                  const std::optional<std::vector<double>>& blocks,
+                                  const std::optional<std::vector<int>>& threads_per_block,
+                                  const std::string& precision,
+                                  const std::optional<std::string>& devices_json) {
+  const std::size_t n = time_us.size();
+  if (flops.size() != n || bytes.size() != n || (blocks && blocks->size() != n) ||
+      (threads_per_block && threads_per_block->size() != n)) {
+    throw py::value_error("wave_scale_us: time_us, flops, bytes, blocks and threads_per_block "
+                          "must have the same length");
+  }
+  const auto p = precision_from_string(precision);
+  if (!p) throw py::value_error("unknown precision '" + precision + "'");
+  const Device& o = find_device(origin, devices_json);
+  const Device& t = find_device(target, devices_json);
+  const WaveScaler scaler(o, t);
+  constexpr double kMaxGrid = std::numeric_limits<int>::max();
+  std::vector<double> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    KernelLaunch k;
+    k.duration_us = time_us[i];
+    // Unknown grid: many waves (the full-wave formula). Unknown block size: 1024 threads, the
+    // largest block and so the fewest resident blocks per SM.
+    k.grid[0] = blocks ? static_cast<int>(std::clamp(std::ceil((*blocks)[i]), 1.0, kMaxGrid))
+                       : std::numeric_limits<int>::max();
+    const int threads = threads_per_block ? (*threads_per_block)[i] : 0;
+    k.block[0] = threads > 0 ? threads : 1024;
+    out[i] = scaler.scale(k, flops[i] / bytes[i], *p).time_us;
+  }
+  return out;
+}
+
 }  // namespace
 
 
 void bind_engine(py::module_& m) {
+  m.def("wave_scale_us", &wave_scale_us, py::arg("time_us"), py::arg("flops"), py::arg("bytes"),
+        py::arg("origin"), py::arg("target"), py::arg("blocks") = py::none(),
+        py::arg("threads_per_block") = py::none(), py::arg("precision") = "fp32",
+        py::arg("devices_json") = py::none(),
+        "Habitat's wave scaling (the engine's WaveScaler) of kernels timed on `origin` to\n"
+        "`target`, one per entry: time, FLOPs and bytes (intensity = flops/bytes), and when\n"
+        "known the launch's thread blocks and threads per block (registers and shared memory\n"
+        "are taken as not limiting). Devices by name, in devices_json when given.");
+
   m.def("forecast_step", &forecast_step, py::arg("trace_json"), py::arg("targets"),
         py::arg("step") = -1, py::arg("weights_dir") = "", py::call_guard<py::gil_scoped_release>(),
         "Forecast one step of a trace document for each target with the learned models in\n"

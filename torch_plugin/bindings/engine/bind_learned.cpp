@@ -1,8 +1,6 @@
 // habitat._C learned-model entry points: load the weights/ models and predict one
 // canonical shape, so Python can check the engine against its own feature code.
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -30,17 +28,6 @@ Precision precision_or_throw(const std::string& name) {
   auto p = precision_from_string(name);
   if (!p) throw py::value_error("unknown precision '" + name + "': expected fp32, tf32, fp16, bf16, fp8 or fp64");
   return *p;
-}
-
-// A database file named explicitly (tests), else the process-wide one habitat.devices loads.
-const Device& find_device(const std::string& name, const std::optional<std::string>& devices_json) {
-  if (!devices_json) return device_database().find(name);
-  static std::mutex mutex;
-  static std::map<std::string, DeviceDatabase> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(*devices_json);
-  if (it == cache.end()) it = cache.emplace(*devices_json, DeviceDatabase::load_file(*devices_json)).first;
-  return it->second.find(name);
 }
 
 }  // namespace

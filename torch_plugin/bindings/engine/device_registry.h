@@ -2,6 +2,9 @@
 // (packaged devices.json plus the user's files); bind_devices.cpp owns it.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "habitat/device.h"
 
 namespace habitat::python {
@@ -12,5 +15,9 @@ namespace habitat::python {
 // GIL, by habitat.devices: do not merge while forecasts run on other threads.
 // Throws std::runtime_error when habitat.devices has not loaded it yet.
 const DeviceDatabase& device_database();
+
+// The device a (forgiving) name refers to: in the database file `devices_json` when given
+// (read once per path, then cached), else in the loaded database. Throws UnknownDeviceError.
+const Device& find_device(const std::string& name, const std::optional<std::string>& devices_json);
 
 }  // namespace habitat::python
