@@ -8,9 +8,10 @@
 # downloads each wheel once (about 1.3 GB for the two: 2.15.0 is 539 MB, 2.4.0+cu121 about
 # 800 MB), keeps only torch/include/**, torch/version.py and the C++ ABI flag (51 MB for 2.4.0,
 # 63 MB for 2.15.0) and deletes the wheel. Later runs use the cache and download nothing.
-# Measured on the 2-core dev VM: fetching one wheel and extracting its headers took 8-85 s
-# (network); compiling the 13 sources per version 30-65 s with GCC 12, 25-35 s with clang 15;
-# the whole script, cached, 1 min 24 s (GCC 12) and 58 s (clang 15), first run about 1 min more.
+# Measured on the 2-core dev VM (shared, load 1-5): fetching one wheel and extracting its
+# headers took 8-85 s (network); compiling the 13 sources 30-80 s per version with GCC 12,
+# 25-75 s with clang 15; the whole script, cached, 1 min 24 s - 2 min 31 s (GCC 12) and
+# 58 s - 1 min 58 s (clang 15); a first run adds the two downloads.
 #   cache:        ${HABITAT_CI_CACHE:-$HOME/.cache/habitat-ci}/torch-X/   (include/, version.py, abi)
 #   clear it:     rm -rf "${HABITAT_CI_CACHE:-$HOME/.cache/habitat-ci}"/torch-*
 #   one version:  rm -rf "${HABITAT_CI_CACHE:-$HOME/.cache/habitat-ci}"/torch-2.4.0
@@ -97,10 +98,9 @@ for ver in "${VERSIONS[@]}"; do
   log="$(mktemp)"
   flags=(-std=c++20 -fsyntax-only -Wall -Wextra -Werror -Wno-unused-parameter
          "-D_GLIBCXX_USE_CXX11_ABI=$abi" -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C
-         "-isystem" "$dir/include" "-isystem" "$dir/include/torch/csrc/api/include"
-         "-isystem" "$py_inc" "${includes[@]}")
-  # -isystem: warnings inside torch's own headers are torch's, not ours (a build with
-  # torch.utils.cpp_extension passes them the same way).
+         "-I$dir/include" "-I$dir/include/torch/csrc/api/include" "-I$py_inc" "${includes[@]}")
+  # -I, not -isystem, as setup.py's build passes them: with HABITAT_WERROR=1 a warning inside
+  # torch's headers would fail that build too, so it must fail here.
   export CXX
   printf '%s\n' "${sources[@]}" | xargs -P "$JOBS" -I{} sh -c \
     'out=$("$0" "$@" {} 2>&1) || { printf "%s\n" "$out"; echo "HABITAT-FAILED {}"; }' \
