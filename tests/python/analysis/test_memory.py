@@ -235,3 +235,18 @@ def test_estimate_matches_the_cpu_allocator_on_a_captured_step(model_kind):
     before += sum(b.numel() * b.element_size() for b in model.buffers())
     measured = before + _allocator_peak_of_step(run_step)
     assert est.live_peak == pytest.approx(measured, rel=0.05)
+
+
+def test_the_golden_trace_without_a_model(golden_trace):
+    """The saved MLP step (tests/python/models.py: 32->64->10, Adam, batch 8 of float32):
+    its memory is read from the trace alone."""
+    from habitat.data.trace import load_trace
+
+    steps = load_trace(golden_trace)["steps"]
+    params = (32 * 64 + 64 + 64 * 10 + 10) * 4
+    first, second = (estimate_step_memory(step) for step in steps)
+    for est in (first, second):
+        assert est.parameters == params
+        assert est.gradients == params
+        assert est.inputs >= 8 * 32 * 4
+    assert second.optimizer_state >= 2 * params  # Adam's two moments, created in step 0

@@ -321,7 +321,7 @@ def test_every_op_of_a_training_step_has_kernels(autocast):
 
 # ----- recorded GPU traces as CPU fixtures ----------------------------------------------
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
 RECORDED = sorted(RESULTS.glob("*/traces/*.json.gz"))
 RUNTIME_METHODS = {"wave_scaling", "learned_ratio", "roofline_ratio"}
 
