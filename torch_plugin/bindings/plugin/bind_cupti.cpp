@@ -136,8 +136,11 @@ void bind_cupti(py::module_& m) {
       "as cupti_flush's JSON without kernels.");
   m.def("nvtx_enabled", &nvtx_enabled,
         "Whether NVTX ranges are emitted (an NVTX tool such as Nsight Systems is attached).");
+  // A test hook, private (underscored, in no __all__): lets the CUPTI tests open an op's
+  // scope without a capture session. Not part of Habitat's API.
   py::class_<OpScope>(m, "_OpScope",
-                      "NVTX range + kernel attribution of one op, as the capture does it.")
+                      "Private test hook (tests/python/capture/test_cupti.py), not Habitat API: "
+                      "the NVTX range + kernel attribution of one op, as the capture does it.")
       .def(py::init<uint64_t, std::string, std::string>(), py::arg("op_id"), py::arg("name"),
            py::arg("module_path") = "")
       .def("__enter__",
