@@ -34,7 +34,7 @@ _set_views(compare=_compare, text=_format_forecast)
 SUPPORTED_TORCH = ((2, 4), (2, 15))
 #: The names the capture layer provides; without torch they raise ImportError when used.
 CAPTURE_NAMES = ("predict_on", "record_step", "cupti_available", "tensorboard_handler",
-                 "json_handler", "HabitatWarning")
+                 "json_handler")
 _REBUILD = "pip install --no-build-isolation ."
 
 
@@ -108,7 +108,7 @@ else:
     if _problem is not None:
         raise ImportError(_problem)
     _load_capture_plugin(_torch.__version__)
-    from habitat.capture.predict import HabitatWarning, predict_on, record_step  # noqa: F401
+    from habitat.capture.predict import predict_on, record_step  # noqa: F401
     from habitat.capture.sinks import json_handler, tensorboard_handler  # noqa: F401
     from habitat.capture.cupti import cupti_available  # noqa: F401
     from habitat.capture import compile as _compile  # noqa: F401  (registers backend="habitat")
