@@ -38,6 +38,9 @@ step "build and install habitat (engine only)"
 mkdir -p "$TMP/src"
 (cd "$REPO" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf - 2>/dev/null) \
   | tar -xf - -C "$TMP/src" || fail "copying the source tree"
+# Compile the engine's sources in parallel (setuptools' build_ext --parallel, set in the
+# copy's setup.cfg; without torch there is no ninja/MAX_JOBS).
+printf '[build_ext]\nparallel = %s\n' "${MAX_JOBS:-$(nproc)}" >> "$TMP/src/setup.cfg"
 BUILD_START=$(date +%s)
 (cd "$TMP/src" && python -m pip install -q --no-build-isolation .) \
   || fail "pip install --no-build-isolation ."
