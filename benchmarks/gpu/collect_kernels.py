@@ -289,12 +289,15 @@ def _quiet():
         yield
 
 
-def warm_up(cases: list[Case], device: str, runs: int) -> list[Case]:
+def warm_up(cases: list[Case], device: str, runs: int, deadline: float = math.inf) -> list[Case]:
     """Runs each case `runs` times (at least once) outside any measurement: cuDNN's autotuner
     tries its candidates here, so they never reach the kernel list. Cases that fail (a backend
-    that does not run this shape or dtype, out of memory) are dropped."""
+    that does not run this shape or dtype, out of memory) are dropped, and so are the cases
+    left when the deadline (time.time()) passes."""
     kept = []
     for case in cases:
+        if time.time() > deadline:
+            break
         try:
             with _quiet(), _precision_context(case.precision):
                 for _ in range(max(1, runs)):
@@ -406,10 +409,10 @@ def write_rows(out_dir: Path, rows_by_file: dict[str, list[dict[str, Any]]]) -> 
 
 
 def measure(cases: list[Case], device: str, warmup: int, repeats: int, meta: dict[str, Any],
-            sms: int) -> list[dict[str, Any]]:
+            sms: int, deadline: float = math.inf) -> list[dict[str, Any]]:
     """Rows for a batch of cases: warm-up (autotuning) first, then the kernels of one run per
-    case, then the timing."""
-    cases = warm_up(cases, device, warmup)
+    case, then the timing. Cases not warmed up by the deadline are left out."""
+    cases = warm_up(cases, device, warmup, deadline)
     launches = kernel_launches(cases, device) if cases else []
     rows = []
     for case, kernels in zip(cases, launches):
@@ -441,11 +444,14 @@ def main(argv: list[str] | None = None) -> int:
         budget = family_budget(args.budget_s - (t_family - start), family, families[i:])
         make_shapes, make_cases = BUILDERS[family]
         remaining, measured = counts[family], 0
-        while remaining > 0 and time.time() - t_family < budget:
-            shapes = make_shapes(min(args.batch, remaining), rng, small=args.dry_run)
+        deadline = t_family + budget
+        # An attention shape is up to 48 cases (backends x precisions x causal x phases).
+        batch = max(1, args.batch // 4) if family == "attention" else args.batch
+        while remaining > 0 and time.time() < deadline:
+            shapes = make_shapes(min(batch, remaining), rng, small=args.dry_run)
             remaining -= len(shapes)
             for row in measure(make_cases(shapes, args.device), args.device, args.warmup,
-                               args.repeats, meta, sms):
+                               args.repeats, meta, sms, deadline):
                 rows.setdefault(f"{row['OPName']}_{row['Precision']}", []).append(row)
                 measured += 1
             if args.device == "cuda":

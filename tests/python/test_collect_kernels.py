@@ -205,3 +205,11 @@ def test_benchmark_coverage_and_table_from_recorded_runs(bench, summary):
     assert table.count("\n| ") == len(results) + 2 and "error: boom" in table
     assert (summary.parent / "summary.md").read_text().splitlines()[4:] == \
         bench.markdown(env, results).splitlines()[4:]
+
+
+def test_cases_past_the_deadline_are_left_out(ck):
+    ran = []
+    cases = [ck.Case("bmm", "fwd", "fp32", {"B": i}, lambda i=i: ran.append(i)) for i in range(3)]
+    assert ck.warm_up(cases, "cpu", 1, deadline=0.0) == [] and ran == []
+    failing = ck.Case("sdpa", "fwd", "fp32", {}, lambda: (_ for _ in ()).throw(RuntimeError("no kernel")))
+    assert ck.warm_up(cases + [failing], "cpu", 2) == cases and ran == [0, 0, 1, 1, 2, 2]
