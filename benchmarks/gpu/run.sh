@@ -24,7 +24,7 @@ log() { echo "[run.sh $(date +%H:%M:%S)] $*"; }
 
 installed() {
   # The installed extension, imported from outside the tree so python/habitat is not used.
-  (cd /tmp && "$PY" -c "import habitat._C" 2>/dev/null)
+  (cd /tmp && "$PY" -c "import habitat._C, habitat._engine" 2>/dev/null)
 }
 
 build() {
@@ -40,11 +40,13 @@ build() {
     return 1
   fi
   log "built in $((SECONDS - t0)) s; CUPTI: $(grep -c HABITAT_WITH_CUPTI "$LOGS/build.log") compile lines define HABITAT_WITH_CUPTI"
-  # Tests import habitat from python/ (like on the CPU machine): put the built module there too.
+  # Tests import habitat from python/ (like on the CPU machine): put the built modules there too
+  # (habitat._engine, the engine, and habitat._C, the capture).
   local so
-  so=$(cd /tmp && "$PY" -c "import habitat._C as c; print(c.__file__)")
-  cp -f "$so" python/habitat/
-  (cd /tmp && "$PY" -c "import habitat, habitat.cupti as c; print('cupti_available:', c.cupti_available(), '| status:', c.cupti_status())") \
+  for so in $(cd /tmp && "$PY" -c "import habitat._C as c, habitat._engine as e; print(c.__file__, e.__file__)"); do
+    cp -f "$so" python/habitat/
+  done
+  (cd /tmp && "$PY" -c "import habitat, habitat.capture.cupti as c; print('cupti_available:', c.cupti_available(), '| status:', c.cupti_status())") \
     | tee "$LOGS/cupti_status.txt"
 }
 
