@@ -22,11 +22,12 @@ from pathlib import Path
 from setuptools import Extension, find_packages, setup
 
 ROOT = Path(__file__).parent.resolve()
-VERSION = re.search(r'^__version__ = "([^"]+)"', (ROOT / "python/habitat/_version.py").read_text(),
-                    re.M).group(1)
-
-# The torch releases the capture plugin is written against (torch_plugin/capture/torch_compat.h).
-MIN_TORCH = (2, 4)
+# The version and the supported torch releases, from their one source (without importing the
+# package, which needs its extensions).
+_VERSION_INFO: dict = {}
+exec((ROOT / "python/habitat/_version.py").read_text(), _VERSION_INFO)
+VERSION = _VERSION_INFO["__version__"]
+MIN_TORCH, MAX_TORCH = _VERSION_INFO["SUPPORTED_TORCH"]
 
 try:
     import torch
@@ -112,9 +113,13 @@ cmdclass = {}
 
 if torch is not None:
     version = tuple(int(x) for x in re.findall(r"\d+", torch.__version__)[:2])
+    supported = f"{MIN_TORCH[0]}.{MIN_TORCH[1]} to {MAX_TORCH[0]}.{MAX_TORCH[1]}"
     if version < MIN_TORCH:
-        sys.exit(f"habitat supports torch {MIN_TORCH[0]}.{MIN_TORCH[1]} and newer; this is torch "
-                 f"{torch.__version__}: pip install 'torch>={MIN_TORCH[0]}.{MIN_TORCH[1]}'")
+        sys.exit(f"habitat supports torch {supported}; this is torch {torch.__version__}: "
+                 f"pip install 'torch>={MIN_TORCH[0]}.{MIN_TORCH[1]}', then build habitat again")
+    if version > MAX_TORCH:
+        print(f"habitat: torch {torch.__version__} is newer than the newest release habitat was "
+              f"checked against ({supported}); building anyway", file=sys.stderr)
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
     cupti = _cupti()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.util as _importlib_util
 import re as _re
 
-from habitat._version import __version__
+from habitat._version import SUPPORTED_TORCH, __version__
 from habitat import _engine  # noqa: F401
 from habitat.data.devices import Device, devices, get_device, load_devices  # noqa: F401
 from habitat.data.forecast import Forecast, StepForecast, set_views as _set_views  # noqa: F401
@@ -30,8 +30,6 @@ from habitat.present.tensorboard import TensorBoardLogger  # noqa: F401
 
 _set_views(compare=_compare, text=_format_forecast)
 
-#: The torch releases the capture plugin supports (torch_plugin/capture/torch_compat.h).
-SUPPORTED_TORCH = ((2, 4), (2, 15))
 #: The names the capture layer provides; without torch they raise ImportError when used.
 CAPTURE_NAMES = ("predict_on", "record_step", "cupti_available", "tensorboard_handler",
                  "json_handler")

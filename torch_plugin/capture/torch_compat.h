@@ -5,21 +5,16 @@
 #pragma once
 
 #include <c10/util/ThreadLocalDebugInfo.h>
-#include <torch/version.h>
 
 #include <string_view>
 #include <type_traits>
 
 namespace habitat::capture::compat {
 
-// The oldest release the capture is written for; setup.py refuses older ones at build time.
-inline constexpr int kMinTorchMajor = 2;
-inline constexpr int kMinTorchMinor = 4;
-static_assert(TORCH_VERSION_MAJOR > kMinTorchMajor ||
-                  (TORCH_VERSION_MAJOR == kMinTorchMajor && TORCH_VERSION_MINOR >= kMinTorchMinor),
-              "habitat supports torch 2.4 and newer");
+// The releases supported are python/habitat/_version.py's SUPPORTED_TORCH (setup.py refuses
+// to build against an older one).
 
-// The thread-local debug-info slot a capture session lives in. Up to torch 2.11
+// The thread-local debug-info slot a capture session lives in. Up to torch 2.12
 // c10::DebugInfoKind is an enum of fixed slots, and the one no library code uses is
 // TEST_INFO_2; later releases make it a class whose identity is the address of a name, so
 // Habitat gets a slot of its own.

@@ -102,6 +102,7 @@ struct TraceOrigin {
 };
 
 struct Trace {
+  static constexpr const char* kFormatName = "habitat-trace";
   static constexpr int kFormatVersion = 1;
   TraceOrigin origin;
   std::vector<Step> steps;

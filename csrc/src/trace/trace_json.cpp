@@ -34,7 +34,7 @@ namespace {
 
 using namespace json_reader;  // Loc, DecodeError, fail, read_*
 
-constexpr const char* kFormatName = "habitat-trace";
+constexpr const char* kFormatName = Trace::kFormatName;
 
 // One schema argument value kind and the key that carries it in the document.
 constexpr std::pair<ArgValue::Kind, const char*> kArgKeys[] = {
@@ -186,6 +186,52 @@ ojson encode_origin(const TraceOrigin& o) {
 // ---------------------------------------------------------------------------------------------
 // Reading
 
+// Largest tensor a trace may describe: 2^48 elements (256 Ti elements, far past any GPU's
+// memory). More is a corrupt or hand-made trace whose forecast would be meaningless.
+constexpr int64_t kMaxElements = int64_t{1} << 48;
+
+// Every dtype torch has (c10::ScalarType, lower-cased as capture writes it) and the aliases
+// users write by hand; an optional "torch." prefix is accepted. Anything else is a typo.
+constexpr std::string_view kDtypeNames[] = {
+    "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "complex32",
+    "complex64", "complex128", "bool", "bfloat16", "qint8", "quint8", "qint32", "quint4x2",
+    "quint2x4", "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16", "float8_e5m2",
+    "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu",
+    "float4_e2m1fn_x2", "uint16", "uint32", "uint64", "uint1", "uint2", "uint3", "uint4", "uint5",
+    "uint6", "uint7", "int1", "int2", "int3", "int4", "int5", "int6", "int7",
+    // aliases
+    "float", "double", "half", "long", "int", "short", "cfloat", "cdouble", "chalf", "byte",
+    "char", "undefined"};
+
+// torch's device types (c10::DeviceType names), optionally followed by ":<index>".
+constexpr std::string_view kDeviceTypes[] = {
+    "cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia", "xla",
+    "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "xpu", "ipu", "privateuseone"};
+
+bool known_dtype(std::string_view dtype) {
+  if (dtype.starts_with("torch.")) dtype.remove_prefix(6);
+  for (const auto name : kDtypeNames) {
+    if (name == dtype) return true;
+  }
+  return false;
+}
+
+bool known_device(std::string_view device) {
+  std::string_view type = device;
+  if (const auto colon = device.find(':'); colon != std::string_view::npos) {
+    type = device.substr(0, colon);
+    const std::string_view index = device.substr(colon + 1);
+    if (index.empty() || index.size() > 9) return false;
+    for (const char c : index) {
+      if (c < '0' || c > '9') return false;
+    }
+  }
+  for (const auto name : kDeviceTypes) {
+    if (name == type) return true;
+  }
+  return false;
+}
+
 void read_dim3(const json& j, const Loc& loc, int (&out)[3]) {
   expect_array(j, loc);
   if (j.size() != 3) fail(loc, "expected 3 dimensions, got " + std::to_string(j.size()));
@@ -195,7 +241,26 @@ void read_dim3(const json& j, const Loc& loc, int (&out)[3]) {
 TensorMeta decode_tensor(const json& j, const Loc& loc) {
   expect_object(j, loc);
   TensorMeta t;
-  optional(j, loc, "shape", [&](const json& v, const Loc& l) { t.shape = read_ints(v, l, true); });
+  optional(j, loc, "shape", [&](const json& v, const Loc& l) {
+    t.shape = read_ints(v, l, true);
+    // Element count, checked before each multiplication so it cannot overflow.
+    int64_t elements = 1;
+    for (const int64_t d : t.shape) {
+      if (d == 0) {
+        elements = 0;
+        break;
+      }
+    }
+    for (std::size_t i = 0; elements != 0 && i < t.shape.size(); ++i) {
+      if (elements > kMaxElements / t.shape[i]) {
+        fail(l, "is " + v.dump() + ": more than 2^48 elements, which no GPU holds (a corrupt trace?)");
+      }
+      elements *= t.shape[i];
+    }
+    if (elements > kMaxElements) {
+      fail(l, "is " + v.dump() + ": more than 2^48 elements, which no GPU holds (a corrupt trace?)");
+    }
+  });
   if (const json* v = find(j, "strides")) {
     const Loc l = loc.child("strides");
     t.strides = read_ints(*v, l, true);
@@ -206,8 +271,18 @@ TensorMeta decode_tensor(const json& j, const Loc& loc) {
   } else {
     t.strides = contiguous_strides(t.shape);
   }
-  optional(j, loc, "dtype", [&](const json& v, const Loc& l) { t.dtype = read_string(v, l); });
-  optional(j, loc, "device", [&](const json& v, const Loc& l) { t.device = read_string(v, l); });
+  optional(j, loc, "dtype", [&](const json& v, const Loc& l) {
+    t.dtype = read_string(v, l);
+    if (!t.dtype.empty() && !known_dtype(t.dtype)) {
+      fail(l, "unknown dtype \"" + t.dtype + "\" (expected a torch dtype: float32, bfloat16, int64, ...)");
+    }
+  });
+  optional(j, loc, "device", [&](const json& v, const Loc& l) {
+    t.device = read_string(v, l);
+    if (!t.device.empty() && !known_device(t.device)) {
+      fail(l, "unknown device \"" + t.device + "\" (expected a torch device: cpu, cuda:0, meta, ...)");
+    }
+  });
   optional(j, loc, "contiguous",
            [&](const json& v, const Loc& l) { t.contiguous = read_bool(v, l); });
   optional(j, loc, "defined", [&](const json& v, const Loc& l) { t.defined = read_bool(v, l); });
@@ -381,6 +456,29 @@ void check_links(const Step& step, const json& ops, const Loc& ops_loc) {
            "op id " + std::to_string(*parent) +
                (*parent == step.ops[i].id ? " is the op itself" : " not found in this step"));
     }
+  }
+  // No parent cycle (a -> b -> a): walk each chain once, marking ops on the current walk.
+  enum : unsigned char { kUnseen, kOnPath, kDone };
+  std::vector<unsigned char> state(step.ops.size(), kUnseen);
+  std::vector<std::size_t> path;
+  for (std::size_t start = 0; start < step.ops.size(); ++start) {
+    path.clear();
+    std::size_t i = start;
+    while (state[i] == kUnseen) {
+      state[i] = kOnPath;
+      path.push_back(i);
+      const auto& parent = step.ops[i].parent;
+      if (!parent) break;
+      i = position.at(*parent);
+      if (state[i] == kOnPath) {
+        Loc loc = ops_loc.at(static_cast<int64_t>(i));
+        loc.note = ops[i]["name"].get_ref<const std::string&>();
+        fail(loc.child("parent"), "parent chain loops back to op id " +
+                                      std::to_string(step.ops[i].id) +
+                                      " (a cycle: ops cannot be their own ancestors)");
+      }
+    }
+    for (const std::size_t k : path) state[k] = kDone;
   }
 }
 

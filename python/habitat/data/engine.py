@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from habitat import _engine
 
-TRACE_FORMAT = "habitat-trace"
+TRACE_FORMAT: str = _engine.TRACE_FORMAT_NAME
 #: The trace format version written: the engine's own (Trace::kFormatVersion), one source.
 TRACE_VERSION: int = _engine.TRACE_FORMAT_VERSION
 
@@ -32,3 +32,9 @@ def forecast_step(origin: dict[str, Any], step: dict[str, Any], targets: Sequenc
     """Runs the engine on one step (a trace step dict) for each target GPU."""
     text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
     return json.loads(_engine.forecast_step(text, list(targets), 0, weights_dir()))
+
+
+def validate_trace_text(text: str) -> str:
+    """The engine's canonical JSON of a trace document given as JSON text (TraceFormatError
+    naming the first invalid field otherwise)."""
+    return _engine.validate_trace_json(text)

@@ -47,6 +47,7 @@ auto without_gil(const char* action, const std::string& path, Work&& work) {
 
 void bind_trace(py::module_& m) {
   py::register_exception<TraceFormatError>(m, "TraceFormatError", PyExc_ValueError);
+  m.attr("TRACE_FORMAT_NAME") = Trace::kFormatName;
   m.attr("TRACE_FORMAT_VERSION") = Trace::kFormatVersion;
 
   m.def(
