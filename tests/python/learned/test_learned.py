@@ -153,7 +153,7 @@ def test_floor_free_training_on_a_harness_floor(tmp_path: Path) -> None:
     assert np.all(m.predict_from_features(x[small], t_roof[small]) < 25.0)
 
 
-WEIGHTS = Path(__file__).resolve().parents[2] / "weights"
+WEIGHTS = Path(__file__).resolve().parents[3] / "weights"
 
 
 @pytest.mark.skipif(not (WEIGHTS / "elementwise.json").is_file(), reason="weights not trained")

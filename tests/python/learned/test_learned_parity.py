@@ -13,7 +13,7 @@ from habitat.learned import features as feats  # noqa: E402
 from habitat.learned.devices import DEFAULT_DB, default_table  # noqa: E402
 from habitat.learned.model import load_all  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WEIGHTS = ROOT / "weights"
 GPUS = ["Tesla T4", "NVIDIA A100-PCIE-40GB", "NVIDIA L4", "H100-SXM5-80GB", "P4"]
 

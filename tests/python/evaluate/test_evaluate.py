@@ -14,7 +14,7 @@ from habitat.evaluate.__main__ import main  # noqa: E402
 from habitat.evaluate.models import node_parts  # noqa: E402
 from habitat.learned.devices import default_table  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT.parent / "shared" / "data" / "neusight"
 needs_data = pytest.mark.skipif(not (DATA / "kernels").is_dir(), reason="NeuSight data not present")
 needs_weights = pytest.mark.skipif(not (ROOT / "weights" / "gemm.safetensors").is_file(), reason="no weights")
