@@ -27,8 +27,9 @@ install_system_packages() {
 }
 
 install_python_packages() {
-  # A plain `torch` requirement would pull several GB of CUDA wheels: pin the CPU build,
-  # and keep whatever torch is already installed (a CUDA build on a GPU machine).
+  # Keep whatever torch is already installed (a CUDA build on a GPU machine). Otherwise pin a
+  # release: where pip is set up with a CPU wheel (a CPU index or a local wheelhouse) that is
+  # the CPU build; elsewhere pip takes PyPI's default, the CUDA build (README: "Which torch").
   if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
     echo "[habitat] installing torch==$TORCH_VERSION"
     "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
