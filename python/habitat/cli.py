@@ -51,9 +51,11 @@ def _load_trace(path: str) -> dict[str, Any]:
     if p.is_dir():
         raise UserError(f"{path!r} is a directory: give the trace file (a .json saved by Habitat)")
     from habitat.data.trace import load_trace
+    from habitat.present.progress import status
 
     try:
-        return load_trace(p)
+        with status(f"loading {path} ({p.stat().st_size / 1e6:.1f} MB)"):
+            return load_trace(p)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         message = str(exc)
         # Trace errors already name the file; other errors get it added.
@@ -71,6 +73,16 @@ def _trace_targets(path: str) -> list[str]:
     except (OSError, ValueError, AttributeError):
         return []
     return [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else []
+
+
+def _check_devices() -> None:
+    """A broken HABITAT_DEVICES file is a user error of every command, reported first."""
+    from habitat.data.devices import check_devices
+
+    try:
+        check_devices()
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _split_names(values: Sequence[str] | None) -> list[str]:
@@ -201,13 +213,13 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    doc = _load_trace(args.trace)
-    targets = _resolve_targets(_chosen_targets(args), allow_all=False)
+    targets = _resolve_targets(_chosen_targets(args), allow_all=False)  # before the long load
     if not targets:
         targets = _resolve_targets(_trace_targets(args.trace), allow_all=False)
     if not targets:
         raise UsageError("name the GPU(s) to forecast for: --target A100 (repeat or comma-separate "
                         "for several; `habitat devices` lists them)")
+    doc = _load_trace(args.trace)
     forecast = _forecast(doc, targets, args.trace, log_dir=args.log_dir)
     if args.save:
         forecast.save(args.save)
@@ -224,8 +236,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     _check_run(args)
     _check_suffix(args.plot, (".png", ".svg", ".pdf"), "a plot")
+    targets = _resolve_targets(_chosen_targets(args), allow_all=True)  # before the long load
     doc = _load_trace(args.trace)
-    targets = _resolve_targets(_chosen_targets(args), allow_all=True)
     forecast = _forecast(doc, targets, args.trace, steps="last")
     comparison = _compare(forecast, args)
     if args.json:
@@ -243,9 +255,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     _check_run(args)
     _check_suffix(args.output, HTML_SUFFIXES + MARKDOWN_SUFFIXES, "the report")
-    doc = _load_trace(args.trace)
     chosen = _chosen_targets(args)
-    compared = _resolve_targets(chosen, allow_all=True)
+    compared = _resolve_targets(chosen, allow_all=True)  # before the long load
+    doc = _load_trace(args.trace)
     comparison = _compare(_forecast(doc, compared, args.trace, steps="last"), args)
     # The detailed forecast: the named GPUs, else the trace's, else the three fastest.
     targets = ((compared if chosen else [])
@@ -362,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2), message already printed
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     try:
+        _check_devices()
         return int(args.run(args))
     except UserError as exc:
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 from habitat.analysis.memory import DEFAULT_RESERVE_BYTES, MemoryEstimate, estimate_step_memory, format_bytes
 from habitat.analysis.pricing import Price, PriceTable, price_table
 
-from habitat.data.devices import devices, get_device
+from habitat.data.devices import devices, get_device, target_names
 from habitat.data.engine import trace_document
 from habitat.data.forecast import SHAPE_BASED_METHODS, Forecast, StepForecast
 
@@ -224,14 +224,8 @@ def _price_origin(prices: PriceTable) -> str:
 
 
 def _target_names(targets: str | Sequence[str]) -> list[str]:
-    if isinstance(targets, str):
-        if targets.lower() == "all":
-            return [d.name for d in devices()]
-        targets = [t for t in targets.split(",") if t.strip()]
-    names = [get_device(t.strip()).name for t in targets]
-    if not names:
-        raise ValueError("compare at least one GPU: targets='all' or e.g. ['A100', 'H100']")
-    return list(dict.fromkeys(names))
+    # "all", a name, "a,b" or a list; None, 5, [] get the unknown-GPU advice.
+    return target_names(targets, what="compare(targets=...)")
 
 
 def _detailed_step(forecast: "Forecast") -> "StepForecast":

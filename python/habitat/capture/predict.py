@@ -362,8 +362,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             except Exception as e:
                 errors.append(e)
         _unclosed.discard(self)
-        if errors:
-            raise errors[0]
+        for e in errors:  # closing must not raise into the user's code
+            warnings.warn(f"habitat: a sink failed to close ({type(e).__name__}: {e})",
+                          HabitatWarning, stacklevel=2)
 
 
 def _sink_list(on_step: StepSink | Iterable[StepSink] | None) -> list[StepSink]:

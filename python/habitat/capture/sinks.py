@@ -8,73 +8,225 @@ calls it on Habitat's background forecasting thread (named ``habitat-forecast-*`
 step, in step order, never on the training thread; an exception in it becomes a HabitatWarning.
 A sink with a ``close()`` method has it called by ``predict_on.close()`` (or at exit).
 
-``predict_on(..., log_dir=d)`` is ``on_step=[json_handler(d / "forecast.json"),
-tensorboard_handler(d)]``.
+``predict_on(..., log_dir=d)`` is ``on_step=log_dir_sinks(d)``:
+
+- ``d/forecast.json``: the forecast (trace of the steps with detail + every step's totals),
+  rewritten atomically every ``SAVE_EVERY_STEPS`` steps and at close (:class:`json_handler`);
+- ``d/steps.jsonl``: one JSON line of totals per step, appended as each step is forecast
+  (:class:`history_handler`); lines carry the run name, so runs sharing `d` are told apart;
+- ``d/<run>/events.out.tfevents.*``: TensorBoard, one run directory per ``predict_on``
+  (:class:`tensorboard_handler`).
+
+Killing the process at any point leaves a loadable ``forecast.json`` (at most
+``SAVE_EVERY_STEPS`` steps behind) and every forecast step's totals in ``steps.jsonl``.
+A log_dir that cannot be written (a path under a file, no permission) gives one warning naming
+the path and the fix, then the run goes on without files; ``close()`` never raises.
 """
 from __future__ import annotations
 
+import itertools
+import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Union
 
+from habitat.data.files import LineLog
 from habitat.data.forecast import Forecast, StepForecast
 from habitat.present.tensorboard import TensorBoardLogger
 
-#: How often, at most, json_handler rewrites its file by default (and always at close()).
-SAVE_EVERY_S = 60.0
+#: How many steps apart json_handler rewrites its file by default (and always at close()).
+SAVE_EVERY_STEPS = 10
+#: Former time-based default, kept for callers passing every_s; None = steps only.
+SAVE_EVERY_S: float | None = None
+HISTORY_FILE = "steps.jsonl"
+FORECAST_FILE = "forecast.json"
 
 StepSink = Callable[[Forecast, StepForecast], Any]
 PathLike = Union[str, Path]
 
 
-class json_handler:  # noqa: N801  (named like torch.profiler.tensorboard_trace_handler)
-    """Saves the forecast (trace included, see Forecast.save) to `path` after a step, at most
-    every `every_s` seconds (the trace is large), and at close()."""
+class LogDirError(OSError):
+    """A log_dir (or a sink's file) that cannot be written; raised once, then the sink stops."""
 
-    def __init__(self, path: PathLike, *, every_s: float = SAVE_EVERY_S) -> None:
+
+def _directory_problem(directory: Path, exc: OSError) -> str:
+    """Why `directory` cannot be used, with the fix."""
+    for parent in [directory, *directory.parents]:
+        if parent.exists() and not parent.is_dir():
+            return (f"habitat: cannot write log files to {str(directory)!r}: {str(parent)!r} is a "
+                    "file, not a directory; pass a directory path to predict_on(log_dir=...) "
+                    "(nothing is saved there for this run, the forecast itself is unaffected)")
+    return (f"habitat: cannot write log files to {str(directory)!r} ({exc.strerror or exc}); "
+            "pass a writable directory to predict_on(log_dir=...) (nothing is saved there "
+            "for this run, the forecast itself is unaffected)")
+
+
+class _Guard:
+    """Failure state shared by the sinks of one log_dir: the first failure raises one
+    LogDirError (predict_on turns it into one warning); later ones are silent. A sink whose
+    directory cannot be created stops; one whose write failed (a full disk) tries again at
+    its next turn."""
+
+    def __init__(self) -> None:
+        self.reported = False
+        self.unusable = False
+
+    def run(self, directory: Path, work: Callable[[], Any]) -> Any:
+        if self.unusable:
+            return None
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self.unusable = True
+            return self._report(_directory_problem(directory, exc))
+        try:
+            return work()
+        except OSError as exc:
+            return self._report(f"habitat: cannot write log files in {str(directory)!r} "
+                                f"({type(exc).__name__}: {exc}); the previous files are intact")
+
+    def _report(self, message: str) -> None:
+        if not self.reported:
+            self.reported = True
+            raise LogDirError(message)
+        return None
+
+
+class json_handler:  # noqa: N801  (named like torch.profiler.tensorboard_trace_handler)
+    """Saves the forecast (trace included, see Forecast.save) to `path` every `every` steps
+    (the first step included) and at close(); the file is replaced atomically, so a crash
+    leaves the previous version. `every_s` (optional) also saves when that many seconds passed."""
+
+    def __init__(self, path: PathLike, *, every: int = SAVE_EVERY_STEPS,
+                 every_s: float | None = SAVE_EVERY_S, _guard: _Guard | None = None) -> None:
+        if int(every) < 1:
+            raise ValueError(f"json_handler(every=N) takes N >= 1 steps, got {every!r}")
         self.path = Path(path)
+        self.every = int(every)
         self.every_s = every_s
+        self._since_save = 0
         self._last_save = 0.0
+        self._saved_steps = -1
         self._forecast: Forecast | None = None
+        self._guard = _guard or _Guard()
 
     def __call__(self, forecast: Forecast, step: StepForecast) -> None:
         self._forecast = forecast
+        self._since_save += 1
         now = time.monotonic()
-        if not self._last_save or now - self._last_save >= self.every_s:
+        due = (self._saved_steps < 0 or self._since_save >= self.every
+               or (self.every_s is not None and now - self._last_save >= self.every_s))
+        if due:
             self._save(forecast)
-            self._last_save = now
 
     def _save(self, forecast: Forecast) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        forecast.save(self.path)
+        self._since_save = 0
+        self._last_save = time.monotonic()
+        self._saved_steps = len(forecast._steps)
+        self._guard.run(self.path.parent, lambda: forecast.save(self.path))
 
     def close(self) -> None:
-        if self._forecast is not None and self._forecast._steps:
-            self._save(self._forecast)
+        """Writes the last steps; never raises (a failure is printed to stderr)."""
+        forecast = self._forecast
+        if forecast is None or not forecast._steps or self._saved_steps == len(forecast._steps):
+            return
+        try:
+            self._save(forecast)
+        except Exception as e:  # closing must not raise into the user's code
+            _report_on_close(e)
+
+
+class history_handler:  # noqa: N801
+    """Appends one JSON line per step to `path` (append-only): the step's totals
+    (``StepForecast.summary()``) with the run name, written as the step is forecast, so a
+    crash loses nothing already written. Read it with
+    :func:`habitat.data.forecast.read_step_history`."""
+
+    def __init__(self, path: PathLike, *, run: str | None = None, sync_every: int = 100,
+                 _guard: _Guard | None = None) -> None:
+        self.path = Path(path)
+        self.run = run or run_name()
+        self.sync_every = max(1, int(sync_every))
+        self._log: LineLog | None = None
+        self._lines = 0
+        self._guard = _guard or _Guard()
+
+    def __call__(self, forecast: Forecast, step: StepForecast) -> None:
+        def append() -> None:
+            if self._log is None:
+                self._log = LineLog(self.path)
+            self._log.append(json.dumps({"run": self.run, **step.summary()},
+                                        separators=(",", ":")))
+            self._lines += 1
+            if self._lines % self.sync_every == 0:
+                self._log.sync()  # against power loss; a killed process loses nothing anyway
+
+        self._guard.run(self.path.parent, append)
+
+    def close(self) -> None:
+        log, self._log = self._log, None
+        if log is not None:
+            try:
+                log.close()
+            except Exception as e:
+                _report_on_close(e)
 
 
 class tensorboard_handler:  # noqa: N801
-    """Logs each step to TensorBoard in `log_dir` (see present.tensorboard.TensorBoardLogger);
-    the writer opens at the first step and closes at close()."""
+    """Logs each step to TensorBoard in `log_dir` (see present.tensorboard.TensorBoardLogger),
+    or in `log_dir/run` when a run name is given (``log_dir_sinks`` gives each predict_on its
+    own, so runs sharing a log_dir are told apart); the writer opens at the first step and
+    closes at close(). Options (``detail_every``, ``top_ops``) go to the logger."""
 
-    def __init__(self, log_dir: PathLike, **options: Any) -> None:
-        self.log_dir = Path(log_dir)
+    def __init__(self, log_dir: PathLike, *, run: str | None = None, _guard: _Guard | None = None,
+                 **options: Any) -> None:
+        self.run = run or ""
+        self.log_dir = Path(log_dir) / self.run if self.run else Path(log_dir)
         self.options = options
         self._logger: TensorBoardLogger | None = None
+        self._guard = _guard or _Guard()
 
     def __call__(self, forecast: Forecast, step: StepForecast) -> None:
-        if self._logger is None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            self._logger = TensorBoardLogger(self.log_dir, **self.options)
-        self._logger.log_step(forecast, step)
+        def log() -> None:
+            if self._logger is None:
+                self._logger = TensorBoardLogger(self.log_dir, **self.options)
+            self._logger.log_step(forecast, step)
+
+        self._guard.run(self.log_dir, log)
 
     def close(self) -> None:
-        if self._logger is not None:
-            self._logger.close()
-            self._logger = None
+        logger, self._logger = self._logger, None
+        if logger is not None:
+            try:
+                logger.close()
+            except Exception as e:
+                _report_on_close(e)
 
 
-def log_dir_sinks(log_dir: PathLike) -> list[StepSink]:
-    """What ``predict_on(..., log_dir=...)`` does: the forecast saved, and TensorBoard."""
+_run_counter = itertools.count()
+
+
+def run_name() -> str:
+    """A run name unique to this predictor: start time, process id and a counter."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-pid{os.getpid()}-{next(_run_counter)}"
+
+
+def log_dir_sinks(log_dir: PathLike, *, run: str | None = None,
+                  save_every: int = SAVE_EVERY_STEPS, **tensorboard: Any) -> list[StepSink]:
+    """What ``predict_on(..., log_dir=...)`` does: forecast.json every `save_every` steps and
+    at close, steps.jsonl every step, TensorBoard in ``log_dir/run``. One failure report for
+    the three (see :class:`LogDirError`)."""
     log_dir = Path(log_dir)
-    return [json_handler(log_dir / "forecast.json"), tensorboard_handler(log_dir)]
+    run = run or run_name()
+    guard = _Guard()
+    return [json_handler(log_dir / FORECAST_FILE, every=save_every, _guard=guard),
+            history_handler(log_dir / HISTORY_FILE, run=run, _guard=guard),
+            tensorboard_handler(log_dir, run=run, _guard=guard, **tensorboard)]
+
+
+def _report_on_close(exc: Exception) -> None:
+    import sys
+
+    print(f"habitat: could not write the last log files ({type(exc).__name__}: {exc})",
+          file=sys.stderr)

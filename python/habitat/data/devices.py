@@ -35,45 +35,73 @@ ENV_VAR = "HABITAT_DEVICES"
 __all__ = [
     "Device",
     "UnknownDeviceError",
+    "check_devices",
     "devices",
     "format_devices_table",
     "get_device",
     "load_devices",
+    "target_names",
 ]
 
 _user_files: list[str] = []
+_load_error: ValueError | None = None
 
 
 def _env_files() -> list[str]:
-    """The readable files named in HABITAT_DEVICES; a bad entry is a warning, not a crash."""
+    """The files named in HABITAT_DEVICES; an entry that is not a file is an error."""
     files = []
     for entry in os.environ.get(ENV_VAR, "").split(os.pathsep):
         if not entry.strip():
             continue
         path = Path(entry).expanduser()
-        if path.is_file():
-            files.append(str(path))
-        else:
-            warnings.warn(f"{ENV_VAR} names {entry!r}, which is not a file: it is ignored "
-                          f"(fix or unset {ENV_VAR})", stacklevel=3)
+        if not path.is_file():
+            raise ValueError(f"{ENV_VAR} names {entry!r}, which is not a file: fix the path "
+                             f"or unset {ENV_VAR} (the built-in GPU figures would be used)")
+        files.append(str(path))
     return files
 
 
 def _load() -> None:
-    """(Re)loads the packaged database, then the user files in order."""
-    user_files = [*_env_files(), *_user_files]
+    """(Re)loads the packaged database, then the user files in order.
+
+    A broken user file is an error (ValueError naming the file and the field), never silently
+    replaced by the built-in figures: forecasts for GPUs the user redefined would be wrong.
+    The packaged database stays loaded, so ``habitat.devices()`` still works after the error.
+    """
+    global _load_error
+    _load_error = None
+    try:
+        user_files = [*_env_files(), *_user_files]
+    except ValueError as exc:
+        _engine.load_device_database(str(PACKAGED_DEVICES), [])
+        _load_error = exc
+        raise
     try:
         _engine.load_device_database(str(PACKAGED_DEVICES), user_files)
     except RuntimeError as exc:
         if not user_files:
             raise
-        # A broken user file must not leave Habitat without GPUs: keep the packaged ones.
         _engine.load_device_database(str(PACKAGED_DEVICES), [])
-        warnings.warn(f"ignored the user device files {user_files}: {exc}", stacklevel=3)
+        _load_error = ValueError(f"invalid device file in {user_files}: {exc}; fix it or unset "
+                                 f"{ENV_VAR}")
+        raise _load_error from None
+
+
+def check_devices() -> None:
+    """Raises ValueError when a device file (HABITAT_DEVICES or load_devices) was invalid."""
+    _check_loaded()
+
+
+def _check_loaded() -> None:
+    """Raises the error of a broken HABITAT_DEVICES file found at import (so that importing
+    habitat works, and the first use of the GPU database reports it)."""
+    if _load_error is not None:
+        raise _load_error
 
 
 def devices() -> list[Device]:
     """Every known GPU, in database order."""
+    _check_loaded()
     return list(_engine.all_devices())
 
 
@@ -84,7 +112,41 @@ def get_device(name: str | Device) -> Device:
     """
     if isinstance(name, Device):
         return name
+    _check_loaded()
     return _engine.find_device(str(name))
+
+
+def target_names(targets: object, *, what: str = "targets") -> list[str]:
+    """Canonical GPU names from a name, ``"all"`` (every known GPU), a comma-separated string
+    or a list of names/Devices, deduplicated in order.
+
+    Anything else (None, 5, an empty list, a list holding a non-name) raises
+    UnknownDeviceError (a ValueError) with the same advice as an unknown name.
+    """
+    hint = (f"{what}: pass a GPU name, a list of names or 'all', e.g. ['A100', 'H100'] "
+            "(`habitat devices` lists them)")
+    if isinstance(targets, (str, Device)):
+        items: list[object] = [targets]
+    elif isinstance(targets, (list, tuple, set, frozenset)) or (
+            isinstance(targets, Iterable) and not isinstance(targets, (bytes, dict))):
+        items = list(targets)
+    else:
+        raise UnknownDeviceError(f"{hint}; got {targets!r}")
+    names: list[str] = []
+    for item in items:
+        if isinstance(item, Device):
+            names.append(item.name)
+        elif isinstance(item, str):
+            parts = [p.strip() for p in item.split(",") if p.strip()]
+            if any(p.lower() == "all" for p in parts):
+                names.extend(d.name for d in devices())
+            else:
+                names.extend(get_device(p).name for p in parts)
+        else:
+            raise UnknownDeviceError(f"{hint}; got {item!r} in {targets!r}")
+    if not names:
+        raise UnknownDeviceError(f"{hint}; got no GPU ({targets!r})")
+    return list(dict.fromkeys(names))
 
 
 def load_devices(path: str | os.PathLike[str]) -> list[Device]:
@@ -139,4 +201,8 @@ def format_devices_table(devs: Iterable[Device]) -> str:
     return "\n".join(lines)
 
 
-_load()
+
+try:
+    _load()
+except ValueError:
+    pass  # kept in _load_error: raised by the first devices() / get_device() call

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from habitat.data import engine
-from habitat.data.devices import get_device
-from habitat.data.trace import load_trace, tensor_args, validate_trace
+from habitat.data.devices import get_device, target_names
+from habitat.data.files import atomic_write_text
+from habitat.data.trace import tensor_args, validate_trace
 
-#: Steps whose per-op detail is kept in memory; older steps keep only their totals, so a
-#: forecast attached to a long training run stays small.
-DEFAULT_HISTORY = 8
+#: Steps whose per-op detail is kept in memory (``keep_steps``); older steps keep only their
+#: totals, so a forecast attached to a long training run stays small. ``save()`` writes the
+#: trace of these steps and the totals of every step, and says how many lost their detail.
+DEFAULT_KEEP_STEPS = 8
+DEFAULT_HISTORY = DEFAULT_KEEP_STEPS  # the former name
 
 SHAPE_BASED_METHODS = frozenset({"roofline", "learned_shape", "fallback"})
 
@@ -189,6 +192,25 @@ def _op_forecasts(step: dict[str, Any], op_results: list[dict[str, Any]],
     return ops
 
 
+def _saved_targets(text: str) -> list[str] | None:
+    """The targets a saved forecast names ("forecast": {"targets": [...]}, written after the
+    trace by :meth:`Forecast.to_json`), found without parsing the whole document again."""
+    at = text.rfind('"forecast"')
+    if at < 0:
+        return None
+    try:  # the forecast section is the document's last key; parse just that part
+        saved = json.loads("{" + text[at:])
+    except ValueError:
+        try:
+            saved = json.loads(text)
+        except ValueError:
+            return None
+    targets = saved.get("forecast", {}).get("targets") if isinstance(saved, dict) else None
+    if not isinstance(targets, list):
+        return None
+    return [t for t in targets if isinstance(t, str)] or None
+
+
 def _step_forecast(index: int, measured_ms: float, summary: dict[str, Any],
                    detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]) -> StepForecast:
     """A step's forecast from the engine's summary document; `detail` loads the per-op part."""
@@ -211,16 +233,30 @@ class Forecast:
     """
 
     def __init__(self, targets: str | Sequence[str], origin: dict[str, Any] | None = None,
-                 *, history: int = DEFAULT_HISTORY) -> None:
-        names = [targets] if isinstance(targets, str) else list(targets)
-        if not names:
-            raise ValueError("predict at least one target GPU, e.g. habitat.predict_on('A100')")
-        self.targets: list[str] = list(dict.fromkeys(_canonical(t) for t in names))
+                 *, keep_steps: int | None = DEFAULT_KEEP_STEPS, history: int | None = None) -> None:
+        # "all", a name, a list of names: unknown names and values that are no GPU list
+        # (None, 5, []) raise UnknownDeviceError with the same advice.
+        self.targets: list[str] = target_names(targets)
         self.origin: dict[str, Any] = dict(origin or {"device": "cpu"})
         self._steps: list[StepForecast] = []
-        self.history = history
+        if history is not None:  # the former name of keep_steps
+            keep_steps = history
+        if keep_steps is not None and (not isinstance(keep_steps, int) or keep_steps < 0):
+            raise ValueError(f"keep_steps is a number of steps >= 0 (or None for all), got {keep_steps!r}")
+        self.keep_steps: int | None = keep_steps
+        #: Steps whose per-op detail was dropped (they keep their totals).
+        self.dropped_detail_steps = 0
         # Set by predict_on: waits for steps still being forecast in the background.
         self._wait: Callable[[], None] | None = None
+
+    @property
+    def history(self) -> int | None:
+        """The former name of :attr:`keep_steps`."""
+        return self.keep_steps
+
+    @history.setter
+    def history(self, value: int | None) -> None:
+        self.keep_steps = value
 
     @property
     def steps(self) -> list[StepForecast]:
@@ -247,10 +283,20 @@ class Forecast:
         steps.append(forecast)
         # Only the step that just left the history window needs its detail dropped: older
         # ones were dropped when they left it.
-        leaving = len(steps) - self.history if self.history > 0 else len(steps)
-        if leaving > 0:
-            steps[leaving - 1].drop_detail()
+        if self.keep_steps is not None:
+            leaving = len(steps) - self.keep_steps
+            if leaving > 0:
+                steps[leaving - 1].drop_detail()
+                self.dropped_detail_steps += 1
         return forecast
+
+    def detail_note(self) -> str | None:
+        """A sentence saying how many steps lost their per-op detail, or None when none did."""
+        if not self.dropped_detail_steps:
+            return None
+        return (f"per-op detail kept for the last {self.keep_steps} step(s) only; "
+                f"{self.dropped_detail_steps} older step(s) keep their totals "
+                "(raise keep_steps=N, or None for all, to keep more)")
 
     # ----- queries -------------------------------------------------------------------
     def _step(self, step: int) -> StepForecast:
@@ -280,26 +326,46 @@ class Forecast:
     def to_json(self, indent: int | None = None) -> str:
         """The trace plus the forecast summary of every step, as one JSON document."""
         doc = self.to_trace()
-        doc["forecast"] = {"targets": self.targets, "steps": [s.summary() for s in self.steps]}
+        doc["forecast"] = {"targets": self.targets, "steps": [s.summary() for s in self.steps],
+                           "keep_steps": self.keep_steps,
+                           "dropped_detail_steps": self.dropped_detail_steps}
+        note = self.detail_note()
+        if note:
+            doc["forecast"]["note"] = "the trace holds only the steps with detail: " + note
         return json.dumps(doc, indent=indent)
 
     def save(self, path: str | Path) -> Path:
-        """Writes :meth:`to_json`; :meth:`Forecast.load` re-forecasts it for any GPU."""
-        path = Path(path)
-        path.write_text(self.to_json())
-        return path
+        """Writes :meth:`to_json`; :meth:`Forecast.load` re-forecasts it for any GPU.
+
+        The file is replaced atomically (a temporary file in the same directory, fsynced,
+        then renamed over `path`): a crash or a full disk leaves the previous file intact.
+        """
+        return atomic_write_text(Path(path), self.to_json())
 
     @classmethod
     def from_trace(cls, trace: dict[str, Any] | str | Path,
                    targets: str | Sequence[str] | None = None) -> "Forecast":
-        """Forecasts every step of a trace (a document or a path) for `targets`."""
-        doc = load_trace(trace) if isinstance(trace, (str, Path)) else validate_trace(trace)
-        raw = json.loads(Path(trace).read_text()) if isinstance(trace, (str, Path)) else trace
-        if targets is None:  # a saved forecast names its targets beside the trace
-            targets = raw.get("forecast", {}).get("targets") if isinstance(raw, dict) else None
-            if not targets:
-                raise ValueError("the trace names no targets: pass targets=['A100', ...]")
-        forecast = cls(targets, doc["origin"])
+        """Forecasts every step of a trace (a document or a path) for `targets`.
+
+        A file is read and parsed once; its saved targets are used when `targets` is None.
+        `targets` is checked before the file is read (an unknown name fails at once)."""
+        names = target_names(targets) if targets is not None else None
+        if isinstance(trace, (str, Path)):
+            text = Path(trace).read_text(encoding="utf-8")
+            try:
+                doc = json.loads(engine.validate_trace_text(text))
+            except ValueError as e:
+                raise type(e)(f"invalid habitat trace '{trace}': {e}") from None
+            if names is None:
+                names = _saved_targets(text)
+        else:
+            doc = validate_trace(trace)
+            if names is None:
+                saved = trace.get("forecast", {}).get("targets") if isinstance(trace, dict) else None
+                names = list(saved) if saved else None
+        if not names:
+            raise ValueError("the trace names no targets: pass targets=['A100', ...]")
+        forecast = cls(names, doc["origin"])
         for step in doc["steps"]:
             forecast.add_step(step)
         return forecast
@@ -336,3 +402,20 @@ def set_views(*, compare: Callable[..., Any], text: Callable[[Forecast], str]) -
     """Plugs in ``forecast.compare(...)`` (``compare(forecast, targets, **options)``) and
     ``str(forecast)`` (``text(forecast)``); called by ``habitat/__init__.py``."""
     _views.compare, _views.text = compare, text
+
+
+def read_step_history(path: str | Path, run: str | None = None) -> list[dict[str, Any]]:
+    """The per-step totals of a ``steps.jsonl`` history (``predict_on(..., log_dir=d)`` appends
+    one line per step to ``d/steps.jsonl``), optionally of one run only. A last line cut short
+    by a crash is skipped; every complete line is returned in file order."""
+    from habitat.data.files import read_lines
+
+    rows = []
+    for line in read_lines(path):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if run is None or row.get("run") == run:
+            rows.append(row)
+    return rows

@@ -5,15 +5,52 @@ Drawn only when stderr is a terminal, so logs and pipes stay clean.
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from typing import Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 
 
+#: Work shorter than this shows no bar or status line.
+DELAY_S = 1.0
+
+
+@contextmanager
+def status(desc: str, enabled: bool | None = None, delay: float = DELAY_S) -> Iterator[None]:
+    """A one-line status on stderr for one long call (loading a file): ``desc ...`` appears
+    once the work has taken `delay` seconds, then ``done in N s``. Silent for quick work and
+    when stderr is not a terminal (`enabled=None`)."""
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        yield
+        return
+    start = time.monotonic()
+    shown = threading.Event()
+
+    def show() -> None:
+        sys.stderr.write(f"{desc} ...")
+        sys.stderr.flush()
+        shown.set()
+
+    timer = threading.Timer(delay, show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if shown.is_set():
+            sys.stderr.write(f" done in {time.monotonic() - start:.1f} s\n")
+            sys.stderr.flush()
+
+
 def progress(items: Iterable[T], total: int | None = None, desc: str = "",
-             enabled: bool | None = None) -> Iterator[T]:
-    """Yields `items`, drawing a bar on stderr; `enabled=None` draws only on a terminal."""
+             enabled: bool | None = None, delay: float = DELAY_S) -> Iterator[T]:
+    """Yields `items`, drawing a bar on stderr once the work has taken `delay` seconds;
+    `enabled=None` draws only on a terminal."""
     if enabled is None:
         enabled = sys.stderr.isatty()
     if not enabled:
@@ -27,16 +64,22 @@ def progress(items: Iterable[T], total: int | None = None, desc: str = "",
     try:
         from tqdm import tqdm
     except ImportError:
-        yield from _plain(items, total, desc)
+        yield from _plain(items, total, desc, delay=delay)
         return
-    yield from tqdm(items, total=total, desc=desc, file=sys.stderr, leave=False)
+    yield from tqdm(items, total=total, desc=desc, file=sys.stderr, leave=False, delay=delay)
 
 
-def _plain(items: Iterable[T], total: int | None, desc: str, width: int = 30) -> Iterator[T]:
+def _plain(items: Iterable[T], total: int | None, desc: str, width: int = 30,
+           delay: float = 0.0) -> Iterator[T]:
     start = time.monotonic()
     last = 0.0
+    drawn = False
 
     def draw(done: int, final: bool = False) -> None:
+        nonlocal drawn
+        if time.monotonic() - start < delay and not drawn:
+            return
+        drawn = True
         elapsed = time.monotonic() - start
         if total:
             filled = int(width * done / total)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from habitat.analysis.memory import format_bytes
 from habitat.analysis.regions import compiled_regions
+from habitat.data.files import atomic_write_text
 from habitat.present import view
 
 if TYPE_CHECKING:
@@ -227,5 +228,5 @@ def write_report(forecast: "Forecast", path: str | Path, comparison: "Comparison
         text = render_markdown(blocks, image_dir=path.with_name(path.stem + "_files"))
     else:
         text = render_html(blocks)
-    path.write_text(text, encoding="utf-8")
+    atomic_write_text(path, text)  # a crash or a full disk leaves the previous report
     return path

@@ -1,8 +1,17 @@
 """TensorBoard view of a forecast: step times, phases and per-op predictions for each target GPU.
 
-``habitat.predict_on(..., log_dir="runs/x")`` writes these every step; a saved trace can be
-logged with ``python -m habitat predict TRACE --target A100 --log-dir runs/x``. Then run
-``tensorboard --logdir runs``.
+``habitat.predict_on(..., log_dir="runs/x")`` writes these to ``runs/x/<run name>/`` (one
+TensorBoard run per ``predict_on``); a saved trace can be logged with ``python -m habitat predict
+TRACE --target A100 --log-dir runs/x``. Then run ``tensorboard --logdir runs``.
+
+What is written when (``detail_every``, default ``DEFAULT_DETAIL_EVERY`` = 100):
+
+- every step: the scalars (measured time, predicted time and phases per GPU): about 0.1 KB
+  per scalar, e.g. ~2 KB per step for 3 GPUs (``benchmarks/scale/`` measures it);
+- every ``detail_every`` steps, and whenever the step's ops change (a different op count or
+  method mix, e.g. an evaluation step or a new shape): the top-op scalars, the histograms and
+  the per-op text table, which is the bulk (tens to hundreds of KB for a large step).
+  Building it needs every op's detail, so skipping it also keeps the per-op objects unbuilt.
 
 Tags (``<gpu>`` is the canonical device name, e.g. ``A100-SXM4-80GB``):
 
@@ -32,6 +41,8 @@ TOP_OPS = "habitat-top-ops"
 OP_HISTOGRAM = "habitat-op-time-us"
 OPS_TABLE = "habitat-ops"
 DEFAULT_TOP_OPS = 10
+#: Steps between two logs of the per-op detail (table, histograms, top-op scalars).
+DEFAULT_DETAIL_EVERY = 100
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:\-#]+")
 
@@ -76,18 +87,34 @@ def ops_table(step: "StepForecast") -> str:
 class TensorBoardLogger:
     """Writes a forecast to TensorBoard event files in `log_dir`, one TensorBoard step per step.
 
-    ``text_every`` logs the ops table every that many steps (the table is the largest record);
-    ``top_ops`` is how many ops per GPU get their own scalar chart.
+    Scalars every step; the per-op detail (top-op scalars, histograms, the ops table) every
+    ``detail_every`` steps and whenever the step's ops change (``detail_every=1``: every step).
+    ``top_ops`` is how many ops per GPU get their own scalar chart. ``text_every`` is the
+    former name of ``detail_every``.
     """
 
     def __init__(self, log_dir: str | Path, *, top_ops: int = DEFAULT_TOP_OPS,
-                 text_every: int = 1) -> None:
+                 detail_every: int = DEFAULT_DETAIL_EVERY, text_every: int | None = None) -> None:
         self.log_dir = str(log_dir)
         self.top_ops = top_ops
-        self.text_every = max(1, int(text_every))
+        self.detail_every = max(1, int(text_every if text_every is not None else detail_every))
         self._writer = _summary_writer(self.log_dir)
         self._layout_targets: list[str] | None = None
         self._logged = 0
+        self._since_detail = 0
+        self._last_signature: tuple[Any, ...] | None = None
+
+    @property
+    def text_every(self) -> int:
+        return self.detail_every
+
+    @staticmethod
+    def _signature(step: "StepForecast") -> tuple[Any, ...]:
+        """What identifies the step's ops without building them: op counts per method and
+        phase totals' keys per target, and the ops not modelled."""
+        return (tuple((t, tuple(sorted(step.method_ops[t].items()))) for t in step.targets),
+                tuple(sorted(step.phase_ms[step.targets[0]])) if step.targets else (),
+                tuple(step.unsupported))
 
     # ----- writing -------------------------------------------------------------------
     def log_step(self, forecast: "Forecast", step: "StepForecast") -> None:
@@ -104,20 +131,30 @@ class TensorBoardLogger:
             for phase in view.PHASES:
                 if phase in step.phase_ms[t]:
                     w.add_scalar(f"{PHASE}/{t}/{phase}_ms", step.phase_ms[t][phase], n)
-        if step.ops:
-            keys = tag_keys(step.ops)
-            for t in targets:
-                # Shares: each piece of work once, so the charts add up to the step's total.
-                counted = step.counted_ops(t)
-                for op in view.top_ops(step, t, self.top_ops):
-                    w.add_scalar(f"{TOP_OPS}/{t}/{keys[id(op)]}", op.predictions[t].share_us, n)
-                if counted:
-                    w.add_histogram(f"{OP_HISTOGRAM}/{t}",
-                                    _as_array([op.predictions[t].share_us for op in counted]), n)
-        if step.ops and self._logged % self.text_every == 0:
-            w.add_text(OPS_TABLE, ops_table(step), n)
+        signature = self._signature(step)
+        detail = (self._logged == 0 or signature != self._last_signature
+                  or self._since_detail + 1 >= self.detail_every)
+        self._last_signature = signature
         self._logged += 1
+        if detail and step.ops:
+            self._since_detail = 0
+            self._log_detail(step, n)
+        else:
+            self._since_detail += 1
         w.flush()
+
+    def _log_detail(self, step: "StepForecast", n: int) -> None:
+        w = self._writer
+        keys = tag_keys(step.ops)
+        for t in step.targets:
+            # Shares: each piece of work once, so the charts add up to the step's total.
+            counted = step.counted_ops(t)
+            for op in view.top_ops(step, t, self.top_ops):
+                w.add_scalar(f"{TOP_OPS}/{t}/{keys[id(op)]}", op.predictions[t].share_us, n)
+            if counted:
+                w.add_histogram(f"{OP_HISTOGRAM}/{t}",
+                                _as_array([op.predictions[t].share_us for op in counted]), n)
+        w.add_text(OPS_TABLE, ops_table(step), n)
 
     def log_forecast(self, forecast: "Forecast") -> None:
         """Logs every step of `forecast` (a loaded trace, for example)."""

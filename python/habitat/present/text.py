@@ -36,6 +36,9 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
     lines = [f"Habitat forecast: step {step.index} (measured {step.measured_ms:.2f} ms on {origin}; "
              f"{len(forecast.steps)} step(s) so far)"]
     lines.extend(view.step_warnings(step))
+    note = forecast.detail_note() if hasattr(forecast, "detail_note") else None
+    if note:
+        lines.append("Note: " + note)
     lines.append(_row("", targets, width))
     lines.append(_row("iteration (ms)", [f"{step.total_ms[t]:.3f}" for t in targets], width))
     for phase, values in view.phase_rows(step, targets):

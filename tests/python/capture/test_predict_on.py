@@ -155,7 +155,8 @@ def test_log_dir_saves_the_forecast(tmp_path: Path) -> None:
     predictor.close()  # writes the last forecast.json and closes the TensorBoard writer
     saved = Forecast.load(tmp_path / "forecast.json")
     assert len(saved.steps) == 2
-    assert any(p.name.startswith("events.out.tfevents") for p in tmp_path.iterdir())
+    # TensorBoard events go to a run directory of their own (one per predict_on)
+    assert any(p.name.startswith("events.out.tfevents") for p in tmp_path.rglob("*"))
 
 
 def test_an_unclosed_predictor_writes_its_log_dir_at_exit(tmp_path: Path) -> None:

@@ -151,15 +151,58 @@ def test_environment_variable_adds_files(tmp_path: Path, monkeypatch: pytest.Mon
     assert hd.get_device("a10g").name == "A10G"
 
 
-def test_broken_environment_file_warns_and_keeps_packaged_gpus(
+def test_broken_environment_file_is_an_error_at_first_use(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv(hd.ENV_VAR, str(_write(tmp_path, {"devices": [{"name": "X"}]})))
-    with pytest.warns(UserWarning, match="ignored the user device files"):
+    bad = _write(tmp_path, {"devices": [{"name": "X"}]})
+    monkeypatch.setenv(hd.ENV_VAR, str(bad))
+    try:
+        with pytest.raises(ValueError, match="invalid device file") as info:
+            hd._load()
+        assert str(bad) in str(info.value) and hd.ENV_VAR in str(info.value)
+        # Never silently replaced by the built-in figures: every use raises until fixed.
+        with pytest.raises(ValueError, match="invalid device file"):
+            hd.get_device("A100")
+        with pytest.raises(ValueError, match="invalid device file"):
+            hd.devices()
+        monkeypatch.setenv(hd.ENV_VAR, str(tmp_path / "nowhere.json"))
+        with pytest.raises(ValueError, match="not a file"):
+            hd._load()
+        with pytest.raises(ValueError, match="nowhere.json"):
+            hd.get_device("A100")
+    finally:
+        monkeypatch.delenv(hd.ENV_VAR)
         hd._load()
     assert hd.get_device("A100").name == "A100-SXM4-80GB"
-    monkeypatch.setenv(hd.ENV_VAR, str(tmp_path / "nowhere.json"))
-    with pytest.warns(UserWarning, match="not a file"):
-        hd._load()
+
+
+def test_broken_environment_file_fails_the_cli_with_one_message(tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+
+    bad = _write(tmp_path, {"devices": [{"name": "X"}]})
+    env = {**os.environ, hd.ENV_VAR: str(bad),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "python")}
+    out = subprocess.run([sys.executable, "-m", "habitat", "devices"], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 1, out
+    assert "Traceback" not in out.stderr and str(bad) in out.stderr
+
+
+@pytest.mark.parametrize("bad", [None, 5, [], [None], "", ["A100", 3]])
+def test_bad_target_values_get_the_unknown_gpu_advice(bad):
+    with pytest.raises(hd.UnknownDeviceError, match="pass a GPU name, a list of names or 'all'"):
+        hd.target_names(bad)
+
+
+def test_all_and_comma_separated_targets():
+    every = [d.name for d in hd.devices()]
+    assert hd.target_names("all") == every
+    assert hd.target_names(["ALL"]) == every
+    assert hd.target_names("a100, h100") == ["A100-SXM4-80GB", "H100-SXM5-80GB"]
+    assert hd.target_names(("A100", hd.get_device("a100"))) == ["A100-SXM4-80GB"]
+    with pytest.raises(hd.UnknownDeviceError, match="A100"):
+        hd.target_names(["A1000"])
 
 
 def test_table_lists_every_device_with_peaks():

@@ -31,7 +31,7 @@ def scalar_series(acc: EventAccumulator, tag: str) -> list[tuple[int, float]]:
 def logged(tmp_path_factory):
     forecast = capture(TARGETS, steps=STEPS)
     log_dir = tmp_path_factory.mktemp("tb")
-    with TensorBoardLogger(log_dir) as logger:
+    with TensorBoardLogger(log_dir, detail_every=1) as logger:  # every step's detail
         logger.log_forecast(forecast)
     return forecast, read(log_dir)
 
@@ -120,7 +120,8 @@ def test_custom_scalars_layout_puts_every_gpu_on_one_chart(logged):
 
 def test_predict_on_with_log_dir_writes_events_every_step(tmp_path):
     forecast = capture(TARGETS, steps=2, log_dir=tmp_path)
-    assert list(tmp_path.glob("events.out.tfevents.*"))
-    acc = read(tmp_path)
+    runs = [p.parent for p in tmp_path.glob("*/events.out.tfevents.*")]
+    assert len(runs) == 1  # one run directory per predict_on
+    acc = read(runs[0])
     series = scalar_series(acc, f"{STEP}/predicted_ms/{forecast.targets[0]}")
     assert [s for s, _ in series] == [s.index for s in forecast.steps]

@@ -1,0 +1,144 @@
+"""Files that never lose data: atomic replacement, append-only histories, keep_steps."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from habitat.data import files
+from habitat.data.devices import UnknownDeviceError, devices
+from habitat.data.forecast import Forecast, read_step_history
+
+
+def test_atomic_write_replaces_and_leaves_no_temp_file(tmp_path: Path):
+    path = tmp_path / "f.json"
+    files.atomic_write_text(path, "one")
+    files.atomic_write_text(path, "two")
+    assert path.read_text() == "two"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_a_failed_write_keeps_the_previous_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = tmp_path / "f.json"
+    files.atomic_write_text(path, '{"ok": 1}')
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        files.atomic_write_text(path, '{"ok": 2, "much": "more"}')
+    assert json.loads(path.read_text()) == {"ok": 1}  # intact, not truncated
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]  # the temp file is gone
+
+
+def test_atomic_write_keeps_the_file_mode(tmp_path: Path):
+    path = tmp_path / "f.json"
+    path.write_text("x")
+    os.chmod(path, 0o640)
+    files.atomic_write_text(path, "y")
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_forecast_save_is_atomic(golden_trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    forecast = Forecast.load(golden_trace)
+    out = tmp_path / "forecast.json"
+    forecast.save(out)
+    before = out.read_bytes()
+    monkeypatch.setattr(files.os, "replace", lambda *a: (_ for _ in ()).throw(OSError(28, "full")))
+    with pytest.raises(OSError):
+        forecast.save(out)
+    assert out.read_bytes() == before
+    assert len(Forecast.load(out).steps) == 2
+
+
+def test_line_log_keeps_complete_lines_and_skips_a_cut_one(tmp_path: Path):
+    path = tmp_path / "steps.jsonl"
+    log = files.LineLog(path)
+    for i in range(3):
+        log.append(json.dumps({"run": "r", "index": i}))
+    log.close()
+    with open(path, "ab") as f:
+        f.write(b'{"run": "r", "ind')  # a crash in the middle of a line
+    assert [row["index"] for row in read_step_history(path)] == [0, 1, 2]
+    assert read_step_history(path, run="other") == []
+
+
+def test_keep_steps_is_configurable_and_stated(golden_trace: Path):
+    doc = json.loads(golden_trace.read_text())
+    steps = doc["steps"]
+    forecast = Forecast(["A100"], doc["origin"], keep_steps=1)
+    for step in steps:
+        forecast.add_step(step)
+    assert forecast.steps[0].trace is None and forecast.steps[1].trace is not None
+    note = forecast.detail_note()
+    assert note and "last 1 step" in note and "1 older step" in note
+    saved = json.loads(forecast.to_json())
+    assert saved["forecast"]["keep_steps"] == 1
+    assert saved["forecast"]["dropped_detail_steps"] == 1
+    assert "keep_steps" in saved["forecast"]["note"]
+    assert len(saved["steps"]) == 1 and len(saved["forecast"]["steps"]) == 2
+    assert "Note: per-op detail kept for the last 1" in str(forecast)
+
+    everything = Forecast(["A100"], doc["origin"], keep_steps=None)
+    for step in steps:
+        everything.add_step(step)
+    assert all(s.trace is not None for s in everything.steps) and everything.detail_note() is None
+    assert Forecast(["A100"], history=3).keep_steps == 3  # the former name
+    with pytest.raises(ValueError, match="keep_steps"):
+        Forecast(["A100"], keep_steps=-1)
+
+
+@pytest.mark.parametrize("bad", [None, 5, [], [None]])
+def test_forecast_rejects_bad_targets_with_the_unknown_gpu_advice(bad):
+    with pytest.raises(UnknownDeviceError, match="'all'"):
+        Forecast(bad)
+
+
+def test_all_targets_everywhere(golden_trace: Path):
+    every = [d.name for d in devices()]
+    assert Forecast("all").targets == every
+    loaded = Forecast.load(golden_trace, targets="all")
+    assert loaded.targets == every
+    assert [r.gpu for r in loaded.compare(["all"]).rows]  # a list holding "all" too
+
+
+def test_load_checks_targets_before_reading(tmp_path: Path):
+    with pytest.raises(UnknownDeviceError):
+        Forecast.load(tmp_path / "missing.json", targets=["A1000"])  # not FileNotFoundError
+
+
+def test_load_parses_the_file_once(golden_trace: Path, monkeypatch: pytest.MonkeyPatch):
+    import habitat.data.forecast as fc
+
+    reads = []
+    real = Path.read_text
+
+    def counting(self: Path, *a, **k):  # noqa: ANN001, ANN002, ANN003
+        reads.append(self)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "read_text", counting)
+    monkeypatch.setattr(fc.json, "loads", _counting(fc.json.loads, calls := []))
+    forecast = Forecast.load(golden_trace)
+    assert reads == [golden_trace]
+    # the saved targets read from the forecast section alone, the canonical trace once, and
+    # one engine result per step
+    assert len(calls) == 1 + 1 + len(forecast.steps)
+    assert forecast.targets == json.loads(golden_trace.read_text())["forecast"]["targets"]
+
+
+def test_load_names_the_file_of_an_invalid_trace(tmp_path: Path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "habitat-trace", "version": 1, "origin": {}, "steps": [{"ops": 3}]}')
+    with pytest.raises(ValueError, match="bad.json"):
+        Forecast.load(bad, targets="A100")
+
+
+def _counting(fn, calls):  # noqa: ANN001, ANN202
+    def wrapper(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        return fn(*a, **k)
+    return wrapper
