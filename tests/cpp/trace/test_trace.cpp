@@ -415,6 +415,55 @@ TEST(TraceJsonErrors, MissingFieldsNameTheirPlace) {
   EXPECT_TRUE(Contains(error_of(doc), "ops[1] (aten::addmm).kernels[0].name: missing"));
 }
 
+TEST(TraceJsonErrors, ImpossibleTracesNameTheBadField) {
+  json doc = minimal_doc();
+  doc["steps"][0]["ops"][1]["args"][0]["tensor"]["shape"] = {1000000000000LL, 1000000000000LL};
+  EXPECT_TRUE(Contains(error_of(doc), "steps[0].ops[1] (aten::addmm).args[0].tensor.shape: is "
+                                      "[1000000000000,1000000000000]: more than 2^48 elements"));
+  doc = minimal_doc();  // each dimension fine, the product past 2^48
+  doc["steps"][0]["ops"][1]["args"][0]["tensor"]["shape"] = {1 << 20, 1 << 20, 1 << 9};
+  EXPECT_TRUE(Contains(error_of(doc), "more than 2^48 elements"));
+  doc = minimal_doc();  // exactly 2^48 is accepted, and a zero dimension is zero elements
+  doc["steps"][0]["ops"][1]["args"][0]["tensor"]["shape"] = {1 << 24, 1 << 24};
+  EXPECT_EQ(error_of(doc), "(no error)");
+  doc["steps"][0]["ops"][1]["args"][0]["tensor"]["shape"] = {0, 1LL << 40, 1LL << 40};
+  EXPECT_EQ(error_of(doc), "(no error)");
+
+  doc = minimal_doc();
+  doc["steps"][0]["ops"][1]["args"][0]["tensor"]["dtype"] = "float7";
+  EXPECT_TRUE(Contains(error_of(doc),
+                       "args[0].tensor.dtype: unknown dtype \"float7\" (expected a torch dtype"));
+  for (const char* ok : {"torch.float32", "bfloat16", "float8_e4m3fn", "complex64", "qint8", "half"}) {
+    doc["steps"][0]["ops"][1]["args"][0]["tensor"]["dtype"] = ok;
+    EXPECT_EQ(error_of(doc), "(no error)") << ok;
+  }
+
+  doc = minimal_doc();
+  doc["steps"][0]["ops"][1]["args"][0]["tensor"]["device"] = "tpu:0";
+  EXPECT_TRUE(Contains(error_of(doc), "args[0].tensor.device: unknown device \"tpu:0\""));
+  for (const char* bad : {"cuda:", "cuda:x", "cuda:-1", "CUDA"}) {
+    doc["steps"][0]["ops"][1]["args"][0]["tensor"]["device"] = bad;
+    EXPECT_TRUE(Contains(error_of(doc), "unknown device")) << bad;
+  }
+  for (const char* ok : {"cpu", "cuda", "cuda:7", "meta", "mps", "xpu:1"}) {
+    doc["steps"][0]["ops"][1]["args"][0]["tensor"]["device"] = ok;
+    EXPECT_EQ(error_of(doc), "(no error)") << ok;
+  }
+
+  doc = minimal_doc();  // 1 -> 2 -> 1
+  doc["steps"][0]["ops"][0]["parent"] = 2;
+  EXPECT_TRUE(Contains(error_of(doc), ").parent: parent chain loops back to op id"));
+  doc = minimal_doc();  // a longer loop among later ops, with a child listed before its parent
+  doc["steps"][0]["ops"].push_back({{"id", 3}, {"name", "aten::a"}, {"parent", 4}});
+  doc["steps"][0]["ops"].push_back({{"id", 4}, {"name", "aten::b"}, {"parent", 5}});
+  doc["steps"][0]["ops"].push_back({{"id", 5}, {"name", "aten::c"}, {"parent", 3}});
+  EXPECT_TRUE(Contains(error_of(doc), "parent chain loops back"));
+  doc = minimal_doc();
+  doc["steps"][0]["ops"].push_back({{"id", 3}, {"name", "aten::a"}, {"parent", 4}});
+  doc["steps"][0]["ops"].push_back({{"id", 4}, {"name", "aten::b"}, {"parent", 2}});
+  EXPECT_EQ(error_of(doc), "(no error)");
+}
+
 TEST(TraceJsonErrors, IllTypedFields) {
   json doc = minimal_doc();
   doc["steps"][0]["ops"][1]["args"][0]["tensor"]["shape"] = "4x8";
