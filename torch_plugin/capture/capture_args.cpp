@@ -18,6 +18,11 @@ std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
   auto info = std::make_unique<OpInfo>();
   info->name = schema.name();
   info->overload = schema.overload_name();
+  {
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a: std::hash may differ between builds
+    for (const char c : info->name + "." + info->overload) h = hash_mix(h, static_cast<unsigned char>(c));
+    info->name_hash = h;
+  }
   info->skip = info->name.starts_with("profiler::");
   info->compiled_graph = info->name == kCompiledGraphOp;
   const auto& args = schema.arguments();
@@ -69,6 +74,17 @@ void scan_tensor(const at::Tensor& t, TensorScan& scan) {
   if (!t.defined()) return;
   if (t.key_set().has_any(skip_keys()) || t.is_meta()) scan.plain = false;
   if (t.requires_grad()) scan.requires_grad = true;
+  if (!scan.plain) return;
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  uint64_t h = hash_mix(scan.shape_hash, static_cast<uint64_t>(t.scalar_type()) + 1);
+  if (impl->is_nested() || impl->has_symbolic_sizes_strides()) {
+    scan.shape_hash = hash_mix(h, 0xfffffffffULL);
+    return;
+  }
+  const auto sizes = impl->sizes();
+  h = hash_mix(h, sizes.size());
+  for (const int64_t s : sizes) h = hash_mix(h, static_cast<uint64_t>(s));
+  scan.shape_hash = h;
 }
 
 std::string lower(std::string s) {

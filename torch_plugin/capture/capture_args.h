@@ -23,6 +23,7 @@ struct OpInfo {
   std::string overload;  // "out", "" for the default overload
   bool skip = false;     // never recorded (profiler:: ops)
   bool compiled_graph = false;  // habitat::compiled_graph (csrc/compiled_kernels.h)
+  uint64_t name_hash = 0;  // of "name.overload", stable across runs (the step fingerprint)
   size_t num_arguments = 0;
   size_t num_returns = 0;
   std::vector<std::string> argument_names;
@@ -35,7 +36,13 @@ const OpInfo& op_info(const c10::OperatorHandle& op);
 struct TensorScan {
   bool plain = true;          // every tensor is an ordinary eager tensor
   bool requires_grad = false;  // some tensor requires grad
+  // Rolling hash of the tensors' ranks, sizes and dtypes, in argument order (the step
+  // fingerprint; see Recorder::add_fingerprint). Only meaningful when `plain`.
+  uint64_t shape_hash = 0xcbf29ce484222325ULL;
 };
+
+// One step of the 64-bit rolling hash the fingerprint uses (FNV-1a over words).
+inline uint64_t hash_mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ULL; }
 // Looks at every tensor among `n` boxed values. Fake, functional, meta, functorch-wrapped
 // and Python-subclass tensors are not plain: their ops do no real work of their own.
 TensorScan scan_tensors(const c10::IValue* values, size_t n);

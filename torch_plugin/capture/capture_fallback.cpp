@@ -75,12 +75,13 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   if (info.skip || info.num_arguments > stack->size()) return op.redispatchBoxed(below, stack);
   const c10::IValue* args = stack->data() + (stack->size() - info.num_arguments);
   const TensorScan scan = scan_tensors(args, info.num_arguments);
-  if (!scan.plain || tracing_mode_active() || !recorder->admit()) {
-    return op.redispatchBoxed(below, stack);
-  }
-
+  if (!scan.plain || tracing_mode_active()) return op.redispatchBoxed(below, stack);
   ThreadState& ts = thread_state();
   if (ts.suspended > 0) return op.redispatchBoxed(below, stack);
+  // Every op of the step counts in its fingerprint, detailed or not, so a steady-state step
+  // is compared with the detailed steps on equal terms. A steady-state step stops here.
+  recorder->add_fingerprint(hash_mix(info.name_hash, scan.shape_hash));
+  if (!recorder->detailed() || !recorder->admit()) return op.redispatchBoxed(below, stack);
   OpenOp& frame = ts.open.emplace_back();
   FramePop pop{ts.open};
   frame.recorder = recorder;

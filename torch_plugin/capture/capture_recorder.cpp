@@ -18,10 +18,24 @@ thread_local ThreadNumberCache t_thread_number;
 
 }  // namespace
 
-Recorder::Recorder(size_t max_ops)
+Recorder::Recorder(size_t max_ops, bool detailed)
     : max_ops_(max_ops),
+      detailed_(detailed),
       generation_(g_generation.fetch_add(1, std::memory_order_relaxed)),
       start_(Clock::now()) {}
+
+uint64_t Recorder::fingerprint() const {
+  const uint64_t n = fingerprint_ops();
+  if (n == 0) return 0;
+  const uint64_t h = finalize_hash(fingerprint_sum_.load(std::memory_order_relaxed) ^ finalize_hash(n));
+  return h == 0 ? 1 : h;
+}
+
+void Recorder::absorb_fingerprint(const Recorder& inner) {
+  fingerprint_sum_.fetch_add(inner.fingerprint_sum_.load(std::memory_order_relaxed),
+                             std::memory_order_relaxed);
+  fingerprint_ops_.fetch_add(inner.fingerprint_ops(), std::memory_order_relaxed);
+}
 
 bool Recorder::admit() {
   if (admitted_.fetch_add(1, std::memory_order_relaxed) < max_ops_) return true;

@@ -24,11 +24,33 @@ using Clock = std::chrono::steady_clock;
 
 class Recorder {
  public:
-  explicit Recorder(size_t max_ops);
+  // `detailed`: record every op in full; otherwise (a steady-state step) only the step's
+  // fingerprint is kept (add_fingerprint) and ops are not recorded.
+  explicit Recorder(size_t max_ops, bool detailed = true);
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
   bool recording() const { return recording_.load(std::memory_order_acquire); }
+  bool detailed() const { return detailed_; }
+
+  // Adds one op (its name and tensor shapes/dtypes hashed by the caller) to the step's
+  // fingerprint. Order-insensitive (a sum of mixed hashes), so ops committed by several
+  // threads in any interleaving give the same fingerprint; any change of an op's name, shape
+  // or dtype, or of the number of ops, changes it.
+  void add_fingerprint(uint64_t op_hash) {
+    fingerprint_sum_.fetch_add(finalize_hash(op_hash), std::memory_order_relaxed);
+    fingerprint_ops_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // The fingerprint so far: 0 only for a step without ops.
+  uint64_t fingerprint() const;
+  // Adds a step recorded inside this one (nested window) to this step's fingerprint.
+  void absorb_fingerprint(const Recorder& inner);
+  uint64_t fingerprint_ops() const { return fingerprint_ops_.load(std::memory_order_relaxed); }
+  static uint64_t finalize_hash(uint64_t h) {  // splitmix64's finaliser
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+    return h ^ (h >> 31);
+  }
 
   // Reserves room for one more op; false (and the op counts as dropped) once the step
   // holds max_ops, so a runaway step cannot exhaust memory.
@@ -59,6 +81,9 @@ class Recorder {
 
  private:
   const size_t max_ops_;
+  const bool detailed_;
+  std::atomic<uint64_t> fingerprint_sum_{0};
+  std::atomic<uint64_t> fingerprint_ops_{0};
   const uint64_t generation_;  // tells this recorder's thread numbers from a previous one's
   const Clock::time_point start_;
   std::atomic<bool> recording_{true};

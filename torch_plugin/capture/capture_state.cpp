@@ -37,7 +37,7 @@ void ThreadState::reset_context() {
 
 ThreadState& thread_state() { return t_state; }
 
-Session::Session(size_t max_ops) : max_ops_(max_ops) {}
+Session::Session(size_t max_ops, bool detailed) : max_ops_(max_ops), detailed_(detailed) {}
 
 // The thread's debug info holds open sessions, so a Session is only destroyed closed.
 Session::~Session() = default;
@@ -58,7 +58,7 @@ void Session::begin() {
   if (Session* outer = current_session()) outer_ = outer->shared_from_this();
   outermost_ = outer_ == nullptr || outer_->live_recorder() == nullptr;
   if (outermost_) thread_state().reset_context();
-  recorder_ = std::make_unique<Recorder>(max_ops_);
+  recorder_ = std::make_unique<Recorder>(max_ops_, detailed_);
   c10::ThreadLocalDebugInfo::_push(kSessionKind, shared_from_this());
   open_ = true;
   g_active_sessions.fetch_add(1, std::memory_order_relaxed);
@@ -74,7 +74,10 @@ Step Session::end(int64_t index, std::string* warning) {
   // Kernels are keyed by the ids ops got at launch: join them before any renumbering. Only
   // the outermost window flushes (a flush takes every kernel so far); a nested window's ops
   // reach it through absorb() with their ids unchanged.
-  if (auto& tracer = cupti::KernelTracer::instance(); outermost_ && tracer.active()) {
+  fingerprint_ = recorder_->fingerprint();
+  fingerprint_ops_ = recorder_->fingerprint_ops();
+  if (auto& tracer = cupti::KernelTracer::instance();
+      outermost_ && detailed_ && tracer.active()) {
     tracer.flush_into(ops);
     attribute_compiled_kernels(ops);  // ops are in start order, as it needs
   }
@@ -98,7 +101,10 @@ Step Session::end(int64_t index, std::string* warning) {
         "context, such as a profiler, opened inside it is still open); capture stopped anyway";
   }
   if (outer_ != nullptr) {
-    if (Recorder* outer = outer_->live_recorder()) outer->absorb(*recorder_, ops);
+    if (Recorder* outer = outer_->live_recorder()) {
+      outer->absorb_fingerprint(*recorder_);
+      if (outer->detailed()) outer->absorb(*recorder_, ops);
+    }
   }
   if (outermost_) thread_state().reset_context();
   outer_.reset();

@@ -55,7 +55,9 @@ extern std::atomic<int> g_active_sessions;
 
 class Session : public c10::DebugInfoBase, public std::enable_shared_from_this<Session> {
  public:
-  explicit Session(size_t max_ops);
+  // `detailed` false: a steady-state step, of which only the wall time and the fingerprint
+  // (op names, shapes, dtypes) are kept; its ops are not recorded and no kernels are joined.
+  explicit Session(size_t max_ops, bool detailed = true);
   ~Session() override;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -68,11 +70,18 @@ class Session : public c10::DebugInfoBase, public std::enable_shared_from_this<S
 
   size_t dropped() const { return recorder_ == nullptr ? 0 : recorder_->dropped(); }
   bool open() const { return open_; }
+  bool detailed() const { return detailed_; }
+  // After end(): the step's fingerprint (0 for a step without ops) and how many ops it hashed.
+  uint64_t fingerprint() const { return fingerprint_; }
+  uint64_t fingerprint_ops() const { return fingerprint_ops_; }
   // This session if it records, else the nearest enclosing one that does.
   Recorder* live_recorder();
 
  private:
   size_t max_ops_;
+  bool detailed_;
+  uint64_t fingerprint_ = 0;
+  uint64_t fingerprint_ops_ = 0;
   std::unique_ptr<Recorder> recorder_;  // created by begin()
   std::shared_ptr<Session> outer_;  // the session open on this thread when this one began
   bool open_ = false;

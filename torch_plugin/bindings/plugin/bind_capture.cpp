@@ -38,7 +38,8 @@ void bind_capture(py::module_& m) {
 
   py::class_<Session, std::shared_ptr<Session>>(m, "_CaptureSession",
                                                  "One recording window (one training step).")
-      .def(py::init<size_t>(), py::arg("max_ops"))
+      .def(py::init<size_t, bool>(), py::arg("max_ops"), py::arg("detailed") = true,
+           "detailed=False: a steady-state step (only its wall time and fingerprint are kept).")
       .def("begin", &Session::begin,
            "Opens the window on this thread (includes the capture key on it for good).")
       .def(
@@ -56,7 +57,13 @@ void bind_capture(py::module_& m) {
           "Closes the window; returns (the captured step, warning or '').")
       .def_property_readonly("dropped", &Session::dropped,
                              "Ops not recorded because the step reached max_ops.")
-      .def_property_readonly("open", &Session::open);
+      .def_property_readonly("open", &Session::open)
+      .def_property_readonly("detailed", &Session::detailed)
+      .def_property_readonly("fingerprint", &Session::fingerprint,
+                             "After end(): a hash of the step's op names, tensor shapes and "
+                             "dtypes (0 for a step without ops).")
+      .def_property_readonly("fingerprint_ops", &Session::fingerprint_ops,
+                             "After end(): how many ops the fingerprint covers.");
 
   // The step stays in C++: encoding it and forecasting it are the costly parts, and
   // predict_on runs them off the training thread, without the GIL, in habitat._engine.

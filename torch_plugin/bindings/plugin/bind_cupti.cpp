@@ -134,6 +134,10 @@ void bind_cupti(py::module_& m) {
       "cupti_last_step", [] { return step_json(KernelTracer::instance().last_step()); },
       "The counts and status of the latest flush (e.g. the one the capture made at step end), "
       "as cupti_flush's JSON without kernels.");
+  m.def("nvtx_requested", &nvtx_requested,
+        "Whether NVTX ranges per op were asked for (HABITAT_NVTX=1 or nvtx_request(True)).");
+  m.def("nvtx_request", &set_nvtx_requested, py::arg("on"),
+        "Asks for (or stops) an NVTX range per captured op; they cost per op, so off by default.");
   m.def("nvtx_enabled", &nvtx_enabled,
         "Whether NVTX ranges are emitted (an NVTX tool such as Nsight Systems is attached).");
   // A test hook, private (underscored, in no __all__): lets the CUPTI tests open an op's
