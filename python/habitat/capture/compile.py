@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from habitat import _C
+from habitat.capture import modules as _modules
 from habitat.capture.inductor_map import CompiledGraph, map_graph
 
 BACKEND_NAME = "habitat"
@@ -160,6 +161,7 @@ def _capture_suspended() -> Iterator[None]:
 
 
 def _on_compile_start(args: Any) -> None:
+    _modules.note_compiled()  # code compiled now guards on Habitat's hooks if installed
     suspend = getattr(_C, "_capture_suspend", None)
     if suspend is not None:
         suspend()

@@ -138,6 +138,8 @@ class KernelTracing:
     def __init__(self, *, enabled: bool = True, record_nvtx: bool = False) -> None:
         self.enabled = enabled
         self.record_nvtx = record_nvtx
+        if record_nvtx:  # collecting the ranges implies emitting them (off by default: per-op cost)
+            _C.nvtx_request(True)
         self._restart = False
         self._tracing = False
         self._prepared = False

@@ -1,11 +1,17 @@
 """Which nn.Module each forward op runs in, told to the C++ capture as a qualified path.
 
-Global forward hooks are installed only while some step is recording. A module's path is
-its parent's path plus its attribute name in the parent (``encoder.layers.3.attn``); the
-outermost module called contributes no name, like ``model.named_modules()``.
+Global forward hooks are installed only while a detailed step records (steady-state steps
+of ``predict_on`` record no module paths) and removed when it ends, so a program's module calls
+keep torch's no-hook fast path outside them. One exception: dynamo guards on the global hook
+tables, so once torch.compile has compiled something while the hooks were installed, removing
+them would recompile that code at its next call; they then stay installed, idle (the hooks
+return at once), until :func:`uninstall` (``predict_on.close()``). A module's path is its
+parent's path plus its attribute name in the parent (``encoder.layers.3.attn``); the outermost
+module called contributes no name, like ``model.named_modules()``.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 from typing import Any
@@ -24,6 +30,9 @@ _lock = threading.Lock()
 _users = 0
 _handles: list[RemovableHandle] = []
 _local = threading.local()
+# Set once dynamo compiled code while the hooks were installed: they stay until uninstall().
+_keep = False
+_frames_at_install: int | None = None
 # Relative paths of each parent's submodules, by id(parent) then id(child); rebuilt per use
 # of the hooks so renamed or replaced modules are picked up at the next step.
 _names: dict[int, dict[int, str]] = {}
@@ -85,9 +94,34 @@ def reset_thread() -> None:
     _stack().clear()
 
 
+def _dynamo_frames() -> int | None:
+    """Frames dynamo has converted so far (None when dynamo is not loaded)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return None
+    try:
+        return int(sum(utils.counters["frames"].values()))
+    except Exception:  # a torch whose counters differ: assume compiled code may exist
+        return -1
+
+
+def note_compiled() -> None:
+    """Dynamo is compiling: if the hooks are installed, the code it compiles guards on them,
+    so they stay installed (idle between steps) until :func:`uninstall`."""
+    global _keep
+    with _lock:
+        if _handles:
+            _keep = True
+
+
+def installed() -> bool:
+    """Whether Habitat's global module hooks are installed now."""
+    return bool(_handles)
+
+
 def acquire() -> None:
-    """Installs the global module hooks for one more recording step."""
-    global _users
+    """Installs the global module hooks for one more detailed step."""
+    global _users, _frames_at_install
     with _lock:
         if _users == 0:
             _names.clear()
@@ -99,14 +133,40 @@ def acquire() -> None:
             _handles.append(_nn_module.register_module_forward_pre_hook(_pre_hook))
             # always_call: the post hook runs even when forward raises, keeping the stack right.
             _handles.append(_nn_module.register_module_forward_hook(_post_hook, always_call=True))
+            _frames_at_install = _dynamo_frames()
         _users += 1
 
 
 def release() -> None:
-    """Ends one recording step. The hooks stay installed but idle: dynamo guards on the global
-    hook tables, so removing them after every step would recompile compiled models."""
-    global _users
+    """Ends one detailed step: the hooks are removed when no step needs them, unless dynamo
+    compiled code while they were installed (see the module docstring)."""
+    global _users, _keep
     with _lock:
         _users -= 1
+        if _users > 0:
+            return
+        _users = 0
+        _names.clear()
+        if _handles and not _keep:
+            frames = _dynamo_frames()
+            if frames is not None and (frames != _frames_at_install or frames < 0):
+                _keep = True  # something was compiled (or recompiled) with the hooks in place
+        if not _keep:
+            _remove()
+
+
+def uninstall() -> None:
+    """Removes the hooks if no step is recording (``predict_on.close()`` calls this): module
+    calls pay nothing for Habitat afterwards. Code compiled while they were installed
+    recompiles once at its next call."""
+    global _keep
+    with _lock:
         if _users == 0:
-            _names.clear()
+            _keep = False
+            _remove()
+
+
+def _remove() -> None:
+    for handle in _handles:
+        handle.remove()
+    _handles.clear()

@@ -1,8 +1,9 @@
 """Tells the C++ capture when ops run inside ``optimizer.step()`` (the optimizer phase).
 
-Global optimizer step hooks are installed by the first recording step and stay, idle between
-steps: dynamo guards on the global hook table, so removing them would recompile a compiled
-optimizer step at the next step.
+Global optimizer step hooks are installed while a detailed step records and removed after it,
+under the same rule as the module hooks (:mod:`habitat.capture.modules`): dynamo guards on the
+global hook table, so once code was compiled while they were installed they stay, idle, until
+:func:`uninstall` (``predict_on.close()``).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from torch.optim.optimizer import (register_optimizer_step_post_hook,
 from torch.utils.hooks import RemovableHandle
 
 from habitat import _C
+from habitat.capture import modules as _modules
 
 _lock = threading.Lock()
 _users = 0
@@ -44,6 +46,25 @@ def acquire() -> None:
 
 
 def release() -> None:
+    """Call after :func:`habitat.capture.modules.release` (whose decision it follows)."""
     global _users
     with _lock:
-        _users -= 1
+        _users = max(0, _users - 1)
+        if _users == 0 and not _modules.installed():
+            _remove()
+
+
+def uninstall() -> None:
+    with _lock:
+        if _users == 0:
+            _remove()
+
+
+def installed() -> bool:
+    return bool(_handles)
+
+
+def _remove() -> None:
+    for handle in _handles:
+        handle.remove()
+    _handles.clear()

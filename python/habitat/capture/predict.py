@@ -40,8 +40,19 @@ from habitat.data.trace import tensor_args
 
 #: Most ops recorded in one step; the rest run untouched and are counted as dropped.
 DEFAULT_MAX_OPS_PER_STEP = 2_000_000
-#: Steps captured but not yet forecast; one more makes the training thread wait.
+#: Detailed steps captured but not yet forecast: while this many wait for the worker, later
+#: steps are recorded in steady state (fingerprint and wall time only), so the training
+#: thread never waits for the worker.
 MAX_PENDING_STEPS = 2
+#: Steady-state steps queued for the worker at most; more are skipped (and counted).
+MAX_QUEUED_STEPS = 256
+#: Steps recorded in full detail at the start of a run (the first ones differ: optimizer state
+#: is created, caches warm up); later steps are detailed only when their fingerprint is new.
+DEFAULT_DETAIL_STEPS = 2
+#: Detailed steps that try to catch a new steady-state fingerprint before it is given up.
+WANTED_ATTEMPTS = 3
+#: Distinct step fingerprints whose forecast is kept for reuse (e.g. train and eval steps).
+MAX_FINGERPRINTS = 8
 
 
 class HabitatWarning(UserWarning):
@@ -116,11 +127,17 @@ class record_step:  # noqa: N801
     """
 
     def __init__(self, index: int = 0, *, max_ops: int = DEFAULT_MAX_OPS_PER_STEP,
-                 tracing: KernelTracing | None = None) -> None:
+                 tracing: KernelTracing | None = None, detailed: bool = True) -> None:
         if max_ops < 1:
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops}")
         self.index = index
         self.max_ops = int(max_ops)
+        # detailed=False: a steady-state step. Only its wall time and fingerprint are kept: no
+        # op records, module paths, phases or kernels (no device synchronisation), and no
+        # global hooks are installed for it.
+        self.detailed = bool(detailed)
+        self.fingerprint = 0  # after the block: hash of op names, shapes and dtypes
+        self.fingerprint_ops = 0
         self.captured: Any = None  # a _C._CapturedStep once the block ended normally
         self.peak_bytes = 0  # the allocator's peak during the step on a GPU, 0 = unknown
         self._step: dict[str, Any] | None = None
@@ -133,25 +150,28 @@ class record_step:  # noqa: N801
     def __enter__(self) -> "record_step":
         if self._session is not None:
             raise RuntimeError("this record_step block is already open")
-        session = _C._CaptureSession(self.max_ops)
-        if _open_windows() == 0:
-            _modules.reset_thread()
-        _modules.acquire()
-        _phase.acquire()
+        detailed = self.detailed
+        session = _C._CaptureSession(self.max_ops, detailed)
         outermost = _open_windows() == 0
+        if detailed:
+            if outermost:
+                _modules.reset_thread()
+            _modules.acquire()
+            _phase.acquire()
         if outermost:
             install_compile_callbacks()  # torch._dynamo.reset() drops them: renew each step
         try:
-            self._traced = (self._tracing is not None and outermost
+            self._traced = (detailed and self._tracing is not None and outermost
                             and self._tracing.begin_step())
             session.begin()
         except BaseException:
             if self._traced:
                 self._tracing.end_step()  # type: ignore[union-attr]
-            _phase.release()
-            _modules.release()
+            if detailed:
+                _modules.release()
+                _phase.release()
             raise
-        self._peak = _AllocatorPeak() if outermost else None
+        self._peak = _AllocatorPeak() if outermost and detailed else None
         _thread.open = _open_windows() + 1
         self._session = session
         return self
@@ -164,14 +184,16 @@ class record_step:  # noqa: N801
             # The session's end joins the kernels (C++); they must have finished by then.
             flushed = tracing is not None and tracing.prepare_flush()
             captured, warning = session.end(self.index)
+            self.fingerprint, self.fingerprint_ops = session.fingerprint, session.fingerprint_ops
             if tracing is not None:
                 tracing.end_step(flushed=flushed)
         finally:
             _thread.open = _open_windows() - 1
-            if _open_windows() == 0:
-                _modules.reset_thread()
-            _phase.release()
-            _modules.release()
+            if self.detailed:
+                if _open_windows() == 0:
+                    _modules.reset_thread()
+                _modules.release()
+                _phase.release()
         if warning:
             warnings.warn(warning, HabitatWarning, stacklevel=2)
         if exc_type is None:
@@ -212,10 +234,26 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         max_ops_per_step: ops recorded per step at most; more are run but not recorded
             (the step reports how many were dropped).
         verbose: print each step's forecast when it is ready.
+        detail_steps: the first steps recorded in full detail (default 2). Later steps run in
+            *steady state*: the capture only hashes each op's name, shapes and dtypes into the
+            step's fingerprint and measures the step's wall time; a step whose fingerprint
+            matches a detailed step reuses that step's forecast (with its own measured time),
+            and a step with a new fingerprint (new batch size, eval instead of train, dynamic
+            shapes) makes the next step a detailed one, so forecasts follow shape changes.
+        detail_every: also record every N-th step in detail (fresh per-op timings and, on a
+            GPU, CUDA kernels); 0 (default) never re-samples a known step.
+        nvtx: an NVTX range per captured op for Nsight Systems (costly per op; also
+            HABITAT_NVTX=1).
+
+    How each step was handled is in :attr:`step_counts` (also ``forecast.step_counts``):
+    ``detailed``, ``reused`` (a steady-state step counted with the forecast of a detailed step
+    with the same fingerprint) and ``skipped`` (a steady-state step with a new fingerprint, or
+    one that found the worker too far behind: measured, not forecast).
 
     ``__enter__`` returns the :class:`~habitat.data.forecast.Forecast`, the same object every step.
-    Steps are forecast on a background thread, so the training loop only pays for capturing;
-    reading the forecast (or :meth:`close`) waits for the steps still being forecast. Errors
+    Steps are forecast on a background thread and the training loop never waits for it (when it
+    is behind, steps are recorded in steady state, or skipped and counted); reading the forecast
+    (or :meth:`close`) waits for the steps still being forecast. Errors
     while forecasting become :class:`HabitatWarning` (raised on the training thread at the next
     step or read); an exception inside the block propagates unchanged and the partial step is
     discarded. Call :meth:`close` when training ends to write the last ``log_dir`` files (a
@@ -224,9 +262,28 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
 
     def __init__(self, targets: str | Sequence[str], *, log_dir: str | os.PathLike[str] | None = None,
                  on_step: StepSink | Iterable[StepSink] | None = None,
-                 max_ops_per_step: int = DEFAULT_MAX_OPS_PER_STEP, verbose: bool = False) -> None:
+                 max_ops_per_step: int = DEFAULT_MAX_OPS_PER_STEP, verbose: bool = False,
+                 detail_steps: int = DEFAULT_DETAIL_STEPS, detail_every: int = 0,
+                 nvtx: bool = False) -> None:
         if max_ops_per_step < 1:
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops_per_step}")
+        if detail_steps < 1:
+            raise ValueError(f"detail_steps must be at least 1, got {detail_steps}")
+        if detail_every < 0:
+            raise ValueError(f"detail_every must be 0 (never) or more, got {detail_every}")
+        self.detail_steps = int(detail_steps)
+        self.detail_every = int(detail_every)
+        if nvtx:
+            _C.nvtx_request(True)
+        # Fingerprints of steady steps not known in detail, with the detailed steps left to
+        # catch them: while any is wanted, steps are recorded in detail.
+        self._wanted: dict[int, int] = {}
+        self._known: dict[int, None] = {}  # fingerprints captured in detail, oldest first
+        self._by_fingerprint: dict[int, tuple[Any, ...]] = {}  # worker side: forecast to reuse
+        self._queue: deque[tuple[Any, ...]] = deque()  # steps for the worker, in order
+        self._queued_detailed = 0
+        self._draining = False
+        self._counts = {"detailed": 0, "reused": 0, "skipped": 0}
         self.forecast: Forecast = Forecast(targets, _origin())
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.max_ops_per_step = int(max_ops_per_step)
@@ -242,6 +299,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._pending: deque[Future[None]] = deque()
         self._messages: deque[str] = deque()  # warnings from the worker, raised on our thread
         self.forecast._wait = self.wait
+        # The same dict, for views of the forecast (updated as the worker goes).
+        self.forecast.step_counts = self._counts  # type: ignore[attr-defined]
         if any(hasattr(sink, "close") for sink in self._sinks):
             _unclosed.add(self)
 
@@ -257,8 +316,12 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             if not self._origin_fixed:
                 self.forecast.origin.update(allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
                                             autocast=_autocast_enabled())
+        detailed = self._next_is_detailed()
+        if not detailed and _C.cupti_active():
+            self._tracing.close()  # no kernel tracing (nor its per-op cost) in steady state
         # The step's index is given when it ends normally, so a failed step leaves no gap.
-        recording = record_step(-1, max_ops=self.max_ops_per_step, tracing=self._tracing)
+        recording = record_step(-1, max_ops=self.max_ops_per_step, tracing=self._tracing,
+                                detailed=detailed)
         recording.__enter__()
         with self._lock:
             self._sessions[thread] = recording
@@ -277,18 +340,79 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._raise_messages(wait=False)
         return False  # never swallow the user's exception
 
+    @property
+    def step_counts(self) -> dict[str, int]:
+        """How the steps so far were handled (waits for the steps still being forecast):
+        ``detailed`` (recorded and forecast in full), ``reused`` (steady state: the forecast
+        of a detailed step with the same fingerprint, with the step's own measured time),
+        ``skipped`` (measured, not forecast: a new fingerprint, or the worker far behind)."""
+        self.wait()
+        return self._counts
+
+    # ----- which steps are detailed ----------------------------------------------------
+    def _next_is_detailed(self) -> bool:
+        with self._lock:
+            n = self._next_index  # steps that ended normally: a failed one takes no slot
+            wanted = (n < self.detail_steps or bool(self._wanted)
+                      or (self.detail_every > 0 and n % self.detail_every == 0))
+            # The worker is behind on detailed steps: record this one in steady state instead
+            # (a later step is detailed once it caught up), never wait for it.
+            return wanted and self._queued_detailed < MAX_PENDING_STEPS
+
     # ----- forecasting, off the training thread --------------------------------------
     def _submit(self, recording: record_step) -> None:
+        fingerprint = recording.fingerprint
         with self._lock:
+            if recording.detailed:
+                self._known.pop(fingerprint, None)
+                self._known[fingerprint] = None
+                while len(self._known) > MAX_FINGERPRINTS:
+                    self._known.pop(next(iter(self._known)))
+                if self._wanted.pop(fingerprint, None) is None:
+                    # Not the step that was wanted (e.g. train and eval steps alternate): try
+                    # again at the next step, a couple of times at most (shapes that never
+                    # repeat do not keep every step detailed).
+                    self._wanted = {fp: left - 1 for fp, left in self._wanted.items() if left > 1}
+                item: tuple[Any, ...] = ("detailed", recording.index, recording.captured,
+                                         recording.peak_bytes, fingerprint)
+                self._queued_detailed += 1
+            elif fingerprint in self._known and len(self._queue) < MAX_QUEUED_STEPS:
+                item = ("reuse", recording.index, recording.captured.wall_ms, fingerprint)
+            else:
+                # Measured, not forecast: new shapes (the next step is recorded in detail), or
+                # a worker far behind.
+                if fingerprint not in self._known:
+                    self._wanted[fingerprint] = WANTED_ATTEMPTS
+                self._counts["skipped"] += 1
+                return
+            self._queue.append(item)
+            if self._draining:
+                return
+            self._draining = True
             if self._worker is None:
                 self._worker = ThreadPoolExecutor(max_workers=1,
                                                   thread_name_prefix="habitat-forecast")
-            self._pending.append(self._worker.submit(
-                self._forecast_step, recording.captured, recording.peak_bytes, recording.index))
-            # Bounded: a worker slower than training makes the loop wait, never queue unboundedly.
-            oldest = self._pending[0] if len(self._pending) > MAX_PENDING_STEPS else None
-        if oldest is not None:
-            oldest.result()
+            self._pending.append(self._worker.submit(self._drain))
+
+    def _drain(self) -> None:
+        """The worker: handles queued steps in order until the queue is empty."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._draining = False
+                    return
+                item = self._queue.popleft()
+            try:
+                if item[0] == "detailed":
+                    _, index, captured, peak_bytes, fingerprint = item
+                    self._forecast_step(captured, peak_bytes, index, fingerprint)
+                else:
+                    _, index, wall_ms, fingerprint = item
+                    self._reuse_forecast(index, wall_ms, fingerprint)
+            finally:
+                if item[0] == "detailed":
+                    with self._lock:
+                        self._queued_detailed -= 1
 
     def wait(self) -> None:
         """Waits until every finished step is forecast (reading the forecast does this)."""
@@ -309,7 +433,31 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         while self._messages:
             warnings.warn(self._messages.popleft(), HabitatWarning, stacklevel=stacklevel)
 
-    def _forecast_step(self, captured: Any, peak_bytes: int, index: int) -> None:
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self._counts[kind] += 1
+
+    def _reuse_forecast(self, index: int, wall_ms: float, fingerprint: int) -> None:
+        """A steady-state step: the forecast of the detailed step with its fingerprint,
+        counted with the step's own measured time."""
+        cached = self._by_fingerprint.get(fingerprint)
+        if cached is None:  # that detailed step could not be forecast
+            self._count("skipped")
+            return
+        summary, captured, peak_bytes, ops_json = cached
+        _thread.forecasting = True
+
+        def detail() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            step = decode_step(captured, peak_bytes)
+            step["index"], step["wall_ms"] = index, wall_ms
+            return step, json.loads(ops_json)
+
+        forecast = self.forecast._add_forecast(index, wall_ms, summary, detail)
+        self._count("reused")
+        self._run_sinks(forecast, index)
+
+    def _forecast_step(self, captured: Any, peak_bytes: int, index: int,
+                       fingerprint: int | None = None) -> None:
         _thread.forecasting = True
         try:
             if captured.dropped_ops:
@@ -327,14 +475,26 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             origin = json.dumps(trace_document(self.forecast.origin, []))
             summary, ops_json = _engine.forecast_captured(captured.capsule, origin, self.forecast.targets,
                                                           weights_dir())
+            summary_doc = json.loads(summary)
             forecast = self.forecast._add_forecast(
-                index, captured.wall_ms, json.loads(summary),
+                index, captured.wall_ms, summary_doc,
                 lambda: (decode_step(captured, peak_bytes), json.loads(ops_json)))
         except Exception as e:  # a forecasting problem must not stop training
+            self._count("skipped")
             self._messages.append(
                 f"habitat: could not forecast step {index} ({type(e).__name__}: {e}); the "
                 "training step itself ran normally")
             return
+        self._count("detailed")
+        if fingerprint is not None:
+            cache = self._by_fingerprint
+            cache.pop(fingerprint, None)
+            cache[fingerprint] = (summary_doc, captured, peak_bytes, ops_json)
+            while len(cache) > MAX_FINGERPRINTS:
+                cache.pop(next(iter(cache)))
+        self._run_sinks(forecast, index)
+
+    def _run_sinks(self, forecast: StepForecast, index: int) -> None:
         for sink in self._sinks:
             try:
                 sink(self.forecast, forecast)
@@ -353,6 +513,12 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             worker, self._worker = self._worker, None
         if worker is not None:
             worker.shutdown(wait=True)
+        # Training with Habitat is over: no global hooks stay behind (module calls and
+        # optimizer steps pay nothing), no kernel tracing, no NVTX ranges.
+        if _open_windows() == 0:
+            _modules.uninstall()
+            _phase.uninstall()
+        self._tracing.close()
         errors = []
         for sink in self._sinks:
             try:

@@ -259,7 +259,7 @@ def test_nvtx_ranges_are_emitted_per_op():
         print(json.dumps({"nvtx": _C.nvtx_enabled(), "ranges": k.nvtx_ranges,
                           "sample": k.nvtx_sample}))
     """)
-    env = dict(os.environ, NVTX_INJECTION64_PATH=library,
+    env = dict(os.environ, NVTX_INJECTION64_PATH=library, HABITAT_NVTX="1",
                PYTHONPATH=os.pathsep.join([PYTHON_DIR, os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                          timeout=300)

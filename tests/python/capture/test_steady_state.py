@@ -1,0 +1,313 @@
+"""predict_on in steady state: detailed steps first and on new fingerprints, reused forecasts
+for repeated steps, no global hooks outside detailed steps, a worker that never blocks."""
+from __future__ import annotations
+
+import threading
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.modules import module as nn_module
+from torch.optim import optimizer as optim_module
+
+import habitat
+from habitat import _C
+from habitat.capture import modules as habitat_modules, phase as habitat_phase
+from habitat.capture.predict import HabitatWarning, record_step
+
+TARGET = "A100"
+
+
+@pytest.fixture(autouse=True)
+def _no_hooks_left_by_other_tests() -> None:
+    # Predictors other tests left open with compiled code keep Habitat's hooks installed.
+    habitat_modules.uninstall()
+    habitat_phase.uninstall()
+
+
+def _habitat_hooks() -> list[object]:
+    """Habitat's hooks among torch's global module and optimizer hook tables."""
+    tables = [nn_module._global_forward_pre_hooks, nn_module._global_forward_hooks,
+              optim_module._global_optimizer_pre_hooks, optim_module._global_optimizer_post_hooks]
+    ours = {habitat_modules._pre_hook, habitat_modules._post_hook, habitat_phase._pre_hook,
+            habitat_phase._post_hook}
+    return [h for table in tables for h in table.values() if h in ours]
+
+
+class _Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(8, 16), nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def _setup(seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(seed)
+    model = _Model()
+    return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+def _step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor) -> torch.Tensor:
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+def _batches(n: int, batch: int = 4) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    return [torch.randn(batch, 8, generator=g) for _ in range(n)]
+
+
+# ----- fingerprints ----------------------------------------------------------------------
+def test_fingerprint_is_the_same_in_steady_and_detailed_steps_and_follows_shapes() -> None:
+    model, _ = _setup()
+    x4, x8 = torch.randn(4, 8), torch.randn(8, 8)
+
+    def fp(x: torch.Tensor, detailed: bool) -> tuple[int, int]:
+        with record_step(detailed=detailed) as rec:
+            model(x).sum()
+        return rec.fingerprint, rec.fingerprint_ops
+
+    detailed, steady = fp(x4, True), fp(x4, False)
+    assert detailed == steady and detailed[0] != 0 and detailed[1] > 0
+    assert fp(x4, False) == steady  # repeated step, same fingerprint
+    assert fp(x8, False)[0] != steady[0]  # a new batch size
+    with record_step(detailed=False) as rec:
+        torch.add(x4, 1)
+    a = rec.fingerprint
+    with record_step(detailed=False) as rec:
+        torch.add(x4.double(), 1)
+    assert rec.fingerprint != a  # a new dtype
+    with record_step(detailed=False) as rec:
+        torch.mul(x4, 1)
+    assert rec.fingerprint != a  # another op
+
+
+def test_a_steady_step_records_no_ops_and_installs_no_hooks() -> None:
+    model, _ = _setup()
+    with record_step(detailed=False) as rec:
+        assert not _habitat_hooks()
+        model(torch.randn(2, 8)).sum()
+    assert rec.captured.num_ops == 0 and rec.captured.wall_ms > 0
+    assert rec.fingerprint_ops > 0
+
+
+# ----- reuse -----------------------------------------------------------------------------
+def test_repeated_steps_reuse_the_forecast_with_their_own_time() -> None:
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, detail_steps=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HabitatWarning)
+        for x in _batches(6):
+            with predictor:
+                _step(model, opt, x)
+    forecast = predictor.forecast
+    assert predictor.step_counts == {"detailed": 2, "reused": 4, "skipped": 0}
+    assert forecast.step_counts is predictor.step_counts
+    assert [s.index for s in forecast.steps] == list(range(6))
+    target = forecast.targets[0]
+    # Adam's first step creates its state (other ops): step 1 is the repeating step.
+    for step in forecast.steps[2:]:
+        assert step.total_ms[target] == forecast.steps[1].total_ms[target]
+        assert step.measured_ms > 0
+    assert len({s.measured_ms for s in forecast.steps}) > 1  # each step its own time
+    latest = forecast.latest
+    assert latest.trace["index"] == 5 and latest.ops
+    assert {op.phase for op in latest.ops} >= {"forward", "backward", "optimizer"}
+    predictor.close()
+
+
+def test_training_is_bitwise_identical_with_steady_steps() -> None:
+    batches = _batches(6)
+    model_a, opt_a = _setup()
+    plain = [_step(model_a, opt_a, x) for x in batches]
+    model_b, opt_b = _setup()
+    predictor = habitat.predict_on(TARGET)
+    ours = []
+    for x in batches:
+        with predictor:
+            ours.append(_step(model_b, opt_b, x))
+    predictor.close()
+    assert predictor.step_counts["reused"] > 0
+    assert all(torch.equal(a, b) for a, b in zip(plain, ours))
+    assert all(torch.equal(a, b) for a, b in zip(model_a.parameters(), model_b.parameters()))
+
+
+def test_forecast_follows_a_new_batch_size() -> None:
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET)
+    for x in _batches(4, batch=4):
+        with predictor:
+            _step(model, opt, x)
+    small = predictor.forecast.latest.total_ms
+    for x in _batches(4, batch=256):
+        with predictor:
+            _step(model, opt, x)
+    forecast = predictor.forecast
+    counts = predictor.step_counts
+    # The first step at the new size is measured, not forecast (its fingerprint is new); the
+    # next one is recorded in detail, the rest reuse it.
+    assert counts == {"detailed": 3, "reused": 4, "skipped": 1}
+    big = forecast.latest.total_ms
+    assert big != small
+    assert forecast.latest.trace["ops"][0]  # detail of the new shape
+    shapes = {tuple(s) for op in forecast.latest.ops for s in op.input_shapes}
+    assert any(256 in s for s in shapes)
+    # The same as a predictor that records every step in detail.
+    fresh_model, fresh_opt = _setup()
+    check = habitat.predict_on(TARGET, detail_every=1)
+    for x in _batches(4, batch=4) + _batches(4, batch=256):
+        with check:
+            _step(fresh_model, fresh_opt, x)
+        check.wait()  # never behind: every step detailed
+    assert check.step_counts["reused"] == 0
+    assert check.forecast.latest.total_ms == pytest.approx(big, rel=1e-9)
+    predictor.close()
+    check.close()
+
+
+def test_train_and_eval_steps_each_reuse_their_own_forecast() -> None:
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET)
+    x = torch.randn(4, 8)
+    train, evals = [], []
+    for _ in range(5):
+        model.train()
+        with predictor:
+            _step(model, opt, x)
+        train.append(predictor.forecast.latest.total_ms)
+        model.eval()
+        with predictor, torch.no_grad():
+            model(x)
+        evals.append(predictor.forecast.latest.total_ms)
+    counts = predictor.step_counts
+    assert counts["reused"] >= 5 and counts["detailed"] <= 4
+    assert sum(counts.values()) == 10
+    assert train[-1] != evals[-1]
+    assert train[-1] == train[-2] and evals[-1] == evals[-2]
+    predictor.close()
+
+
+def test_detail_every_resamples_steps_in_detail() -> None:
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, detail_steps=1, detail_every=3)
+    for x in _batches(7):
+        with predictor:
+            _step(model, opt, x)
+        predictor.wait()  # never behind: every step's kind is as asked
+    # Detailed: step 0 (detail_steps), step 1 (its fingerprint is new after Adam's first
+    # step: measured, then step 2 detailed), and steps 3 and 6 (detail_every).
+    assert predictor.step_counts["detailed"] == 4
+    assert sum(predictor.step_counts.values()) == 7
+    predictor.close()
+
+
+def test_invalid_detail_arguments_raise() -> None:
+    with pytest.raises(ValueError):
+        habitat.predict_on(TARGET, detail_steps=0)
+    with pytest.raises(ValueError):
+        habitat.predict_on(TARGET, detail_every=-1)
+
+
+# ----- the worker never blocks training --------------------------------------------------
+def test_a_slow_worker_never_makes_training_wait() -> None:
+    model, opt = _setup()
+    release = threading.Event()
+    blocked = []
+
+    def slow_sink(forecast: object, step: object) -> None:
+        blocked.append(step)
+        release.wait(60)  # training must go on meanwhile
+
+    predictor = habitat.predict_on(TARGET, on_step=slow_sink, detail_every=1)
+    for x in _batches(12):
+        with predictor:
+            _step(model, opt, x)
+    # Had a step waited for the worker, the loop would have stalled on the sink above.
+    assert not release.is_set()
+    release.set()
+    predictor.wait()
+    counts = predictor.step_counts
+    assert sum(counts.values()) == 12
+    # Behind on detailed steps, later ones were recorded in steady state instead.
+    assert counts["detailed"] < 12
+    assert len(predictor.forecast.steps) == counts["detailed"] + counts["reused"]
+    predictor.close()
+
+
+# ----- no cost outside predict_on --------------------------------------------------------
+def test_no_global_hooks_remain_after_close() -> None:
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET)
+    for i, x in enumerate(_batches(5)):
+        with predictor:
+            if i < 2:
+                assert _habitat_hooks()  # detailed steps record module paths
+            else:
+                assert not _habitat_hooks()  # steady steps run without hooks
+            _step(model, opt, x)
+        assert not _habitat_hooks()  # none between steps (eager model)
+    predictor.close()
+    assert not _habitat_hooks()
+    assert predictor.forecast.latest.ops[0].module_path is not None
+
+
+def test_hooks_of_a_compiled_model_stay_idle_until_close_without_recompiles() -> None:
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    model, opt = _setup()
+    compiled = torch.compile(model, backend="eager")
+    predictor = habitat.predict_on(TARGET)
+    for i, x in enumerate(_batches(5)):
+        with torch._dynamo.config.patch(error_on_recompile=i > 0):
+            with predictor:
+                loss = compiled(x).pow(2).mean()
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+    assert _habitat_hooks()  # compiled code guards on them: kept, idle, while predicting
+    predictor.close()
+    assert not _habitat_hooks()
+    assert predictor.step_counts["reused"] > 0
+
+
+def test_nvtx_ranges_only_on_request() -> None:
+    assert not _C.nvtx_requested()  # the default: no per-op NVTX cost
+    predictor = habitat.predict_on(TARGET, nvtx=True)
+    try:
+        assert _C.nvtx_requested()
+        with predictor:
+            torch.add(torch.ones(2), 1)
+    finally:
+        _C.nvtx_request(False)
+        predictor.close()
+
+
+def test_steady_steps_do_not_trace_kernels() -> None:
+    calls = []
+
+    class Tracing:
+        tracing = False
+
+        def begin_step(self) -> bool:
+            calls.append("begin")
+            return False
+
+        def close(self) -> None:
+            pass
+
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET)
+    predictor._tracing = Tracing()  # type: ignore[assignment]
+    for x in _batches(5):
+        with predictor:
+            _step(model, opt, x)
+    predictor.close()
+    # Only the detailed steps ask for kernel tracing (and its device synchronisation).
+    assert len(calls) == predictor.step_counts["detailed"] == 2
