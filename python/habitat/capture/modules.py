@@ -114,6 +114,15 @@ def note_compiled() -> None:
             _keep = True
 
 
+def compiled_code_seen() -> bool:
+    """Whether dynamo has compiled code in this process (it then guards on the thread's
+    dispatch keys too, so the capture key must stay where it is)."""
+    if _keep:
+        return True
+    frames = _dynamo_frames()
+    return frames is not None and frames != 0
+
+
 def installed() -> bool:
     """Whether Habitat's global module hooks are installed now."""
     return bool(_handles)

@@ -49,6 +49,12 @@ MAX_QUEUED_STEPS = 256
 #: Steps recorded in full detail at the start of a run (the first ones differ: optimizer state
 #: is created, caches warm up); later steps are detailed only when their fingerprint is new.
 DEFAULT_DETAIL_STEPS = 2
+#: Steady-state steps between two whose fingerprint is computed (see predict_on's
+#: fingerprint_every); the others are only timed, with the capture key off their thread.
+DEFAULT_FINGERPRINT_EVERY = 10
+#: A timed step this far (relative) from its fingerprint's usual time makes the next step a
+#: fingerprinted one: a new batch size or an eval step usually shows in the step time first.
+TIME_CHANGE = 0.3
 #: Detailed steps that try to catch a new steady-state fingerprint before it is given up.
 WANTED_ATTEMPTS = 3
 #: Distinct step fingerprints whose forecast is kept for reuse (e.g. train and eval steps).
@@ -208,6 +214,16 @@ class record_step:  # noqa: N801
         return self._step
 
 
+class _TimedStep:
+    """A steady-state step of predict_on that is only timed (no capture session)."""
+
+    __slots__ = ("index", "start")
+
+    def __init__(self) -> None:
+        self.index = -1
+        self.start = 0.0
+
+
 def decode_step(captured: Any, peak_bytes: int = 0) -> dict[str, Any]:
     """A captured step as a trace step dict (the encoding runs without the GIL), with the
     allocator's peak when known."""
@@ -244,6 +260,14 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             GPU, CUDA kernels); 0 (default) never re-samples a known step.
         nvtx: an NVTX range per captured op for Nsight Systems (costly per op; also
             HABITAT_NVTX=1).
+        fingerprint_every: in steady state, compute the fingerprint of every N-th step only
+            (default 10; 1 = every step). The steps between are only timed: on an eager model
+            the capture key is taken off the thread for them, so their ops skip Habitat
+            entirely, and they reuse the forecast of the latest fingerprint. A timed step
+            whose time departs from its fingerprint's usual time by more than 30 % makes the
+            next step a fingerprinted one, so a shape change is caught at once when it shows
+            in the step time, and within N steps otherwise. (With torch.compile'd code the key
+            stays on the thread: dynamo guards on it.)
 
     How each step was handled is in :attr:`step_counts` (also ``forecast.step_counts``):
     ``detailed``, ``reused`` (a steady-state step counted with the forecast of a detailed step
@@ -264,14 +288,21 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                  on_step: StepSink | Iterable[StepSink] | None = None,
                  max_ops_per_step: int = DEFAULT_MAX_OPS_PER_STEP, verbose: bool = False,
                  detail_steps: int = DEFAULT_DETAIL_STEPS, detail_every: int = 0,
-                 nvtx: bool = False) -> None:
+                 nvtx: bool = False, fingerprint_every: int = DEFAULT_FINGERPRINT_EVERY) -> None:
         if max_ops_per_step < 1:
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops_per_step}")
         if detail_steps < 1:
             raise ValueError(f"detail_steps must be at least 1, got {detail_steps}")
         if detail_every < 0:
             raise ValueError(f"detail_every must be 0 (never) or more, got {detail_every}")
+        if fingerprint_every < 1:
+            raise ValueError(f"fingerprint_every must be at least 1, got {fingerprint_every}")
         self.detail_steps = int(detail_steps)
+        self.fingerprint_every = int(fingerprint_every)
+        self._last_fingerprint: int | None = None  # of the latest fingerprinted step
+        self._last_fingerprinted = -1  # its index
+        self._check_next = False  # a timed step's time changed: fingerprint the next one
+        self._usual_ms: dict[int, float] = {}  # timed steps' time per fingerprint (moving)
         self.detail_every = int(detail_every)
         if nvtx:
             _C.nvtx_request(True)
@@ -316,12 +347,20 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             if not self._origin_fixed:
                 self.forecast.origin.update(allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
                                             autocast=_autocast_enabled())
-        detailed = self._next_is_detailed()
-        if not detailed and _C.cupti_active():
+        kind = self._next_kind()
+        if kind != "detailed" and _C.cupti_active():
             self._tracing.close()  # no kernel tracing (nor its per-op cost) in steady state
+        if kind == "timed":
+            timed = _TimedStep()
+            if _open_windows() == 0 and _C._capture_key_included() and not _modules.compiled_code_seen():
+                _C._capture_release_thread()  # the step's ops skip Habitat entirely
+            with self._lock:
+                self._sessions[thread] = timed  # type: ignore[assignment]
+            timed.start = time.perf_counter()
+            return self.forecast
         # The step's index is given when it ends normally, so a failed step leaves no gap.
         recording = record_step(-1, max_ops=self.max_ops_per_step, tracing=self._tracing,
-                                detailed=detailed)
+                                detailed=kind == "detailed")
         recording.__enter__()
         with self._lock:
             self._sessions[thread] = recording
@@ -329,11 +368,17 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
+        stop = time.perf_counter()
         with self._lock:
             recording = self._sessions.pop(threading.get_ident())
             if exc_type is None:
                 recording.index = self._next_index
                 self._next_index += 1
+        if isinstance(recording, _TimedStep):
+            if exc_type is None:
+                self._submit_timed(recording.index, (stop - recording.start) * 1e3)
+            self._raise_messages(wait=False)
+            return False
         recording.__exit__(exc_type, exc, tb)
         if recording.captured is not None:
             self._submit(recording)
@@ -350,19 +395,41 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         return self._counts
 
     # ----- which steps are detailed ----------------------------------------------------
-    def _next_is_detailed(self) -> bool:
+    def _next_kind(self) -> str:
+        """'detailed', 'fingerprinted' (steady state) or 'timed' (steady state, no capture)."""
         with self._lock:
             n = self._next_index  # steps that ended normally: a failed one takes no slot
             wanted = (n < self.detail_steps or bool(self._wanted)
                       or (self.detail_every > 0 and n % self.detail_every == 0))
             # The worker is behind on detailed steps: record this one in steady state instead
             # (a later step is detailed once it caught up), never wait for it.
-            return wanted and self._queued_detailed < MAX_PENDING_STEPS
+            if wanted and self._queued_detailed < MAX_PENDING_STEPS:
+                return "detailed"
+            if (self.fingerprint_every <= 1 or self._check_next or self._last_fingerprint is None
+                    or n - self._last_fingerprinted >= self.fingerprint_every):
+                return "fingerprinted"
+            return "timed"
+
+    def _submit_timed(self, index: int, wall_ms: float) -> None:
+        """A timed step: the forecast of the latest fingerprint, with the step's own time."""
+        with self._lock:
+            fingerprint = self._last_fingerprint
+            usual = self._usual_ms.get(fingerprint)  # type: ignore[arg-type]
+            if usual is not None and abs(wall_ms / usual - 1) > TIME_CHANGE:
+                self._check_next = True
+            self._usual_ms[fingerprint] = wall_ms if usual is None else 0.8 * usual + 0.2 * wall_ms  # type: ignore[index]
+            if fingerprint not in self._known or len(self._queue) >= MAX_QUEUED_STEPS:
+                self._counts["skipped"] += 1
+                return
+            self._queue.append(("reuse", index, wall_ms, fingerprint))
+            self._schedule_drain()
 
     # ----- forecasting, off the training thread --------------------------------------
     def _submit(self, recording: record_step) -> None:
         fingerprint = recording.fingerprint
         with self._lock:
+            self._last_fingerprint, self._last_fingerprinted = fingerprint, recording.index
+            self._check_next = False
             if recording.detailed:
                 self._known.pop(fingerprint, None)
                 self._known[fingerprint] = None
@@ -386,13 +453,17 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                 self._counts["skipped"] += 1
                 return
             self._queue.append(item)
-            if self._draining:
-                return
-            self._draining = True
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(max_workers=1,
-                                                  thread_name_prefix="habitat-forecast")
-            self._pending.append(self._worker.submit(self._drain))
+            self._schedule_drain()
+
+    def _schedule_drain(self) -> None:
+        """Starts the worker on the queue unless it is on it already (hold the lock)."""
+        if self._draining:
+            return
+        self._draining = True
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1,
+                                              thread_name_prefix="habitat-forecast")
+        self._pending.append(self._worker.submit(self._drain))
 
     def _drain(self) -> None:
         """The worker: handles queued steps in order until the queue is empty."""

@@ -140,7 +140,7 @@ def test_training_is_bitwise_identical_with_steady_steps() -> None:
 
 def test_forecast_follows_a_new_batch_size() -> None:
     model, opt = _setup()
-    predictor = habitat.predict_on(TARGET)
+    predictor = habitat.predict_on(TARGET, fingerprint_every=1)  # every step fingerprinted
     for x in _batches(4, batch=4):
         with predictor:
             _step(model, opt, x)
@@ -173,7 +173,7 @@ def test_forecast_follows_a_new_batch_size() -> None:
 
 def test_train_and_eval_steps_each_reuse_their_own_forecast() -> None:
     model, opt = _setup()
-    predictor = habitat.predict_on(TARGET)
+    predictor = habitat.predict_on(TARGET, fingerprint_every=1)
     x = torch.randn(4, 8)
     train, evals = [], []
     for _ in range(5):
@@ -195,7 +195,7 @@ def test_train_and_eval_steps_each_reuse_their_own_forecast() -> None:
 
 def test_detail_every_resamples_steps_in_detail() -> None:
     model, opt = _setup()
-    predictor = habitat.predict_on(TARGET, detail_steps=1, detail_every=3)
+    predictor = habitat.predict_on(TARGET, detail_steps=1, detail_every=3, fingerprint_every=1)
     for x in _batches(7):
         with predictor:
             _step(model, opt, x)
@@ -212,6 +212,57 @@ def test_invalid_detail_arguments_raise() -> None:
         habitat.predict_on(TARGET, detail_steps=0)
     with pytest.raises(ValueError):
         habitat.predict_on(TARGET, detail_every=-1)
+    with pytest.raises(ValueError):
+        habitat.predict_on(TARGET, fingerprint_every=0)
+
+
+def _forget_compiled_code() -> None:
+    """Code compiled by earlier tests would keep the key on the thread (dynamo guards on it)."""
+    import sys
+
+    if "torch._dynamo" in sys.modules:
+        import torch._dynamo
+        from torch._dynamo.utils import counters
+
+        torch._dynamo.reset()
+        counters.clear()
+
+
+def test_timed_steps_run_without_the_capture_key_and_reuse_the_forecast() -> None:
+    _forget_compiled_code()
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, fingerprint_every=3)
+    keyed = []
+    for x in _batches(9):
+        with predictor:
+            keyed.append(_C._capture_key_included())
+            _step(model, opt, x)
+    counts = predictor.step_counts
+    assert counts == {"detailed": 2, "reused": 7, "skipped": 0}
+    # Steps 0-1 detailed, then at least every 3rd step fingerprinted (4, 7; more when a step's
+    # time jumps), the rest only timed: their ops do not go through Habitat at all.
+    assert keyed[:2] == [True, True] and False in keyed
+    assert "FFF" not in "".join("T" if k else "F" for k in keyed)
+    steps = predictor.forecast.steps
+    assert [s.index for s in steps] == list(range(9))
+    assert len({s.total_ms[steps[0].targets[0]] for s in steps[1:]}) == 1
+    predictor.close()
+
+
+def test_a_new_shape_is_caught_within_fingerprint_every_steps() -> None:
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, fingerprint_every=3)
+    for x in _batches(5, batch=4):
+        with predictor:
+            _step(model, opt, x)
+    small = predictor.forecast.latest.total_ms
+    for x in _batches(6, batch=256):
+        with predictor:
+            _step(model, opt, x)
+    latest = predictor.forecast.latest
+    assert latest.total_ms != small
+    assert any(256 in s for op in latest.ops for s in op.input_shapes)
+    predictor.close()
 
 
 # ----- the worker never blocks training --------------------------------------------------
@@ -263,10 +314,11 @@ def test_hooks_of_a_compiled_model_stay_idle_until_close_without_recompiles() ->
     torch._dynamo.reset()
     model, opt = _setup()
     compiled = torch.compile(model, backend="eager")
-    predictor = habitat.predict_on(TARGET)
+    predictor = habitat.predict_on(TARGET, fingerprint_every=2)
     for i, x in enumerate(_batches(5)):
         with torch._dynamo.config.patch(error_on_recompile=i > 0):
             with predictor:
+                assert _C._capture_key_included()  # dynamo guards on it: never taken off
                 loss = compiled(x).pow(2).mean()
                 loss.backward()
                 opt.step()
