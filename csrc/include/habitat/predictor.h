@@ -69,9 +69,15 @@ class Predictor {
   Forecast predict(const Step& step, const TraceOrigin& origin,
                    const std::vector<std::string>& targets) const;
 
+  // Per-op predictions are memoised within a step by everything they depend on (op name,
+  // overload, arguments, outputs, kernels): bit-identical results, each distinct op computed
+  // once. Off only to check that (tests).
+  void set_memoize(bool on) { memoize_ = on; }
+
  private:
   const DeviceDatabase& db_;
   const ShapeModel* model_;
+  bool memoize_ = true;
 };
 
 // Forecast as a JSON document (for Python and saved reports).

@@ -1,7 +1,9 @@
 #include "habitat/predictor.h"
 
+#include <cstring>
 #include <numeric>
 #include <set>
+#include <string>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +35,78 @@ double tensor_bytes(const OpRecord& op) {
   for (const auto& t : op.outputs) bytes += static_cast<double>(t.nbytes());
   return bytes;
 }
+
+// The memo key of an op: everything its cost and prediction read (name, overload, every
+// argument and output with shapes, strides, dtypes, devices and scalars, measured kernels),
+// and nothing they do not (id, parent, phase, module, wall time). Storage ids are renumbered
+// by first appearance within the op, so two ops alias their tensors alike exactly when their
+// keys match (the cost model only compares storage ids for equality).
+class OpKey {
+ public:
+  const std::string& of(const OpRecord& op) {
+    key_.clear();
+    storages_.clear();
+    text(op.name);
+    text(op.overload);
+    number(op.args.size());
+    for (const auto& a : op.args) {
+      text(a.name);
+      const ArgValue& v = a.value;
+      number(static_cast<int64_t>(v.kind));
+      tensors(v.tensors);
+      number(v.ints.size());
+      for (const int64_t i : v.ints) number(i);
+      raw(&v.real, sizeof v.real);
+      text(v.text);
+    }
+    tensors(op.outputs);
+    number(op.kernels.size());
+    for (const auto& k : op.kernels) {
+      text(k.name);
+      raw(k.grid, sizeof k.grid);
+      raw(k.block, sizeof k.block);
+      number(k.registers_per_thread);
+      number(k.static_shared_bytes);
+      number(k.dynamic_shared_bytes);
+      raw(&k.duration_us, sizeof k.duration_us);
+      number(k.stream);
+    }
+    return key_;
+  }
+
+ private:
+  void raw(const void* p, std::size_t n) { key_.append(static_cast<const char*>(p), n); }
+  template <class Integer>
+  void number(Integer v) {
+    const int64_t wide = static_cast<int64_t>(v);
+    raw(&wide, sizeof wide);
+  }
+  void text(const std::string& s) {
+    number(s.size());
+    key_.append(s);
+  }
+  void tensors(const std::vector<TensorMeta>& ts) {
+    number(ts.size());
+    for (const auto& t : ts) {
+      number(t.shape.size());
+      for (const int64_t d : t.shape) number(d);
+      number(t.strides.size());
+      for (const int64_t d : t.strides) number(d);
+      text(t.dtype);
+      text(t.device);
+      number(static_cast<int64_t>(t.contiguous) | (static_cast<int64_t>(t.defined) << 1));
+      uint64_t storage = 0;
+      if (t.storage != 0) {
+        storage = storages_.try_emplace(t.storage, storages_.size() + 1).first->second;
+      }
+      number(static_cast<int64_t>(storage));
+      number(t.storage_offset);
+    }
+  }
+
+  std::string key_;
+  std::unordered_map<uint64_t, uint64_t> storages_;
+};
 
 class OpPredictor {
  public:
@@ -131,22 +205,46 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
   // Each op's own work. A composite op's own work is what it launched itself: measured
   // kernels on a GPU origin; on the shape path, its cost-model estimate, which stands for
   // the whole decomposition (see the roll-up below).
+  // Training steps repeat the same ops (layers, optimizer updates): the cost and the
+  // per-target predictions are computed once per distinct op (see OpKey) and copied, which
+  // gives the very numbers computing them again would (the functions are pure).
+  struct Memo {
+    OpCost cost;
+    std::vector<OpPrediction> predictions;  // empty until a non-composite op needs them
+  };
+  std::unordered_map<std::string, Memo> memo;
+  OpKey op_key;
   std::vector<std::vector<OpPrediction>> own(n_ops);
   for (std::size_t i = 0; i < n_ops; ++i) {
     const OpRecord& op = step.ops[i];
     index_of[op.id] = i;
     OpForecast& of = f.ops[i];
     of.op_id = op.id;
-    of.cost = estimate_cost(op, origin.allow_tf32);
+    Memo fresh;
+    Memo* m = &fresh;
+    bool cached = false;
+    if (memoize_) {
+      auto [it, inserted] = memo.try_emplace(op_key.of(op));
+      m = &it->second;
+      cached = !inserted;
+    }
+    if (!cached) m->cost = estimate_cost(op, origin.allow_tf32);
+    of.cost = m->cost;
     const bool composite_only =
         op.has_children && (origin_gpu != nullptr ? op.kernels.empty() : !of.cost.known());
     if (!of.cost.known() && !op.has_children) unsupported.insert(op.name);
     of.share.assign(n_targets, OpPrediction{0.0, Method::Composite});
-    own[i].resize(n_targets);
-    for (std::size_t t = 0; t < n_targets; ++t) {
-      own[i][t] = composite_only ? OpPrediction{0.0, Method::Composite}
-                                 : op_predictor.predict(op, of.cost, *devices[t]);
+    if (composite_only) {
+      own[i].assign(n_targets, OpPrediction{0.0, Method::Composite});
+      continue;
     }
+    if (m->predictions.empty()) {
+      m->predictions.resize(n_targets);
+      for (std::size_t t = 0; t < n_targets; ++t) {
+        m->predictions[t] = op_predictor.predict(op, of.cost, *devices[t]);
+      }
+    }
+    own[i] = m->predictions;
   }
 
   // Children follow their parent in start order, so a reverse pass sees every child's final

@@ -34,6 +34,15 @@ def forecast_step(origin: dict[str, Any], step: dict[str, Any], targets: Sequenc
     return json.loads(_engine.forecast_step(text, list(targets), 0, weights_dir()))
 
 
+def forecast_step_parts(origin: dict[str, Any], step: dict[str, Any],
+                        targets: Sequence[str]) -> tuple[dict[str, Any], bytes]:
+    """Runs the engine on one step: (the forecast document without its ops, the JSON of the
+    ops array, to parse only when per-op detail is read)."""
+    text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
+    summary, ops = _engine.forecast_step_parts(text, list(targets), weights_dir())
+    return json.loads(summary), ops
+
+
 def validate_trace_text(text: str) -> str:
     """The engine's canonical JSON of a trace document given as JSON text (TraceFormatError
     naming the first invalid field otherwise)."""

@@ -268,9 +268,10 @@ class Forecast:
     # ----- filling -------------------------------------------------------------------
     def add_step(self, step: dict[str, Any]) -> StepForecast:
         """Forecasts one captured step (a trace step dict) and appends it."""
-        result = engine.forecast_step(self.origin, step, self.targets)
+        # The totals now; the per-op JSON is parsed only if per-op detail is read.
+        summary, ops_json = engine.forecast_step_parts(self.origin, step, self.targets)
         return self._append(_step_forecast(step.get("index", 0), step.get("wall_ms", 0.0),
-                                           result, lambda: (step, result["ops"])))
+                                           summary, lambda: (step, json.loads(ops_json))))
 
     def _add_forecast(self, index: int, measured_ms: float, summary: dict[str, Any],
                       detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]) -> StepForecast:
@@ -344,7 +345,8 @@ class Forecast:
 
     @classmethod
     def from_trace(cls, trace: dict[str, Any] | str | Path,
-                   targets: str | Sequence[str] | None = None) -> "Forecast":
+                   targets: str | Sequence[str] | None = None, *,
+                   keep_steps: int | None = DEFAULT_KEEP_STEPS) -> "Forecast":
         """Forecasts every step of a trace (a document or a path) for `targets`.
 
         A file is read and parsed once; its saved targets are used when `targets` is None.
@@ -365,7 +367,7 @@ class Forecast:
                 names = list(saved) if saved else None
         if not names:
             raise ValueError("the trace names no targets: pass targets=['A100', ...]")
-        forecast = cls(names, doc["origin"])
+        forecast = cls(names, doc["origin"], keep_steps=keep_steps)
         for step in doc["steps"]:
             forecast.add_step(step)
         return forecast

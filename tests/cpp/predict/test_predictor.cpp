@@ -1,7 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "habitat/learned_models.h"
+#include "habitat/trace.h"
 
 #include "habitat/predictor.h"
 #include "hardware/roofline.h"
@@ -169,6 +174,91 @@ TEST(Predictor, RuntimeBasedGemmScalesByTheModelRatioAndAddsChildKernels) {
   const double child_us = f.ops[1].per_target[0].time_us;
   EXPECT_DOUBLE_EQ(f.ops[0].per_target[0].time_us, 500.0 * ratio + child_us);
   EXPECT_DOUBLE_EQ(f.totals[0].total_us, 500.0 * ratio + child_us);
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+void expect_identical(const Forecast& a, const Forecast& b) {
+  ASSERT_EQ(a.ops.size(), b.ops.size());
+  ASSERT_EQ(a.targets, b.targets);
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    const OpForecast& x = a.ops[i];
+    const OpForecast& y = b.ops[i];
+    EXPECT_EQ(x.op_id, y.op_id);
+    EXPECT_EQ(x.cost.op_class, y.cost.op_class) << i;
+    EXPECT_TRUE(same_bits(x.cost.flops, y.cost.flops)) << i;
+    EXPECT_TRUE(same_bits(x.cost.bytes(), y.cost.bytes())) << i;
+    for (std::size_t t = 0; t < a.targets.size(); ++t) {
+      EXPECT_TRUE(same_bits(x.per_target[t].time_us, y.per_target[t].time_us)) << i << " " << t;
+      EXPECT_EQ(x.per_target[t].method, y.per_target[t].method);
+      EXPECT_TRUE(same_bits(x.share[t].time_us, y.share[t].time_us)) << i << " " << t;
+      EXPECT_EQ(x.share[t].method, y.share[t].method);
+    }
+  }
+  for (std::size_t t = 0; t < a.targets.size(); ++t) {
+    EXPECT_TRUE(same_bits(a.totals[t].total_us, b.totals[t].total_us));
+    EXPECT_EQ(a.totals[t].method_ops, b.totals[t].method_ops);
+  }
+  EXPECT_EQ(a.unsupported, b.unsupported);
+}
+
+TEST(Predictor, MemoisedPredictionsAreBitIdentical) {
+  Trace trace = load_trace(HABITAT_SOURCE_DIR "/tests/python/fixtures/golden_trace.json");
+  const std::vector<std::string> targets = {"A100", "H100", "L4", "T4", "V100"};
+  std::unique_ptr<LearnedModels> models;
+  const std::string dir = std::string(HABITAT_SOURCE_DIR) + "/weights";
+  if (std::filesystem::exists(std::filesystem::path(dir) / "gemm.safetensors")) {
+    models = std::make_unique<LearnedModels>(LearnedModels::load(dir));
+  }
+  for (const ShapeModel* model : {static_cast<const ShapeModel*>(nullptr),
+                                  static_cast<const ShapeModel*>(models.get())}) {
+    Predictor memoised(db(), model);
+    Predictor plain(db(), model);
+    plain.set_memoize(false);
+    for (const Step& step : trace.steps) {
+      expect_identical(memoised.predict(step, trace.origin, targets),
+                       plain.predict(step, trace.origin, targets));
+    }
+    // A GPU origin with measured kernels on every leaf op, some repeated, some not.
+    TraceOrigin gpu = trace.origin;
+    gpu.device = "H100";
+    Step step = trace.steps[0];
+    for (std::size_t i = 0; i < step.ops.size(); ++i) {
+      if (step.ops[i].has_children) continue;
+      KernelLaunch k;
+      k.name = "kernel";
+      k.grid[0] = 64 + static_cast<int>(i % 3);
+      k.block[0] = 128;
+      k.duration_us = 5.0 + static_cast<double>(i % 4);
+      step.ops[i].kernels = {k};
+    }
+    expect_identical(memoised.predict(step, gpu, targets), plain.predict(step, gpu, targets));
+  }
+}
+
+TEST(Predictor, MemoKeepsOpsThatAliasDifferentlyApart) {
+  // add_(x, x) reads one buffer; add_(x, y) reads two: same shapes, different storage pattern.
+  auto add = [](uint64_t id, uint64_t a, uint64_t b) {
+    OpRecord op;
+    op.id = id;
+    op.name = "aten::add";
+    op.overload = "Tensor";
+    TensorMeta x = T({1 << 20}), y = T({1 << 20});
+    x.storage = a;
+    y.storage = b;
+    op.args = {tensor("self", x), tensor("other", y)};
+    TensorMeta out = T({1 << 20});
+    out.storage = a;
+    op.outputs = {out};
+    return op;
+  };
+  Step step;
+  step.ops = {add(1, 10, 10), add(2, 20, 21), add(3, 30, 30)};
+  Predictor memoised(db());
+  Predictor plain(db());
+  plain.set_memoize(false);
+  expect_identical(memoised.predict(step, TraceOrigin{}, {"A100"}),
+                   plain.predict(step, TraceOrigin{}, {"A100"}));
 }
 
 TEST(Predictor, UnknownTargetNamesTheClosestDevices) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -46,7 +47,13 @@ const ShapeModel* learned_models(const std::string& weights_dir) {
 // only). Call without the GIL.
 Forecast forecast_for(const Step& step, const TraceOrigin& origin,
                       const std::vector<std::string>& targets, const std::string& weights_dir) {
-  const Predictor predictor(device_database(), learned_models(weights_dir));
+  Predictor predictor(device_database(), learned_models(weights_dir));
+  // HABITAT_OP_MEMO=0 turns the per-op memo off (benchmarks and tests compare the two).
+  static const bool memoize = [] {
+    const char* v = std::getenv("HABITAT_OP_MEMO");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  predictor.set_memoize(memoize);
   return predictor.predict(step, origin, targets);
 }
 
@@ -61,6 +68,20 @@ std::string forecast_step(const std::string& trace_json, const std::vector<std::
   }
   return forecast_to_json(
       forecast_for(trace.steps[static_cast<std::size_t>(index)], trace.origin, targets, weights_dir));
+}
+
+// The same, in two parts read at different times: the forecast document without its ops (the
+// totals, read at once) and the JSON of the ops array (parsed only when per-op detail is read).
+std::pair<std::string, std::string> forecast_step_parts(const std::string& trace_json,
+                                                        const std::vector<std::string>& targets,
+                                                        const std::string& weights_dir) {
+  const Trace trace = trace_from_json(trace_json);
+  if (trace.steps.size() != 1) {
+    throw py::value_error("forecast_step_parts takes a trace document of one step, got " +
+                          std::to_string(trace.steps.size()));
+  }
+  const Forecast f = forecast_for(trace.steps.front(), trace.origin, targets, weights_dir);
+  return {forecast_summary_to_json(f), forecast_ops_to_json(f)};
 }
 
 // Habitat's wave scaling of kernels known only by their time, work and (when known) launch
@@ -116,6 +137,21 @@ void bind_engine(py::module_& m) {
         py::arg("step") = -1, py::arg("weights_dir") = "", py::call_guard<py::gil_scoped_release>(),
         "Forecast one step of a trace document for each target with the learned models in\n"
         "weights_dir (none: roofline only); returns the forecast as JSON.");
+
+  m.def(
+      "forecast_step_parts",
+      [](const std::string& trace_json, const std::vector<std::string>& targets,
+         const std::string& weights_dir) {
+        std::pair<std::string, std::string> parts;
+        {
+          py::gil_scoped_release release;
+          parts = forecast_step_parts(trace_json, targets, weights_dir);
+        }
+        return py::make_tuple(parts.first, py::bytes(parts.second));
+      },
+      py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
+      "Forecasts the one step of a trace document: (the forecast document without its ops,\n"
+      "JSON of the ops array as bytes, to parse only when per-op detail is read).");
 
   m.def(
       "forecast_captured",

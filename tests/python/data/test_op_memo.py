@@ -1,0 +1,46 @@
+"""The engine's per-op memo gives bit-identical forecasts (HABITAT_OP_MEMO=0 turns it off)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+SCRIPT = """
+import json, sys
+from habitat.data.forecast import Forecast
+f = Forecast.load(sys.argv[1], targets=["A100", "H100", "L4", "T4"], keep_steps=None)
+print(json.dumps([[s.total_ms, s.phase_ms, s.method_ops,
+                   [[(p.time_us, p.method, p.share_us, p.share_method) for p in op.predictions.values()]
+                    for op in s.ops]] for s in f.steps]))
+"""
+
+
+def _forecast(trace: Path, memo: str) -> str:
+    env = {**os.environ, "HABITAT_OP_MEMO": memo, "PYTHONPATH": str(REPO / "python")}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(trace)], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_same_forecast_with_and_without_the_memo(golden_trace: Path, tmp_path: Path):
+    # Both steps, and a third with every op repeated under new ids (memo hits across ops).
+    doc = json.loads(golden_trace.read_text())
+    step = json.loads(json.dumps(doc["steps"][0]))
+    top = max(op["id"] for op in step["ops"]) + 1
+    extra = []
+    for op in step["ops"]:
+        new = dict(op, id=op["id"] + top)
+        if op.get("parent") is not None:
+            new["parent"] = op["parent"] + top
+        extra.append(new)
+    doc["steps"].append(dict(step, index=2, ops=step["ops"] + extra))
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(doc))
+    with_memo, without = _forecast(trace, "1"), _forecast(trace, "0")
+    assert with_memo == without  # repr of every float: bit-identical
+    assert len(json.loads(with_memo)) == 3
