@@ -52,9 +52,13 @@ DEFAULT_DETAIL_STEPS = 2
 #: Steady-state steps between two whose fingerprint is computed (see predict_on's
 #: fingerprint_every); the others are only timed, with the capture key off their thread.
 DEFAULT_FINGERPRINT_EVERY = 10
-#: A timed step this far (relative) from its fingerprint's usual time makes the next step a
-#: fingerprinted one: a new batch size or an eval step usually shows in the step time first.
+#: Two timed steps in a row this far (relative, same direction) from their fingerprint's usual
+#: time make the next step a fingerprinted one: a new batch size or an eval step often shows
+#: in the step time first (not in a launch-bound step, whose time does not follow shapes).
 TIME_CHANGE = 0.3
+#: Steady-state steps whose reused forecast waits before the worker is woken for them (all
+#: of them are handled at once, in order; reading the forecast handles them at once too).
+REUSE_BATCH = 32
 #: Detailed steps that try to catch a new steady-state fingerprint before it is given up.
 WANTED_ATTEMPTS = 3
 #: Distinct step fingerprints whose forecast is kept for reuse (e.g. train and eval steps).
@@ -245,7 +249,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         on_step: a callable ``on_step(forecast, step)`` or a list of them, called with the
             run's Forecast and each new StepForecast once it is forecast, on Habitat's
             background thread ``habitat-forecast-*`` (never the training thread), in step
-            order. Ready-made: :class:`habitat.tensorboard_handler`,
+            order; steps that reuse a forecast reach it in batches of up to 32 (or when the
+            forecast is read). Ready-made: :class:`habitat.tensorboard_handler`,
             :class:`habitat.json_handler`. A sink's ``close()``, if any, runs at :meth:`close`.
         max_ops_per_step: ops recorded per step at most; more are run but not recorded
             (the step reports how many were dropped).
@@ -263,10 +268,10 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         fingerprint_every: in steady state, compute the fingerprint of every N-th step only
             (default 10; 1 = every step). The steps between are only timed: on an eager model
             the capture key is taken off the thread for them, so their ops skip Habitat
-            entirely, and they reuse the forecast of the latest fingerprint. A timed step
-            whose time departs from its fingerprint's usual time by more than 30 % makes the
-            next step a fingerprinted one, so a shape change is caught at once when it shows
-            in the step time, and within N steps otherwise. (With torch.compile'd code the key
+            entirely, and they reuse the forecast of the latest fingerprint. Two timed steps in
+            a row more than 30 % off their fingerprint's usual time make the next step a
+            fingerprinted one, so a shape change is caught within 2 steps when it shows in the
+            step time, and within N steps otherwise. (With torch.compile'd code the key
             stays on the thread: dynamo guards on it.)
 
     How each step was handled is in :attr:`step_counts` (also ``forecast.step_counts``):
@@ -301,7 +306,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self.fingerprint_every = int(fingerprint_every)
         self._last_fingerprint: int | None = None  # of the latest fingerprinted step
         self._last_fingerprinted = -1  # its index
-        self._check_next = False  # a timed step's time changed: fingerprint the next one
+        self._check_next = False  # timed steps' time changed: fingerprint the next one
+        self._last_shift = 0  # the latest timed step: +1 / -1 off its usual time, 0 not
         self._usual_ms: dict[int, float] = {}  # timed steps' time per fingerprint (moving)
         self.detail_every = int(detail_every)
         if nvtx:
@@ -415,14 +421,20 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         with self._lock:
             fingerprint = self._last_fingerprint
             usual = self._usual_ms.get(fingerprint)  # type: ignore[arg-type]
-            if usual is not None and abs(wall_ms / usual - 1) > TIME_CHANGE:
+            # Two timed steps in a row off the usual time in the same direction: a change, not
+            # a one-off (a busy machine, a garbage collection).
+            shift = 0 if usual is None or abs(wall_ms / usual - 1) <= TIME_CHANGE else (
+                1 if wall_ms > usual else -1)
+            if shift != 0 and shift == self._last_shift:
                 self._check_next = True
+            self._last_shift = shift
             self._usual_ms[fingerprint] = wall_ms if usual is None else 0.8 * usual + 0.2 * wall_ms  # type: ignore[index]
             if fingerprint not in self._known or len(self._queue) >= MAX_QUEUED_STEPS:
                 self._counts["skipped"] += 1
                 return
             self._queue.append(("reuse", index, wall_ms, fingerprint))
-            self._schedule_drain()
+            if len(self._queue) >= REUSE_BATCH:
+                self._schedule_drain()
 
     # ----- forecasting, off the training thread --------------------------------------
     def _submit(self, recording: record_step) -> None:
@@ -453,7 +465,10 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                 self._counts["skipped"] += 1
                 return
             self._queue.append(item)
-            self._schedule_drain()
+            # A reused forecast is cheap: the worker takes them in batches (or when the
+            # forecast is read), so steady-state steps do not wake it and contend for the GIL.
+            if item[0] == "detailed" or len(self._queue) >= REUSE_BATCH:
+                self._schedule_drain()
 
     def _schedule_drain(self) -> None:
         """Starts the worker on the queue unless it is on it already (hold the lock)."""
@@ -489,6 +504,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         """Waits until every finished step is forecast (reading the forecast does this)."""
         if getattr(_thread, "forecasting", False):
             return  # the worker reading its own forecast (logging, printing)
+        with self._lock:
+            if self._queue:
+                self._schedule_drain()  # reused steps still batched
         self._raise_messages(wait=True, stacklevel=5)
 
     def _raise_messages(self, *, wait: bool, stacklevel: int = 3) -> None:
