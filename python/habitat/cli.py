@@ -110,6 +110,36 @@ def _resolve_targets(values: Sequence[str] | None, allow_all: bool) -> list[str]
     return list(dict.fromkeys(resolved))
 
 
+def _check_trace_path(path: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"trace file {path!r} does not exist: check the path (save one with "
+                        "forecast.save('trace.json'), or habitat.predict_on(..., log_dir='runs/x') "
+                        "writes runs/x/forecast.json)")
+    if p.is_dir():
+        raise UserError(f"{path!r} is a directory: give the trace file (a .json saved by Habitat)")
+    return p
+
+
+def _forecast_file(path: str, targets: list[str]) -> "Forecast":
+    """Forecasts every step of the trace file: read once, parsed and forecast by the engine
+    (no Python object per op unless an output reads per-op detail); a status line on stderr
+    when it takes over a second."""
+    from habitat.data.forecast import Forecast
+    from habitat.present.progress import status
+
+    p = _check_trace_path(path)
+    try:
+        with status(f"forecasting {path} ({p.stat().st_size / 1e6:.1f} MB) for {len(targets)} GPU(s)"):
+            forecast = Forecast.load(p, targets=targets)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        message = str(exc)
+        raise UserError(message if path in message else f"cannot read trace {path!r}: {message}") from None
+    if not forecast.steps:
+        raise UserError(f"trace {path!r} holds no step: capture at least one training step")
+    return forecast
+
+
 def _forecast(doc: dict[str, Any], targets: list[str], path: str, *, steps: str = "all",
               log_dir: str | None = None) -> "Forecast":
     """Forecasts the trace's steps (all, or only the last) with a progress bar."""
@@ -219,8 +249,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not targets:
         raise UsageError("name the GPU(s) to forecast for: --target A100 (repeat or comma-separate "
                         "for several; `habitat devices` lists them)")
-    doc = _load_trace(args.trace)
-    forecast = _forecast(doc, targets, args.trace, log_dir=args.log_dir)
+    if args.log_dir:  # step by step, each logged to TensorBoard as it is forecast
+        forecast = _forecast(_load_trace(args.trace), targets, args.trace, log_dir=args.log_dir)
+    else:
+        forecast = _forecast_file(args.trace, targets)
     if args.save:
         forecast.save(args.save)
     if args.json:
@@ -237,8 +269,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _check_run(args)
     _check_suffix(args.plot, (".png", ".svg", ".pdf"), "a plot")
     targets = _resolve_targets(_chosen_targets(args), allow_all=True)  # before the long load
-    doc = _load_trace(args.trace)
-    forecast = _forecast(doc, targets, args.trace, steps="last")
+    forecast = _forecast_file(args.trace, targets)
     comparison = _compare(forecast, args)
     if args.json:
         print(json.dumps(comparison.to_dict(), indent=2))
@@ -257,13 +288,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     _check_suffix(args.output, HTML_SUFFIXES + MARKDOWN_SUFFIXES, "the report")
     chosen = _chosen_targets(args)
     compared = _resolve_targets(chosen, allow_all=True)  # before the long load
-    doc = _load_trace(args.trace)
-    comparison = _compare(_forecast(doc, compared, args.trace, steps="last"), args)
+    comparison = _compare(_forecast_file(args.trace, compared), args)
     # The detailed forecast: the named GPUs, else the trace's, else the three fastest.
     targets = ((compared if chosen else [])
                or _resolve_targets(_trace_targets(args.trace), allow_all=False)
                or [r.gpu for r in comparison.rows[:3]])
-    forecast = _forecast(doc, targets, args.trace)
+    forecast = _forecast_file(args.trace, targets)
     write_report(forecast, args.output, comparison)
     print(f"report written to {args.output}")
     return 0

@@ -47,3 +47,17 @@ def validate_trace_text(text: str) -> str:
     """The engine's canonical JSON of a trace document given as JSON text (TraceFormatError
     naming the first invalid field otherwise)."""
     return _engine.validate_trace_json(text)
+
+
+def forecast_trace(text: str, targets: Sequence[str]) -> tuple[dict[str, Any], list[tuple[Any, int, float, dict[str, Any], bytes]]]:
+    """Parses a trace document (JSON text) once and forecasts every step: (its origin,
+    [(step capsule, index, wall_ms, forecast document without ops, ops JSON bytes)]).
+    Raises TraceFormatError naming the first invalid field."""
+    origin_json, steps = _engine.forecast_trace(text, list(targets), weights_dir())
+    origin = json.loads(origin_json)["origin"]
+    return origin, [(c, i, w, json.loads(summary), ops) for c, i, w, summary, ops in steps]
+
+
+def step_of_capsule(capsule: Any) -> dict[str, Any]:
+    """The trace step dict of a step the engine holds (a capsule from forecast_trace)."""
+    return json.loads(_engine.captured_trace_json(capsule))["steps"][0]

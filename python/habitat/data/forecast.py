@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from habitat.data import engine
 from habitat.data.devices import get_device, target_names
 from habitat.data.files import atomic_write_text
-from habitat.data.trace import tensor_args, validate_trace
+from habitat.data.trace import tensor_args, trace_json_text
 
 #: Steps whose per-op detail is kept in memory (``keep_steps``); older steps keep only their
 #: totals, so a forecast attached to a long training run stays small. ``save()`` writes the
@@ -211,6 +211,12 @@ def _saved_targets(text: str) -> list[str] | None:
     return [t for t in targets if isinstance(t, str)] or None
 
 
+def _stored_detail(capsule: Any, ops_json: bytes) -> Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The detail loader of a step the engine holds as C++ structs: its trace step and its
+    per-op forecasts, decoded on first use."""
+    return lambda: (engine.step_of_capsule(capsule), json.loads(ops_json))
+
+
 def _step_forecast(index: int, measured_ms: float, summary: dict[str, Any],
                    detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]) -> StepForecast:
     """A step's forecast from the engine's summary document; `detail` loads the per-op part."""
@@ -349,27 +355,38 @@ class Forecast:
                    keep_steps: int | None = DEFAULT_KEEP_STEPS) -> "Forecast":
         """Forecasts every step of a trace (a document or a path) for `targets`.
 
-        A file is read and parsed once; its saved targets are used when `targets` is None.
-        `targets` is checked before the file is read (an unknown name fails at once)."""
+        The document is parsed once, by the engine, which forecasts every step; the totals
+        are read at once, each step's trace and per-op detail only when used. Its saved
+        targets are used when `targets` is None. `targets` is checked before the file is read
+        (an unknown name fails at once)."""
         names = target_names(targets) if targets is not None else None
         if isinstance(trace, (str, Path)):
             text = Path(trace).read_text(encoding="utf-8")
-            try:
-                doc = json.loads(engine.validate_trace_text(text))
-            except ValueError as e:
-                raise type(e)(f"invalid habitat trace '{trace}': {e}") from None
+            where = f" '{trace}'"
             if names is None:
                 names = _saved_targets(text)
         else:
-            doc = validate_trace(trace)
+            text = trace_json_text(trace)
+            where = ""
             if names is None:
                 saved = trace.get("forecast", {}).get("targets") if isinstance(trace, dict) else None
                 names = list(saved) if saved else None
         if not names:
             raise ValueError("the trace names no targets: pass targets=['A100', ...]")
-        forecast = cls(names, doc["origin"], keep_steps=keep_steps)
-        for step in doc["steps"]:
-            forecast.add_step(step)
+        names = target_names(names)
+        try:
+            origin, steps = engine.forecast_trace(text, names)
+        except ValueError as e:  # TraceFormatError: name the file
+            message = str(e)
+            if where and message.startswith("invalid habitat trace"):
+                message = message.replace("invalid habitat trace", f"invalid habitat trace{where}", 1)
+            elif where:
+                message = f"invalid habitat trace{where}: {message}"
+            raise type(e)(message) from None
+        del text
+        forecast = cls(names, origin, keep_steps=keep_steps)
+        for capsule, index, wall_ms, summary, ops_json in steps:
+            forecast._add_forecast(index, wall_ms, summary, _stored_detail(capsule, ops_json))
         return forecast
 
     load = from_trace

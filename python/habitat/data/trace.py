@@ -65,6 +65,12 @@ def save_trace(doc: Mapping[str, Any], path: PathLike) -> None:
     _engine.save_trace_json(_to_json(doc), os.fspath(path))
 
 
+def trace_json_text(doc: Mapping[str, Any]) -> str:
+    """A trace document as compact JSON text for the engine (TraceFormatError for values
+    JSON cannot hold)."""
+    return _to_json(doc)
+
+
 def _to_json(doc: Mapping[str, Any]) -> str:
     if not isinstance(doc, Mapping):
         raise TypeError(f"a trace document is a dict, got {type(doc).__name__}")

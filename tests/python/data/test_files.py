@@ -142,3 +142,15 @@ def _counting(fn, calls):  # noqa: ANN001, ANN202
         calls.append(1)
         return fn(*a, **k)
     return wrapper
+
+
+def test_load_builds_per_op_detail_only_when_read(golden_trace: Path):
+    from habitat.data.trace import load_trace
+
+    forecast = Forecast.load(golden_trace, targets=["A100", "T4"])
+    assert all(s._detail is not None for s in forecast.steps)  # totals only, so far
+    assert forecast.steps[0].total_ms["T4"] > 0
+    assert forecast.steps[0]._detail is not None
+    # The step's trace, decoded from the engine's structs, is the canonical step of the file.
+    assert forecast.steps[1].trace == load_trace(golden_trace)["steps"][1]
+    assert len(forecast.steps[1].ops) == 189 and forecast.steps[0]._detail is not None

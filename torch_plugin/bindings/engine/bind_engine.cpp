@@ -154,6 +154,47 @@ void bind_engine(py::module_& m) {
       "JSON of the ops array as bytes, to parse only when per-op detail is read).");
 
   m.def(
+      "forecast_trace",
+      [](const std::string& trace_json, const std::vector<std::string>& targets,
+         const std::string& weights_dir) {
+        // Parsed once, every step forecast; each step is kept as C++ structs in a capsule
+        // (captured_trace_json encodes it when its detail is read).
+        struct Part {
+          SharedTrace step;
+          std::string summary;
+          std::string ops;
+        };
+        std::vector<Part> parts;
+        std::string origin;
+        {
+          py::gil_scoped_release release;
+          Trace trace = trace_from_json(trace_json);
+          Trace origin_only;
+          origin_only.origin = trace.origin;
+          origin = trace_to_json(origin_only);
+          parts.reserve(trace.steps.size());
+          for (Step& step : trace.steps) {
+            const Forecast f = forecast_for(step, trace.origin, targets, weights_dir);
+            auto one = std::make_shared<Trace>();
+            one->origin = trace.origin;
+            one->steps.push_back(std::move(step));
+            parts.push_back({std::move(one), forecast_summary_to_json(f), forecast_ops_to_json(f)});
+          }
+        }
+        py::list steps;
+        for (Part& part : parts) {
+          const Step& step = part.step->steps.front();
+          steps.append(py::make_tuple(make_trace_capsule(std::move(part.step)), step.index,
+                                      step.wall_ms, part.summary, py::bytes(part.ops)));
+        }
+        return py::make_tuple(origin, steps);
+      },
+      py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
+      "Forecasts every step of a trace document, parsed once: (the trace document without\n"
+      "steps, [(step capsule, index, wall_ms, forecast document without ops, ops JSON bytes)]).\n"
+      "captured_trace_json(capsule) gives a step's trace when its detail is read.");
+
+  m.def(
       "forecast_captured",
       [](py::handle capsule, const std::string& origin_trace_json,
          const std::vector<std::string>& targets, const std::string& weights_dir) {
