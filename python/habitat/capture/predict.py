@@ -52,10 +52,11 @@ DEFAULT_DETAIL_STEPS = 2
 #: Steady-state steps between two whose fingerprint is computed (see predict_on's
 #: fingerprint_every); the others are only timed, with the capture key off their thread.
 DEFAULT_FINGERPRINT_EVERY = 10
-#: Two timed steps in a row this far (relative, same direction) from their fingerprint's usual
-#: time make the next step a fingerprinted one: a new batch size or an eval step often shows
+#: TIME_CHANGE_STEPS timed steps in a row this far (relative, same direction) from their
+#: fingerprint's usual time make the next step a fingerprinted one: a new batch size or an eval step often shows
 #: in the step time first (not in a launch-bound step, whose time does not follow shapes).
-TIME_CHANGE = 0.3
+TIME_CHANGE = 0.5
+TIME_CHANGE_STEPS = 3
 #: Steady-state steps whose reused forecast waits before the worker is woken for them (all
 #: of them are handled at once, in order; reading the forecast handles them at once too).
 REUSE_BATCH = 32
@@ -268,9 +269,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         fingerprint_every: in steady state, compute the fingerprint of every N-th step only
             (default 10; 1 = every step). The steps between are only timed: on an eager model
             the capture key is taken off the thread for them, so their ops skip Habitat
-            entirely, and they reuse the forecast of the latest fingerprint. Two timed steps in
-            a row more than 30 % off their fingerprint's usual time make the next step a
-            fingerprinted one, so a shape change is caught within 2 steps when it shows in the
+            entirely, and they reuse the forecast of the latest fingerprint. Three timed steps
+            in a row more than 50 % off their fingerprint's usual time make the next step a
+            fingerprinted one, so a shape change is caught within 3 steps when it shows in the
             step time, and within N steps otherwise. (With torch.compile'd code the key
             stays on the thread: dynamo guards on it.)
 
@@ -308,6 +309,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._last_fingerprinted = -1  # its index
         self._check_next = False  # timed steps' time changed: fingerprint the next one
         self._last_shift = 0  # the latest timed step: +1 / -1 off its usual time, 0 not
+        self._shifts = 0  # timed steps in a row with that shift
         self._usual_ms: dict[int, float] = {}  # timed steps' time per fingerprint (moving)
         self.detail_every = int(detail_every)
         if nvtx:
@@ -421,13 +423,14 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         with self._lock:
             fingerprint = self._last_fingerprint
             usual = self._usual_ms.get(fingerprint)  # type: ignore[arg-type]
-            # Two timed steps in a row off the usual time in the same direction: a change, not
-            # a one-off (a busy machine, a garbage collection).
+            # Timed steps in a row off the usual time in the same direction: a change, not a
+            # one-off (a busy machine, a garbage collection).
             shift = 0 if usual is None or abs(wall_ms / usual - 1) <= TIME_CHANGE else (
                 1 if wall_ms > usual else -1)
-            if shift != 0 and shift == self._last_shift:
-                self._check_next = True
+            self._shifts = self._shifts + 1 if shift != 0 and shift == self._last_shift else 1
             self._last_shift = shift
+            if shift != 0 and self._shifts >= TIME_CHANGE_STEPS:
+                self._check_next = True
             self._usual_ms[fingerprint] = wall_ms if usual is None else 0.8 * usual + 0.2 * wall_ms  # type: ignore[index]
             if fingerprint not in self._known or len(self._queue) >= MAX_QUEUED_STEPS:
                 self._counts["skipped"] += 1
