@@ -382,8 +382,11 @@ def _root(op: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> dict[str, Any
 def _maker(op: dict[str, Any], sid: int,
            made_by: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
     """The composite op that made storage `sid` most recently before `op` started."""
-    makers = [m for m in made_by.get(sid, ()) if m["id"] <= op["id"]]
-    return makers[-1] if makers else None
+    op_id = op["id"]
+    for m in reversed(made_by.get(sid, ())):  # the last one at or before `op`, found from the end
+        if m["id"] <= op_id:
+            return m
+    return None
 
 
 def _category(s: _Storage) -> str:

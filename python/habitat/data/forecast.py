@@ -99,11 +99,21 @@ class StepForecast:
         default=None, repr=False, compare=False)
     _ops: list[OpForecast] = field(default_factory=list, repr=False)
     _trace: dict[str, Any] | None = field(default=None, repr=False)
+    # Loaded but not yet turned into OpForecast objects: the engine's per-op results (a list,
+    # or their JSON bytes). Reading `trace` alone (memory analysis) never builds them.
+    _op_results: Any = field(default=None, repr=False, compare=False)
 
     @property
     def ops(self) -> list[OpForecast]:
         """Every captured op with its per-target predictions (empty past the history)."""
         self._load()
+        with _detail_lock:
+            if self._op_results is not None and self._trace is not None:
+                results = self._op_results
+                if isinstance(results, (bytes, str)):
+                    results = json.loads(results)
+                self._ops = _op_forecasts(self._trace, results, self.targets)
+                self._op_results = None
         return self._ops
 
     @property
@@ -116,14 +126,13 @@ class StepForecast:
         with _detail_lock:
             if self._detail is None:
                 return
-            step, op_results = self._detail()
-            self._trace, self._ops = step, _op_forecasts(step, op_results, self.targets)
+            self._trace, self._op_results = self._detail()
             self._detail = None
 
     def drop_detail(self) -> None:
         """Keeps only the totals (a step that left the forecast's history)."""
         with _detail_lock:
-            self._detail, self._ops, self._trace = None, [], None
+            self._detail, self._ops, self._trace, self._op_results = None, [], None, None
 
     def time_ms(self, target: str | None = None) -> float:
         """Predicted time of this step on `target` (default: the first target), as
@@ -214,7 +223,7 @@ def _saved_targets(text: str) -> list[str] | None:
 def _stored_detail(capsule: Any, ops_json: bytes) -> Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]:
     """The detail loader of a step the engine holds as C++ structs: its trace step and its
     per-op forecasts, decoded on first use."""
-    return lambda: (engine.step_of_capsule(capsule), json.loads(ops_json))
+    return lambda: (engine.step_of_capsule(capsule), ops_json)  # ops parsed when read
 
 
 def _step_forecast(index: int, measured_ms: float, summary: dict[str, Any],

@@ -153,4 +153,5 @@ def test_load_builds_per_op_detail_only_when_read(golden_trace: Path):
     assert forecast.steps[0]._detail is not None
     # The step's trace, decoded from the engine's structs, is the canonical step of the file.
     assert forecast.steps[1].trace == load_trace(golden_trace)["steps"][1]
+    assert forecast.steps[1]._ops == [] and forecast.steps[1]._op_results is not None  # not built
     assert len(forecast.steps[1].ops) == 189 and forecast.steps[0]._detail is not None
