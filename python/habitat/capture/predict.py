@@ -610,6 +610,10 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if _open_windows() == 0:
             _modules.uninstall()
             _phase.uninstall()
+            # Nor the capture key on this thread (the boxed fallback every op would still pass
+            # through), unless compiled code guards on it.
+            if _C._capture_key_included() and not _modules.compiled_code_seen():
+                _C._capture_release_thread()
         self._tracing.close()
         errors = []
         for sink in self._sinks:

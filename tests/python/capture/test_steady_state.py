@@ -308,6 +308,22 @@ def test_no_global_hooks_remain_after_close() -> None:
     assert predictor.forecast.latest.ops[0].module_path is not None
 
 
+def test_close_takes_the_capture_key_off_the_thread() -> None:
+    _forget_compiled_code()
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, fingerprint_every=1)
+    for x in _batches(3):
+        with predictor:
+            _step(model, opt, x)
+    assert _C._capture_key_included()
+    predictor.close()
+    assert not _C._capture_key_included()  # ops after training skip Habitat entirely
+    x = _batches(1)[0]
+    with predictor:  # usable again
+        _step(model, opt, x)
+    assert len(predictor.forecast.steps) == 4
+
+
 def test_hooks_of_a_compiled_model_stay_idle_until_close_without_recompiles() -> None:
     import torch._dynamo
 
