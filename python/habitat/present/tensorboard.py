@@ -6,11 +6,13 @@ TRACE --target A100 --log-dir runs/x``. Then run ``tensorboard --logdir runs``.
 
 What is written when (``detail_every``, default ``DEFAULT_DETAIL_EVERY`` = 100):
 
-- every step: the scalars (measured time, predicted time and phases per GPU): about 0.1 KB
-  per scalar, e.g. ~2 KB per step for 3 GPUs (``benchmarks/scale/`` measures it);
+- every step: the scalars (measured time, predicted time and phases per GPU): 1.2 KB per
+  step for 3 GPUs (measured by ``benchmarks/scale/scale.py``, benchmarks/results/scale-cpu.txt);
 - every ``detail_every`` steps, and whenever the step's ops change (a different op count or
   method mix, e.g. an evaluation step or a new shape): the top-op scalars, the histograms and
-  the per-op text table, which is the bulk (tens to hundreds of KB for a large step).
+  the per-op text table, which is the bulk: 36 KB for a 237-op step and 3 GPUs, hundreds of
+  KB for large steps. 100k steps of that step: ~150 MB (it was ~3.6 GB with the detail every
+  step).
   Building it needs every op's detail, so skipping it also keeps the per-op objects unbuilt.
 
 Tags (``<gpu>`` is the canonical device name, e.g. ``A100-SXM4-80GB``):
