@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import types
 from pathlib import Path
 
 import pytest
+from subprocess_env import subprocess_env
 from tools_fixtures import capture
 
 import habitat
@@ -178,7 +178,7 @@ def test_bad_usage_exits_2(capsys, argv):
 def test_python_dash_m_habitat_runs_the_cli(tmp_path):
     # The child imports habitat the way this test run does: the installed package, or the
     # source tree when PYTHONPATH points there (its built extension lives beside it).
-    env = dict(os.environ, PYTHONPATH=str(Path(habitat.__file__).parents[1]))
+    env = subprocess_env()
     done = subprocess.run([sys.executable, "-m", "habitat", "devices"], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,10 +17,10 @@ from habitat import _C
 from habitat.capture import cupti
 from habitat.data import engine
 from habitat.data.trace import tensor_args
+from subprocess_env import subprocess_env
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU fallback")
-PYTHON_DIR = str(Path(habitat.__file__).resolve().parent.parent)
 
 
 def attach_kernels(step: dict, kernels: cupti.StepKernels) -> int:
@@ -259,8 +258,7 @@ def test_nvtx_ranges_are_emitted_per_op():
         print(json.dumps({"nvtx": _C.nvtx_enabled(), "ranges": k.nvtx_ranges,
                           "sample": k.nvtx_sample}))
     """)
-    env = dict(os.environ, NVTX_INJECTION64_PATH=library, HABITAT_NVTX="1",
-               PYTHONPATH=os.pathsep.join([PYTHON_DIR, os.environ.get("PYTHONPATH", "")]))
+    env = subprocess_env(NVTX_INJECTION64_PATH=library, HABITAT_NVTX="1")
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr

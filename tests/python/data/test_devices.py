@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import habitat
+from subprocess_env import subprocess_env
 import importlib
 
 hd = importlib.import_module("habitat.data.devices")  # habitat.data.devices is also the function
@@ -176,13 +177,11 @@ def test_broken_environment_file_is_an_error_at_first_use(
 
 
 def test_broken_environment_file_fails_the_cli_with_one_message(tmp_path: Path):
-    import os
     import subprocess
     import sys
 
     bad = _write(tmp_path, {"devices": [{"name": "X"}]})
-    env = {**os.environ, hd.ENV_VAR: str(bad),
-           "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "python")}
+    env = subprocess_env(**{hd.ENV_VAR: str(bad)})
     out = subprocess.run([sys.executable, "-m", "habitat", "devices"], capture_output=True,
                          text=True, env=env, timeout=120)
     assert out.returncode == 1, out

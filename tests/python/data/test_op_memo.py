@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+from subprocess_env import subprocess_env
 
 SCRIPT = """
 import json, sys
@@ -20,7 +19,7 @@ print(json.dumps([[s.total_ms, s.phase_ms, s.method_ops,
 
 
 def _forecast(trace: Path, memo: str) -> str:
-    env = {**os.environ, "HABITAT_OP_MEMO": memo, "PYTHONPATH": str(REPO / "python")}
+    env = subprocess_env(HABITAT_OP_MEMO=memo)
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(trace)], capture_output=True,
                          text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr

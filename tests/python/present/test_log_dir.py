@@ -16,12 +16,12 @@ import pytest
 pytest.importorskip("tensorboard", reason="log_dir writes TensorBoard logs")
 
 import habitat  # noqa: E402
+from subprocess_env import subprocess_env  # noqa: E402
 from habitat.capture.sinks import HISTORY_FILE, SAVE_EVERY_STEPS, json_handler, log_dir_sinks  # noqa: E402
 from habitat.data.forecast import Forecast, read_step_history  # noqa: E402
 from habitat.present.tensorboard import OPS_TABLE, STEP, TensorBoardLogger  # noqa: E402
 from tools_fixtures import TARGETS, capture  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[3]
 
 TRAIN = """
 import sys, torch, habitat
@@ -38,7 +38,7 @@ for i in range(100000):
 
 
 def test_sigkill_mid_run_leaves_a_loadable_forecast_and_every_step_in_the_history(tmp_path: Path):
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'python'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = subprocess_env()
     proc = subprocess.Popen([sys.executable, "-c", TRAIN, str(tmp_path)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     history_file = tmp_path / HISTORY_FILE
