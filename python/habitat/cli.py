@@ -43,13 +43,7 @@ class UsageError(UserError):
 
 # ----- helpers ---------------------------------------------------------------------------
 def _load_trace(path: str) -> dict[str, Any]:
-    p = Path(path)
-    if not p.exists():
-        raise UserError(f"trace file {path!r} does not exist: check the path (save one with "
-                        "forecast.save('trace.json'), or habitat.predict_on(..., log_dir='runs/x') "
-                        "writes runs/x/forecast.json)")
-    if p.is_dir():
-        raise UserError(f"{path!r} is a directory: give the trace file (a .json saved by Habitat)")
+    p = _check_trace_path(path)
     from habitat.data.trace import load_trace
     from habitat.present.progress import status
 
