@@ -36,6 +36,11 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
     lines = [f"Habitat forecast: step {step.index} (measured {step.measured_ms:.2f} ms on {origin}; "
              f"{len(forecast.steps)} step(s) so far)"]
     lines.extend(view.step_warnings(step))
+    counts = getattr(forecast, "step_counts", None)  # set by predict_on
+    if counts and (counts.get("reused") or counts.get("skipped")):
+        lines.append(f"Steps: {counts['detailed']} recorded in detail, {counts['reused']} reused the "
+                     f"forecast of an identical step (each with its own measured time), "
+                     f"{counts['skipped']} skipped (the forecast thread was behind)")
     note = forecast.detail_note() if hasattr(forecast, "detail_note") else None
     if note:
         lines.append("Note: " + note)

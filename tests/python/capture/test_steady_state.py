@@ -119,6 +119,7 @@ def test_repeated_steps_reuse_the_forecast_with_their_own_time() -> None:
     latest = forecast.latest
     assert latest.trace["index"] == 5 and latest.ops
     assert {op.phase for op in latest.ops} >= {"forward", "backward", "optimizer"}
+    assert "Steps: 2 recorded in detail, 4 reused the forecast of an identical step" in str(forecast)
     predictor.close()
 
 
