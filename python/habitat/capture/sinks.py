@@ -220,8 +220,10 @@ def log_dir_sinks(log_dir: PathLike, *, run: str | None = None,
     log_dir = Path(log_dir)
     run = run or run_name()
     guard = _Guard()
-    return [json_handler(log_dir / FORECAST_FILE, every=save_every, _guard=guard),
-            history_handler(log_dir / HISTORY_FILE, run=run, _guard=guard),
+    # The history first: a process killed between the two writes then leaves every step of
+    # forecast.json in steps.jsonl too.
+    return [history_handler(log_dir / HISTORY_FILE, run=run, _guard=guard),
+            json_handler(log_dir / FORECAST_FILE, every=save_every, _guard=guard),
             tensorboard_handler(log_dir, run=run, _guard=guard, **tensorboard)]
 
 
