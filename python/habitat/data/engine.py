@@ -29,9 +29,10 @@ def weights_dir() -> str:
 
 
 def forecast_step(origin: dict[str, Any], step: dict[str, Any], targets: Sequence[str]) -> dict[str, Any]:
-    """Runs the engine on one step (a trace step dict) for each target GPU."""
-    text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
-    return json.loads(_engine.forecast_step(text, list(targets), 0, weights_dir()))
+    """Runs the engine on one step (a trace step dict) for each target GPU: the whole
+    forecast document, per-op detail included."""
+    summary, ops = forecast_step_parts(origin, step, targets)
+    return {**summary, "ops": json.loads(ops)}
 
 
 def forecast_step_parts(origin: dict[str, Any], step: dict[str, Any],
@@ -41,12 +42,6 @@ def forecast_step_parts(origin: dict[str, Any], step: dict[str, Any],
     text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
     summary, ops = _engine.forecast_step_parts(text, list(targets), weights_dir())
     return json.loads(summary), ops
-
-
-def validate_trace_text(text: str) -> str:
-    """The engine's canonical JSON of a trace document given as JSON text (TraceFormatError
-    naming the first invalid field otherwise)."""
-    return _engine.validate_trace_json(text)
 
 
 def forecast_trace(text: str, targets: Sequence[str]) -> tuple[dict[str, Any], list[tuple[Any, int, float, dict[str, Any], bytes]]]:
