@@ -216,7 +216,8 @@ json parse_document(std::string_view text) {
       }
     } else if (key == "devices") {
       if (!value.is_array()) fail(root, "\"devices\" must be a list");
-    } else if (key == "sm_limits" || key == "source_tags") {
+    } else if (key == "sm_limits" || key == "source_tags" || key == "interconnects") {
+      // "interconnects" is read by InterconnectDatabase (parallel/cluster.cpp).
       if (!value.is_object()) fail(root, in_quotes(key) + " must be an object");
     } else {
       fail(root, "unknown top-level field " + in_quotes(key));

@@ -1,0 +1,43 @@
+// The time of one collective on a cluster: ring, tree and NVLink SHARP algorithms on a
+// latency + bandwidth model per fabric tier, reported as nccl-tests reports it
+// (algorithm bandwidth = bytes / time; bus bandwidth = algbw x bus_factor).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "habitat/cluster.h"
+
+namespace habitat {
+
+enum class Collective { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, AllToAll };
+const char* to_string(Collective c);
+// "all_reduce", "allreduce", c10d's "allreduce_" / "_allgather_base_" / "reduce_scatter_tensor_coalesced_"...
+std::optional<Collective> collective_from_name(std::string_view name);
+
+enum class CollectiveAlgorithm { Auto, Ring, Tree, Nvls };
+const char* to_string(CollectiveAlgorithm a);
+std::optional<CollectiveAlgorithm> algorithm_from_name(std::string_view name);
+
+// nccl-tests doc/PERFORMANCE.md: busbw = algbw x this. all_reduce 2(n-1)/n; all_gather,
+// reduce_scatter, all_to_all (n-1)/n; broadcast, reduce, send/recv 1.
+double bus_factor(Collective c, int ranks);
+
+struct CollectiveEstimate {
+  double time_us = 0;
+  double algbw_gbs = 0;  // bytes / time, 1e9 B/s
+  double busbw_gbs = 0;  // algbw x bus_factor
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
+  std::string bottleneck;  // the tier whose bandwidth bounds it
+};
+
+// `bytes` is nccl-tests' "size": the buffer all_reduce reduces, all_gather's whole output,
+// reduce_scatter's whole input, the message of broadcast/send. `ranks` consecutive ranks of
+// `cluster` take part (1 = no communication, 0 us). Auto picks the fastest algorithm the
+// fabric offers, as NCCL's tuner does. Throws ClusterError on a group the cluster cannot hold.
+CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks,
+                                       const Cluster& cluster,
+                                       CollectiveAlgorithm algorithm = CollectiveAlgorithm::Auto);
+
+}  // namespace habitat

@@ -1,0 +1,170 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "habitat/collectives.h"
+
+namespace habitat {
+namespace {
+
+const std::string kDevicesPath = HABITAT_SOURCE_DIR "/python/habitat/data/devices.json";
+
+const InterconnectDatabase& interconnects() {
+  static const InterconnectDatabase db = [] {
+    std::ifstream in(kDevicesPath);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return InterconnectDatabase::from_json(text.str());
+  }();
+  return db;
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+TEST(BusFactor, IsNcclTestsCorrectionFactor) {
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::AllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::AllGather, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::ReduceScatter, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::AllToAll, 2), 0.5);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::Broadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::AllReduce, 1), 0.0);
+}
+
+TEST(CollectiveNames, C10dOpsResolve) {
+  EXPECT_EQ(collective_from_name("c10d::allreduce_"), Collective::AllReduce);
+  EXPECT_EQ(collective_from_name("c10d::allreduce_coalesced_"), Collective::AllReduce);
+  EXPECT_EQ(collective_from_name("c10d::_allgather_base_"), Collective::AllGather);
+  EXPECT_EQ(collective_from_name("c10d::allgather_into_tensor_coalesced_"), Collective::AllGather);
+  EXPECT_EQ(collective_from_name("c10d::_reduce_scatter_base_"), Collective::ReduceScatter);
+  EXPECT_EQ(collective_from_name("c10d::reduce_scatter_tensor_coalesced_"), Collective::ReduceScatter);
+  EXPECT_EQ(collective_from_name("c10d::broadcast_"), Collective::Broadcast);
+  EXPECT_EQ(collective_from_name("c10d::send"), Collective::SendRecv);
+  EXPECT_EQ(collective_from_name("c10d::recv_any_source_"), Collective::SendRecv);
+  EXPECT_EQ(collective_from_name("c10d::alltoall_base_"), Collective::AllToAll);
+  EXPECT_EQ(collective_from_name("all_reduce"), Collective::AllReduce);
+  EXPECT_FALSE(collective_from_name("c10d::barrier").has_value());
+}
+
+TEST(Cluster, UsualServerOfEachSxmGpu) {
+  const Cluster a100 = interconnects().make_cluster("A100-SXM4-40GB", 16);
+  EXPECT_EQ(a100.gpus_per_node, 8);
+  EXPECT_EQ(a100.nodes, 2);
+  EXPECT_EQ(a100.intra.name, "nvlink3-nvswitch");
+  EXPECT_DOUBLE_EQ(a100.intra.bandwidth_gbs, 300);
+  EXPECT_EQ(a100.inter.name, "ib-hdr200");
+  const Cluster h100 = interconnects().make_cluster("H100-SXM5-80GB", 4);
+  EXPECT_EQ(h100.gpus_per_node, 4);
+  EXPECT_EQ(h100.nodes, 1);
+  EXPECT_EQ(h100.intra.name, "nvlink4-nvswitch");
+  EXPECT_FALSE(h100.intra.sources.at("bandwidth_gbs").empty());
+}
+
+TEST(Cluster, KindsResolveAgainstTheServer) {
+  EXPECT_EQ(interconnects().make_cluster("H100-SXM5-80GB", 8, 8, "nvlink").intra.name, "nvlink4-nvswitch");
+  EXPECT_EQ(interconnects().make_cluster("H100-SXM5-80GB", 8, 8, "pcie").intra.name, "pcie4");
+  EXPECT_EQ(interconnects().make_cluster("A100-SXM4-80GB", 16, 8, std::nullopt, "infiniband").inter.name,
+            "ib-hdr200");
+  EXPECT_EQ(interconnects().make_cluster("L4", 4).intra.name, "pcie4");
+}
+
+TEST(Cluster, BadInputSaysWhatToDo) {
+  try {
+    interconnects().make_cluster("A100-SXM4-80GB", 12, 8);
+    FAIL();
+  } catch (const ClusterError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpus_per_node"), std::string::npos) << e.what();
+  }
+  try {
+    interconnects().make_cluster("L4", 4, std::nullopt, "nvlink");
+    FAIL();
+  } catch (const ClusterError& e) {
+    EXPECT_NE(std::string(e.what()).find("no NVLink"), std::string::npos) << e.what();
+  }
+  try {
+    interconnects().make_cluster("H100-SXM5-80GB", 8, 8, "warp-drive");
+    FAIL();
+  } catch (const ClusterError& e) {
+    EXPECT_NE(std::string(e.what()).find("nvlink4-nvswitch"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(interconnects().link("nope"), ClusterError);
+}
+
+TEST(Interconnects, RejectsUnknownFieldsAndTiers) {
+  EXPECT_THROW(InterconnectDatabase::from_json(R"({"interconnects": {"links": {"x": {"kind": "nvlink",
+      "bandwidth_gbs": 1, "efficiency": 0.5, "hop_latency_us": 1, "speed": 3}}}})"), ClusterError);
+  EXPECT_THROW(InterconnectDatabase::from_json(R"({"interconnects": {"devices": {"A100": {"intra": "nope"}}}})"),
+               ClusterError);
+  EXPECT_THROW(InterconnectDatabase::from_json(R"({"interconnects": {"links": {"x": {"kind": "nvlink"}}}})"),
+               ClusterError);
+  EXPECT_TRUE(InterconnectDatabase::from_json(R"({"devices": []})").link_names().empty());
+}
+
+TEST(AllReduce, LargeRingReachesTheTierBusBandwidth) {
+  const Cluster c = interconnects().make_cluster("A100-SXM4-80GB", 8);
+  const auto e = estimate_collective(Collective::AllReduce, 16.0 * 1024 * kMiB, 8, c);
+  EXPECT_EQ(e.algorithm, CollectiveAlgorithm::Ring);
+  EXPECT_NEAR(e.busbw_gbs, 300 * 0.8, 240 * 0.01);  // the spec x the ring's 80%
+  EXPECT_NEAR(e.busbw_gbs, e.algbw_gbs * 2 * 7 / 8, 1e-9);
+  EXPECT_EQ(e.bottleneck, "nvlink3-nvswitch");
+}
+
+TEST(AllReduce, NvlsOnHopperNvswitchBeatsTheRingAtLargeSizes) {
+  const Cluster c = interconnects().make_cluster("H100-SXM5-80GB", 8);
+  const auto nv = estimate_collective(Collective::AllReduce, 1024 * kMiB, 8, c);
+  const auto rg = estimate_collective(Collective::AllReduce, 1024 * kMiB, 8, c, CollectiveAlgorithm::Ring);
+  EXPECT_EQ(nv.algorithm, CollectiveAlgorithm::Nvls);
+  EXPECT_LT(nv.time_us, rg.time_us);
+  EXPECT_GT(nv.busbw_gbs, 450);  // above the wire rate, as nccl-tests reports NVLS
+  EXPECT_THROW(estimate_collective(Collective::AllReduce, kMiB, 8,
+                                   interconnects().make_cluster("A100-SXM4-80GB", 8),
+                                   CollectiveAlgorithm::Nvls), ClusterError);
+}
+
+TEST(AllReduce, SmallMessagesAreLatencyBound) {
+  const Cluster c = interconnects().make_cluster("A100-SXM4-80GB", 8);
+  const auto tiny = estimate_collective(Collective::AllReduce, 8, 8, c);
+  // NCCL's ring/Simple constants: 8.4 us + 2(n-1) x 3.4 us per NVLink step.
+  EXPECT_NEAR(tiny.time_us, 8.4 + 14 * 3.4, 0.01);
+  double previous = 0;
+  for (double mib = 1; mib <= 1024; mib *= 2) {
+    const double busbw = estimate_collective(Collective::AllReduce, mib * kMiB, 8, c).busbw_gbs;
+    EXPECT_GT(busbw, previous);
+    previous = busbw;
+  }
+}
+
+TEST(AllReduce, CrossingNodesIsBoundByTheNodesNics) {
+  const Cluster c = interconnects().make_cluster("A100-SXM4-80GB", 16);
+  const auto e = estimate_collective(Collective::AllReduce, 4096 * kMiB, 16, c, CollectiveAlgorithm::Ring);
+  EXPECT_EQ(e.bottleneck, "ib-hdr200");
+  // 8 HDR NICs per node at 24 GB/s each (nccl-tests #119): busbw ~192 GB/s.
+  EXPECT_NEAR(e.busbw_gbs, 8 * 25 * 0.96, 2.0);
+  // A group inside one node never touches the NICs.
+  EXPECT_EQ(estimate_collective(Collective::AllReduce, 4096 * kMiB, 8, c).bottleneck, "nvlink3-nvswitch");
+  // Tree beats ring on latency for tiny messages across many nodes.
+  const Cluster big = interconnects().make_cluster("A100-SXM4-80GB", 256);
+  EXPECT_EQ(estimate_collective(Collective::AllReduce, 1024, 256, big).algorithm, CollectiveAlgorithm::Tree);
+}
+
+TEST(OtherCollectives, ScaleWithTheirBusFactors) {
+  const Cluster c = interconnects().make_cluster("H100-SXM5-80GB", 8);
+  const double bytes = 512 * kMiB;
+  const auto ag = estimate_collective(Collective::AllGather, bytes, 8, c);
+  const auto rs = estimate_collective(Collective::ReduceScatter, bytes, 8, c);
+  const auto ar = estimate_collective(Collective::AllReduce, bytes, 8, c, CollectiveAlgorithm::Ring);
+  EXPECT_DOUBLE_EQ(ag.time_us, rs.time_us);
+  EXPECT_LT(ag.time_us, ar.time_us);  // half the traffic of a ring all_reduce
+  EXPECT_NEAR(ag.busbw_gbs, ar.busbw_gbs, ar.busbw_gbs * 0.02);
+  const auto p2p = estimate_collective(Collective::SendRecv, bytes, 2, c);
+  EXPECT_NEAR(p2p.busbw_gbs, 450 * 0.82, 5);
+  const auto a2a = estimate_collective(Collective::AllToAll, bytes, 8, c);
+  EXPECT_GT(a2a.time_us, 0);
+  EXPECT_EQ(estimate_collective(Collective::AllReduce, bytes, 1, c).time_us, 0);
+  EXPECT_THROW(estimate_collective(Collective::AllReduce, bytes, 9, c), ClusterError);
+  EXPECT_THROW(estimate_collective(Collective::AllReduce, -1, 8, c), ClusterError);
+}
+
+}  // namespace
+}  // namespace habitat
