@@ -9,5 +9,6 @@ void bind_devices(pybind11::module_& m);  // bind_devices.cpp: Device, DeviceDat
 void bind_trace(pybind11::module_& m);    // bind_trace.cpp: trace documents (load, save, validate)
 void bind_engine(pybind11::module_& m);   // bind_engine.cpp: the predictor
 void bind_learned(pybind11::module_& m);  // bind_learned.cpp: learned models (MLP runtime)
+void bind_parallel(pybind11::module_& m); // bind_parallel.cpp: clusters, collective cost model
 
 }  // namespace habitat::python

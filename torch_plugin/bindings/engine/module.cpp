@@ -10,4 +10,5 @@ PYBIND11_MODULE(_engine, m) {
   habitat::python::bind_trace(m);
   habitat::python::bind_engine(m);
   habitat::python::bind_learned(m);
+  habitat::python::bind_parallel(m);
 }

@@ -1,0 +1,53 @@
+"""The collective model against published nccl-tests all_reduce bus bandwidths (8 GPUs, one
+NVSwitch node, 1 MiB - 1 GiB). None of the model's constants was fitted to these curves.
+
+    PYTHONPATH=python python3 benchmarks/collectives/compare_nccl_tests.py [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from habitat.analysis.cluster import Cluster
+
+DATA = Path(__file__).with_name("nccl_tests_all_reduce.json")
+
+
+def compare(data: Path = DATA) -> list[dict]:
+    out = []
+    for curve in json.loads(data.read_text())["curves"]:
+        cluster = Cluster(curve["device"], curve["ranks"])
+        rows = []
+        for size, measured in sorted(curve["busbw_gbs"].items(), key=lambda kv: int(kv[0])):
+            e = cluster.collective("all_reduce", int(size))
+            rows.append({"bytes": int(size), "measured_busbw_gbs": measured,
+                         "predicted_busbw_gbs": round(e["busbw_gbs"], 2), "algorithm": e["algorithm"],
+                         "error_pct": round((e["busbw_gbs"] - measured) / measured * 100, 1)})
+        errs = [abs(r["error_pct"]) for r in rows]
+        out.append({"name": curve["name"], "source": curve["source"], "rows": rows,
+                    "mean_abs_error_pct": round(sum(errs) / len(errs), 1), "max_abs_error_pct": max(errs),
+                    "within_15pct": sum(e <= 15 for e in errs), "points": len(errs)})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--json", help="write the comparison here")
+    args = ap.parse_args()
+    results = compare()
+    for c in results:
+        print(f"\n{c['name']}\n  source: {c['source'][:110]}...")
+        print(f"  {'size':>9s} {'measured':>9s} {'model':>9s} {'algo':>5s} {'error':>7s}")
+        for r in c["rows"]:
+            size = r["bytes"] / 2**20
+            print(f"  {size:7.0f}MB {r['measured_busbw_gbs']:9.1f} {r['predicted_busbw_gbs']:9.1f} "
+                  f"{r['algorithm']:>5s} {r['error_pct']:+6.1f}%")
+        print(f"  mean |error| {c['mean_abs_error_pct']}%, max {c['max_abs_error_pct']}%, "
+              f"{c['within_15pct']}/{c['points']} sizes within 15%")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

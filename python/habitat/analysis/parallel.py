@@ -1,0 +1,351 @@
+"""One training step on a cluster, from the step on one GPU: data, tensor and pipeline parallel.
+
+The input is a :class:`StepWork`: the single-GPU step's forward, backward and optimizer time
+on the target GPU, its gradients (bytes, and when in the backward pass each is ready), and,
+for tensor and pipeline parallelism, which part of its time the model's layers spend in work
+tensor parallelism splits and how big the activations between layers are. The collectives come
+from the engine's model (habitat.analysis.cluster). Times are microseconds.
+
+- **Data parallel (DDP)**: every replica runs the step on its own batch; gradients are
+  all-reduced in buckets (``bucket_mb=25``, DDP's default, the first bucket 1 MB as DDP's
+  ``_DEFAULT_FIRST_BUCKET_BYTES``) in the order they become ready (reverse parameter order),
+  on one communication stream that overlaps the rest of the backward pass; what is left when
+  the backward pass ends is exposed. ``overlap=False`` all-reduces after it (Megatron-LM's
+  default, ``overlap_grad_reduce=False``).
+- **Sharded data parallel (FSDP / ZeRO-3)**: each layer's parameters are all-gathered before
+  its forward and again before its backward, its gradients reduce-scattered; the collectives
+  overlap the compute of the neighbouring layers, so only what exceeds it is exposed. The
+  optimizer updates 1/d of the state.
+- **Tensor parallel (Megatron-LM)**: the work tensor parallelism splits (the layers' matrix
+  products and attention) is divided by t; the rest (layer norms, dropouts, residual adds) runs
+  on every rank; each layer all-reduces its hidden state twice in the forward pass (after the
+  attention and MLP row-parallel products) and twice in the backward pass, plus one all-reduce
+  each way for the vocabulary-parallel embedding and output layer.
+- **Pipeline parallel**: layers are split evenly over p stages (the embedding with the first,
+  the head with the last), the batch into m micro-batches; a step takes
+  ``sum(stage) + (m - 1) * max(stage)`` per micro-batch's forward and backward (the bubble is
+  ``(p-1)/(m+p-1)`` of the step when the stages are equal), plus a send/recv of the activations
+  at each stage boundary each way, and all-reduces the tied embedding's gradient between the
+  first and last stage.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from habitat.analysis.cluster import Cluster
+
+MB = 1 << 20
+#: torch DDP's bucket_cap_mb default and its first bucket (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES).
+DDP_BUCKET_MB = 25.0
+DDP_FIRST_BUCKET_MB = 1.0
+
+
+@dataclass
+class StepWork:
+    """What the parallel model needs from a single-GPU step on one target (microseconds)."""
+
+    forward_us: float
+    backward_us: float
+    optimizer_us: float = 0.0
+    other_us: float = 0.0
+    #: (bytes, ready time from the start of the backward pass in us), in the order produced.
+    gradients: list[tuple[float, float]] = field(default_factory=list)
+    #: transformer layers, and the part of the forward/backward time inside them that tensor
+    #: parallelism splits (matrix products, attention)
+    layers: int = 0
+    tp_split_forward_us: float = 0.0
+    tp_split_backward_us: float = 0.0
+    #: the hidden state between layers (batch x sequence x hidden x element size)
+    activation_bytes: float = 0.0
+    #: forward/backward time outside the layers: before them (embedding) and after (head, loss)
+    prologue_forward_us: float = 0.0
+    prologue_backward_us: float = 0.0
+    epilogue_forward_us: float = 0.0
+    epilogue_backward_us: float = 0.0
+    #: gradient bytes of the embedding that a pipeline's first and last stage share
+    tied_embedding_bytes: float = 0.0
+
+    @property
+    def gradient_bytes(self) -> float:
+        return float(sum(b for b, _ in self.gradients))
+
+    @property
+    def compute_us(self) -> float:
+        return self.forward_us + self.backward_us + self.optimizer_us + self.other_us
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How the step is spread: data x tensor x pipeline = world size."""
+
+    data: int = 1
+    tensor: int = 1
+    pipeline: int = 1
+    micro_batches: int = 1
+    sharded: bool = False        # FSDP / ZeRO-3 over the data-parallel group
+    overlap: bool = True         # DDP overlaps the gradient all-reduce with the backward pass
+    bucket_mb: float = DDP_BUCKET_MB
+    first_bucket_mb: float = DDP_FIRST_BUCKET_MB
+
+    @property
+    def world_size(self) -> int:
+        return self.data * self.tensor * self.pipeline
+
+    def label(self) -> str:
+        parts = []
+        if self.data > 1:
+            parts.append(f"{'FSDP' if self.sharded else 'DDP'}{self.data}")
+        if self.tensor > 1:
+            parts.append(f"TP{self.tensor}")
+        if self.pipeline > 1:
+            parts.append(f"PP{self.pipeline}x{self.micro_batches}mb")
+        return "+".join(parts) or "single GPU"
+
+    @classmethod
+    def parse(cls, spec: "str | Parallelism | None", world_size: int) -> "Parallelism":
+        """"ddp" / "dp" (every rank data parallel), "fsdp", "tp", "pp", or degrees such as
+        "dp2,tp4" or "pp4x8" (4 stages, 8 micro-batches); None = DDP over the world size."""
+        if isinstance(spec, Parallelism):
+            p = spec
+        else:
+            s = (spec or "ddp").strip().lower()
+            whole = {"ddp": {"data": world_size}, "dp": {"data": world_size},
+                     "fsdp": {"data": world_size, "sharded": True}, "tp": {"tensor": world_size},
+                     "pp": {"pipeline": world_size}}
+            if s in whole:
+                return cls(**whole[s])
+            kw: dict[str, Any] = {}
+            for part in re.split(r"[,+ ]+", s):
+                m = _PART.fullmatch(part)
+                if not m:
+                    raise ValueError(f"cannot read parallelism {spec!r}: use ddp, fsdp, tp, pp, or degrees "
+                                     "such as 'dp2,tp4' or 'pp4x8' (4 stages, 8 micro-batches)")
+                kind, degree, micro = m.group(1), int(m.group(2)), m.group(3)
+                key = {"dp": "data", "ddp": "data", "fsdp": "data", "tp": "tensor", "pp": "pipeline"}[kind]
+                kw[key] = degree
+                if kind == "fsdp":
+                    kw["sharded"] = True
+                if micro:
+                    if kind != "pp":
+                        raise ValueError(f"micro-batches (x{micro}) go with pp, in {spec!r}")
+                    kw["micro_batches"] = int(micro)
+            p = cls(**kw)
+        if p.world_size != world_size:
+            raise ValueError(f"parallelism {p.label()} uses {p.world_size} GPUs but world_size is "
+                             f"{world_size}: make data x tensor x pipeline = world_size")
+        if min(p.data, p.tensor, p.pipeline, p.micro_batches) < 1:
+            raise ValueError("parallel degrees and micro_batches must be at least 1")
+        return p
+
+
+_PART = re.compile(r"(fsdp|ddp|dp|tp|pp)(\d+)(?:x(\d+))?")
+
+
+@dataclass
+class ParallelForecast:
+    """One step on a cluster: the time and where it goes (microseconds)."""
+
+    cluster: Cluster
+    parallelism: Parallelism
+    time_us: float
+    compute_us: float
+    exposed_comm_us: float
+    comm_us: float                      # all collectives, overlapped or not
+    bubble_us: float = 0.0
+    collectives: list[dict[str, Any]] = field(default_factory=list)  # kind, bytes, count, time_us
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def time_ms(self) -> float:
+        return self.time_us / 1000.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cluster": self.cluster.label(), "parallelism": self.parallelism.label(),
+                "time_ms": round(self.time_ms, 4), "compute_ms": round(self.compute_us / 1e3, 4),
+                "exposed_comm_ms": round(self.exposed_comm_us / 1e3, 4),
+                "comm_ms": round(self.comm_us / 1e3, 4), "bubble_ms": round(self.bubble_us / 1e3, 4),
+                "collectives": self.collectives, "notes": self.notes}
+
+    def __str__(self) -> str:
+        return (f"{self.cluster.label()} {self.parallelism.label()}: {self.time_ms:.2f} ms/step "
+                f"(compute {self.compute_us / 1e3:.2f}, communication {self.comm_us / 1e3:.2f} of which "
+                f"exposed {self.exposed_comm_us / 1e3:.2f}, bubble {self.bubble_us / 1e3:.2f})")
+
+
+class _Ledger:
+    """The step's collectives, one row per purpose: calls, total bytes, total time."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self.total_us = 0.0
+
+    def add(self, what: str, kind: str, nbytes: float, ranks: int, t_us: float, count: int = 1) -> float:
+        row = self.rows.setdefault((what, kind, ranks), {"what": what, "kind": kind, "ranks": ranks,
+                                                        "count": 0, "bytes": 0.0, "time_us": 0.0})
+        row["count"] += count
+        row["bytes"] += nbytes * count
+        row["time_us"] += t_us * count
+        self.total_us += t_us * count
+        return t_us * count
+
+
+def ddp_buckets(gradients: list[tuple[float, float]], bucket_mb: float = DDP_BUCKET_MB,
+                first_bucket_mb: float = DDP_FIRST_BUCKET_MB) -> list[tuple[float, float]]:
+    """Gradients (bytes, ready_us) in the order produced -> buckets (bytes, ready_us): a bucket
+    closes once it holds its cap and is ready when its last gradient is."""
+    buckets: list[tuple[float, float]] = []
+    cap = first_bucket_mb * MB
+    size, ready = 0.0, 0.0
+    for nbytes, t in gradients:
+        size += nbytes
+        ready = max(ready, t)
+        if size >= cap:
+            buckets.append((size, ready))
+            size, ready, cap = 0.0, 0.0, bucket_mb * MB
+    if size > 0:
+        buckets.append((size, ready))
+    return buckets
+
+
+def _gradient_sync(gradients: list[tuple[float, float]], backward_us: float, cluster: Cluster,
+                   p: Parallelism, ledger: _Ledger) -> float:
+    """Exposed us after the backward pass of the data-parallel all-reduce of `gradients`
+    ((bytes, ready us)) in DDP buckets on one communication stream."""
+    group = cluster.group(p.data, stride=p.tensor)
+    end = 0.0
+    for nbytes, ready in ddp_buckets(gradients, p.bucket_mb, p.first_bucket_mb):
+        t = group.collective_us("all_reduce", nbytes)
+        ledger.add("gradient buckets (data parallel)", "all_reduce", nbytes, p.data, t)
+        end = max(end, ready if p.overlap else backward_us) + t
+    return max(0.0, end - backward_us)
+
+
+def _fsdp(work: StepWork, cluster: Cluster, p: Parallelism, scale: float,
+          ledger: _Ledger) -> tuple[float, float, float]:
+    """(exposed forward us, exposed backward us, total comm us) of FSDP's per-layer collectives."""
+    d = p.data
+    group = cluster.group(d, stride=p.tensor)
+    params = work.gradient_bytes * scale
+    units = max(1, work.layers or 1)
+    per_unit = params / units
+    ag = group.collective_us("all_gather", per_unit)
+    rs = group.collective_us("reduce_scatter", per_unit)
+    ledger.add("parameters (FSDP, forward)", "all_gather", per_unit, d, ag, units)
+    ledger.add("parameters (FSDP, backward)", "all_gather", per_unit, d, ag, units)
+    ledger.add("gradients (FSDP)", "reduce_scatter", per_unit, d, rs, units)
+    # The first unit's gather cannot overlap; the others hide behind the previous unit's compute.
+    fwd_exposed = ag + max(0.0, (units - 1) * ag - work.forward_us * (units - 1) / units)
+    bwd_exposed = rs + max(0.0, (units - 1) * (ag + rs) - work.backward_us * (units - 1) / units)
+    return fwd_exposed, bwd_exposed, units * (2 * ag + rs)
+
+
+def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | str | None = None
+                  ) -> ParallelForecast:
+    """The step `work` describes, run on `cluster` with `parallelism` (default: DDP over all)."""
+    p = Parallelism.parse(parallelism, cluster.world_size) if not isinstance(parallelism, Parallelism) \
+        else parallelism
+    if p.world_size != cluster.world_size:
+        raise ValueError(f"{p.label()} uses {p.world_size} GPUs; the cluster has {cluster.world_size}")
+    if p.micro_batches < 1:
+        raise ValueError("micro_batches must be at least 1")
+    notes: list[str] = []
+    ledger = _Ledger()
+    t, pp = p.tensor, p.pipeline
+    if (t > 1 or pp > 1) and work.layers < 1:
+        raise ValueError("tensor and pipeline parallelism need the model's layers: this step has "
+                         "none recorded (StepWork.layers)")
+    if pp > 1 and work.layers % pp:
+        notes.append(f"{work.layers} layers do not split evenly over {pp} stages: the largest stage "
+                     "sets the pace")
+
+    # -- tensor parallel: split work / t, the rest replicated, 2+2 all-reduces per layer ---------
+    fwd, bwd = work.forward_us, work.backward_us
+    tp_fwd_comm = tp_bwd_comm = 0.0
+    if t > 1:
+        fwd = fwd - work.tp_split_forward_us * (1 - 1 / t)
+        bwd = bwd - work.tp_split_backward_us * (1 - 1 / t)
+        group = cluster.group(t)
+        ar = group.collective_us("all_reduce", work.activation_bytes)
+        n = 2 * work.layers + 1
+        tp_fwd_comm = ledger.add("hidden states (TP, forward)", "all_reduce", work.activation_bytes, t, ar, n)
+        tp_bwd_comm = ledger.add("hidden states (TP, backward)", "all_reduce", work.activation_bytes, t, ar, n)
+        if group.nodes > 1:
+            notes.append("tensor parallelism crosses nodes: its all-reduces go through the NICs")
+    shard = 1.0 / (t * pp)  # this rank's share of the parameters
+
+    # -- pipeline: per-stage times, micro-batches, bubble, boundary send/recv ----------------------
+    bubble = 0.0
+    if pp > 1:
+        m = p.micro_batches
+        body_f = fwd - work.prologue_forward_us - work.epilogue_forward_us
+        body_b = bwd - work.prologue_backward_us - work.epilogue_backward_us
+        per_layer_f, per_layer_b = body_f / work.layers, body_b / work.layers
+        base, extra = divmod(work.layers, pp)
+        stages = []
+        for s in range(pp):
+            n_layers = base + (1 if s < extra else 0)
+            f = n_layers * per_layer_f + (work.prologue_forward_us if s == 0 else 0) + \
+                (work.epilogue_forward_us if s == pp - 1 else 0)
+            b = n_layers * per_layer_b + (work.prologue_backward_us if s == 0 else 0) + \
+                (work.epilogue_backward_us if s == pp - 1 else 0)
+            stages.append((f / m, b / m))
+        tp_f_mb, tp_b_mb = tp_fwd_comm / pp / m, tp_bwd_comm / pp / m
+        per_stage = [f + b + tp_f_mb + tp_b_mb for f, b in stages]
+        pipeline_us = sum(per_stage) + (m - 1) * max(per_stage)
+        ideal = sum(per_stage) * m / pp
+        bubble = max(0.0, pipeline_us - ideal)
+        # Megatron's rank order: tensor innermost, then data, then pipeline stages
+        p2p_group = cluster.group(2, stride=t * p.data)
+        sr = p2p_group.collective_us("send_recv", work.activation_bytes / m)
+        # the first micro-batch's activations cross p-1 boundaries each way on the critical path;
+        # later ones overlap the stages' compute
+        ledger.add("activations (PP, forward)", "send_recv", work.activation_bytes / m, 2, sr, (pp - 1))
+        ledger.add("activation gradients (PP, backward)", "send_recv", work.activation_bytes / m, 2, sr, pp - 1)
+        p2p_exposed = 2 * (pp - 1) * sr
+        compute = sum(stages[s][0] + stages[s][1] for s in range(pp)) * m / pp  # per rank, average
+        step_fwd_bwd = pipeline_us + p2p_exposed
+        exposed = p2p_exposed
+        if work.tied_embedding_bytes > 0:
+            emb = cluster.group(2, stride=cluster.world_size // 2).collective_us(
+                "all_reduce", work.tied_embedding_bytes * (1.0 / t))
+            ledger.add("tied embedding gradient (first and last stage)", "all_reduce",
+                       work.tied_embedding_bytes / t, 2, emb)
+            step_fwd_bwd += emb
+            exposed += emb
+        exposed += tp_fwd_comm / pp + tp_bwd_comm / pp if t > 1 else 0.0
+        backward_for_sync = max(stages[0][1], 1e-9) * m
+    else:
+        compute = fwd + bwd
+        step_fwd_bwd = fwd + bwd + tp_fwd_comm + tp_bwd_comm
+        exposed = tp_fwd_comm + tp_bwd_comm
+        backward_for_sync = bwd + tp_bwd_comm
+
+    # -- data parallel: DDP buckets overlapping the backward pass, or FSDP -------------------------
+    optimizer = work.optimizer_us * shard
+    if p.data > 1 and p.sharded:
+        f_exp, b_exp, _ = _fsdp(work, cluster, p, shard, ledger)
+        step_fwd_bwd += f_exp + b_exp
+        exposed += f_exp + b_exp
+        optimizer /= p.data
+    elif p.data > 1:
+        if not work.gradients:
+            notes.append("no gradients recorded in the step: data-parallel communication is not counted")
+        # With pipelining (and with overlap=False) gradients are reduced after the last backward.
+        late = pp > 1 or not p.overlap
+        grads = [(b * shard, backward_for_sync if late else min(r, backward_for_sync))
+                 for b, r in work.gradients]
+        sync_exposed = _gradient_sync(grads, backward_for_sync, cluster, p, ledger)
+        step_fwd_bwd += sync_exposed
+        exposed += sync_exposed
+
+    time_us = step_fwd_bwd + optimizer + work.other_us
+    rows = sorted(ledger.rows.values(), key=lambda r: -r["time_us"])
+    for r in rows:
+        r["time_us"] = round(r["time_us"], 3)
+        r["bytes"] = round(r["bytes"])
+    return ParallelForecast(cluster=cluster, parallelism=p, time_us=time_us,
+                            compute_us=compute + optimizer + work.other_us,
+                            exposed_comm_us=exposed, comm_us=ledger.total_us, bubble_us=bubble,
+                            collectives=rows, notes=notes)
