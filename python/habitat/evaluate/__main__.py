@@ -1,4 +1,4 @@
-"""python -m habitat.evaluate {kernels,models} --data DIR [--quick] [--json OUT] [--origin G] [--target G]"""
+"""python -m habitat.evaluate {kernels,models,distributed} --data DIR [--quick] [--json OUT] [--origin G] [--target G]"""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from habitat.evaluate import kernels, models
+from habitat.evaluate import distributed, kernels, models
 from habitat.evaluate import predictors as P
 from habitat.learned.devices import DeviceTable, default_table
 
@@ -15,9 +15,10 @@ from habitat.learned.devices import DeviceTable, default_table
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m habitat.evaluate",
                                 description="Accuracy of Habitat's predictors on NeuSight-format measurements.")
-    p.add_argument("what", choices=("kernels", "models"),
-                   help="kernels: per-op CSVs (kernels/, test/); models: end-to-end labels/")
-    p.add_argument("--data", required=True, help="NeuSight-format data directory")
+    p.add_argument("what", choices=("kernels", "models", "distributed"),
+                   help="kernels: per-op CSVs (kernels/, test/); models: end-to-end labels/; "
+                        "distributed: 4x A100 DP/TP/PP labels (default data: the repository's copy)")
+    p.add_argument("--data", default=None, help="NeuSight-format data directory")
     p.add_argument("--weights", default=None, help="weights directory (default: the packaged weights/)")
     p.add_argument("--devices", default=None, help="devices.json (default: the package's)")
     p.add_argument("--quick", action="store_true", help="a small subsample (tests, CI)")
@@ -30,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     devices = DeviceTable.load(args.devices) if args.devices else default_table()
     weights = Path(args.weights) if args.weights else P.default_weights_dir()
     model_set = P.ModelSet(weights)
-    data = Path(args.data)
+    if args.data is None and args.what != "distributed":
+        p.error(f"{args.what} needs --data (a copy of NeuSight's data directory)")
+    data = Path(args.data) if args.data else distributed.DEFAULT_DATA
     origins = set(args.origin) if args.origin else None
     targets = set(args.target) if args.target else None
     start = time.time()
@@ -41,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown groups {sorted(unknown)}; known: {', '.join(kernels.GROUPS)}")
         results = kernels.evaluate(data, model_set, devices, args.quick, origins, targets, groups)
         kernels.print_report(results)
+    elif args.what == "distributed":
+        results = distributed.evaluate(data, model_set, devices)
+        distributed.print_report(results)
     else:
         results = models.evaluate(data, model_set, devices, args.quick, origins, targets)
         results["summary"] = models.print_report(results)
