@@ -9,6 +9,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "capture/torch_compat.h"
 #include "habitat/compiled_kernels.h"
 
 namespace habitat::capture {
@@ -264,6 +265,12 @@ void read_value(const c10::IValue& v, IntMeaning meaning, ArgValue& out) {
   } else if (v.isDevice()) {
     out.kind = Kind::String;
     set_device(v.toDevice(), out.text);
+  } else if (const auto group = compat::process_group_size_rank(v)) {
+    // c10d collectives: the trace keeps the group's size and this rank (trace format 1's
+    // "other" text, so older readers still load it).
+    out.kind = Kind::Other;
+    out.text = "ProcessGroup(size=" + std::to_string(group->first) + ", rank=" +
+               std::to_string(group->second) + ")";
   } else {
     out.kind = Kind::Other;
     out.text = v.tagKind();

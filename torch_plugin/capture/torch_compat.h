@@ -4,10 +4,20 @@
 // a difference that cannot be detected is keyed on TORCH_VERSION_MAJOR/MINOR.
 #pragma once
 
+#include <ATen/core/ivalue.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 
+#include <optional>
 #include <string_view>
 #include <type_traits>
+#include <utility>
+
+// c10d's ProcessGroup, for the size and rank of a collective's group. Builds of torch without
+// distributed support ship no c10d headers; their collectives cannot run either.
+#if __has_include(<torch/csrc/distributed/c10d/ProcessGroup.hpp>)
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#define HABITAT_HAS_C10D 1
+#endif
 
 namespace habitat::capture::compat {
 
@@ -26,6 +36,26 @@ Kind session_debug_info_kind() {
     static constexpr std::string_view kName = "HABITAT_CAPTURE_SESSION";
     return Kind(&kName);
   }
+}
+
+// (size, rank) of a c10d process group passed to a c10d op (c10d::allreduce_ and the like take
+// it as a custom-class object); nullopt for any other value. Reads only the group's size and
+// this process's rank: the group itself is never used.
+inline std::optional<std::pair<int, int>> process_group_size_rank(const c10::IValue& v) {
+#ifdef HABITAT_HAS_C10D
+  if (!v.isObject()) return std::nullopt;
+  const std::string type = v.type()->str();
+  if (type.size() < 12 || type.compare(type.size() - 12, 12, "ProcessGroup") != 0) return std::nullopt;
+  try {
+    const auto group = v.toCustomClass<::c10d::ProcessGroup>();
+    return std::make_pair(group->getSize(), group->getRank());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+#else
+  (void)v;
+  return std::nullopt;
+#endif
 }
 
 }  // namespace habitat::capture::compat

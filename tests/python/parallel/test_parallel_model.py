@@ -1,0 +1,107 @@
+"""The parallel step model and clusters (no torch needed, no GPU)."""
+from __future__ import annotations
+
+import pytest
+
+from habitat.analysis.cluster import Cluster
+from habitat.analysis.parallel import (MB, Parallelism, StepWork, ddp_buckets, parallel_step)
+
+
+def _work(grad_mb: float = 100.0, n_grads: int = 100, layers: int = 8) -> StepWork:
+    per = grad_mb * MB / n_grads
+    backward = 20_000.0
+    grads = [(per, backward * (i + 1) / n_grads) for i in range(n_grads)]
+    return StepWork(forward_us=10_000.0, backward_us=backward, optimizer_us=2_000.0, gradients=grads,
+                    layers=layers, tp_split_forward_us=8_000.0, tp_split_backward_us=16_000.0,
+                    activation_bytes=8 * MB, prologue_forward_us=500.0, prologue_backward_us=1_000.0,
+                    epilogue_forward_us=500.0, epilogue_backward_us=1_000.0)
+
+
+def test_cluster_defaults_and_label():
+    c = Cluster("H100", 16)
+    assert (c.nodes, c.per_node) == (2, 8)
+    assert c.intra["name"] == "nvlink4-nvswitch" and c.inter["name"] == "ib-ndr400"
+    assert "2 nodes of 8" in c.label()
+    assert Cluster("A100", 8, interconnect="pcie").intra["name"] == "pcie4"
+    with pytest.raises(ValueError, match="gpus_per_node"):
+        Cluster("A100", 12, gpus_per_node=8)
+    with pytest.raises(ValueError, match="world_size"):
+        Cluster("A100", 0)
+
+
+def test_group_of_a_strided_process_group_spans_nodes():
+    c = Cluster("A100", 16)
+    assert c.group(8).nodes == 1
+    dp = c.group(4, stride=4)  # DP group of a TP4 x DP4 job: one rank per 4 GPUs
+    assert dp.nodes == 2 and dp.per_node == 2
+
+
+def test_ddp_buckets_close_at_their_cap_in_ready_order():
+    grads = [(0.5 * MB, float(i)) for i in range(10)]
+    buckets = ddp_buckets(grads, bucket_mb=2.0, first_bucket_mb=1.0)
+    assert [b for b, _ in buckets] == [1 * MB, 2 * MB, 2 * MB]
+    assert buckets[0] == (1 * MB, 1.0)
+    assert all(r1 <= r2 for (_, r1), (_, r2) in zip(buckets, buckets[1:]))
+    assert sum(b for b, _ in buckets) == 5 * MB
+
+
+def test_ddp_overlap_hides_communication_and_no_overlap_exposes_it():
+    c = Cluster("A100", 8)
+    w = _work()
+    overlapped = parallel_step(w, c, Parallelism(data=8))
+    serial = parallel_step(w, c, Parallelism(data=8, overlap=False))
+    assert overlapped.exposed_comm_us < serial.exposed_comm_us
+    assert serial.exposed_comm_us == pytest.approx(serial.comm_us, rel=1e-9)
+    assert overlapped.time_us >= w.compute_us
+    # the all-reduce of 100 MB over NVLink 3 at ~240 GB/s bus bandwidth: ~0.77 ms + latencies
+    assert 700 < serial.comm_us < 3000
+    row = overlapped.collectives[0]
+    assert row["kind"] == "all_reduce" and row["bytes"] == pytest.approx(100 * MB, rel=1e-6)
+
+
+def test_ddp_across_nodes_costs_more_than_inside_one():
+    w = _work(grad_mb=1000)
+    inside = parallel_step(w, Cluster("A100", 8), Parallelism(data=8, overlap=False))
+    across = parallel_step(w, Cluster("A100", 16), Parallelism(data=16, overlap=False))
+    assert across.comm_us > inside.comm_us
+
+
+def test_tensor_parallel_splits_the_layers_and_adds_all_reduces():
+    c = Cluster("H100", 4)
+    w = _work()
+    tp = parallel_step(w, c, "tp")
+    # split work /4, replicated work whole, plus 2 x (2L+1) all-reduces of the hidden state
+    split = w.tp_split_forward_us + w.tp_split_backward_us
+    expected_compute = w.forward_us + w.backward_us - split * 0.75
+    reduces = [r for r in tp.collectives if r["kind"] == "all_reduce"]
+    assert sum(r["count"] for r in reduces) == 2 * (2 * w.layers + 1)
+    assert tp.time_us == pytest.approx(expected_compute + tp.comm_us + w.optimizer_us / 4)
+
+
+def test_pipeline_bubble_follows_micro_batches():
+    c = Cluster("A100", 4)
+    w = _work(layers=8)
+    w.prologue_forward_us = w.prologue_backward_us = w.epilogue_forward_us = w.epilogue_backward_us = 0
+    one = parallel_step(w, c, Parallelism(pipeline=4, micro_batches=1))
+    many = parallel_step(w, c, Parallelism(pipeline=4, micro_batches=16))
+    fb = w.forward_us + w.backward_us
+    # the pipeline takes fb (p+m-1)/(p m), of which the bubble is (p-1)/(m+p-1): fb (p-1)/(p m)
+    assert one.bubble_us == pytest.approx(fb * 3 / 4)
+    assert many.bubble_us == pytest.approx(fb * 3 / (4 * 16), rel=1e-6)
+    assert many.time_us < one.time_us
+
+
+def test_fsdp_and_parse():
+    c = Cluster("H100", 8)
+    w = _work()
+    fsdp = parallel_step(w, c, "fsdp")
+    kinds = {r["kind"] for r in fsdp.collectives}
+    assert kinds == {"all_gather", "reduce_scatter"}
+    assert Parallelism.parse("dp2,tp4", 8) == Parallelism(data=2, tensor=4)
+    assert Parallelism.parse("pp4x8", 4) == Parallelism(pipeline=4, micro_batches=8)
+    with pytest.raises(ValueError, match="world_size"):
+        Parallelism.parse("dp3", 8)
+    with pytest.raises(ValueError, match="cannot read"):
+        Parallelism.parse("zero3", 8)
+    with pytest.raises(ValueError, match="layers"):
+        parallel_step(StepWork(forward_us=1, backward_us=1), c, "tp")
