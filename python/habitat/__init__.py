@@ -23,12 +23,21 @@ from habitat.data.devices import Device, devices, get_device, load_devices  # no
 from habitat.data.forecast import Forecast, StepForecast, set_views as _set_views  # noqa: F401
 from habitat.data.trace import load_trace, save_trace, validate_trace  # noqa: F401
 from habitat.analysis.compare import compare as _compare
+from habitat.analysis.cluster import Cluster  # noqa: F401
+from habitat.analysis.cluster_compare import compare_clusters, forecast_on_clusters as _on_clusters  # noqa: F401
 from habitat.analysis.memory import estimate_step_memory  # noqa: F401
 from habitat.present.text import format_forecast as _format_forecast
 from habitat.present.report import write_report  # noqa: F401
 from habitat.present.tensorboard import TensorBoardLogger  # noqa: F401
 
-_set_views(compare=_compare, text=_format_forecast)
+def _text_with_clusters(forecast: Forecast) -> str:
+    text = _format_forecast(forecast)
+    if not forecast.clusters or not any(s.ops for s in forecast.steps):
+        return text
+    return text + "\n\nOn clusters:\n" + "\n".join(f"  {fc}" for fc in forecast.on_clusters())
+
+
+_set_views(compare=_compare, text=_text_with_clusters, clusters=_on_clusters)
 
 #: The names the capture layer provides; without torch they raise ImportError when used.
 CAPTURE_NAMES = ("predict_on", "record_step", "cupti_available", "tensorboard_handler",

@@ -3,6 +3,7 @@
     habitat devices                          the GPUs Habitat can forecast for
     habitat predict TRACE --target A100      forecast a saved trace (optionally to TensorBoard)
     habitat compare TRACE [--plot out.png]   every GPU ranked by time and cost, memory fit
+    habitat compare TRACE --cluster 8xH100 --cluster 16xA100 [--parallel ddp]   clusters ranked
     habitat evaluate ...                     accuracy against measurements (habitat.evaluate)
     habitat report TRACE -o report.html      a self-contained HTML or Markdown report
     habitat --version
@@ -259,10 +260,56 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster_args(args: argparse.Namespace, targets: list[str]) -> list[Any]:
+    """--cluster 8xH100[:INTERCONNECT[:NETWORK]] (repeatable), or --world-size N for every target."""
+    from habitat.analysis.cluster import Cluster
+
+    specs: list[dict[str, Any]] = []
+    for text in args.cluster or []:
+        count, _, rest = text.partition("x")
+        parts = rest.split(":")
+        if not count.isdigit() or not parts[0]:
+            raise UserError(f"--cluster {text!r}: write GPUSxGPU[:INTERCONNECT[:NETWORK]], e.g. 8xH100, "
+                            "16xA100:nvlink:infiniband, 4xL4:pcie")
+        specs.append({"gpu": parts[0], "world_size": int(count),
+                      "interconnect": parts[1] if len(parts) > 1 and parts[1] else args.interconnect,
+                      "network": parts[2] if len(parts) > 2 and parts[2] else args.network,
+                      "gpus_per_node": args.gpus_per_node})
+    if args.world_size:
+        specs += [{"gpu": t, "world_size": args.world_size, "interconnect": args.interconnect,
+                   "network": args.network, "gpus_per_node": args.gpus_per_node} for t in targets]
+    try:
+        return [Cluster(**s) for s in specs]
+    except (ValueError, KeyError) as exc:
+        raise UserError(str(exc)) from None
+
+
+def _compare_clusters(args: argparse.Namespace, clusters: list[Any]) -> int:
+    from habitat.analysis.cluster_compare import compare_clusters
+
+    gpus = sorted({c.gpu for c in clusters})
+    forecast = _forecast_file(args.trace, gpus)
+    try:
+        comparison = compare_clusters(forecast, clusters, args.parallel, iterations=args.iterations,
+                                      epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
+                                      prices=_price_overrides(args) or None)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    print(json.dumps(comparison.to_dict(), indent=2) if args.json else comparison)
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     _check_run(args)
     _check_suffix(args.plot, (".png", ".svg", ".pdf"), "a plot")
     targets = _resolve_targets(_chosen_targets(args), allow_all=True)  # before the long load
+    if args.cluster or args.world_size:
+        if args.plot:
+            raise UserError("--plot draws single GPUs; leave it out with --cluster/--world-size")
+        return _compare_clusters(args, _cluster_args(args, targets if _chosen_targets(args) else []))
+    if args.parallel or args.interconnect or args.network or args.gpus_per_node:
+        raise UserError("--parallel, --interconnect, --network and --gpus-per-node describe clusters: "
+                        "add --world-size N or --cluster 8xH100")
     forecast = _forecast_file(args.trace, targets)
     comparison = _compare(forecast, args)
     if args.json:
@@ -371,6 +418,14 @@ def build_parser() -> argparse.ArgumentParser:
     _run_options(p)
     p.add_argument("--plot", metavar="FILE", help="draw time and cost per GPU to FILE (.png, .svg, .pdf)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    g = p.add_argument_group("clusters (multi-GPU forecasts; the trace is one replica's step)")
+    g.add_argument("--cluster", action="append", metavar="NxGPU[:LINK[:NET]]",
+                   help="a cluster to rank, e.g. 8xH100, 16xA100:nvlink:infiniband (repeatable)")
+    g.add_argument("--world-size", type=int, metavar="N", help="N GPUs of every --target")
+    g.add_argument("--interconnect", metavar="LINK", help="nvlink, pcie or a tier (habitat.analysis.cluster)")
+    g.add_argument("--network", metavar="NET", help="infiniband, ethernet or a tier, between nodes")
+    g.add_argument("--gpus-per-node", type=int, metavar="G", help="default: the GPU's usual server")
+    g.add_argument("--parallel", metavar="P", help="ddp (default), fsdp, tp, pp, or e.g. dp2,tp4 / pp4x8")
     p.set_defaults(run=cmd_compare)
 
     p = sub.add_parser("evaluate", help="measure forecast accuracy (see `habitat evaluate --help`)",

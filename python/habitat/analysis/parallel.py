@@ -59,6 +59,8 @@ class StepWork:
     tp_split_backward_us: float = 0.0
     #: the hidden state between layers (batch x sequence x hidden x element size)
     activation_bytes: float = 0.0
+    #: all-reduces of it per pass under tensor parallelism; 0 = Megatron's 2 per layer + 1
+    tp_allreduces: int = 0
     #: forward/backward time outside the layers: before them (embedding) and after (head, loss)
     prologue_forward_us: float = 0.0
     prologue_backward_us: float = 0.0
@@ -254,8 +256,9 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
     ledger = _Ledger()
     t, pp = p.tensor, p.pipeline
     if (t > 1 or pp > 1) and work.layers < 1:
-        raise ValueError("tensor and pipeline parallelism need the model's layers: this step has "
-                         "none recorded (StepWork.layers)")
+        raise ValueError("tensor and pipeline parallelism need the model's layers, and this step has "
+                         "none Habitat can split: no pair of matrix products (a column- then a "
+                         "row-parallel linear layer) in its forward pass; use data parallelism")
     if pp > 1 and work.layers % pp:
         notes.append(f"{work.layers} layers do not split evenly over {pp} stages: the largest stage "
                      "sets the pace")
@@ -268,7 +271,7 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
         bwd = bwd - work.tp_split_backward_us * (1 - 1 / t)
         group = cluster.group(t)
         ar = group.collective_us("all_reduce", work.activation_bytes)
-        n = 2 * work.layers + 1
+        n = work.tp_allreduces or 2 * work.layers + 1
         tp_fwd_comm = ledger.add("hidden states (TP, forward)", "all_reduce", work.activation_bytes, t, ar, n)
         tp_bwd_comm = ledger.add("hidden states (TP, backward)", "all_reduce", work.activation_bytes, t, ar, n)
         if group.nodes > 1:

@@ -266,6 +266,12 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             GPU, CUDA kernels); 0 (default) never re-samples a known step.
         nvtx: an NVTX range per captured op for Nsight Systems (costly per op; also
             HABITAT_NVTX=1).
+        world_size, interconnect, network, gpus_per_node, cluster, parallel: also forecast each
+            step on N GPUs of every target (``world_size=8, interconnect="nvlink"``), or on
+            ``cluster=habitat.Cluster("H100", 16)`` (or a list of them), with ``parallel``
+            "ddp" (default), "fsdp", "tp", "pp", or degrees such as "dp2,tp4" / "pp4x8". The
+            step you run is one replica's (one rank's batch). Read them with
+            ``forecast.on_clusters()``; ``print(forecast)`` lists them.
         fingerprint_every: in steady state, compute the fingerprint of every N-th step only
             (default 10; 1 = every step). The steps between are only timed: on an eager model
             the capture key is taken off the thread for them, so their ops skip Habitat
@@ -294,7 +300,10 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                  on_step: StepSink | Iterable[StepSink] | None = None,
                  max_ops_per_step: int = DEFAULT_MAX_OPS_PER_STEP, verbose: bool = False,
                  detail_steps: int = DEFAULT_DETAIL_STEPS, detail_every: int = 0,
-                 nvtx: bool = False, fingerprint_every: int = DEFAULT_FINGERPRINT_EVERY) -> None:
+                 nvtx: bool = False, fingerprint_every: int = DEFAULT_FINGERPRINT_EVERY,
+                 world_size: int | None = None, interconnect: str | None = None,
+                 network: str | None = None, gpus_per_node: int | None = None,
+                 cluster: Any = None, parallel: str | Any = None) -> None:
         if max_ops_per_step < 1:
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops_per_step}")
         if detail_steps < 1:
@@ -324,6 +333,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._draining = False
         self._counts = {"detailed": 0, "reused": 0, "skipped": 0}
         self.forecast: Forecast = Forecast(targets, _origin())
+        self._set_clusters(world_size, interconnect, network, gpus_per_node, cluster, parallel)
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.max_ops_per_step = int(max_ops_per_step)
         self.verbose = verbose
@@ -503,6 +513,18 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                     with self._lock:
                         self._queued_detailed -= 1
 
+    def _set_clusters(self, world_size: int | None, interconnect: str | None, network: str | None,
+                      gpus_per_node: int | None, cluster: Any, parallel: Any) -> None:
+        """Multi-GPU forecasts of each step (forecast.on_clusters(), print(forecast)): checked
+        here, before any step runs."""
+        self.forecast.clusters = _cluster_specs(self.forecast.targets, world_size, interconnect,
+                                                network, gpus_per_node, cluster)
+        self.forecast.parallel = parallel
+        if self.forecast.clusters:
+            self.forecast.on_clusters(check=True)
+        elif parallel is not None:
+            raise ValueError("parallel= needs a cluster: give world_size=N or cluster=habitat.Cluster(...)")
+
     def wait(self) -> None:
         """Waits until every finished step is forecast (reading the forecast does this)."""
         if getattr(_thread, "forecasting", False):
@@ -627,6 +649,23 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         for e in errors:  # closing must not raise into the user's code
             warnings.warn(f"habitat: a sink failed to close ({type(e).__name__}: {e})",
                           HabitatWarning, stacklevel=2)
+
+
+def _cluster_specs(targets: list[str], world_size: int | None, interconnect: str | None,
+                   network: str | None, gpus_per_node: int | None, cluster: Any) -> list[Any]:
+    """predict_on's multi-GPU arguments as the clusters a Forecast holds."""
+    if cluster is not None:
+        if world_size is not None or interconnect is not None or network is not None:
+            raise ValueError("give either cluster=habitat.Cluster(...) or world_size/interconnect/network, "
+                             "not both")
+        return list(cluster) if isinstance(cluster, (list, tuple)) else [cluster]
+    if world_size is None:
+        if interconnect is not None or network is not None or gpus_per_node is not None:
+            raise ValueError("interconnect, network and gpus_per_node describe a cluster: also give "
+                             "world_size (e.g. world_size=8)")
+        return []
+    return [{"gpu": t, "world_size": int(world_size), "gpus_per_node": gpus_per_node,
+             "interconnect": interconnect, "network": network} for t in targets]
 
 
 def _sink_list(on_step: StepSink | Iterable[StepSink] | None) -> list[StepSink]:

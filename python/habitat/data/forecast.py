@@ -263,6 +263,11 @@ class Forecast:
         self.dropped_detail_steps = 0
         # Set by predict_on: waits for steps still being forecast in the background.
         self._wait: Callable[[], None] | None = None
+        #: Multi-GPU forecasts to make of each step (predict_on's world_size/cluster): the
+        #: clusters (habitat.Cluster, or its keyword arguments as a dict) and the parallelism
+        #: ("ddp", "tp", "pp4x8", ...).
+        self.clusters: list[Any] = []
+        self.parallel: Any = None
 
     @property
     def history(self) -> int | None:
@@ -407,6 +412,15 @@ class Forecast:
             raise RuntimeError("Forecast.compare needs habitat.analysis.compare: import habitat")
         return _views.compare(self, targets, **options)
 
+    def on_clusters(self, parallel: Any = None, *, check: bool = False) -> list[Any]:
+        """The latest detailed step on each of :attr:`clusters` (ParallelForecast objects; see
+        :mod:`habitat.analysis.parallel`), with `parallel` or the predictor's parallelism.
+        ``check=True`` only validates the clusters and the parallelism (raises ValueError)."""
+        if _views.clusters is None:
+            raise RuntimeError("Forecast.on_clusters needs habitat.analysis: import habitat")
+        return _views.clusters(self, self.clusters, self.parallel if parallel is None else parallel,
+                               check=check)
+
     # ----- display -------------------------------------------------------------------
     def __repr__(self) -> str:
         return f"Forecast(targets={self.targets}, steps={len(self.steps)})"
@@ -421,15 +435,20 @@ class _Views:
 
     compare: Callable[..., Any] | None = None
     text: Callable[[Forecast], str] | None = None
+    clusters: Callable[..., Any] | None = None
 
 
 _views = _Views()
 
 
-def set_views(*, compare: Callable[..., Any], text: Callable[[Forecast], str]) -> None:
-    """Plugs in ``forecast.compare(...)`` (``compare(forecast, targets, **options)``) and
-    ``str(forecast)`` (``text(forecast)``); called by ``habitat/__init__.py``."""
+def set_views(*, compare: Callable[..., Any], text: Callable[[Forecast], str],
+              clusters: Callable[..., Any] | None = None) -> None:
+    """Plugs in ``forecast.compare(...)`` (``compare(forecast, targets, **options)``),
+    ``str(forecast)`` (``text(forecast)``) and ``forecast.on_clusters()``
+    (``clusters(forecast, clusters, parallel)``); called by ``habitat/__init__.py``."""
     _views.compare, _views.text = compare, text
+    if clusters is not None:
+        _views.clusters = clusters
 
 
 def read_step_history(path: str | Path, run: str | None = None) -> list[dict[str, Any]]:

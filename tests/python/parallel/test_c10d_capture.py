@@ -13,8 +13,13 @@ import c10d_workers as W  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def ddp_ranks(tmp_path_factory):
-    return W.start(W.ddp_worker, tmp_path_factory.mktemp("ddp"))
+def ranks(tmp_path_factory):
+    return W.start(W.worker, tmp_path_factory.mktemp("c10d"))
+
+
+@pytest.fixture(scope="module")
+def ddp_ranks(ranks):
+    return [r["ddp"] for r in ranks]
 
 
 def test_forecasting_a_ddp_step_changes_nothing(ddp_ranks):
@@ -38,11 +43,11 @@ def test_captured_collectives_match_what_ddp_sent(ddp_ranks):
         assert reduces[0]["overlap_ops"] > 0
 
 
-def test_fsdp_collectives_are_captured_where_gloo_runs_them(tmp_path):
-    ranks = W.start(W.fsdp_worker, tmp_path)
-    if "unsupported" in ranks[0]:
-        pytest.skip("FSDP on gloo (CPU) in this torch: " + ranks[0]["unsupported"])
-    for rank, r in enumerate(ranks):
+def test_fsdp_collectives_are_captured_where_gloo_runs_them(ranks):
+    fsdp = [r["fsdp"] for r in ranks]
+    if "unsupported" in fsdp[0]:
+        pytest.skip("FSDP on gloo (CPU) in this torch: " + fsdp[0]["unsupported"])
+    for rank, r in enumerate(fsdp):
         kinds = {c["kind"] for c in r["captured"]}
         assert "all_gather" in kinds, kinds
         assert "reduce_scatter" in kinds, kinds

@@ -1,0 +1,82 @@
+"""A captured step's forecast on one GPU, read as the parallel step model's input (StepWork).
+
+- Phases: forward, backward, optimizer and other time are the step's forecast on the target.
+- Gradients: when the step already ran data-parallel collectives (DDP's buckets, captured as
+  c10d ops) those are the buckets, ready where they were issued in the backward pass; otherwise
+  the gradient bytes of the step's memory estimate (storages written in the backward pass and
+  read by the optimizer), produced evenly over the backward pass.
+- Tensor parallelism: matrix products, attention and softmax are the work Megatron-style tensor
+  parallelism splits; the forward pass's top-level matrix products pair up as column- then
+  row-parallel layers (two per transformer layer: attention and MLP), so a layer is two pairs
+  and the hidden state all-reduced is the row-parallel product's output. A step without matrix
+  products has no layers to split.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from habitat.analysis.collectives import captured_collectives
+from habitat.analysis.memory import estimate_step_memory
+from habitat.analysis.parallel import StepWork
+
+_SPLIT = {"gemm", "attention", "softmax"}
+_GEMM_OPS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul"}
+_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+_EVEN_PIECES = 100
+
+
+def _out_bytes(op: Any) -> float:
+    # OpForecast records input shapes and dtypes; a linear's output has the first input's
+    # leading dimensions and the weight's first dimension.
+    if len(op.input_shapes) < 2 or not op.input_shapes[0] or not op.input_shapes[1]:
+        return 0.0
+    x, w = op.input_shapes[0], op.input_shapes[1]
+    n = 1
+    for d in x[:-1]:
+        n *= d
+    cols = w[0] if op.name == "aten::linear" else w[-1]
+    return float(n * cols * _ITEMSIZE.get(op.dtypes[0] if op.dtypes else "float32", 4))
+
+
+def step_work_from_step(step: Any, target: str) -> StepWork:
+    """StepWork for `target` from a StepForecast recorded in detail (its ops and trace)."""
+    phases = step.phase_ms.get(target) or {}
+    fwd, bwd = phases.get("forward", 0.0) * 1e3, phases.get("backward", 0.0) * 1e3
+    opt, other = phases.get("optimizer", 0.0) * 1e3, phases.get("other", 0.0) * 1e3
+    ops = step.ops
+    if not ops:
+        raise ValueError("this step was not recorded in detail: use a step of forecast.steps with ops "
+                         "(the first detail_steps steps are)")
+
+    split_f = split_b = 0.0
+    clock = 0.0  # position in the backward pass, us
+    position: dict[int, float] = {}
+    for op in ops:
+        share = op.share_us(target)
+        cls = (op.op_class or "").lower()
+        if op.phase == "forward" and cls in _SPLIT:
+            split_f += share
+        elif op.phase == "backward":
+            clock += share
+            position[op.id] = clock
+            if cls in _SPLIT:
+                split_b += share
+
+    trace = step.trace or {}
+    gradients: list[tuple[float, float]] = []
+    for c in captured_collectives(trace):
+        if c.kind == "all_reduce" and c.phase == "backward":
+            gradients.append((float(c.bytes), position.get(c.op_id, bwd)))
+    if not gradients:
+        total = float(estimate_step_memory(trace).gradients) if trace else 0.0
+        gradients = [(total / _EVEN_PIECES, bwd * (i + 1) / _EVEN_PIECES) for i in range(_EVEN_PIECES)] \
+            if total > 0 else []
+
+    linears = [op for op in ops if op.phase == "forward" and op.depth == 0 and op.name in _GEMM_OPS]
+    row_parallel = linears[1::2]
+    layers = max(1, len(row_parallel) // 2) if row_parallel else 0
+    activation = max((_out_bytes(op) for op in row_parallel), default=0.0)
+    return StepWork(forward_us=fwd, backward_us=bwd, optimizer_us=opt, other_us=other,
+                    gradients=gradients, layers=layers, tp_split_forward_us=split_f,
+                    tp_split_backward_us=split_b, activation_bytes=activation,
+                    tp_allreduces=len(row_parallel))
