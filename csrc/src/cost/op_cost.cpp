@@ -89,6 +89,9 @@ OpCost estimate_cost(const OpRecord& op, bool allow_tf32) {
   if (name.starts_with("profiler::_record_function")) return op_cost::no_kernel_cost();
   // A compiled graph's run: its work is its fused records and the aten ops inside it.
   if (name == kCompiledGraphOp) return op_cost::no_kernel_cost();
+  // c10d collectives are communication, forecast per cluster (habitat/collectives.h and
+  // habitat.analysis.parallel), not compute of one GPU.
+  if (name.starts_with("c10d::")) return op_cost::no_kernel_cost();
   if (!name.starts_with(kNamespace)) return OpCost{};
   name.remove_prefix(kNamespace.size());
 
