@@ -337,7 +337,9 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
             notes.append("no gradients recorded in the step: data-parallel communication is not counted")
         # With pipelining (and with overlap=False) gradients are reduced after the last backward.
         late = pp > 1 or not p.overlap
-        grads = [(b * shard, backward_for_sync if late else min(r, backward_for_sync))
+        # ready times follow the backward pass as tensor parallelism shortened or stretched it
+        stretch = backward_for_sync / work.backward_us if work.backward_us > 0 else 1.0
+        grads = [(b * shard, backward_for_sync if late else min(r * stretch, backward_for_sync))
                  for b, r in work.gradients]
         sync_exposed = _gradient_sync(grads, backward_for_sync, cluster, p, ledger)
         step_fwd_bwd += sync_exposed
