@@ -8,11 +8,11 @@ section, where every bandwidth, efficiency and latency cites its source.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from habitat import _engine
+from habitat.data import devices as _devices
 from habitat.data.devices import PACKAGED_DEVICES, get_device
 
 #: The collectives the engine models (nccl-tests' names).
@@ -28,9 +28,15 @@ def _interconnects(extra: tuple[str, ...]) -> Any:
 
 
 def interconnects() -> Any:
-    """The fabric database: the packaged devices.json plus the files in HABITAT_DEVICES."""
-    extra = tuple(p for p in os.environ.get("HABITAT_DEVICES", "").split(os.pathsep) if p)
-    return _interconnects(extra)
+    """The fabric database: the packaged devices.json, then the device files of
+    HABITAT_DEVICES and habitat.load_devices (their "interconnects" sections add or override
+    tiers and servers, as their "devices" do GPUs)."""
+    # the same files, in the same order, as the GPU database (habitat.data.devices._load)
+    extra = tuple([*_devices._env_files(), *_devices._user_files])
+    try:
+        return _interconnects(extra)
+    except _engine.ClusterError as exc:
+        raise ValueError(f"{exc} (in {', '.join(extra) or 'the packaged devices.json'})") from None
 
 
 def interconnect_names() -> list[str]:

@@ -105,3 +105,20 @@ def test_fsdp_and_parse():
         Parallelism.parse("zero3", 8)
     with pytest.raises(ValueError, match="layers"):
         parallel_step(StepWork(forward_us=1, backward_us=1), c, "tp")
+
+
+def test_a_device_file_can_add_a_fabric(tmp_path):
+    import json
+
+    import habitat
+    path = tmp_path / "fabric.json"
+    path.write_text(json.dumps({"format": "habitat-devices", "version": 1, "devices": [],
+                                "interconnects": {"links": {"ib-xdr800": {
+                                    "kind": "network", "bandwidth_gbs": 100.0, "efficiency": 0.9,
+                                    "hop_latency_us": 14.0}}}}))
+    habitat.load_devices(path)
+    c = Cluster("B200", 16, network="ib-xdr800")
+    assert c.inter["bandwidth_gbs"] == 100.0
+    slow = Cluster("B200", 16)
+    big = 8 * 1024 * MB
+    assert c.collective_us("all_reduce", big) < slow.collective_us("all_reduce", big)
