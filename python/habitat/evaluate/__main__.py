@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     model_set = P.ModelSet(weights)
     if args.data is None and args.what != "distributed":
         p.error(f"{args.what} needs --data (a copy of NeuSight's data directory)")
-    data = Path(args.data) if args.data else distributed.DEFAULT_DATA
+    data = Path(args.data) if args.data else distributed.default_data()
     origins = set(args.origin) if args.origin else None
     targets = set(args.target) if args.target else None
     start = time.time()

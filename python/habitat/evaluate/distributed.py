@@ -40,7 +40,16 @@ from habitat.evaluate import predictors as P
 from habitat.learned.devices import DeviceTable
 
 #: The repository's copy of the labels this evaluation needs (NeuSight's LICENSE beside them).
-DEFAULT_DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "accuracy" / "neusight_distributed"
+DATA_IN_REPO = Path("benchmarks") / "accuracy" / "neusight_distributed"
+
+
+def default_data() -> Path:
+    """The repository's copy: beside this source tree, else under the current directory (an
+    installed habitat run from a checkout)."""
+    for root in (Path(__file__).resolve().parents[3], Path.cwd()):
+        if (root / DATA_IN_REPO).is_dir():
+            return root / DATA_IN_REPO
+    raise FileNotFoundError(f"{DATA_IN_REPO} not found: run from a Habitat checkout or pass --data DIR")
 TARGET = "NVIDIA_A100-SXM4-40GB"
 ORIGIN = "NVIDIA_A100_80GB_PCIe"
 #: NeuSight's own errors on these three configurations, as issue #16 quotes them.
