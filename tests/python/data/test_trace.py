@@ -146,8 +146,8 @@ def _corrupted(**changes: Any) -> dict[str, Any]:
     [
         (_corrupted(format="chrome-trace"),
          '"format" is "chrome-trace", expected "habitat-trace"'),
-        (_corrupted(version=2),
-         "written by a newer Habitat (version 2); this build reads up to version 1: "
+        (_corrupted(version=3),
+         "written by a newer Habitat (version 3); this build reads up to version 2: "
          "upgrade habitat"),
         (_corrupted(steps="none"), "steps: expected an array, got string"),
         ({"format": "habitat-trace", "version": 1, "origin": {}}, "steps: missing required field"),
