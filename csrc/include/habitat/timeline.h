@@ -47,6 +47,11 @@ struct HostCostModel {
   std::string calibration;              // what it was calibrated on, for the forecast's notes
 };
 
+// A host model from its JSON document ({"op_us": {name: us}, "default_op_us": us,
+// "top_level_gap_us": us, "calibration": text}); throws std::invalid_argument naming the
+// problem.
+HostCostModel host_cost_model_from_json(const std::string& text);
+
 struct TimelineOptions {
   // Host speed relative to the origin's host (2.0: a host twice as fast issues ops in half
   // the time). Device work is unaffected.

@@ -1,4 +1,5 @@
 // add_timelines and the timelines' JSON: the timeline model fed from a forecast.
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,41 @@ nlohmann::json timelines_json(const Forecast& f) {
                    {"notes", r.notes}});
   }
   return out;
+}
+
+}  // namespace habitat
+
+namespace habitat {
+
+HostCostModel host_cost_model_from_json(const std::string& text) {
+  using nlohmann::json;
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(std::string("host model: not JSON (") + e.what() + ")");
+  }
+  auto number = [&](const json& j, const std::string& where) {
+    if (!j.is_number() || !(j.get<double>() >= 0)) {
+      throw std::invalid_argument("host model: " + where + " must be a number >= 0 (microseconds)");
+    }
+    return j.get<double>();
+  };
+  if (!doc.is_object()) throw std::invalid_argument("host model: expected a JSON object");
+  HostCostModel m;
+  for (const char* key : {"default_op_us", "top_level_gap_us"}) {
+    if (!doc.contains(key)) throw std::invalid_argument(std::string("host model: missing \"") + key + "\"");
+  }
+  m.default_op_us = number(doc["default_op_us"], "default_op_us");
+  m.top_level_gap_us = number(doc["top_level_gap_us"], "top_level_gap_us");
+  if (doc.contains("op_us")) {
+    if (!doc["op_us"].is_object()) throw std::invalid_argument("host model: op_us must map op names to us");
+    for (const auto& [name, us] : doc["op_us"].items()) m.op_us[name] = number(us, "op_us[\"" + name + "\"]");
+  }
+  if (doc.contains("calibration") && doc["calibration"].is_string()) {
+    m.calibration = doc["calibration"].get<std::string>();
+  }
+  return m;
 }
 
 }  // namespace habitat
