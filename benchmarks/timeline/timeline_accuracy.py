@@ -16,7 +16,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from habitat.evaluate.timeline import evaluate, host_difference, markdown, summary
+from habitat import _engine
+from habitat.evaluate.timeline import evaluate, host_difference, markdown, own_errors_with_constant, summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     print("over 10% on their own GPU: " + ("; ".join(s["own_over_10pct"]) or "none"))
     print(f"cross GPU: mean |error| {s['cross_mean_abs_pct']:.1f}% with the origin's host, "
           f"{s['cross_ref_host_mean_abs_pct']:.1f}% with the other machine's host as reference")
+    fixed = own_errors_with_constant(_engine.DEFAULT_OVERHEAD_PER_OP_US)
+    within = sum(abs(v) <= 10 for v in fixed.values())
+    print(f"own GPU with the fixed per-op cost of prof2_cupti.json ({_engine.DEFAULT_OVERHEAD_PER_OP_US} us) "
+          f"instead of each step's wrapper-op estimate: mean |error| "
+          f"{sum(abs(v) for v in fixed.values()) / len(fixed):.1f}%, {within}/{len(fixed)} within 10% ("
+          + ", ".join(f"{w} {m[:4]} {v:+.1f}%" for (m, w), v in fixed.items()) + ")")
     if s["cpu_proxy_mean_abs_pct"] is not None:
         print(f"CPU-origin proxy: mean |error| {s['cpu_proxy_mean_abs_pct']:.1f}%, "
               f"{s['cpu_proxy_within_15pct']}/{s['traces']} within 15%")

@@ -49,6 +49,7 @@ const ShapeModel* learned_models(const std::string& weights_dir) {
 struct TimelineSettings {
   double host_speed = 1.0;
   std::string host_model_json;
+  double overhead_per_op_us = -1;  // < 0: the engine's estimate (TimelineOptions)
 };
 
 // Host models by JSON text, parsed once (the same file is passed for every step).
@@ -73,6 +74,7 @@ Forecast forecast_for(const Step& step, const TraceOrigin& origin,
   TimelineOptions options;
   options.host_speed = timeline.host_speed;
   options.host_model = host_model(timeline.host_model_json);
+  options.overhead_per_op_us = timeline.overhead_per_op_us;
   predictor.set_timeline(true, options);
   // HABITAT_OP_MEMO=0 turns the per-op memo off (benchmarks and tests compare the two).
   static const bool memoize = [] {
@@ -187,7 +189,8 @@ void bind_engine(py::module_& m) {
   m.def(
       "forecast_trace",
       [](const std::string& trace_json, const std::vector<std::string>& targets,
-         const std::string& weights_dir, double host_speed, const std::string& host_model_json) {
+         const std::string& weights_dir, double host_speed, const std::string& host_model_json,
+         double overhead_per_op_us) {
         // Parsed once, every step forecast; each step is kept as C++ structs in a capsule
         // (captured_trace_json encodes it when its detail is read).
         struct Part {
@@ -206,7 +209,7 @@ void bind_engine(py::module_& m) {
           parts.reserve(trace.steps.size());
           for (Step& step : trace.steps) {
             const Forecast f = forecast_for(step, trace.origin, targets, weights_dir,
-                                            {host_speed, host_model_json});
+                                            {host_speed, host_model_json, overhead_per_op_us});
             auto one = std::make_shared<Trace>();
             one->origin = trace.origin;
             one->steps.push_back(std::move(step));
@@ -222,7 +225,7 @@ void bind_engine(py::module_& m) {
         return py::make_tuple(origin, steps);
       },
       py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
-      py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
+      py::arg("host_speed") = 1.0, py::arg("host_model_json") = "", py::arg("overhead_per_op_us") = -1.0,
       "Forecasts every step of a trace document, parsed once: (the trace document without\n"
       "steps, [(step capsule, index, wall_ms, forecast document without ops, ops JSON bytes)]).\n"
       "captured_trace_json(capsule) gives a step's trace when its detail is read.");
