@@ -184,8 +184,15 @@ class StepForecast:
             "phase_ms": self.phase_ms,
             "method_ops": self.method_ops,
             "unsupported": self.unsupported,
-            **({"timeline": self.timeline} if self.timeline else {}),
+            **({"timeline": {t: {k: v[k] for k in _TIMELINE_SUMMARY if k in v}
+                             for t, v in self.timeline.items()}} if self.timeline else {}),
         }
+
+
+#: The timeline figures kept in a step's summary (saved forecasts, steps.jsonl): the numbers,
+#: not the notes, which describe the trace and are the same every step.
+_TIMELINE_SUMMARY = ("valid", "step_ms", "host_ms", "kernel_sum_ms", "device_busy_ms",
+                     "gpu_busy_fraction", "host_bound", "host_speed")
 
 
 def _canonical(target: str) -> str:
