@@ -205,7 +205,8 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
   for (const auto& op : step.ops) top_level += op.depth == 0 ? 1 : 0;
   const double hook_share =
       step.hook_overhead_us && top_level > 0 ? *step.hook_overhead_us / static_cast<double>(top_level) : 0.0;
-  const bool infer_syncs = step.syncs.empty() && !any_launch_time;
+  // No sync records (format 1, or a CUPTI without SYNCHRONIZATION records): infer them from ops.
+  const bool infer_syncs = step.syncs.empty();
 
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     const OpRecord& op = step.ops[i];

@@ -169,6 +169,14 @@ class Comparison:
         if self.memory is not None:
             out.append(f"memory: {self.memory}")
             out.extend(f"memory note: {n}" for n in self.memory.notes)
+        seen = [r for r in self.rows if r.step_ms is not None]
+        if seen:
+            best = min(seen, key=lambda r: r.step_ms or 0.0)
+            same = [r.gpu for r in seen if (r.step_ms or 0.0) <= 1.02 * (best.step_ms or 0.0)]
+            out.append(f"fastest as seen (host launch cadence included): {best.gpu} ({best.step_ms:.3f} ms)"
+                       + (f"; within 2% of it: {', '.join(g for g in same if g != best.gpu)}"
+                          if len(same) > 1 else "")
+                       + "; the ranking, run time and cost above use the kernel sum (iteration)")
         bound = [r.gpu for r in self.rows if r.host_bound]
         if bound:
             out.append(f"host-bound on {', '.join(bound)}: the GPU waits for the host to launch work, "

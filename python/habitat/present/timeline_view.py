@@ -34,8 +34,10 @@ def rows(step: "StepForecast", targets: list[str]) -> list[tuple[str, list[str]]
 
 def host_bound_phases(t: dict[str, Any]) -> list[str]:
     phases = t.get("phases", {})
+    # Phases with a real share of the step's host time (not a stray op outside any phase).
+    floor = 0.02 * t.get("host_ms", 0.0)
     return [p for p in PHASE_ORDER if p in phases and phases[p].get("host_bound")
-            and phases[p].get("host_ms", 0) > 0]
+            and phases[p].get("host_ms", 0) > floor]
 
 
 def sentences(step: "StepForecast", targets: list[str]) -> list[str]:

@@ -23,7 +23,7 @@ def full_doc() -> dict[str, Any]:
     """A canonical document using every op field and every argument kind."""
     return {
         "format": "habitat-trace",
-        "version": 1,
+        "version": 2,  # the version written (Trace::kFormatVersion)
         "origin": {
             "device": "A100-SXM4-80GB",
             "host": "AMD EPYC 7763",
