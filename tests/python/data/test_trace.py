@@ -130,7 +130,7 @@ def test_unknown_top_level_keys_are_ignored() -> None:
 
 
 def test_format_version_constant() -> None:
-    assert FORMAT_VERSION == 1
+    assert FORMAT_VERSION == 2  # 2: the timeline fields (format 1 still loads)
     assert issubclass(TraceFormatError, ValueError)
     assert TraceFormatError is _engine.TraceFormatError
 
