@@ -147,6 +147,16 @@ TEST(Timeline, MeasuredOverheadIsRemovedFromTheCadence) {
   for (std::size_t i = 1; i < s.events.size(); ++i) EXPECT_GE(s.events[i].host_us, s.events[i - 1].host_us);
 }
 
+TEST(Timeline, CaptureSetupBeforeTheFirstOpCountsAsOneTypicalGap) {
+  // Top-level ops 10 us apart (5 us gaps), the first at 800 us: 795 us of setup removed.
+  Step step;
+  for (uint64_t i = 0; i < 5; ++i) step.ops.push_back(op_at(i, 800.0 + 10.0 * static_cast<double>(i), 5.0, {1.0}));
+  const HostSchedule s = build_host_schedule(step, gpu(), no_overhead());
+  EXPECT_NEAR(s.overhead_removed_us, 795.0, 1e-9);
+  EXPECT_NEAR(s.host_end_us, 845.0 - 795.0, 1e-9);
+  EXPECT_NEAR(s.overhead_per_op_us, 0.0, 1e-9);
+}
+
 TEST(Timeline, FormatOneOverheadIsEstimatedFromWrapperOps) {
   // Ten wrappers, each 6 us around a 4 us child: 2 us outside the child per wrapper.
   Step step;
