@@ -124,6 +124,9 @@ Step Session::end(int64_t index, std::string* warning) {
   Step step = Recorder::to_step(std::move(ops), index, wall_ms);
   step.dropped_ops = static_cast<int64_t>(recorder_->dropped());
   step.syncs = std::move(syncs);
+  if (detailed_ && recorder_->hook_ns() > 0) {
+    step.hook_overhead_us = static_cast<double>(recorder_->hook_ns()) / 1000.0;
+  }
   return step;
 }
 
