@@ -169,6 +169,8 @@ def run_workload(workload: Workload, precision: str, targets: list[str], out_dir
         "model": workload.name, "precision": precision, "description": workload.description,
         "measured": _stats(measured),
         "forecast_ms": dict(latest.total_ms),
+        # The step as seen (host launch cadence and syncs included; the timeline model).
+        "step_ms": {t: latest.step_ms(t) for t in latest.targets},
         "methods": latest.method_ops,
         "unsupported": latest.unsupported,
         "coverage": kernel_coverage(latest),

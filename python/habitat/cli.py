@@ -116,7 +116,7 @@ def _check_trace_path(path: str) -> Path:
     return p
 
 
-def _forecast_file(path: str, targets: list[str]) -> "Forecast":
+def _forecast_file(path: str, targets: list[str], host_speed: float = 1.0) -> "Forecast":
     """Forecasts every step of the trace file: read once, parsed and forecast by the engine
     (no Python object per op unless an output reads per-op detail); a status line on stderr
     when it takes over a second."""
@@ -126,7 +126,7 @@ def _forecast_file(path: str, targets: list[str]) -> "Forecast":
     p = _check_trace_path(path)
     try:
         with status(f"forecasting {path} ({p.stat().st_size / 1e6:.1f} MB) for {len(targets)} GPU(s)"):
-            forecast = Forecast.load(p, targets=targets)
+            forecast = Forecast.load(p, targets=targets, host_speed=host_speed)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         message = str(exc)
         raise UserError(message if path in message else f"cannot read trace {path!r}: {message}") from None
@@ -247,7 +247,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.log_dir:  # step by step, each logged to TensorBoard as it is forecast
         forecast = _forecast(_load_trace(args.trace), targets, args.trace, log_dir=args.log_dir)
     else:
-        forecast = _forecast_file(args.trace, targets)
+        forecast = _forecast_file(args.trace, targets, args.host_speed)
     if args.save:
         forecast.save(args.save)
     if args.json:
@@ -288,7 +288,7 @@ def _compare_clusters(args: argparse.Namespace, clusters: list[Any]) -> int:
     from habitat.analysis.cluster_compare import compare_clusters
 
     gpus = sorted({c.gpu for c in clusters})
-    forecast = _forecast_file(args.trace, gpus)
+    forecast = _forecast_file(args.trace, gpus, args.host_speed)
     try:
         comparison = compare_clusters(forecast, clusters, args.parallel, iterations=args.iterations,
                                       epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
@@ -310,7 +310,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.parallel or args.interconnect or args.network or args.gpus_per_node:
         raise UserError("--parallel, --interconnect, --network and --gpus-per-node describe clusters: "
                         "add --world-size N or --cluster 8xH100")
-    forecast = _forecast_file(args.trace, targets)
+    forecast = _forecast_file(args.trace, targets, args.host_speed)
     comparison = _compare(forecast, args)
     if args.json:
         print(json.dumps(comparison.to_dict(), indent=2))
@@ -329,12 +329,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     _check_suffix(args.output, HTML_SUFFIXES + MARKDOWN_SUFFIXES, "the report")
     chosen = _chosen_targets(args)
     compared = _resolve_targets(chosen, allow_all=True)  # before the long load
-    comparison = _compare(_forecast_file(args.trace, compared), args)
+    comparison = _compare(_forecast_file(args.trace, compared, args.host_speed), args)
     # The detailed forecast: the named GPUs, else the trace's, else the three fastest.
     targets = ((compared if chosen else [])
                or _resolve_targets(_trace_targets(args.trace), allow_all=False)
                or [r.gpu for r in comparison.rows[:3]])
-    forecast = _forecast_file(args.trace, targets)
+    forecast = _forecast_file(args.trace, targets, args.host_speed)
     write_report(forecast, args.output, comparison)
     print(f"report written to {args.output}")
     return 0
@@ -365,6 +365,9 @@ def _target_option(p: argparse.ArgumentParser, help: str) -> None:
                    help=help + "; repeat or comma-separate, `all` for every known GPU "
                         "(`habitat devices` lists them)")
     p.add_argument("--targets", action="append", dest="targets_deprecated", help=argparse.SUPPRESS)
+    p.add_argument("--host-speed", type=float, default=1.0, metavar="X",
+                   help="the host's speed relative to the traced one for the step as seen "
+                        "(host launch cadence included; default 1.0, 2.0 = twice as fast)")
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:

@@ -82,6 +82,9 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   // is compared with the detailed steps on equal terms. A steady-state step stops here.
   recorder->add_fingerprint(hash_mix(info.name_hash, scan.shape_hash));
   if (!recorder->detailed() || !recorder->admit()) return op.redispatchBoxed(below, stack);
+  // Habitat's own time around the op (reading arguments and outputs, labels, the record):
+  // the timeline model removes it from the traced cadence (OpRecord::overhead_us).
+  const auto entry = Clock::now();
   OpenOp& frame = ts.open.emplace_back();
   FramePop pop{ts.open};
   frame.recorder = recorder;
@@ -133,6 +136,7 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     OpenOp& parent = ts.open[depth - 2];
     if (out.parent && parent.record.id == *out.parent) parent.record.has_children = true;
   }
+  out.overhead_us = std::chrono::duration<double, std::micro>((start - entry) + (Clock::now() - stop)).count();
   ts.last_op_id = out.id;
   ts.last_op_is_compiled_graph = info.compiled_graph;
   // The buffer may also hold an enclosing op's storages: the same step keeps them all.

@@ -75,6 +75,10 @@ class Recorder {
   // (a parent that was not recorded becomes none).
   static Step to_step(std::vector<OpRecord> ops, int64_t index, double wall_ms);
 
+  // Habitat's host time outside ops during the step (Python module hooks), in ns.
+  void add_hook_ns(uint64_t ns) { hook_ns_.fetch_add(ns, std::memory_order_relaxed); }
+  uint64_t hook_ns() const { return hook_ns_.load(std::memory_order_relaxed); }
+
   size_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   size_t max_ops() const { return max_ops_; }
   Clock::time_point start() const { return start_; }
@@ -89,6 +93,7 @@ class Recorder {
   std::atomic<bool> recording_{true};
   std::atomic<size_t> admitted_{0};
   std::atomic<size_t> dropped_{0};
+  std::atomic<uint64_t> hook_ns_{0};
 
   mutable std::mutex mutex_;  // guards everything below
   std::vector<OpRecord> ops_;

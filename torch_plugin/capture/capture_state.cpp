@@ -59,6 +59,7 @@ void Session::begin() {
   outermost_ = outer_ == nullptr || outer_->live_recorder() == nullptr;
   if (outermost_) thread_state().reset_context();
   recorder_ = std::make_unique<Recorder>(max_ops_, detailed_);
+  cupti_start_us_ = cupti::KernelTracer::instance().active() ? cupti::timestamp_us() : 0.0;
   c10::ThreadLocalDebugInfo::_push(kSessionKind, shared_from_this());
   open_ = true;
   g_active_sessions.fetch_add(1, std::memory_order_relaxed);
@@ -76,9 +77,21 @@ Step Session::end(int64_t index, std::string* warning) {
   // reach it through absorb() with their ids unchanged.
   fingerprint_ = recorder_->fingerprint();
   fingerprint_ops_ = recorder_->fingerprint_ops();
+  std::vector<SyncRecord> syncs;
   if (auto& tracer = cupti::KernelTracer::instance();
       outermost_ && detailed_ && tracer.active()) {
-    tracer.flush_into(ops);
+    cupti::StepResult flushed = tracer.flush_into(ops);
+    syncs = std::move(flushed.syncs);
+    // Launch and device times onto the step's clock (the timeline's inputs); without a
+    // CUPTI timestamp at the start they cannot be placed, so they are dropped.
+    if (cupti_start_us_ > 0) {
+      shift_to_step(ops, syncs, cupti_start_us_);
+    } else {
+      for (OpRecord& op : ops) {
+        for (KernelLaunch& k : op.kernels) k.launch_us = k.device_start_us = std::nullopt;
+      }
+      syncs.clear();
+    }
     attribute_compiled_kernels(ops);  // ops are in start order, as it needs
   }
   const double wall_ms =
@@ -110,6 +123,10 @@ Step Session::end(int64_t index, std::string* warning) {
   outer_.reset();
   Step step = Recorder::to_step(std::move(ops), index, wall_ms);
   step.dropped_ops = static_cast<int64_t>(recorder_->dropped());
+  step.syncs = std::move(syncs);
+  if (detailed_ && recorder_->hook_ns() > 0) {
+    step.hook_overhead_us = static_cast<double>(recorder_->hook_ns()) / 1000.0;
+  }
   return step;
 }
 

@@ -83,6 +83,7 @@ class Session : public c10::DebugInfoBase, public std::enable_shared_from_this<S
   uint64_t fingerprint_ = 0;
   uint64_t fingerprint_ops_ = 0;
   std::unique_ptr<Recorder> recorder_;  // created by begin()
+  double cupti_start_us_ = 0;  // CUPTI's clock at the step's start (0 without CUPTI)
   std::shared_ptr<Session> outer_;  // the session open on this thread when this one began
   bool open_ = false;
   bool finished_ = false;

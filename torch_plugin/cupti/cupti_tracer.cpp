@@ -30,6 +30,7 @@ constexpr const char* kNotCompiled =
 struct TracerState {};
 
 bool compiled_in() { return false; }
+double timestamp_us() { return 0.0; }
 KernelTracer::KernelTracer() : state_(std::make_unique<TracerState>()) {}
 KernelTracer::~KernelTracer() = default;
 Status KernelTracer::start(const TracerOptions&) { return {false, kNotCompiled}; }
@@ -72,6 +73,17 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_DRIVER,
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 };
+
+// Timeline records (host syncs, stream waits, where events were recorded): enabled when the
+// CUPTI library supports them, and tracing goes on without them when it does not.
+// The record layouts read below (with cudaEventSyncId) are CUPTI 13's.
+#if CUPTI_API_VERSION >= 130000
+#define HABITAT_CUPTI_SYNC_RECORDS 1
+constexpr CUpti_ActivityKind kOptionalKinds[] = {
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_CUDA_EVENT,
+};
+#endif
 
 constexpr std::size_t kMaxNvtxSample = 32;
 constexpr std::size_t kMaxPooledBuffers = 8;
@@ -190,9 +202,22 @@ struct TracerState {
       case CUPTI_ACTIVITY_KIND_DRIVER: {
         const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
         correlator.add(ApiRecord{a->correlationId, a->threadId, static_cast<uint32_t>(a->cbid),
-                                 record->kind == CUPTI_ACTIVITY_KIND_DRIVER});
+                                 record->kind == CUPTI_ACTIVITY_KIND_DRIVER, a->start});
         break;
       }
+#ifdef HABITAT_CUPTI_SYNC_RECORDS
+      case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+        const auto* y = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+        correlator.add(SyncActivityRecord{static_cast<uint32_t>(y->type), y->start, y->end, y->streamId,
+                                          y->cudaEventSyncId});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_CUDA_EVENT: {
+        const auto* e = reinterpret_cast<const CUpti_ActivityCudaEvent2*>(record);
+        correlator.add(EventActivityRecord{e->cudaEventSyncId, e->streamId});
+        break;
+      }
+#endif
       case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
         const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
         correlator.add(ExternalCorrelationRecord{static_cast<uint32_t>(e->externalKind),
@@ -280,6 +305,11 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
 
 bool compiled_in() { return true; }
 
+double timestamp_us() {
+  uint64_t ns = 0;
+  return cuptiGetTimestamp(&ns) == CUPTI_SUCCESS ? static_cast<double>(ns) / 1000.0 : 0.0;
+}
+
 KernelTracer::KernelTracer() : state_(std::make_unique<TracerState>()) { g_state = state_.get(); }
 
 // Never runs for the instance; kept so unique_ptr<TracerState> has a complete type here.
@@ -310,6 +340,11 @@ Status KernelTracer::start(const TracerOptions& options) {
     }
     s.enabled.push_back(kind);
   }
+#ifdef HABITAT_CUPTI_SYNC_RECORDS
+  for (CUpti_ActivityKind kind : kOptionalKinds) {
+    if (cuptiActivityEnable(kind) == CUPTI_SUCCESS) s.enabled.push_back(kind);
+  }
+#endif
   {
     // Records of a previous session (or of the time we were detached) are not this step's.
     std::lock_guard<std::mutex> records(s.records_mu);
@@ -389,6 +424,7 @@ StepResult KernelTracer::flush_step() {
 
 StepResult KernelTracer::flush_into(std::vector<OpRecord>& ops) {
   StepResult out = flush_step();
+  out.syncs = std::move(out.kernels.syncs);
   out.orphan_kernels = attach_kernels(ops, std::move(out.kernels));
   out.kernels.by_op.clear();
   std::lock_guard<std::mutex> lock(state_->control_mu);

@@ -26,6 +26,10 @@ struct Status {
 // False when this build has no CUPTI support at all.
 bool compiled_in();
 
+// CUPTI's clock now, in microseconds (the clock of kernel and API records); 0 without CUPTI.
+// Taken at a step's start, it moves the step's records to the step's clock.
+double timestamp_us();
+
 struct TracerOptions {
   // Also collect NVTX MARKER records of the "habitat" domain (needs the process started
   // with NVTX_INJECTION64_PATH pointing at libcupti); used to check that ranges are emitted.
@@ -37,6 +41,9 @@ struct StepResult {
   int64_t nvtx_ranges = 0;               // "habitat" NVTX ranges seen (with record_nvtx)
   std::vector<std::string> nvtx_sample;  // a few of their names
   int64_t orphan_kernels = 0;            // flush_into: kernels of ops the step did not hold
+  // flush_into: the step's host synchronisations and stream waits (CUPTI clock, us; see
+  // shift_to_step), when the CUPTI library records them.
+  std::vector<SyncRecord> syncs;
   Status status;                         // not ok: the step's kernels are incomplete
 };
 

@@ -42,6 +42,23 @@ struct ApiRecord {
   uint32_t thread_id = 0;  // as CUPTI reports it (system thread id by default)
   uint32_t cbid = 0;       // CUPTI callback id of the runtime or driver function
   bool driver = false;     // true: driver API (cuLaunchKernel, Triton); false: runtime API
+  uint64_t start_ns = 0;   // host time of the call (CUPTI clock; 0 = unknown): launch time
+};
+
+// CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: a host wait, or a stream waiting on an event.
+struct SyncActivityRecord {
+  uint32_t type = 0;  // CUpti_ActivitySynchronizationType: 1 event sync, 2 stream wait event,
+                      // 3 stream sync, 4 context sync
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t stream = 0;          // the synchronised (or waiting) stream
+  uint64_t event_sync_id = 0;   // joins the CUDA_EVENT record of the event waited on
+};
+
+// CUPTI_ACTIVITY_KIND_CUDA_EVENT: where an event was recorded.
+struct EventActivityRecord {
+  uint64_t event_sync_id = 0;
+  uint32_t stream = 0;
 };
 
 struct ExternalCorrelationRecord {
@@ -83,6 +100,9 @@ struct CorrelationStats {
 
 struct StepKernels {
   std::map<uint64_t, std::vector<KernelLaunch>> by_op;  // op id -> kernels in start order
+  // Kernels' launch_us/device_start_us and syncs' start_us are on CUPTI's clock (us) until
+  // shift_to_step moves them to the step's.
+  std::vector<SyncRecord> syncs;
   CorrelationStats stats;
 };
 
@@ -100,6 +120,8 @@ class Correlator {
   void add(KernelRecord record);
   void add(const ApiRecord& record);
   void add(const ExternalCorrelationRecord& record);
+  void add(const SyncActivityRecord& record);
+  void add(const EventActivityRecord& record);
   void add_dropped(int64_t records) { dropped_ += records; }
 
   // Joins everything received since the previous call, then starts the next step (a new
@@ -107,7 +129,7 @@ class Correlator {
   StepKernels take_step();
 
   std::size_t pending_records() const {
-    return kernels_.size() + threads_.size() + external_.size();
+    return kernels_.size() + threads_.size() + external_.size() + syncs_.size();
   }
 
  private:
@@ -118,6 +140,9 @@ class Correlator {
   std::vector<KernelRecord> kernels_;
   std::unordered_map<uint32_t, uint32_t> threads_;   // correlation id -> launching thread
   std::unordered_map<uint32_t, uint64_t> external_;  // correlation id -> external id
+  std::unordered_map<uint32_t, uint64_t> api_start_; // correlation id -> launch call time (ns)
+  std::vector<SyncActivityRecord> syncs_;
+  std::unordered_map<uint64_t, uint32_t> event_streams_;  // event sync id -> recording stream
   // The previous step's ids, kept one step so a kernel that arrives late is reported as
   // stale rather than as launched outside any op.
   std::unordered_map<uint32_t, uint64_t> previous_external_;
@@ -129,5 +154,9 @@ class Correlator {
 // their external ids were pushed. Returns how many kernels named an op id `ops` does not hold
 // (an op dropped at the step's record cap, for example).
 int64_t attach_kernels(std::vector<OpRecord>& ops, StepKernels&& kernels);
+
+// Moves the CUPTI-clock times of a step's kernels and syncs to the step's clock:
+// `step_start_us` is CUPTI's timestamp (us) at the step's start; times before it clamp to 0.
+void shift_to_step(std::vector<OpRecord>& ops, std::vector<SyncRecord>& syncs, double step_start_us);
 
 }  // namespace habitat

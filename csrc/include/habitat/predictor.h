@@ -8,6 +8,7 @@
 
 #include "habitat/device.h"
 #include "habitat/op_cost.h"
+#include "habitat/timeline.h"
 #include "habitat/trace.h"
 
 namespace habitat {
@@ -58,7 +59,14 @@ struct Forecast {
   std::vector<OpForecast> ops;          // aligned with Step::ops
   std::vector<TargetTotals> totals;     // aligned with targets
   std::vector<std::string> unsupported; // distinct op names forecast by Fallback
+  // The step as the user sees it on each target (host cadence and syncs included), aligned
+  // with targets; empty when the timeline is off (Predictor::set_timeline).
+  std::vector<TimelineResult> timelines;
 };
+
+// Plays the step's host schedule on every target of `f` from its op shares (see timeline.h).
+void add_timelines(Forecast& f, const Step& step, const TraceOrigin& origin,
+                   const TimelineOptions& options);
 
 class Predictor {
  public:
@@ -73,11 +81,18 @@ class Predictor {
   // overload, arguments, outputs, kernels): bit-identical results, each distinct op computed
   // once. Off only to check that (tests).
   void set_memoize(bool on) { memoize_ = on; }
+  // Host-aware step times (Forecast::timelines): on by default; `options` as in timeline.h.
+  void set_timeline(bool on, const TimelineOptions& options = {}) {
+    timeline_on_ = on;
+    timeline_ = options;
+  }
 
  private:
   const DeviceDatabase& db_;
   const ShapeModel* model_;
   bool memoize_ = true;
+  bool timeline_on_ = true;
+  TimelineOptions timeline_;
 };
 
 // Forecast as a JSON document (for Python and saved reports).

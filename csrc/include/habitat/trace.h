@@ -50,6 +50,11 @@ struct KernelLaunch {
   int dynamic_shared_bytes = 0;
   double duration_us = 0;
   uint32_t stream = 0;
+  // Timeline fields (format 2, from CUPTI; absent in older traces), on the step's clock (us
+  // from the step's start): when the host called the launch API, when the kernel began on
+  // the device.
+  std::optional<double> launch_us;
+  std::optional<double> device_start_us;
 
   int64_t blocks() const { return int64_t{grid[0]} * grid[1] * grid[2]; }
   int threads_per_block() const { return block[0] * block[1] * block[2]; }
@@ -75,6 +80,10 @@ struct OpRecord {
   uint64_t thread = 0;              // small per-step thread number
   double start_us = 0;              // from the step's start
   double wall_us = 0;               // measured inclusive wall time on the origin
+  // Habitat's own host time spent recording this op, outside [start_us, start_us + wall_us]
+  // but inside its parent's window (format 2; absent when not measured). The timeline model
+  // removes it to recover the cadence of the step without Habitat.
+  std::optional<double> overhead_us;
   std::vector<KernelLaunch> kernels;
 
   // Convenience lookups by schema argument name.
@@ -84,12 +93,35 @@ struct OpRecord {
   const TensorMeta* first_tensor() const;
 };
 
+// A host call that waits for the device (or one stream waiting for another), from CUPTI's
+// runtime API records (format 2).
+struct SyncRecord {
+  enum class Kind {
+    Stream,      // cudaStreamSynchronize: the host waits for `stream`
+    Device,      // cudaDeviceSynchronize: the host waits for every stream
+    Event,       // cudaEventSynchronize on an event recorded on `stream`
+    Memcpy,      // a blocking device-to-host copy on `stream` (.item(), .cpu())
+    StreamWait,  // cudaStreamWaitEvent: `stream` waits on device for `wait_stream`'s work
+  };
+  Kind kind = Kind::Device;
+  double start_us = 0;  // host time of the call (step clock)
+  double wall_us = 0;   // how long the call blocked the host on the origin
+  uint32_t stream = 0;
+  uint32_t wait_stream = 0;  // StreamWait only
+};
+const char* to_string(SyncRecord::Kind k);
+std::optional<SyncRecord::Kind> sync_kind_from_string(const std::string& s);
+
 struct Step {
   int64_t index = 0;
   double wall_ms = 0;  // measured wall time of the whole step on the origin
   int64_t measured_peak_bytes = 0;  // allocator peak during the step on a GPU origin (0 = unknown)
   int64_t dropped_ops = 0;          // ops not recorded because the step hit its record cap
   std::vector<OpRecord> ops;
+  // Timeline fields (format 2): host synchronisations seen during the step, in host order,
+  // and Habitat's per-step host time outside any op (module hooks), when measured.
+  std::vector<SyncRecord> syncs;
+  std::optional<double> hook_overhead_us;
 };
 
 struct TraceOrigin {
@@ -103,7 +135,7 @@ struct TraceOrigin {
 
 struct Trace {
   static constexpr const char* kFormatName = "habitat-trace";
-  static constexpr int kFormatVersion = 1;
+  static constexpr int kFormatVersion = 2;  // 2: timeline fields (optional)
   TraceOrigin origin;
   std::vector<Step> steps;
 };
@@ -113,7 +145,7 @@ class TraceFormatError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Versioned JSON document ("format": "habitat-trace", "version": 1). Loading validates
+// Versioned JSON document ("format": "habitat-trace", "version": 2; version 1 still loads). Loading validates
 // every field and throws TraceFormatError naming the problem (corrupt, missing field,
 // newer version than this build understands).
 std::string trace_to_json(const Trace& trace);

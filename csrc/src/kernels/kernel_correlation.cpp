@@ -35,7 +35,17 @@ void Correlator::add(KernelRecord record) {
 }
 
 void Correlator::add(const ApiRecord& record) {
-  if (has_room()) threads_[record.correlation_id] = record.thread_id;
+  if (!has_room()) return;
+  threads_[record.correlation_id] = record.thread_id;
+  if (record.start_ns != 0) api_start_[record.correlation_id] = record.start_ns;
+}
+
+void Correlator::add(const SyncActivityRecord& record) {
+  if (has_room()) syncs_.push_back(record);
+}
+
+void Correlator::add(const EventActivityRecord& record) {
+  if (has_room()) event_streams_[record.event_sync_id] = record.stream;
 }
 
 void Correlator::add(const ExternalCorrelationRecord& record) {
@@ -63,7 +73,12 @@ StepKernels Correlator::take_step() {
     if (ext != external_.end() && external_generation(ext->second) == generation_) {
       ++s.attributed;
       s.attributed_us += us;
-      out.by_op[external_op_id(ext->second)].push_back(to_launch(k));
+      KernelLaunch launch = to_launch(k);
+      launch.device_start_us = static_cast<double>(k.start_ns) / 1000.0;
+      if (auto api = api_start_.find(k.correlation_id); api != api_start_.end()) {
+        launch.launch_us = static_cast<double>(api->second) / 1000.0;
+      }
+      out.by_op[external_op_id(ext->second)].push_back(std::move(launch));
     } else if (ext != external_.end() || previous_external_.contains(k.correlation_id)) {
       ++s.stale;
     } else {
@@ -75,8 +90,43 @@ StepKernels Correlator::take_step() {
     }
   }
 
+  std::stable_sort(syncs_.begin(), syncs_.end(), [](const SyncActivityRecord& a, const SyncActivityRecord& b) {
+    return a.start_ns < b.start_ns;
+  });
+  for (const SyncActivityRecord& r : syncs_) {
+    SyncRecord sync;
+    const auto event_stream = event_streams_.find(r.event_sync_id);
+    switch (r.type) {
+      case 1:  // cudaEventSynchronize: waits for the event's stream
+        sync.kind = SyncRecord::Kind::Event;
+        sync.stream = event_stream != event_streams_.end() ? event_stream->second : r.stream;
+        break;
+      case 2:  // cudaStreamWaitEvent: a device-side wait of one stream on another
+        if (event_stream == event_streams_.end()) continue;  // the event's stream is unknown
+        sync.kind = SyncRecord::Kind::StreamWait;
+        sync.stream = r.stream;
+        sync.wait_stream = event_stream->second;
+        break;
+      case 3:
+        sync.kind = SyncRecord::Kind::Stream;
+        sync.stream = r.stream;
+        break;
+      case 4:
+        sync.kind = SyncRecord::Kind::Device;
+        break;
+      default:
+        continue;
+    }
+    sync.start_us = static_cast<double>(r.start_ns) / 1000.0;
+    sync.wall_us = r.end_ns > r.start_ns ? static_cast<double>(r.end_ns - r.start_ns) / 1000.0 : 0.0;
+    out.syncs.push_back(sync);
+  }
+
   kernels_.clear();
   threads_.clear();
+  api_start_.clear();
+  syncs_.clear();
+  event_streams_.clear();
   previous_external_ = std::exchange(external_, {});
   generation_ = (generation_ + 1) & kGenerationMask;
   if (generation_ == 0) generation_ = 1;  // 0 is never pushed, so a zeroed id cannot match
@@ -97,6 +147,17 @@ int64_t attach_kernels(std::vector<OpRecord>& ops, StepKernels&& kernels) {
     if (!known.contains(id)) orphans += static_cast<int64_t>(list.size());
   }
   return orphans;
+}
+
+void shift_to_step(std::vector<OpRecord>& ops, std::vector<SyncRecord>& syncs, double step_start_us) {
+  const auto shift = [&](double t) { return std::max(0.0, t - step_start_us); };
+  for (OpRecord& op : ops) {
+    for (KernelLaunch& k : op.kernels) {
+      if (k.launch_us) k.launch_us = shift(*k.launch_us);
+      if (k.device_start_us) k.device_start_us = shift(*k.device_start_us);
+    }
+  }
+  for (SyncRecord& s : syncs) s.start_us = shift(s.start_us);
 }
 
 }  // namespace habitat

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "predict/shape_efficiency.h"
+#include "predict/timeline_json.h"
 #include "habitat/wave_scaling.h"
 
 namespace habitat {
@@ -303,6 +304,7 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
     }
   }
   f.unsupported.assign(unsupported.begin(), unsupported.end());
+  if (timeline_on_) add_timelines(f, step, origin, timeline_);
   return f;
 }
 
@@ -326,6 +328,7 @@ nlohmann::json summary_json(const Forecast& f) {
   }
   doc["totals"] = std::move(totals);
   doc["unsupported"] = f.unsupported;
+  if (!f.timelines.empty()) doc["timelines"] = timelines_json(f);
   return doc;
 }
 

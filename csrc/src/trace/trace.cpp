@@ -55,6 +55,14 @@ constexpr std::pair<Phase, const char*> kPhaseNames[] = {
     {Phase::Other, "other"},
 };
 
+constexpr std::pair<SyncRecord::Kind, const char*> kSyncKindNames[] = {
+    {SyncRecord::Kind::Stream, "stream"},
+    {SyncRecord::Kind::Device, "device"},
+    {SyncRecord::Kind::Event, "event"},
+    {SyncRecord::Kind::Memcpy, "memcpy"},
+    {SyncRecord::Kind::StreamWait, "stream_wait"},
+};
+
 }  // namespace
 
 const char* to_string(Phase p) {
@@ -67,6 +75,20 @@ const char* to_string(Phase p) {
 std::optional<Phase> phase_from_string(const std::string& s) {
   for (const auto& [phase, name] : kPhaseNames) {
     if (s == name) return phase;
+  }
+  return std::nullopt;
+}
+
+const char* to_string(SyncRecord::Kind k) {
+  for (const auto& [kind, name] : kSyncKindNames) {
+    if (kind == k) return name;
+  }
+  return "device";
+}
+
+std::optional<SyncRecord::Kind> sync_kind_from_string(const std::string& s) {
+  for (const auto& [kind, name] : kSyncKindNames) {
+    if (s == name) return kind;
   }
   return std::nullopt;
 }

@@ -144,6 +144,18 @@ ojson encode_kernel(const KernelLaunch& k) {
   if (k.dynamic_shared_bytes != 0) j["dynamic_shared_bytes"] = k.dynamic_shared_bytes;
   if (k.duration_us != 0) j["duration_us"] = k.duration_us;
   if (k.stream != 0) j["stream"] = k.stream;
+  if (k.launch_us) j["launch_us"] = *k.launch_us;
+  if (k.device_start_us) j["device_start_us"] = *k.device_start_us;
+  return j;
+}
+
+ojson encode_sync(const SyncRecord& s) {
+  ojson j = ojson::object();
+  j["kind"] = to_string(s.kind);
+  j["start_us"] = s.start_us;
+  if (s.wall_us != 0) j["wall_us"] = s.wall_us;
+  if (s.stream != 0) j["stream"] = s.stream;
+  if (s.kind == SyncRecord::Kind::StreamWait) j["wait_stream"] = s.wait_stream;
   return j;
 }
 
@@ -166,6 +178,7 @@ ojson encode_op(const OpRecord& op) {
   if (op.thread != 0) j["thread"] = op.thread;
   if (op.start_us != 0) j["start_us"] = op.start_us;
   if (op.wall_us != 0) j["wall_us"] = op.wall_us;
+  if (op.overhead_us) j["overhead_us"] = *op.overhead_us;
   if (!op.kernels.empty()) {
     ojson& kernels = j["kernels"] = ojson::array();
     for (const auto& k : op.kernels) kernels.push_back(encode_kernel(k));
@@ -379,7 +392,36 @@ KernelLaunch decode_kernel(const json& j, const Loc& loc) {
       fail(l, "stream id " + v.dump() + " is out of range");
     k.stream = static_cast<uint32_t>(s);
   });
+  optional(j, loc, "launch_us",
+           [&](const json& v, const Loc& l) { k.launch_us = read_duration(v, l); });
+  optional(j, loc, "device_start_us",
+           [&](const json& v, const Loc& l) { k.device_start_us = read_duration(v, l); });
   return k;
+}
+
+uint32_t read_stream(const json& v, const Loc& l) {
+  const uint64_t s = read_id(v, l);
+  if (s > std::numeric_limits<uint32_t>::max()) fail(l, "stream id " + v.dump() + " is out of range");
+  return static_cast<uint32_t>(s);
+}
+
+SyncRecord decode_sync(const json& j, const Loc& loc) {
+  expect_object(j, loc);
+  SyncRecord s;
+  const Loc kind_loc = loc.child("kind");
+  const std::string kind = read_string(required(j, loc, "kind"), kind_loc);
+  const auto parsed = sync_kind_from_string(kind);
+  if (!parsed) {
+    fail(kind_loc, "unknown sync kind \"" + kind +
+                       "\" (expected stream, device, event, memcpy or stream_wait)");
+  }
+  s.kind = *parsed;
+  s.start_us = read_duration(required(j, loc, "start_us"), loc.child("start_us"));
+  optional(j, loc, "wall_us", [&](const json& v, const Loc& l) { s.wall_us = read_duration(v, l); });
+  optional(j, loc, "stream", [&](const json& v, const Loc& l) { s.stream = read_stream(v, l); });
+  optional(j, loc, "wait_stream",
+           [&](const json& v, const Loc& l) { s.wait_stream = read_stream(v, l); });
+  return s;
 }
 
 OpRecord decode_op(const json& j, Loc loc) {
@@ -423,6 +465,8 @@ OpRecord decode_op(const json& j, Loc loc) {
            [&](const json& v, const Loc& l) { op.start_us = read_duration(v, l); });
   optional(j, loc, "wall_us",
            [&](const json& v, const Loc& l) { op.wall_us = read_duration(v, l); });
+  optional(j, loc, "overhead_us",
+           [&](const json& v, const Loc& l) { op.overhead_us = read_duration(v, l); });
   optional(j, loc, "kernels", [&](const json& v, const Loc& l) {
     expect_array(v, l);
     op.kernels.reserve(v.size());
@@ -492,6 +536,15 @@ Step decode_step(const json& j, const Loc& loc) {
            [&](const json& v, const Loc& l) { step.measured_peak_bytes = read_count(v, l); });
   optional(j, loc, "dropped_ops",
            [&](const json& v, const Loc& l) { step.dropped_ops = read_count(v, l); });
+  optional(j, loc, "hook_overhead_us",
+           [&](const json& v, const Loc& l) { step.hook_overhead_us = read_duration(v, l); });
+  optional(j, loc, "syncs", [&](const json& v, const Loc& l) {
+    expect_array(v, l);
+    step.syncs.reserve(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      step.syncs.push_back(decode_sync(v[i], l.at(static_cast<int64_t>(i))));
+    }
+  });
   const Loc ops_loc = loc.child("ops");
   const json& ops = expect_array(required(j, loc, "ops"), ops_loc);
   step.ops.reserve(ops.size());
@@ -573,6 +626,11 @@ std::string trace_to_json(const Trace& trace) {
     s["wall_ms"] = step.wall_ms;
     if (step.measured_peak_bytes != 0) s["measured_peak_bytes"] = step.measured_peak_bytes;
     if (step.dropped_ops != 0) s["dropped_ops"] = step.dropped_ops;
+    if (step.hook_overhead_us) s["hook_overhead_us"] = *step.hook_overhead_us;
+    if (!step.syncs.empty()) {
+      ojson& syncs = s["syncs"] = ojson::array();
+      for (const auto& sync : step.syncs) syncs.push_back(encode_sync(sync));
+    }
     ojson& ops = s["ops"] = ojson::array();
     for (const auto& op : step.ops) ops.push_back(encode_op(op));
   }

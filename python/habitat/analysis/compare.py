@@ -30,6 +30,12 @@ class ComparisonRow:
     margin_bytes: int | None
     shape_based_ops: int           # leaf ops forecast from shapes alone (no measured kernel)
     ops: int
+    # The step as the user sees it (host launch cadence and syncs included; timeline.h), when
+    # the forecast has a timeline: its time, the GPU's busy fraction, and whether the GPU
+    # waits for the host (then a faster GPU does not make the step faster).
+    step_ms: float | None = None
+    gpu_busy_fraction: float | None = None
+    host_bound: bool | None = None
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -45,6 +51,8 @@ class ComparisonRow:
                 "source": self.price.source},
             "memory_gb": self.memory_gb, "fits": self.fits, "margin_bytes": self.margin_bytes,
             "shape_based_ops": self.shape_based_ops, "ops": self.ops,
+            "step_ms": self.step_ms, "gpu_busy_fraction": self.gpu_busy_fraction,
+            "host_bound": self.host_bound,
         }
 
 
@@ -121,15 +129,22 @@ class Comparison:
     # ----- text ----------------------------------------------------------------------
     def table_rows(self) -> list[list[str]]:
         """Header plus one row of cells per GPU (shared by the text, Markdown and HTML tables)."""
+        timeline = any(r.step_ms is not None for r in self.rows)
         rows = [["#", "GPU", "iteration (ms)", f"{self.iterations:,} iterations", "$/GPU-hour",
                  "run cost (USD)", "memory"]]
+        if timeline:
+            rows[0][3:3] = ["step as seen (ms)", "bound by"]
         for r in self.rows:
-            rows.append([
+            cells = [
                 str(r.rank), r.gpu, f"{r.iteration_ms:.3f}", format_duration(r.run_seconds),
                 "n/a" if r.price is None else f"{r.price.usd_per_hour:.2f}",
                 "n/a" if r.run_cost_usd is None else format_usd(r.run_cost_usd),
                 _fit_text(r),
-            ])
+            ]
+            if timeline:
+                cells[3:3] = ["-" if r.step_ms is None else f"{r.step_ms:.3f}",
+                              "-" if r.host_bound is None else ("host" if r.host_bound else "device")]
+            rows.append(cells)
         return rows
 
     def __str__(self) -> str:
@@ -138,7 +153,8 @@ class Comparison:
         lines = [f"GPU comparison: step {self.step_index} captured on {self.origin} "
                  f"(measured {self.measured_ms:.2f} ms); {self.run_label}"]
         for k, row in enumerate(cells):
-            lines.append(("  " + "  ".join(c.ljust(w) if i in (1, 6) else c.rjust(w)
+            left = (1, len(row) - 1) + ((4,) if len(row) > 7 else ())
+            lines.append(("  " + "  ".join(c.ljust(w) if i in left else c.rjust(w)
                                            for i, (c, w) in enumerate(zip(row, widths)))).rstrip())
             if k == 0:
                 lines.append("  " + "  ".join("-" * w for w in widths))
@@ -153,6 +169,19 @@ class Comparison:
         if self.memory is not None:
             out.append(f"memory: {self.memory}")
             out.extend(f"memory note: {n}" for n in self.memory.notes)
+        seen = [r for r in self.rows if r.step_ms is not None]
+        if seen:
+            best = min(seen, key=lambda r: r.step_ms or 0.0)
+            same = [r.gpu for r in seen if (r.step_ms or 0.0) <= 1.02 * (best.step_ms or 0.0)]
+            out.append(f"fastest as seen (host launch cadence included): {best.gpu} ({best.step_ms:.3f} ms)"
+                       + (f"; within 2% of it: {', '.join(g for g in same if g != best.gpu)}"
+                          if len(same) > 1 else "")
+                       + "; the ranking, run time and cost above use the kernel sum (iteration)")
+        bound = [r.gpu for r in self.rows if r.host_bound]
+        if bound:
+            out.append(f"host-bound on {', '.join(bound)}: the GPU waits for the host to launch work, "
+                       "so a faster GPU will not shorten the step (see 'step as seen'); CUDA graphs, "
+                       "torch.compile or a faster host would")
         shape = [r.gpu for r in self.rows if r.shape_based_ops]
         if shape and len(shape) == len(self.rows):
             out.append("shape-based: ops without measured kernels were forecast from their shapes")
@@ -236,6 +265,14 @@ def _detailed_step(forecast: "Forecast") -> "StepForecast":
                        "`with habitat.predict_on(...)` or load a saved trace")
 
 
+def _timeline_cells(step: "StepForecast", target: str) -> dict[str, Any]:
+    t = step.timeline.get(target) if hasattr(step, "timeline") else None
+    if not t or not t.get("valid"):
+        return {}
+    return {"step_ms": t["step_ms"], "gpu_busy_fraction": t["gpu_busy_fraction"],
+            "host_bound": bool(t["host_bound"])}
+
+
 def run_iterations(iterations: int | None, epochs: float | None, steps_per_epoch: int | None) -> int:
     if epochs is not None:
         if not steps_per_epoch or steps_per_epoch <= 0:
@@ -279,6 +316,7 @@ def compare(forecast: "Forecast", targets: str | Sequence[str] = "all", *, itera
             memory_gb=get_device(name).memory_gb, fits=fits, margin_bytes=margin,
             shape_based_ops=sum(n for m, n in methods.items() if m in SHAPE_BASED_METHODS),
             ops=sum(methods.values()),
+            **_timeline_cells(step, name),
         ))
     return Comparison(rows, iterations=total, epochs=epochs,
                       steps_per_epoch=steps_per_epoch if epochs is not None else None,

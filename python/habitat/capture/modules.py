@@ -12,6 +12,7 @@ module called contributes no name, like ``model.named_modules()``.
 from __future__ import annotations
 
 import sys
+import time
 import threading
 import warnings
 from typing import Any
@@ -67,6 +68,7 @@ def _child_name(parent: nn.Module, child: nn.Module) -> str:
 def _pre_hook(module: nn.Module, args: Any) -> None:
     if torch.compiler.is_compiling() or _users == 0:  # not traced; idle between steps
         return
+    started = time.perf_counter_ns()  # the hook's own time goes to the step's overhead
     if _is_compiled_wrapper(module):
         return
     stack = _stack()
@@ -77,16 +79,17 @@ def _pre_hook(module: nn.Module, args: Any) -> None:
     else:
         path = ""
     stack.append((module, path))
-    _C._capture_enter_module(path)
+    _C._capture_enter_module(path, time.perf_counter_ns() - started)
 
 
 def _post_hook(module: nn.Module, args: Any, output: Any) -> None:
     if torch.compiler.is_compiling() or _users == 0:  # not traced; idle between steps
         return
+    started = time.perf_counter_ns()
     stack = _stack()
     if stack and stack[-1][0] is module:
         stack.pop()
-        _C._capture_exit_module()
+        _C._capture_exit_module(time.perf_counter_ns() - started)
 
 
 def reset_thread() -> None:

@@ -34,7 +34,7 @@ from habitat.capture import modules as _modules, phase as _phase
 from habitat.capture.compile import install_compile_callbacks
 from habitat.capture.cupti import KernelTracing, origin_device
 from habitat.capture.sinks import StepSink, log_dir_sinks
-from habitat.data.engine import trace_document, weights_dir
+from habitat.data.engine import host_model_json, trace_document, weights_dir
 from habitat.data.forecast import Forecast, StepForecast
 from habitat.data.trace import tensor_args
 
@@ -280,6 +280,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             fingerprinted one, so a shape change is caught within 3 steps when it shows in the
             step time, and within N steps otherwise. (With torch.compile'd code the key
             stays on the thread: dynamo guards on it.)
+        host_speed: the speed of the host the forecast assumes, relative to this one (default
+            1.0: the same host). The timeline (``forecast.step_ms``) plays the step's launch
+            cadence at this speed; device work is unaffected.
 
     How each step was handled is in :attr:`step_counts` (also ``forecast.step_counts``):
     ``detailed``, ``reused`` (a steady-state step counted with the forecast of a detailed step
@@ -303,7 +306,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                  nvtx: bool = False, fingerprint_every: int = DEFAULT_FINGERPRINT_EVERY,
                  world_size: int | None = None, interconnect: str | None = None,
                  network: str | None = None, gpus_per_node: int | None = None,
-                 cluster: Any = None, parallel: str | Any = None) -> None:
+                 cluster: Any = None, parallel: str | Any = None,
+                 host_speed: float = 1.0) -> None:
         if max_ops_per_step < 1:
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops_per_step}")
         if detail_steps < 1:
@@ -332,7 +336,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._queued_detailed = 0
         self._draining = False
         self._counts = {"detailed": 0, "reused": 0, "skipped": 0}
-        self.forecast: Forecast = Forecast(targets, _origin())
+        self.forecast: Forecast = Forecast(targets, _origin(), host_speed=host_speed)
         self._set_clusters(world_size, interconnect, network, gpus_per_node, cluster, parallel)
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.max_ops_per_step = int(max_ops_per_step)
@@ -588,7 +592,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             # per op) is built only when something reads it, so training threads keep the GIL.
             origin = json.dumps(trace_document(self.forecast.origin, []))
             summary, ops_json = _engine.forecast_captured(captured.capsule, origin, self.forecast.targets,
-                                                          weights_dir())
+                                                          weights_dir(), self.forecast.host_speed,
+                                                          host_model_json())
             summary_doc = json.loads(summary)
             forecast = self.forecast._add_forecast(
                 index, captured.wall_ms, summary_doc,

@@ -28,27 +28,61 @@ def weights_dir() -> str:
     return str(packaged if packaged.is_dir() else source_tree)
 
 
-def forecast_step(origin: dict[str, Any], step: dict[str, Any], targets: Sequence[str]) -> dict[str, Any]:
+#: The eager-PyTorch host model the timeline uses for CPU-traced steps (see
+#: habitat/analysis/host_model.py for how it is calibrated); HABITAT_HOST_MODEL overrides it
+#: and an empty value turns it off (CPU-traced steps then get no timeline).
+HOST_MODEL_FILE = Path(__file__).with_name("host_model.json")
+_host_model_text: dict[str, str] = {}
+
+
+def host_model_json() -> str:
+    path = os.environ.get("HABITAT_HOST_MODEL", str(HOST_MODEL_FILE))
+    if not path:
+        return ""
+    if path not in _host_model_text:
+        try:
+            _host_model_text[path] = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise FileNotFoundError(f"host model '{path}' cannot be read ({e}): set HABITAT_HOST_MODEL "
+                                    "to a host model JSON file, or to an empty value to turn it off") from None
+    return _host_model_text[path]
+
+
+def check_host_speed(host_speed: float) -> float:
+    """host_speed: the host's speed relative to the origin's host (1.0: the same host)."""
+    try:
+        value = float(host_speed)
+    except (TypeError, ValueError):
+        raise ValueError(f"host_speed must be a number > 0 (1.0 = the origin's host), got {host_speed!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise ValueError(f"host_speed must be a finite number > 0 (1.0 = the origin's host), got {host_speed!r}")
+    return value
+
+
+def forecast_step(origin: dict[str, Any], step: dict[str, Any], targets: Sequence[str],
+                  host_speed: float = 1.0) -> dict[str, Any]:
     """Runs the engine on one step (a trace step dict) for each target GPU: the whole
     forecast document, per-op detail included."""
-    summary, ops = forecast_step_parts(origin, step, targets)
+    summary, ops = forecast_step_parts(origin, step, targets, host_speed)
     return {**summary, "ops": json.loads(ops)}
 
 
 def forecast_step_parts(origin: dict[str, Any], step: dict[str, Any],
-                        targets: Sequence[str]) -> tuple[dict[str, Any], bytes]:
+                        targets: Sequence[str], host_speed: float = 1.0) -> tuple[dict[str, Any], bytes]:
     """Runs the engine on one step: (the forecast document without its ops, the JSON of the
     ops array, to parse only when per-op detail is read)."""
     text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
-    summary, ops = _engine.forecast_step_parts(text, list(targets), weights_dir())
+    summary, ops = _engine.forecast_step_parts(text, list(targets), weights_dir(),
+                                               check_host_speed(host_speed), host_model_json())
     return json.loads(summary), ops
 
 
-def forecast_trace(text: str, targets: Sequence[str]) -> tuple[dict[str, Any], list[tuple[Any, int, float, dict[str, Any], bytes]]]:
+def forecast_trace(text: str, targets: Sequence[str], host_speed: float = 1.0) -> tuple[dict[str, Any], list[tuple[Any, int, float, dict[str, Any], bytes]]]:
     """Parses a trace document (JSON text) once and forecasts every step: (its origin,
     [(step capsule, index, wall_ms, forecast document without ops, ops JSON bytes)]).
     Raises TraceFormatError naming the first invalid field."""
-    origin_json, steps = _engine.forecast_trace(text, list(targets), weights_dir())
+    origin_json, steps = _engine.forecast_trace(text, list(targets), weights_dir(),
+                                                check_host_speed(host_speed), host_model_json())
     origin = json.loads(origin_json)["origin"]
     return origin, [(c, i, w, json.loads(summary), ops) for c, i, w, summary, ops in steps]
 

@@ -93,6 +93,10 @@ class StepForecast:
     phase_ms: dict[str, dict[str, float]]
     method_ops: dict[str, dict[str, int]]
     unsupported: list[str]
+    # The step as the user sees it on each target (csrc/include/habitat/timeline.h): step_ms,
+    # host_ms, kernel_sum_ms, gpu_busy_fraction, host_bound, phases, notes. Empty for a step
+    # forecast without a timeline (a CPU-traced step without a host model, an older save).
+    timeline: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The per-op detail is built on first use (the totals are there at once): a loader of
     # (the step as captured, the engine's per-op forecasts). Dropped past the history.
     _detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]] | None = field(
@@ -142,6 +146,21 @@ class StepForecast:
             raise KeyError(f"{target!r} was not a forecast target; targets: {', '.join(self.targets)}")
         return self.total_ms[name]
 
+    def step_ms(self, target: str | None = None) -> float:
+        """The step time the user will see on `target`: the host's launch cadence and its
+        waits for the device included (the timeline); the kernel sum (time_ms) when the step
+        has no timeline."""
+        name = _canonical(target) if target is not None else self.targets[0]
+        t = self.timeline.get(name)
+        return t["step_ms"] if t and t.get("valid") else self.time_ms(name)
+
+    def host_bound(self, target: str | None = None) -> bool | None:
+        """True when the GPU would wait for the host more than 10% of the step on `target`;
+        None without a timeline."""
+        name = _canonical(target) if target is not None else self.targets[0]
+        t = self.timeline.get(name)
+        return bool(t["host_bound"]) if t and t.get("valid") else None
+
     def leaf_ops(self) -> list[OpForecast]:
         """Ops that called no other op."""
         return [op for op in self.ops if not op.has_children]
@@ -165,7 +184,15 @@ class StepForecast:
             "phase_ms": self.phase_ms,
             "method_ops": self.method_ops,
             "unsupported": self.unsupported,
+            **({"timeline": {t: {k: v[k] for k in _TIMELINE_SUMMARY if k in v}
+                             for t, v in self.timeline.items()}} if self.timeline else {}),
         }
+
+
+#: The timeline figures kept in a step's summary (saved forecasts, steps.jsonl): the numbers,
+#: not the notes, which describe the trace and are the same every step.
+_TIMELINE_SUMMARY = ("valid", "step_ms", "host_ms", "kernel_sum_ms", "device_busy_ms",
+                     "gpu_busy_fraction", "host_bound", "host_speed")
 
 
 def _canonical(target: str) -> str:
@@ -237,6 +264,7 @@ def _step_forecast(index: int, measured_ms: float, summary: dict[str, Any],
         phase_ms={t: dict(totals[t]["phases"]) for t in targets},
         method_ops={t: dict(totals[t]["methods"]) for t in targets},
         unsupported=list(summary.get("unsupported", [])), _detail=detail,
+        timeline={t["target"]: t for t in summary.get("timelines", [])},
     )
 
 
@@ -248,7 +276,8 @@ class Forecast:
     """
 
     def __init__(self, targets: str | Sequence[str], origin: dict[str, Any] | None = None,
-                 *, keep_steps: int | None = DEFAULT_KEEP_STEPS, history: int | None = None) -> None:
+                 *, keep_steps: int | None = DEFAULT_KEEP_STEPS, history: int | None = None,
+                 host_speed: float = 1.0) -> None:
         # "all", a name, a list of names: unknown names and values that are no GPU list
         # (None, 5, []) raise UnknownDeviceError with the same advice.
         self.targets: list[str] = target_names(targets)
@@ -259,6 +288,9 @@ class Forecast:
         if keep_steps is not None and (not isinstance(keep_steps, int) or keep_steps < 0):
             raise ValueError(f"keep_steps is a number of steps >= 0 (or None for all), got {keep_steps!r}")
         self.keep_steps: int | None = keep_steps
+        #: The host's speed relative to the origin's host, for the timeline (2.0: a host that
+        #: issues ops twice as fast). Device work is unaffected.
+        self.host_speed: float = engine.check_host_speed(host_speed)
         #: Steps whose per-op detail was dropped (they keep their totals).
         self.dropped_detail_steps = 0
         # Set by predict_on: waits for steps still being forecast in the background.
@@ -289,7 +321,7 @@ class Forecast:
     def add_step(self, step: dict[str, Any]) -> StepForecast:
         """Forecasts one captured step (a trace step dict) and appends it."""
         # The totals now; the per-op JSON is parsed only if per-op detail is read.
-        summary, ops_json = engine.forecast_step_parts(self.origin, step, self.targets)
+        summary, ops_json = engine.forecast_step_parts(self.origin, step, self.targets, self.host_speed)
         return self._append(_step_forecast(step.get("index", 0), step.get("wall_ms", 0.0),
                                            summary, lambda: (step, json.loads(ops_json))))
 
@@ -330,6 +362,11 @@ class Forecast:
         """Predicted iteration time of `step` (default: the latest) on `target`."""
         return self._step(step).time_ms(target)
 
+    def step_ms(self, target: str | None = None, step: int = -1) -> float:
+        """The step time the user will see on `target` (host cadence and syncs included,
+        see StepForecast.step_ms) of `step` (default: the latest)."""
+        return self._step(step).step_ms(target)
+
     @property
     def ops(self) -> list[OpForecast]:
         """Every captured op of the latest step, with per-target predictions."""
@@ -366,13 +403,15 @@ class Forecast:
     @classmethod
     def from_trace(cls, trace: dict[str, Any] | str | Path,
                    targets: str | Sequence[str] | None = None, *,
-                   keep_steps: int | None = DEFAULT_KEEP_STEPS) -> "Forecast":
+                   keep_steps: int | None = DEFAULT_KEEP_STEPS,
+                   host_speed: float = 1.0) -> "Forecast":
         """Forecasts every step of a trace (a document or a path) for `targets`.
 
         The document is parsed once, by the engine, which forecasts every step; the totals
         are read at once, each step's trace and per-op detail only when used. Its saved
         targets are used when `targets` is None. `targets` is checked before the file is read
-        (an unknown name fails at once)."""
+        (an unknown name fails at once). `host_speed` scales the origin host's cadence in the
+        timeline (2.0: a host twice as fast)."""
         names = target_names(targets) if targets is not None else None
         if isinstance(trace, (str, Path)):
             text = Path(trace).read_text(encoding="utf-8")
@@ -389,7 +428,7 @@ class Forecast:
             raise ValueError("the trace names no targets: pass targets=['A100', ...]")
         names = target_names(names)
         try:
-            origin, steps = engine.forecast_trace(text, names)
+            origin, steps = engine.forecast_trace(text, names, engine.check_host_speed(host_speed))
         except ValueError as e:  # TraceFormatError: name the file
             message = str(e)
             if where and message.startswith("invalid habitat trace"):
@@ -398,7 +437,7 @@ class Forecast:
                 message = f"invalid habitat trace{where}: {message}"
             raise type(e)(message) from None
         del text
-        forecast = cls(names, origin, keep_steps=keep_steps)
+        forecast = cls(names, origin, keep_steps=keep_steps, host_speed=host_speed)
         for capsule, index, wall_ms, summary, ops_json in steps:
             forecast._add_forecast(index, wall_ms, summary, _stored_detail(capsule, ops_json))
         return forecast

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from habitat.analysis.memory import format_bytes
 from habitat.analysis.regions import compiled_regions
 from habitat.data.files import atomic_write_text
-from habitat.present import view
+from habitat.present import timeline_view, view
 
 if TYPE_CHECKING:
     from habitat.analysis.compare import Comparison
@@ -40,11 +40,14 @@ def _forecast_blocks(forecast: "Forecast") -> list[Any]:
     rows.append(["iteration (ms)", *(f"{step.total_ms[t]:.3f}" for t in targets)])
     for phase, values in view.phase_rows(step, targets):
         rows.append([f"{phase} (ms)", *(f"{v:.3f}" for v in values)])
+    for label, cells in timeline_view.rows(step, targets):  # host cadence and syncs included
+        rows.append([label.strip(), *cells])
     methods = step.method_ops[targets[0]]
     blocks.append(("p", f"Measured {step.measured_ms:.3f} ms for the whole step on "
                         f"{forecast.origin.get('device', 'cpu')}. Ops counted in {targets[0]}'s total, "
                         f"by forecast method: " + view.method_counts(step, targets[0]) + "."))
     blocks.append(("table", rows))
+    blocks.extend(("p", line) for line in timeline_view.sentences(step, targets))
     if methods:
         blocks.append(("table", [["method", "meaning"],
                                  *([m, meaning] for m, meaning in view.method_legend(list(methods)))]))

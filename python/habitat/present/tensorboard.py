@@ -32,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from habitat.present import view
+from habitat.present import timeline_view, view
 
 if TYPE_CHECKING:
     from habitat.data.forecast import Forecast, OpForecast, StepForecast
@@ -133,6 +133,11 @@ class TensorBoardLogger:
             for phase in view.PHASES:
                 if phase in step.phase_ms[t]:
                     w.add_scalar(f"{PHASE}/{t}/{phase}_ms", step.phase_ms[t][phase], n)
+            timeline = timeline_view.summary(step, t)
+            if timeline is not None:  # the step as seen: host cadence and syncs included
+                w.add_scalar(f"{STEP}/step_ms/{t}", timeline["step_ms"], n)
+                w.add_scalar(f"{STEP}/gpu_busy_fraction/{t}", timeline["gpu_busy_fraction"], n)
+                w.add_scalar(f"{STEP}/host_bound/{t}", float(timeline["host_bound"]), n)
         signature = self._signature(step)
         detail = (self._logged == 0 or signature != self._last_signature
                   or self._since_detail + 1 >= self.detail_every)
@@ -169,6 +174,8 @@ class TensorBoardLogger:
         charts: dict[str, list[Any]] = {
             "predicted iteration time per GPU (ms)": ["Multiline", [f"{STEP}/predicted_ms/.*"]],
             "measured step time on this machine (ms)": ["Multiline", [f"{STEP}/measured_ms"]],
+            "step time as seen, host included, per GPU (ms)": ["Multiline", [f"{STEP}/step_ms/.*"]],
+            "GPU busy fraction per GPU": ["Multiline", [f"{STEP}/gpu_busy_fraction/.*"]],
         }
         for phase in view.PHASES:
             charts[f"predicted {phase} time per GPU (ms)"] = [

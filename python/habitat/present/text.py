@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from habitat.analysis.regions import format_regions
-from habitat.present import view
+from habitat.present import timeline_view, view
 
 if TYPE_CHECKING:
     from habitat.data.forecast import Forecast
@@ -48,6 +48,9 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
     lines.append(_row("iteration (ms)", [f"{step.total_ms[t]:.3f}" for t in targets], width))
     for phase, values in view.phase_rows(step, targets):
         lines.append(_row(f"  {phase}", [f"{v:.3f}" for v in values], width))
+    for label, cells in timeline_view.rows(step, targets):
+        lines.append(_row(label, cells, width))
+    lines.extend(timeline_view.sentences(step, targets))
     costs = view.cost_per_steps(forecast, price_of) if price_of is not None else None
     if costs:
         lines.append(_row(costs[0], costs[1], width))

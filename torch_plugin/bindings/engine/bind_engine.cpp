@@ -19,6 +19,7 @@
 #include "device_registry.h"
 #include "habitat/learned_models.h"
 #include "habitat/predictor.h"
+#include "habitat/timeline.h"
 #include "habitat/trace.h"
 #include "habitat/wave_scaling.h"
 
@@ -43,11 +44,38 @@ const ShapeModel* learned_models(const std::string& weights_dir) {
   return it->second.get();
 }
 
+// How the step's timeline is played: the host's speed relative to the origin's, and the
+// eager-PyTorch host model for CPU origins (JSON, see HostCostModel; empty: none).
+struct TimelineSettings {
+  double host_speed = 1.0;
+  std::string host_model_json;
+  double overhead_per_op_us = -1;  // < 0: the engine's estimate (TimelineOptions)
+};
+
+// Host models by JSON text, parsed once (the same file is passed for every step).
+const HostCostModel* host_model(const std::string& json) {
+  if (json.empty()) return nullptr;
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<HostCostModel>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(json);
+  if (it == cache.end()) {
+    it = cache.emplace(json, std::make_unique<HostCostModel>(host_cost_model_from_json(json))).first;
+  }
+  return it->second.get();
+}
+
 // Forecasts one step for each target with the learned models in weights_dir (none: roofline
 // only). Call without the GIL.
 Forecast forecast_for(const Step& step, const TraceOrigin& origin,
-                      const std::vector<std::string>& targets, const std::string& weights_dir) {
+                      const std::vector<std::string>& targets, const std::string& weights_dir,
+                      const TimelineSettings& timeline = {}) {
   Predictor predictor(device_database(), learned_models(weights_dir));
+  TimelineOptions options;
+  options.host_speed = timeline.host_speed;
+  options.host_model = host_model(timeline.host_model_json);
+  options.overhead_per_op_us = timeline.overhead_per_op_us;
+  predictor.set_timeline(true, options);
   // HABITAT_OP_MEMO=0 turns the per-op memo off (benchmarks and tests compare the two).
   static const bool memoize = [] {
     const char* v = std::getenv("HABITAT_OP_MEMO");
@@ -58,7 +86,8 @@ Forecast forecast_for(const Step& step, const TraceOrigin& origin,
 }
 
 std::string forecast_step(const std::string& trace_json, const std::vector<std::string>& targets,
-                          int step, const std::string& weights_dir) {
+                          int step, const std::string& weights_dir, double host_speed,
+                          const std::string& host_model_json) {
   const Trace trace = trace_from_json(trace_json);
   const auto count = static_cast<int>(trace.steps.size());
   const int index = step < 0 ? count + step : step;
@@ -67,20 +96,22 @@ std::string forecast_step(const std::string& trace_json, const std::vector<std::
                           std::to_string(count) + " step(s)");
   }
   return forecast_to_json(
-      forecast_for(trace.steps[static_cast<std::size_t>(index)], trace.origin, targets, weights_dir));
+      forecast_for(trace.steps[static_cast<std::size_t>(index)], trace.origin, targets, weights_dir,
+                   {host_speed, host_model_json}));
 }
 
 // The same, in two parts read at different times: the forecast document without its ops (the
 // totals, read at once) and the JSON of the ops array (parsed only when per-op detail is read).
 std::pair<std::string, std::string> forecast_step_parts(const std::string& trace_json,
                                                         const std::vector<std::string>& targets,
-                                                        const std::string& weights_dir) {
+                                                        const std::string& weights_dir,
+                                                        const TimelineSettings& timeline) {
   const Trace trace = trace_from_json(trace_json);
   if (trace.steps.size() != 1) {
     throw py::value_error("forecast_step_parts takes a trace document of one step, got " +
                           std::to_string(trace.steps.size()));
   }
-  const Forecast f = forecast_for(trace.steps.front(), trace.origin, targets, weights_dir);
+  const Forecast f = forecast_for(trace.steps.front(), trace.origin, targets, weights_dir, timeline);
   return {forecast_summary_to_json(f), forecast_ops_to_json(f)};
 }
 
@@ -134,29 +165,32 @@ void bind_engine(py::module_& m) {
         "are taken as not limiting). Devices by name, in devices_json when given.");
 
   m.def("forecast_step", &forecast_step, py::arg("trace_json"), py::arg("targets"),
-        py::arg("step") = -1, py::arg("weights_dir") = "", py::call_guard<py::gil_scoped_release>(),
+        py::arg("step") = -1, py::arg("weights_dir") = "", py::arg("host_speed") = 1.0,
+        py::arg("host_model_json") = "", py::call_guard<py::gil_scoped_release>(),
         "Forecast one step of a trace document for each target with the learned models in\n"
         "weights_dir (none: roofline only); returns the forecast as JSON.");
 
   m.def(
       "forecast_step_parts",
       [](const std::string& trace_json, const std::vector<std::string>& targets,
-         const std::string& weights_dir) {
+         const std::string& weights_dir, double host_speed, const std::string& host_model_json) {
         std::pair<std::string, std::string> parts;
         {
           py::gil_scoped_release release;
-          parts = forecast_step_parts(trace_json, targets, weights_dir);
+          parts = forecast_step_parts(trace_json, targets, weights_dir, {host_speed, host_model_json});
         }
         return py::make_tuple(parts.first, py::bytes(parts.second));
       },
       py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
+      py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
       "Forecasts the one step of a trace document: (the forecast document without its ops,\n"
       "JSON of the ops array as bytes, to parse only when per-op detail is read).");
 
   m.def(
       "forecast_trace",
       [](const std::string& trace_json, const std::vector<std::string>& targets,
-         const std::string& weights_dir) {
+         const std::string& weights_dir, double host_speed, const std::string& host_model_json,
+         double overhead_per_op_us) {
         // Parsed once, every step forecast; each step is kept as C++ structs in a capsule
         // (captured_trace_json encodes it when its detail is read).
         struct Part {
@@ -174,7 +208,8 @@ void bind_engine(py::module_& m) {
           origin = trace_to_json(origin_only);
           parts.reserve(trace.steps.size());
           for (Step& step : trace.steps) {
-            const Forecast f = forecast_for(step, trace.origin, targets, weights_dir);
+            const Forecast f = forecast_for(step, trace.origin, targets, weights_dir,
+                                            {host_speed, host_model_json, overhead_per_op_us});
             auto one = std::make_shared<Trace>();
             one->origin = trace.origin;
             one->steps.push_back(std::move(step));
@@ -190,6 +225,7 @@ void bind_engine(py::module_& m) {
         return py::make_tuple(origin, steps);
       },
       py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
+      py::arg("host_speed") = 1.0, py::arg("host_model_json") = "", py::arg("overhead_per_op_us") = -1.0,
       "Forecasts every step of a trace document, parsed once: (the trace document without\n"
       "steps, [(step capsule, index, wall_ms, forecast document without ops, ops JSON bytes)]).\n"
       "captured_trace_json(capsule) gives a step's trace when its detail is read.");
@@ -197,23 +233,44 @@ void bind_engine(py::module_& m) {
   m.def(
       "forecast_captured",
       [](py::handle capsule, const std::string& origin_trace_json,
-         const std::vector<std::string>& targets, const std::string& weights_dir) {
+         const std::vector<std::string>& targets, const std::string& weights_dir,
+         double host_speed, const std::string& host_model_json) {
         const SharedTrace captured = trace_from_capsule(capsule);
         std::string summary;
         std::string ops;
         {
           py::gil_scoped_release release;
           const Trace origin = trace_from_json(origin_trace_json);
-          const Forecast f = forecast_for(captured->steps.front(), origin.origin, targets, weights_dir);
+          const Forecast f = forecast_for(captured->steps.front(), origin.origin, targets, weights_dir,
+                                          {host_speed, host_model_json});
           summary = forecast_summary_to_json(f);
           ops = forecast_ops_to_json(f);
         }
         return py::make_tuple(summary, py::bytes(ops));
       },
       py::arg("captured"), py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
+      py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
       "Forecasts a step captured by habitat._C (its .capsule; the origin comes from a trace\n"
       "document whose steps are ignored): (the forecast document without its ops, JSON of the\n"
       "ops array).");
+
+  m.attr("DEFAULT_OVERHEAD_PER_OP_US") = kDefaultOverheadPerOpUs;
+  m.def(
+      "estimate_overhead_per_op",
+      [](const std::string& trace_json, int step) {
+        const Trace trace = trace_from_json(trace_json);
+        const auto count = static_cast<int>(trace.steps.size());
+        const int index = step < 0 ? count + step : step;
+        if (index < 0 || index >= count) {
+          throw py::index_error("step " + std::to_string(step) + " is out of range: the trace has " +
+                                std::to_string(count) + " step(s)");
+        }
+        const double c = estimate_overhead_per_op(trace.steps[static_cast<std::size_t>(index)]);
+        return c >= 0 ? c : kDefaultOverheadPerOpUs;
+      },
+      py::arg("trace_json"), py::arg("step") = 0,
+      "Habitat's per-op recording cost in a format-1 step, estimated from its wrapper ops\n"
+      "(habitat/timeline.h); DEFAULT_OVERHEAD_PER_OP_US when it has too few.");
 
   m.def(
       "captured_trace_json",

@@ -76,16 +76,27 @@ void bind_capture(py::module_& m) {
           "capsule", [](const CapturedStep& c) { return make_trace_capsule(c.trace); },
           "The step for habitat._engine (forecast_captured, captured_trace_json).");
 
+  // hook_ns: the Python module hook's own time before this call, added to the step's
+  // Habitat overhead outside ops (Step::hook_overhead_us) for the timeline.
   m.def(
       "_capture_enter_module",
-      [](std::string path) {
+      [](std::string path, uint64_t hook_ns) {
         thread_state().modules.push_back(std::make_shared<const std::string>(std::move(path)));
+        if (capture::Recorder* r = capture::active_recorder(); r != nullptr && hook_ns > 0) {
+          r->add_hook_ns(hook_ns);
+        }
       },
-      py::arg("path"));
-  m.def("_capture_exit_module", [] {
-    auto& modules = thread_state().modules;
-    if (!modules.empty()) modules.pop_back();
-  });
+      py::arg("path"), py::arg("hook_ns") = 0);
+  m.def(
+      "_capture_exit_module",
+      [](uint64_t hook_ns) {
+        auto& modules = thread_state().modules;
+        if (!modules.empty()) modules.pop_back();
+        if (capture::Recorder* r = capture::active_recorder(); r != nullptr && hook_ns > 0) {
+          r->add_hook_ns(hook_ns);
+        }
+      },
+      py::arg("hook_ns") = 0);
   m.def("_capture_enter_optimizer", [] { ++thread_state().optimizer_depth; });
   m.def("_capture_exit_optimizer", [] {
     auto& depth = thread_state().optimizer_depth;

@@ -1,0 +1,151 @@
+// The step time a user sees: a host that issues the step's ops at the cadence measured on
+// the origin, and a device that runs each kernel for its forecast duration on the target,
+// in stream order and never before the host launched it. A step whose GPU waits for its
+// host (launch-bound, typical of mixed-precision training of small and mid-size models) is
+// forecast as the host's time, not the sum of its kernels.
+//
+// Two parts: build_host_schedule reads the trace once (per origin host), simulate_timeline
+// plays it on one target from that target's kernel durations.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "habitat/trace.h"
+
+namespace habitat {
+
+// Where the host times of kernel launches come from.
+enum class LaunchSource {
+  Cupti,     // format 2: CUPTI's runtime-API launch records
+  OpTimes,   // format 1 (or no CUPTI): each op's start_us/wall_us stand in for its launches
+  Modelled,  // a CPU origin: per-op host cost of eager PyTorch on a GPU machine (HostCostModel)
+};
+const char* to_string(LaunchSource s);
+
+// How Habitat's own recording time was taken out of the traced host times.
+enum class OverheadSource {
+  Measured,    // format 2: the plugin recorded its bookkeeping per op (OpRecord::overhead_us)
+  WrapperOps,  // format 1: estimated from the trace itself (see estimate_overhead_per_op)
+  Default,     // format 1, too few wrapper ops: the per-op cost measured by benchmarks (kDefault...)
+  Given,       // TimelineOptions::overhead_per_op_us
+  None,        // a modelled (CPU-origin) schedule: nothing to remove
+};
+const char* to_string(OverheadSource s);
+
+// Per-op host cost of eager PyTorch on a GPU machine: the time the host spends in an op of
+// that name outside its children (dispatch, launch), and the Python between top-level ops.
+// Calibrated from recorded GPU traces (python/habitat/analysis/host_model.py says how).
+struct HostCostModel {
+  std::map<std::string, double> op_us;  // by op name ("aten::add_")
+  double default_op_us = 0;             // an op name the calibration never saw
+  double top_level_gap_us = 0;          // Python between consecutive top-level ops
+  std::string calibration;              // what it was calibrated on, for the forecast's notes
+};
+
+// A host model from its JSON document ({"op_us": {name: us}, "default_op_us": us,
+// "top_level_gap_us": us, "calibration": text}); throws std::invalid_argument naming the
+// problem.
+HostCostModel host_cost_model_from_json(const std::string& text);
+
+struct TimelineOptions {
+  // Host speed relative to the origin's host (2.0: a host twice as fast issues ops in half
+  // the time). Device work is unaffected.
+  double host_speed = 1.0;
+  // Steps played back to back; the step time is the last step's period (steady state, the
+  // host running ahead of the device as it does in a training loop without syncs).
+  int repeats = 3;
+  // Habitat's per-op recording cost to remove from a format-1 trace; < 0: estimate it.
+  double overhead_per_op_us = -1;
+  // Used for steps without a GPU origin; without it such steps get no timeline.
+  const HostCostModel* host_model = nullptr;
+};
+
+// Habitat's per-op capture cost with CUPTI compiled in, measured on the H100 machine of the
+// recorded runs (benchmarks/results/prof2_cupti.json: a CUDA op +2.86 us inside record_step):
+// the fallback when a format-1 trace has too few wrapper ops to estimate it itself.
+inline constexpr double kDefaultOverheadPerOpUs = 2.86;
+
+// One thing the host does that the device sees: a kernel launch or a synchronisation.
+struct HostEvent {
+  enum class Kind { Launch, Sync };
+  static constexpr std::size_t kModelled = std::numeric_limits<std::size_t>::max();
+  Kind kind = Kind::Launch;
+  double host_us = 0;  // on the origin host, Habitat's own time removed
+  std::size_t op = 0;  // index into Step::ops of the op it belongs to
+  // Launch: index into the op's kernels, or kModelled for the op's forecast work as a whole
+  // (no measured kernels: shape-based ops, CPU origins).
+  std::size_t kernel = kModelled;
+  uint32_t stream = 0;
+  SyncRecord::Kind sync = SyncRecord::Kind::Device;  // Sync only
+  uint32_t wait_stream = 0;                          // Sync StreamWait only
+  Phase phase = Phase::Other;
+};
+
+struct HostSchedule {
+  std::vector<HostEvent> events;  // in host order
+  double host_end_us = 0;         // when the host finished issuing the step (origin, corrected)
+  double traced_host_us = 0;      // the same before correction, as traced
+  LaunchSource launch_source = LaunchSource::OpTimes;
+  OverheadSource overhead_source = OverheadSource::None;
+  double overhead_per_op_us = 0;   // the per-op cost removed (mean, for Measured)
+  double overhead_removed_us = 0;  // Habitat's time taken out of the step in all
+  int syncs = 0;
+  std::vector<std::string> notes;  // what the forecast should tell the user about its inputs
+  bool empty() const { return events.empty() && host_end_us == 0; }
+};
+
+// Habitat's per-op recording cost estimated from a format-1 step alone: the median time an
+// op that launches nothing and calls exactly one other op spends outside that call (an
+// `aten::conv2d` around its `aten::convolution`, `aten::to` around `aten::_to_copy`). That is
+// the recorder's bookkeeping around the inner op plus the wrapper's own dispatch (a slight
+// overestimate). Returns a negative value when the step has fewer than `min_samples` such ops.
+double estimate_overhead_per_op(const Step& step, std::size_t min_samples = 8);
+
+// The step's host program on the origin host. GPU origins: launches at CUPTI's launch times
+// (format 2) or spread over each op's wall window (format 1), with Habitat's time removed.
+// CPU origins: from options.host_model; an empty schedule when there is none.
+HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
+                                 const TimelineOptions& options);
+
+struct PhaseTimeline {
+  double host_us = 0;    // host time spent issuing the phase's work
+  double device_us = 0;  // the phase's kernels on the target
+  bool host_bound = false;
+};
+
+struct TimelineResult {
+  bool valid = false;             // false: no schedule (CPU origin without a host model)
+  double step_us = 0;             // steady-state step time on the target
+  double host_us = 0;             // the host's issue time per step (after host_speed)
+  double kernel_sum_us = 0;       // every kernel's forecast duration added up
+  double device_busy_us = 0;      // time at least one stream is running (<= kernel_sum_us)
+  double gpu_busy_fraction = 0;   // device_busy_us / step_us
+  bool host_bound = false;        // the GPU idles more than 10% of the step waiting for the host
+  double host_speed = 1.0;
+  std::map<Phase, PhaseTimeline> phases;
+  LaunchSource launch_source = LaunchSource::OpTimes;
+  OverheadSource overhead_source = OverheadSource::None;
+  double overhead_per_op_us = 0;
+  double overhead_removed_us = 0;
+  int syncs = 0;
+  std::vector<std::string> notes;
+};
+
+// Plays `repeats` copies of the schedule back to back on one target. `launch_us[i]` is the
+// device time of schedule.events[i] on the target (ignored for syncs; 0 skips a launch).
+TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector<double>& launch_us,
+                                 const TimelineOptions& options);
+
+// The device time of each schedule event on one target, from the op forecasts of that target
+// (`op_share_us[i]`: what op i adds to the total, see OpForecast::share): an op's measured
+// kernels keep their proportions, scaled to the op's forecast; a modelled launch is the op's
+// whole forecast.
+std::vector<double> launch_durations(const HostSchedule& schedule, const Step& step,
+                                     const std::vector<double>& op_share_us);
+
+}  // namespace habitat

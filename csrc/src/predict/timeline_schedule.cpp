@@ -1,0 +1,349 @@
+// build_host_schedule: the step's host program on the origin, Habitat's own time removed.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "habitat/timeline.h"
+
+namespace habitat {
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+bool on_cuda(const TensorMeta* t) { return t != nullptr && t->device.rfind("cuda", 0) == 0; }
+bool on_cpu(const TensorMeta* t) { return t != nullptr && t->device == "cpu"; }
+
+// Ops that make the host wait for the device in eager PyTorch (a format-1 trace has no
+// runtime-API records): reading a device scalar (.item()), a blocking device-to-host copy,
+// and nonzero (its output size lives on the device).
+bool waits_for_device(const OpRecord& op) {
+  if (op.has_children) return false;  // the innermost op is the one that waits
+  if (op.name == "aten::_local_scalar_dense" || op.name == "aten::nonzero") {
+    return on_cuda(op.first_tensor());
+  }
+  if (op.name == "aten::copy_") {
+    const ArgValue* nb = op.arg("non_blocking");
+    const bool non_blocking = nb != nullptr && !nb->ints.empty() && nb->ints[0] != 0;
+    return !non_blocking && on_cpu(op.tensor("self")) && on_cuda(op.tensor("src"));
+  }
+  return false;
+}
+
+uint32_t dominant_stream(const Step& step) {
+  std::unordered_map<uint32_t, std::size_t> count;
+  for (const auto& op : step.ops) {
+    for (const auto& k : op.kernels) ++count[k.stream];
+  }
+  uint32_t best = 0;
+  std::size_t best_n = 0;
+  for (const auto& [stream, n] : count) {
+    if (n > best_n || (n == best_n && stream < best)) {
+      best = stream;
+      best_n = n;
+    }
+  }
+  return best;
+}
+
+// Host time taken out of the trace up to a moment: Habitat's recording of each op, and the
+// time the origin's host spent blocked in a synchronisation (the target's own wait is
+// simulated instead).
+class Removals {
+ public:
+  void add(double at_us, double amount_us) {
+    if (amount_us > 0) items_.emplace_back(at_us, amount_us);
+  }
+  void seal() {
+    std::sort(items_.begin(), items_.end());
+    prefix_.resize(items_.size());
+    double sum = 0;
+    for (std::size_t i = 0; i < items_.size(); ++i) prefix_[i] = sum += items_[i].second;
+  }
+  // Everything removed at or before t.
+  double before(double t) const {
+    const auto it = std::upper_bound(items_.begin(), items_.end(), std::make_pair(t, 1e300));
+    const auto n = static_cast<std::size_t>(it - items_.begin());
+    return n == 0 ? 0.0 : prefix_[n - 1];
+  }
+
+ private:
+  std::vector<std::pair<double, double>> items_;
+  std::vector<double> prefix_;
+};
+
+struct RawEvent {
+  double raw_us;
+  HostEvent event;
+};
+
+// The time before a step's first op beyond the median gap between its top-level ops.
+double excess_lead_in(const Step& step) {
+  std::vector<std::pair<double, double>> top;  // (start, end) of top-level ops
+  for (const auto& op : step.ops) {
+    if (op.depth == 0) top.emplace_back(op.start_us, op.start_us + op.wall_us);
+  }
+  if (top.size() < 3) return 0.0;
+  std::sort(top.begin(), top.end());
+  std::vector<double> gaps;
+  double end = top.front().second;
+  for (std::size_t i = 1; i < top.size(); ++i) {
+    gaps.push_back(std::max(0.0, top[i].first - end));
+    end = std::max(end, top[i].second);
+  }
+  const auto mid = gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2);
+  std::nth_element(gaps.begin(), mid, gaps.end());
+  return std::max(0.0, top.front().first - *mid);
+}
+
+HostSchedule modelled_schedule(const Step& step, const HostCostModel& model, uint32_t stream) {
+  HostSchedule s;
+  s.launch_source = LaunchSource::Modelled;
+  s.overhead_source = OverheadSource::None;
+  double host = 0;
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    const OpRecord& op = step.ops[i];
+    if (op.depth == 0) host += model.top_level_gap_us;
+    const auto it = model.op_us.find(op.name);
+    host += it != model.op_us.end() ? it->second : model.default_op_us;
+    HostEvent e;
+    e.host_us = host;
+    e.op = i;
+    e.stream = stream;
+    e.phase = op.phase;
+    s.events.push_back(e);
+  }
+  s.host_end_us = host;
+  s.traced_host_us = step.wall_ms * 1000.0;
+  s.notes.push_back("CPU origin: the host cadence is a model of eager PyTorch on a GPU machine (" +
+                    model.calibration + "), not the CPU's own op times");
+  return s;
+}
+
+}  // namespace
+
+const char* to_string(LaunchSource s) {
+  switch (s) {
+    case LaunchSource::Cupti:
+      return "cupti";
+    case LaunchSource::OpTimes:
+      return "op_times";
+    case LaunchSource::Modelled:
+      return "modelled";
+  }
+  return "op_times";
+}
+
+const char* to_string(OverheadSource s) {
+  switch (s) {
+    case OverheadSource::Measured:
+      return "measured";
+    case OverheadSource::WrapperOps:
+      return "wrapper_ops";
+    case OverheadSource::Default:
+      return "default";
+    case OverheadSource::Given:
+      return "given";
+    case OverheadSource::None:
+      return "none";
+  }
+  return "none";
+}
+
+double estimate_overhead_per_op(const Step& step, std::size_t min_samples) {
+  std::unordered_map<uint64_t, std::size_t> index_of;
+  index_of.reserve(step.ops.size());
+  for (std::size_t i = 0; i < step.ops.size(); ++i) index_of[step.ops[i].id] = i;
+  std::vector<int> children(step.ops.size(), 0);
+  std::vector<double> child_wall(step.ops.size(), 0.0);
+  for (const auto& op : step.ops) {
+    if (!op.parent) continue;
+    const auto it = index_of.find(*op.parent);
+    if (it == index_of.end()) continue;
+    ++children[it->second];
+    child_wall[it->second] += op.wall_us;
+  }
+  std::vector<double> outside;
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    const OpRecord& op = step.ops[i];
+    if (children[i] != 1 || !op.kernels.empty() || op.wall_us <= 0) continue;
+    outside.push_back(std::max(0.0, op.wall_us - child_wall[i]));
+  }
+  if (outside.size() < std::max<std::size_t>(min_samples, 1)) return -1.0;
+  const auto mid = outside.begin() + static_cast<std::ptrdiff_t>(outside.size() / 2);
+  std::nth_element(outside.begin(), mid, outside.end());
+  return *mid;
+}
+
+HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
+                                 const TimelineOptions& options) {
+  const uint32_t stream = dominant_stream(step);
+  if (origin.device == "cpu") {
+    if (options.host_model == nullptr) {
+      HostSchedule none;
+      none.notes.push_back("CPU origin and no host model: no timeline");
+      return none;
+    }
+    return modelled_schedule(step, *options.host_model, stream);
+  }
+
+  HostSchedule s;
+  bool any_launch_time = false;
+  bool any_overhead = false;
+  for (const auto& op : step.ops) {
+    any_overhead = any_overhead || op.overhead_us.has_value();
+    for (const auto& k : op.kernels) any_launch_time = any_launch_time || k.launch_us.has_value();
+  }
+  s.launch_source = any_launch_time ? LaunchSource::Cupti : LaunchSource::OpTimes;
+
+  double per_op = 0;
+  if (options.overhead_per_op_us >= 0) {
+    s.overhead_source = OverheadSource::Given;
+    per_op = options.overhead_per_op_us;
+  } else if (any_overhead) {
+    s.overhead_source = OverheadSource::Measured;
+  } else {
+    per_op = estimate_overhead_per_op(step);
+    s.overhead_source = per_op >= 0 ? OverheadSource::WrapperOps : OverheadSource::Default;
+    if (per_op < 0) per_op = kDefaultOverheadPerOpUs;
+  }
+
+  Removals removals;
+  std::vector<RawEvent> raw;
+  raw.reserve(step.ops.size() * 2);
+  double raw_end = 0;
+  std::size_t top_level = 0;
+  for (const auto& op : step.ops) top_level += op.depth == 0 ? 1 : 0;
+  const double hook_share =
+      step.hook_overhead_us && top_level > 0 ? *step.hook_overhead_us / static_cast<double>(top_level) : 0.0;
+  // No sync records (format 1, or a CUPTI without SYNCHRONIZATION records): infer them from ops.
+  const bool infer_syncs = step.syncs.empty();
+
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    const OpRecord& op = step.ops[i];
+    const double end = op.start_us + op.wall_us;
+    raw_end = std::max(raw_end, end);
+    const double overhead = s.overhead_source == OverheadSource::Measured ? op.overhead_us.value_or(0.0) : per_op;
+    removals.add(op.start_us, overhead);
+    s.overhead_removed_us += overhead;
+    if (op.depth == 0 && hook_share > 0) {
+      removals.add(op.start_us, hook_share);
+      s.overhead_removed_us += hook_share;
+    }
+    HostEvent base;
+    base.op = i;
+    base.phase = op.phase;
+    if (op.kernels.empty()) {
+      HostEvent e = base;
+      e.stream = stream;
+      raw.push_back({end, e});
+    }
+    const double n = static_cast<double>(op.kernels.size());
+    for (std::size_t k = 0; k < op.kernels.size(); ++k) {
+      const KernelLaunch& kl = op.kernels[k];
+      HostEvent e = base;
+      e.kernel = k;
+      e.stream = kl.stream;
+      // Without launch records, an op's kernels are spread over its window, the last at its
+      // end (an op returns once it has launched its work).
+      const double at = kl.launch_us ? *kl.launch_us : op.start_us + op.wall_us * (static_cast<double>(k) + 1.0) / n;
+      raw.push_back({at, e});
+    }
+    if (infer_syncs && waits_for_device(op)) {
+      HostEvent e = base;
+      e.kind = HostEvent::Kind::Sync;
+      e.sync = SyncRecord::Kind::Memcpy;
+      e.stream = stream;
+      raw.push_back({end, e});
+      removals.add(end, op.wall_us);  // the origin's wait: the simulation adds the target's
+      ++s.syncs;
+    }
+  }
+  for (const auto& sync : step.syncs) {
+    HostEvent e;
+    e.kind = HostEvent::Kind::Sync;
+    e.sync = sync.kind;
+    e.stream = sync.stream;
+    e.wait_stream = sync.wait_stream;
+    // The op the sync happened in: the last op started before it (for its phase).
+    for (std::size_t i = step.ops.size(); i-- > 0;) {
+      if (step.ops[i].start_us <= sync.start_us) {
+        e.op = i;
+        e.phase = step.ops[i].phase;
+        break;
+      }
+    }
+    const double end = sync.start_us + sync.wall_us;
+    raw.push_back({end, e});
+    raw_end = std::max(raw_end, end);
+    if (sync.kind != SyncRecord::Kind::StreamWait) {
+      removals.add(end, sync.wall_us);
+      ++s.syncs;
+    }
+  }
+  // Before its first op a traced step spends time in Habitat's window setup (the recorder,
+  // CUPTI, module hooks: 0.2-1 ms on the recorded GPU runs) besides the user's Python: the
+  // lead-in counts as one typical gap between top-level ops of the step.
+  const double lead_in_removed = excess_lead_in(step);
+  if (lead_in_removed > 0) {
+    double first = step.ops.front().start_us;
+    for (const auto& op : step.ops) first = std::min(first, op.start_us);
+    removals.add(first, lead_in_removed);
+    s.overhead_removed_us += lead_in_removed;
+  }
+  removals.seal();
+  std::stable_sort(raw.begin(), raw.end(),
+                   [](const RawEvent& a, const RawEvent& b) { return a.raw_us < b.raw_us; });
+  // Removing a cost at an op's start can pull a later moment before an earlier one when the
+  // cost was in fact spent after it: host times stay in order.
+  double last = 0;
+  s.events.reserve(raw.size());
+  for (auto& r : raw) {
+    r.event.host_us = last = std::max(last, r.raw_us - removals.before(r.raw_us));
+    s.events.push_back(r.event);
+  }
+  s.traced_host_us = raw_end;
+  s.host_end_us = std::max(last, raw_end - removals.before(raw_end));
+  s.overhead_per_op_us =
+      step.ops.empty() ? 0.0 : (s.overhead_removed_us - lead_in_removed) / static_cast<double>(step.ops.size());
+
+  const std::string removed = "Habitat's own recording time removed from the host cadence: " +
+                              fixed(s.overhead_removed_us / 1000.0, 2) + " ms (" +
+                              (lead_in_removed > 0 ? fixed(lead_in_removed / 1000.0, 2) +
+                                                         " ms of capture setup before the first op, "
+                                                   : std::string()) +
+                              fixed(s.overhead_per_op_us, 2) + " us per op, ";
+  switch (s.overhead_source) {
+    case OverheadSource::Measured:
+      s.notes.push_back(removed + "measured by the recorder)");
+      break;
+    case OverheadSource::WrapperOps:
+      s.notes.push_back(removed + "estimated from this step's wrapper ops, which launch nothing)");
+      break;
+    case OverheadSource::Default:
+      s.notes.push_back(removed + "the cost measured for a CUDA op with CUPTI; too few wrapper ops to estimate it)");
+      break;
+    case OverheadSource::Given:
+      s.notes.push_back(removed + "as given)");
+      break;
+    case OverheadSource::None:
+      break;
+  }
+  if (s.launch_source == LaunchSource::OpTimes) {
+    s.notes.push_back(
+        "no CUPTI launch records (trace format 1 or CUPTI off): each op's host start/wall stand in "
+        "for its kernel launch times" +
+        std::string(s.syncs > 0 ? "; syncs inferred from ops that read device data on the host" : ""));
+  }
+  return s;
+}
+
+}  // namespace habitat

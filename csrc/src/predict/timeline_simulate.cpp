@@ -1,0 +1,156 @@
+// simulate_timeline: a host issuing the schedule, a device running it stream by stream.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "habitat/timeline.h"
+
+namespace habitat {
+namespace {
+
+// Length of the union of [start, end) intervals: time at least one stream is busy.
+double union_length(std::vector<std::pair<double, double>> spans) {
+  std::sort(spans.begin(), spans.end());
+  double total = 0;
+  double open_start = 0;
+  double open_end = -1;
+  for (const auto& [start, end] : spans) {
+    if (start > open_end) {
+      if (open_end > open_start) total += open_end - open_start;
+      open_start = start;
+      open_end = end;
+    } else {
+      open_end = std::max(open_end, end);
+    }
+  }
+  if (open_end > open_start) total += open_end - open_start;
+  return total;
+}
+
+class Device {
+ public:
+  double& free_at(uint32_t stream) { return free_[stream]; }
+  double all_done() const {
+    double t = 0;
+    for (const auto& [stream, at] : free_) t = std::max(t, at);
+    return t;
+  }
+
+ private:
+  std::unordered_map<uint32_t, double> free_;
+};
+
+}  // namespace
+
+std::vector<double> launch_durations(const HostSchedule& schedule, const Step& step,
+                                     const std::vector<double>& op_share_us) {
+  if (op_share_us.size() != step.ops.size()) {
+    throw std::invalid_argument("launch_durations: one op share per op of the step is needed (" +
+                                std::to_string(op_share_us.size()) + " for " +
+                                std::to_string(step.ops.size()) + " ops)");
+  }
+  std::vector<double> measured(step.ops.size(), 0.0);
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    for (const auto& k : step.ops[i].kernels) measured[i] += k.duration_us;
+  }
+  std::vector<double> out(schedule.events.size(), 0.0);
+  for (std::size_t e = 0; e < schedule.events.size(); ++e) {
+    const HostEvent& ev = schedule.events[e];
+    if (ev.kind != HostEvent::Kind::Launch || ev.op >= step.ops.size()) continue;
+    const double share = std::max(0.0, op_share_us[ev.op]);
+    if (ev.kernel == HostEvent::kModelled) {
+      out[e] = share;
+      continue;
+    }
+    const OpRecord& op = step.ops[ev.op];
+    if (ev.kernel >= op.kernels.size()) continue;
+    out[e] = measured[ev.op] > 0 ? op.kernels[ev.kernel].duration_us * share / measured[ev.op]
+                                 : share / static_cast<double>(op.kernels.size());
+  }
+  return out;
+}
+
+TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector<double>& launch_us,
+                                 const TimelineOptions& options) {
+  if (!(options.host_speed > 0) || !std::isfinite(options.host_speed)) {
+    throw std::invalid_argument("host_speed must be a finite number > 0 (1.0 = the origin's host), got " +
+                                std::to_string(options.host_speed));
+  }
+  if (launch_us.size() != schedule.events.size()) {
+    throw std::invalid_argument("simulate_timeline: one duration per schedule event is needed");
+  }
+  TimelineResult r;
+  r.host_speed = options.host_speed;
+  r.launch_source = schedule.launch_source;
+  r.overhead_source = schedule.overhead_source;
+  r.overhead_per_op_us = schedule.overhead_per_op_us;
+  r.overhead_removed_us = schedule.overhead_removed_us;
+  r.syncs = schedule.syncs;
+  r.notes = schedule.notes;
+  if (schedule.empty()) return r;
+  r.valid = true;
+
+  const double speed = options.host_speed;
+  const int repeats = std::max(2, options.repeats);
+  Device device;
+  double host = 0;
+  std::vector<double> ends;
+  std::vector<std::pair<double, double>> busy;  // the last step's kernels
+  for (int rep = 0; rep < repeats; ++rep) {
+    const bool last = rep == repeats - 1;
+    double prev = 0;
+    for (std::size_t i = 0; i < schedule.events.size(); ++i) {
+      const HostEvent& e = schedule.events[i];
+      const double gap = (e.host_us - prev) / speed;
+      host += gap;
+      prev = e.host_us;
+      if (last) r.phases[e.phase].host_us += gap;
+      if (e.kind == HostEvent::Kind::Launch) {
+        const double d = launch_us[i];
+        if (!(d > 0)) continue;
+        double& free = device.free_at(e.stream);
+        const double start = std::max(host, free);
+        free = start + d;
+        if (last) {
+          busy.emplace_back(start, free);
+          r.phases[e.phase].device_us += d;
+          r.kernel_sum_us += d;
+        }
+        continue;
+      }
+      switch (e.sync) {
+        case SyncRecord::Kind::Stream:
+        case SyncRecord::Kind::Event:
+        case SyncRecord::Kind::Memcpy:
+          host = std::max(host, device.free_at(e.stream));
+          break;
+        case SyncRecord::Kind::Device:
+          host = std::max(host, device.all_done());
+          break;
+        case SyncRecord::Kind::StreamWait: {
+          const double ready = device.free_at(e.wait_stream);
+          double& waiting = device.free_at(e.stream);
+          waiting = std::max(waiting, ready);
+          break;
+        }
+      }
+    }
+    const double tail = (schedule.host_end_us - prev) / speed;
+    host += tail;
+    if (last && !schedule.events.empty()) r.phases[schedule.events.back().phase].host_us += tail;
+    ends.push_back(std::max(host, device.all_done()));
+  }
+  r.step_us = ends[ends.size() - 1] - ends[ends.size() - 2];
+  r.host_us = schedule.host_end_us / speed;
+  r.device_busy_us = union_length(std::move(busy));
+  r.gpu_busy_fraction = r.step_us > 0 ? std::min(1.0, r.device_busy_us / r.step_us) : 0.0;
+  r.host_bound = r.device_busy_us < 0.9 * r.step_us;
+  for (auto& [phase, p] : r.phases) p.host_bound = p.host_us > p.device_us;
+  return r;
+}
+
+}  // namespace habitat

@@ -1,0 +1,63 @@
+"""The eager-PyTorch host model for CPU-traced steps: calibration from GPU traces, its use by
+the timeline, and the switch that turns it off."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from habitat.analysis.host_model import calibrate_files, load_document
+from habitat.data import engine
+from habitat.data.forecast import Forecast
+
+RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
+TRACES = sorted(RESULTS.glob("h100-sxm5-80gb/traces/dcgan_*.json.gz"))
+
+
+def _cpu_step() -> dict:
+    doc = load_document(TRACES[0])
+    doc["origin"]["device"] = "cpu"
+    for op in doc["steps"][0]["ops"]:
+        op.pop("kernels", None)
+    return doc
+
+
+def test_calibration_reads_host_times_only() -> None:
+    model = calibrate_files(TRACES)
+    assert model["default_op_us"] > 0 and model["top_level_gap_us"] > 0
+    assert "aten::cudnn_convolution" in model["op_us"]
+    assert "2 GPU trace(s)" in model["calibration"]
+    with pytest.raises(ValueError, match="CPU trace"):
+        from habitat.analysis.host_model import calibrate
+        calibrate([("cpu", _cpu_step())])
+
+
+def test_cpu_origin_gets_a_modelled_timeline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(calibrate_files(TRACES)))
+    monkeypatch.setenv("HABITAT_HOST_MODEL", str(path))
+    step = Forecast.from_trace(_cpu_step(), ["H100"]).latest
+    t = step.timeline["H100-SXM5-80GB"]
+    assert t["valid"] and t["launch_source"] == "modelled" and t["host_ms"] > 1.0
+    assert any("CPU origin" in n for n in t["notes"])
+    monkeypatch.setenv("HABITAT_HOST_MODEL", "")  # off: no timeline, step_ms is the kernel sum
+    step = Forecast.from_trace(_cpu_step(), ["H100"]).latest
+    assert step.timeline["H100-SXM5-80GB"]["valid"] is False
+    assert step.step_ms("H100") == step.time_ms("H100")
+
+
+def test_a_bad_host_model_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{"default_op_us": -1, "top_level_gap_us": 1}')
+    monkeypatch.setenv("HABITAT_HOST_MODEL", str(path))
+    with pytest.raises(ValueError, match="default_op_us must be a number >= 0"):
+        Forecast.from_trace(_cpu_step(), ["H100"])
+    monkeypatch.setenv("HABITAT_HOST_MODEL", str(tmp_path / "missing.json"))
+    with pytest.raises(FileNotFoundError, match="HABITAT_HOST_MODEL"):
+        engine.host_model_json()
+
+
+def test_packaged_host_model_loads() -> None:
+    doc = json.loads(engine.HOST_MODEL_FILE.read_text())
+    assert doc["op_us"] and "16 GPU trace(s)" in doc["calibration"]
