@@ -3,13 +3,14 @@
 NeuSight's single-GPU trace is HuggingFace's GPT-2 (torch.fx nodes), but its distributed labels
 ran Megatron-LM core_r0.5.0's legacy GPT (``megatron/model/transformer.py``, built by accelerate
 1.0.0's Megatron-LM plugin with Megatron's argument defaults, ``megatron/arguments.py``). The
-matrix products are the same (fused QKV in both, tied output head); four fusions that are on by
-default in Megatron change the element-wise work around them:
+matrix products are the same (fused QKV in both, tied output head); what is on by default in
+Megatron changes the element-wise work around them:
 
-- ``--no-masked-softmax-fusion`` not given: ``CoreAttention`` scales Q.K^T inside ``baddbmm``
-  (``alpha = 1/sqrt(d)``) and ``FusedScaleMaskSoftmax`` applies the causal mask inside the
-  softmax kernel (``scaled_upper_triang_masked_softmax``), so HF's ``truediv`` and ``where`` over
-  the attention scores are not run;
+- the attention scores: ``CoreAttention`` scales Q.K^T inside ``baddbmm``
+  (``alpha = 1/sqrt(d)``), so HF's ``truediv`` over the scores is not run. The causal mask stays a
+  kernel of its own: ``FusedScaleMaskSoftmax`` only fuses it for fp16/bf16 input
+  (``is_kernel_available``); in FP32 it runs ``attention_mask_func`` (an in-place ``masked_fill_``,
+  the same traffic as HF's ``where``) and then the softmax;
 - ``--no-bias-gelu-fusion`` not given: ``ParallelMLP`` adds the h->4h bias inside one fused
   (TorchScript) bias+GeLU kernel, forward and backward, instead of HF's eight-kernel tanh GeLU;
 - ``--no-bias-dropout-fusion`` not given: bias, dropout and the residual add after attention and
@@ -68,8 +69,8 @@ def megatron_gpt(nodes: list[M.NodeWork], hidden: int, origin: Predict) -> list[
             out.append((n, i))
             i += 1
             continue
-        # Attention scale and causal mask: folded into baddbmm and the fused softmax.
-        if fn in ("truediv", "where") and _elementwise_out(n) > 0:
+        # Attention scale: folded into baddbmm.
+        if fn == "truediv" and _elementwise_out(n) > 0:
             out.append((_rescaled(n, {}, origin), i))
             i += 1
             continue

@@ -32,8 +32,8 @@ def test_distributed_labels_are_forecast_from_the_single_gpu_step():
 
 
 def test_megatron_rewrite_removes_the_fused_element_wise_work():
-    """Megatron's default fusions: the attention scale and mask, the 8-kernel tanh GeLU and the
-    residual adds leave the layer; the gradient sizes (what DP all-reduces) do not change."""
+    """Megatron's default fusions: the attention scale, the 8-kernel tanh GeLU and the residual
+    adds leave the layer (the FP32 causal mask stays); the gradient sizes do not change."""
     data = Path(__file__).resolve().parents[3] / D.DATA_IN_REPO
     models, table = P.ModelSet(P.default_weights_dir()), default_table()
     from habitat.evaluate import models as M
@@ -45,7 +45,7 @@ def test_megatron_rewrite_removes_the_fused_element_wise_work():
         return [n.work.name for n in nodes if n.work.repeat > 1 and n.work.name.startswith(prefix)
                 and any(sum(p.scale for p in ps) > 0 for ps in n.work.parts.values())]
     assert busy(hf, "truediv") and busy(hf, "where") and busy(hf, "tanh")
-    assert not busy(mg, "truediv") and not busy(mg, "where") and not busy(mg, "tanh")
+    assert not busy(mg, "truediv") and busy(mg, "where") and not busy(mg, "tanh")
     assert len([n for n in mg if n.work.name.endswith("_bias_gelu")]) == 1
     assert not busy(mg, "add_10") and not busy(mg, "add_15")  # residual adds fused into dropout
 
