@@ -20,8 +20,9 @@ scripts/asplos/install_megatron.sh), written down in benchmarks/accuracy/neusigh
 The single-GPU step is NeuSight's own per-node trace of the same model (its labels'
 ``gpt2_large-train-1024-{1,4}.csv``): **shape-based**, Habitat forecasts every node on the
 A100-SXM4-40GB from its shapes alone; **runtime-based**, it scales the node times measured on an
-A100 80GB PCIe (a different GPU) to the target, as Habitat does with a user's own step. The
-parallel step model (habitat.analysis.parallel) and the collective model then add what the
+A100 80GB PCIe (a different GPU) to the target, as Habitat does with a user's own step. That trace
+is HuggingFace's GPT-2; it is first rewritten into the kernels Megatron's GPT runs
+(habitat.evaluate.megatron_layer: its default fusions). The parallel step model (habitat.analysis.parallel) and the collective model then add what the
 cluster does. Nothing here is fitted to these three labels.
 """
 from __future__ import annotations

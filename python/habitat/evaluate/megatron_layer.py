@@ -19,6 +19,11 @@ Megatron changes the element-wise work around them:
   into the fp32 ``main_grad`` buffer (``fused_weight_gradient_mlp_cuda``), so the separate
   gradient accumulation of every Linear weight is not run (its size still counts as a gradient).
 
+The TorchScript fusions run as fused kernels on the labels' torch 2.1.0 (NeuSight's README):
+Megatron's ``set_jit_fusion_options`` turns on nvFuser for torch 1.10-2.1 and warms the fused
+functions up before training (``megatron/initialize.py``; nvFuser left TorchScript in 2.2, see
+Megatron-LM's later ``megatron/core/jit.py``).
+
 Nothing here is fitted: nodes are removed or merged by what they compute; fused kernels are costed
 by the same element-wise model as every other kernel.
 """
