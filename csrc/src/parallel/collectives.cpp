@@ -195,8 +195,7 @@ Candidate tree(double bytes, const Shape& s, const Cluster& cl, int p) {
   const int log_size = bytes >= 64 ? static_cast<int>(std::log2(bytes / 64)) : -1;
   if (log_size >= 0 && log_size < 23) bus *= kTreeCorrection[p][log_size];
   const LinkTier& intra_tier = s.g > 1 ? cl.intra : cl.inter;
-  const double intra_lat = p == Simple ? std::max(intra_tier.hop_latency_us, tree_hops(intra_tier)[p])
-                                       : tree_hops(intra_tier)[p];
+  const double intra_lat = tree_hops(intra_tier)[p];
   const double inter_lat = tree_hops(cl.inter)[p];
   const double latency = kTreeBaseLat[p] + 2 * ((s.g - 1) * intra_lat + std::log2(s.k) * inter_lat);
   return {latency + bytes / (0.5 * bus * 1e9) * 1e6, CollectiveAlgorithm::Tree, kProtoNames[p], s.tier};
