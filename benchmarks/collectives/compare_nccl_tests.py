@@ -21,8 +21,13 @@ def compare(data: Path = DATA) -> list[dict]:
         rows = []
         for size, measured in sorted(curve["busbw_gbs"].items(), key=lambda kv: int(kv[0])):
             e = cluster.collective("all_reduce", int(size))
+            # nccl-tests' time: bytes / algbw, algbw = busbw / (2(n-1)/n).
+            factor = 2 * (curve["ranks"] - 1) / curve["ranks"]
+            measured_us = int(size) / (measured / factor * 1e9) * 1e6
             rows.append({"bytes": int(size), "measured_busbw_gbs": measured,
                          "predicted_busbw_gbs": round(e["busbw_gbs"], 2), "algorithm": e["algorithm"],
+                         "protocol": e["protocol"], "measured_us": round(measured_us, 1),
+                         "predicted_us": round(e["time_us"], 1),
                          "error_pct": round((e["busbw_gbs"] - measured) / measured * 100, 1)})
         errs = [abs(r["error_pct"]) for r in rows]
         out.append({"name": curve["name"], "source": curve["source"], "rows": rows,
@@ -38,11 +43,13 @@ def main() -> None:
     results = compare()
     for c in results:
         print(f"\n{c['name']}\n  source: {c['source'][:110]}...")
-        print(f"  {'size':>9s} {'measured':>9s} {'model':>9s} {'algo':>5s} {'error':>7s}")
+        print(f"  {'size':>9s} {'measured':>9s} {'model':>9s} {'algo/proto':>12s} {'error':>7s} "
+              f"{'meas. us':>9s} {'model us':>9s} {'gap us':>7s}")
         for r in c["rows"]:
             size = r["bytes"] / 2**20
             print(f"  {size:7.0f}MB {r['measured_busbw_gbs']:9.1f} {r['predicted_busbw_gbs']:9.1f} "
-                  f"{r['algorithm']:>5s} {r['error_pct']:+6.1f}%")
+                  f"{r['algorithm'] + '/' + r['protocol']:>12s} {r['error_pct']:+6.1f}% "
+                  f"{r['measured_us']:9.1f} {r['predicted_us']:9.1f} {r['measured_us'] - r['predicted_us']:7.1f}")
         print(f"  mean |error| {c['mean_abs_error_pct']}%, max {c['max_abs_error_pct']}%, "
               f"{c['within_15pct']}/{c['points']} sizes within 15%")
     if args.json:

@@ -16,6 +16,7 @@ namespace habitat {
 struct LinkTier {
   std::string name;              // e.g. "nvlink4-nvswitch", "ib-ndr400"
   std::string kind;              // "nvlink", "pcie" or "network"
+  int generation = 0;            // NVLink / PCIe generation (0: not given); picks NCCL's per-GPU-family tuning
   double bandwidth_gbs = 0;      // unidirectional spec per GPU, 1e9 B/s
   double efficiency = 0;         // share of it a ring's nccl-tests bus bandwidth reaches
   double hop_latency_us = 0;     // per ring step (NCCL's tuner constant for the tier)

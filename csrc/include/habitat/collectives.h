@@ -29,13 +29,15 @@ struct CollectiveEstimate {
   double algbw_gbs = 0;  // bytes / time, 1e9 B/s
   double busbw_gbs = 0;  // algbw x bus_factor
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
+  std::string protocol;    // NCCL's wire protocol the forecast picked: "LL", "LL128" or "Simple"
   std::string bottleneck;  // the tier whose bandwidth bounds it
 };
 
 // `bytes` is nccl-tests' "size": the buffer all_reduce reduces, all_gather's whole output,
 // reduce_scatter's whole input, the message of broadcast/send. `ranks` consecutive ranks of
 // `cluster` take part (1 = no communication, 0 us). Auto picks the fastest algorithm the
-// fabric offers, as NCCL's tuner does. Throws ClusterError on a group the cluster cannot hold.
+// fabric offers, as NCCL's tuner does: every algorithm x protocol (LL, LL128, Simple) is
+// costed with NCCL's latency + bytes / bandwidth model and the smallest time wins. Throws ClusterError on a group the cluster cannot hold.
 CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks,
                                        const Cluster& cluster,
                                        CollectiveAlgorithm algorithm = CollectiveAlgorithm::Auto);

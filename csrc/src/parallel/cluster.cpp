@@ -30,9 +30,10 @@ void apply_link(LinkTier& t, const json& obj, const Loc& at, bool is_new) {
   if (!obj.is_object()) bad(at, "must be an object");
   for (const auto& [key, v] : obj.items()) {
     const Loc k = at.child(key);
-    if (is_comment(key) || key == "notes" || key == "generation" || key == "links" ||
-        key == "link_gbs") {
+    if (is_comment(key) || key == "notes" || key == "links" || key == "link_gbs") {
       continue;  // descriptive: the model reads bandwidth_gbs
+    } else if (key == "generation") {
+      t.generation = static_cast<int>(read_number(v, k, false));
     } else if (key == "kind") {
       if (!v.is_string()) bad(k, "must be a string");
       t.kind = v.get<std::string>();

@@ -51,8 +51,64 @@ std::string squash(std::string_view name) {
 struct Candidate {
   double time_us = std::numeric_limits<double>::infinity();
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
+  std::string protocol = "Simple";
   std::string bottleneck;
 };
+
+// NCCL's cost model, from NVIDIA/nccl src/graph/tuning.cc (commit 5067397, 2026-06-11):
+// time = latency + bytes / (1000 x algorithm bandwidth GB/s), per algorithm and protocol.
+// LL sends 4 data bytes per 8-byte flag+data word, LL128 120 of every 128 bytes, Simple whole
+// buffers behind a memory fence: lower latency for less bandwidth.
+enum Proto { LL = 0, LL128 = 1, Simple = 2 };
+constexpr std::array<const char*, 3> kProtoNames{"LL", "LL128", "Simple"};
+// baseLatencies (us), per call.
+constexpr std::array<double, 3> kRingBaseLat{6.6, 14.0, 8.4};
+constexpr std::array<double, 3> kTreeBaseLat{6.8, 14.0, 8.4};
+// hwLatencies (us) per step for LL and LL128 (Simple comes from the tier's own constant, which
+// devices.json cites from the same table): NVLink, PCI, NET.
+constexpr std::array<double, 2> kRingHopNvlink{0.6, 1.9}, kRingHopPci{1.0, 2.5}, kRingHopNet{2.7, 4.0};
+constexpr std::array<double, 3> kTreeHopNvlink{0.6, 1.25, 4.0}, kTreeHopPci{1.0, 1.9, 4.0},
+    kTreeHopNet{5.0, 8.5, 14.0};
+// GPU families NCCL tunes for: Volta, Ampere, Hopper, Blackwell (compCapIndex).
+// llMaxBws for one node per family; for several nodes (Intel host row): 2 nodes, >2 nodes.
+constexpr std::array<double, 4> kLlMaxBwOneNode{39.0, 87.7, 141.0, 282.0};
+constexpr std::array<double, 2> kLlMaxBwNodes{39.0, 20.4};
+constexpr std::array<double, 4> kPerChRingLl128{20.0, 20.0, 36.7, 40.0};
+// perChMaxTreeBws and perChMaxTreeLL128Bws: [family][1 node, 2 nodes, >2 nodes].
+constexpr std::array<std::array<double, 3>, 4> kPerChTree{
+    {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}}};
+constexpr std::array<std::array<double, 3>, 4> kPerChTreeLl128{
+    {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}}};
+// treeCorrectionFactor: trees are slower than their model at mid sizes; powers of two from 64 B.
+constexpr std::array<std::array<double, 24>, 3> kTreeCorrection{{
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}}};
+// search.cc: the per-channel speeds NCCL's ring search tries (GB/s), pre-Hopper and Hopper+.
+constexpr std::array<double, 13> kSpeedsAmpere{40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
+constexpr std::array<double, 11> kSpeedsHopper{60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0};
+
+// The family NCCL tunes for, from the intra-node fabric: NVLink 2/3/4/5 come with
+// Volta/Ampere/Hopper/Blackwell. Without NVLink the family only sets caps a PCIe ring never
+// reaches, so Ampere stands in.
+int gpu_family(const Cluster& cl) {
+  if (cl.intra.kind == "nvlink" && cl.intra.generation >= 2) return std::min(cl.intra.generation - 2, 3);
+  return 1;
+}
+
+// Channels NCCL's ring search settles on for a ring bus bandwidth of `bw_gbs`: the fastest
+// per-channel speed that fits, as many channels as fit at it, then doubled at half the
+// speed when the speed is high (ncclTopoDupChannels).
+int ring_channels(double bw_gbs, int family) {
+  const double* speeds = family >= 2 ? kSpeedsHopper.data() : kSpeedsAmpere.data();
+  const std::size_t n = family >= 2 ? kSpeedsHopper.size() : kSpeedsAmpere.size();
+  std::size_t i = 0;
+  while (i + 1 < n && speeds[i] > bw_gbs) ++i;
+  const double speed = speeds[i];
+  int channels = std::clamp(static_cast<int>(bw_gbs / speed), 1, 16);
+  const bool dup = speed >= 25.0 && !(family >= 2 && speed < 50.0 && channels > 4);
+  return dup ? std::min(2 * channels, 32) : channels;
+}
 
 // Ring steps a collective takes over n ranks, and how many of them cross nodes (k nodes).
 std::pair<int, int> ring_steps(Collective c, int n, int k) {
@@ -79,27 +135,70 @@ std::pair<double, std::string> ring_bandwidth(const Cluster& cl, int g, int k) {
   return {bw, tier};
 }
 
-Candidate ring(Collective c, double bytes, int n, const Cluster& cl) {
-  const int k = cl.nodes_spanned(n);
-  const int g = cl.ranks_per_node(n);
-  const auto [bw, tier] = ring_bandwidth(cl, g, k);
-  const auto [steps, inter_steps] = ring_steps(c, n, k);
-  const LinkTier& first = k > 1 && g == 1 ? cl.inter : cl.intra;
-  const double latency = first.base_latency_us + (steps - inter_steps) * cl.intra.hop_latency_us +
-                         inter_steps * cl.inter.hop_latency_us;
-  return {latency + bytes * bus_factor(c, n) / bw * 1e6, CollectiveAlgorithm::Ring, tier};
+const std::array<double, 2>& ring_hops(const LinkTier& t) {
+  return t.kind == "nvlink" ? kRingHopNvlink : t.kind == "pcie" ? kRingHopPci : kRingHopNet;
+}
+const std::array<double, 3>& tree_hops(const LinkTier& t) {
+  return t.kind == "nvlink" ? kTreeHopNvlink : t.kind == "pcie" ? kTreeHopPci : kTreeHopNet;
+}
+
+// LL128 needs NVLink inside the node (NCCL enables it only up to NVB paths).
+bool ll128_enabled(const Cluster& cl, int g) { return g == 1 || cl.intra.kind == "nvlink"; }
+
+struct Shape {
+  int n, k, g, family, channels;
+  double bus_gbs;  // the ring's Simple bus bandwidth, GB/s
+  std::string tier;
+};
+
+Shape shape_of(const Cluster& cl, int n) {
+  Shape s{n, cl.nodes_spanned(n), cl.ranks_per_node(n), gpu_family(cl), 1, 0, {}};
+  const auto [bw, tier] = ring_bandwidth(cl, s.g, s.k);
+  s.bus_gbs = bw / 1e9;
+  s.tier = tier;
+  s.channels = ring_channels(s.bus_gbs, s.family);
+  return s;
+}
+
+// ncclTopoTuneModel's ring: bus bandwidth per protocol, latency per ring step on each fabric.
+Candidate ring(Collective c, double bytes, const Shape& s, const Cluster& cl, int p) {
+  const double ll_max = s.k == 1 ? kLlMaxBwOneNode[s.family] : kLlMaxBwNodes[s.k == 2 ? 0 : 1];
+  double bus = s.bus_gbs;
+  if (p == LL) bus = std::min(ll_max, bus * 0.5);
+  if (p == LL128) bus = std::min(bus * 0.92, s.channels * kPerChRingLl128[s.family]);
+  const auto [steps, inter_steps] = ring_steps(c, s.n, s.k);
+  const LinkTier& intra_tier = s.g > 1 ? cl.intra : cl.inter;
+  double intra_lat = p == Simple ? intra_tier.hop_latency_us : ring_hops(intra_tier)[p];
+  // Multi-node rings also pay the network post overhead on every step (1 us on an Intel host,
+  // x3 for Simple).
+  if (s.k > 1) intra_lat = std::max(intra_lat, p == Simple ? 3.0 : 1.0);
+  const double inter_lat = p == Simple ? cl.inter.hop_latency_us : ring_hops(cl.inter)[p];
+  double latency = (p == Simple ? intra_tier.base_latency_us : kRingBaseLat[p]) +
+                   (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
+  // "Plateau effect of ring" for multi-node Simple all_reduce (x1.4 from Ampere on).
+  if (p == Simple && s.k > 1 && c == Collective::AllReduce && bytes / (s.channels * s.n) >= 64)
+    latency *= s.family >= 1 ? 1.4 : 1.9;
+  const double busbw = bus * 1e9;
+  return {latency + bytes * bus_factor(c, s.n) / busbw * 1e6, CollectiveAlgorithm::Ring, kProtoNames[p], s.tier};
 }
 
 // NCCL's tree all_reduce: a chain inside each node, a binary tree across nodes; every byte
-// goes up and down it, so algbw = busbw / 2 (tuning.cc's ratio 0.5) at 0.92 of the ring's bus
-// bandwidth (its Simple-protocol refinement), for latency 2 x (intra chain + log2 nodes).
-Candidate tree(double bytes, int n, const Cluster& cl) {
-  const int k = cl.nodes_spanned(n);
-  const int g = cl.ranks_per_node(n);
-  const auto [bw, tier] = ring_bandwidth(cl, g, k);
-  const double latency = cl.intra.base_latency_us +
-                         2 * ((g - 1) * cl.intra.hop_latency_us + std::log2(k) * cl.inter.hop_latency_us);
-  return {latency + bytes / (0.5 * 0.92 * bw) * 1e6, CollectiveAlgorithm::Tree, tier};
+// goes up and down it (algbw = busbw / 2), latency 2 x (chain + log2 nodes) steps, and the
+// tuner's per-size correction for mid-size trees.
+Candidate tree(double bytes, const Shape& s, const Cluster& cl, int p) {
+  const int col = s.k <= 2 ? s.k - 1 : 2;
+  const double ll_max = s.k == 1 ? kLlMaxBwOneNode[s.family] : kLlMaxBwNodes[s.k == 2 ? 0 : 1];
+  double bus = std::min(s.bus_gbs * 0.92, s.channels * kPerChTree[s.family][col]);
+  if (p == LL) bus = std::min(bus / 3.8, ll_max);
+  if (p == LL128)
+    bus = std::min(bus * (s.k == 1 ? 7.0 / 9.0 : 120.0 / 128.0), s.channels * kPerChTreeLl128[s.family][col]);
+  const int log_size = bytes >= 64 ? static_cast<int>(std::log2(bytes / 64)) : -1;
+  if (log_size >= 0 && log_size < 23) bus *= kTreeCorrection[p][log_size];
+  const LinkTier& intra_tier = s.g > 1 ? cl.intra : cl.inter;
+  const double intra_lat = tree_hops(intra_tier)[p];
+  const double inter_lat = tree_hops(cl.inter)[p];
+  const double latency = kTreeBaseLat[p] + 2 * ((s.g - 1) * intra_lat + std::log2(s.k) * inter_lat);
+  return {latency + bytes / (0.5 * bus * 1e9) * 1e6, CollectiveAlgorithm::Tree, kProtoNames[p], s.tier};
 }
 
 // NVLink SHARP: each GPU sends its buffer to the switch and receives the reduced one, so the
@@ -109,7 +208,7 @@ Candidate nvls(double bytes, int n, const Cluster& cl) {
   Candidate none;
   if (cl.nodes_spanned(n) > 1 || cl.intra.nvls_algbw_fraction <= 0) return none;
   const double algbw = cl.intra.nvls_algbw_fraction * cl.intra.bandwidth_gbs * 1e9;
-  return {cl.intra.nvls_latency_us + bytes / algbw * 1e6, CollectiveAlgorithm::Nvls,
+  return {cl.intra.nvls_latency_us + bytes / algbw * 1e6, CollectiveAlgorithm::Nvls, "Simple",
           cl.intra.name + " (NVLS)"};
 }
 
@@ -122,7 +221,7 @@ Candidate all_to_all(double bytes, int n, const Cluster& cl) {
   double t_inter = k > 1 ? bytes * (n - g) / n / cl.inter.ring_bytes_per_s() : 0;
   const LinkTier& slow = t_inter > t_intra ? cl.inter : cl.intra;
   const double latency = cl.intra.base_latency_us + slow.hop_latency_us;
-  return {latency + std::max(t_intra, t_inter) * 1e6, CollectiveAlgorithm::Ring, slow.name};
+  return {latency + std::max(t_intra, t_inter) * 1e6, CollectiveAlgorithm::Ring, "Simple", slow.name};
 }
 
 void check(const Cluster& cl, int ranks, double bytes) {
@@ -207,8 +306,14 @@ CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks, co
   if (c == Collective::AllToAll) {
     candidates.push_back(all_to_all(bytes, ranks, cluster));
   } else {
-    if (wanted(CollectiveAlgorithm::Ring)) candidates.push_back(ring(c, bytes, ranks, cluster));
-    if (reduces && wanted(CollectiveAlgorithm::Tree)) candidates.push_back(tree(bytes, ranks, cluster));
+    const Shape shape = shape_of(cluster, ranks);
+    // NCCL's point-to-point path (send/recv) is not tuned per protocol; collectives are.
+    for (int p : {LL, LL128, Simple}) {
+      if (c == Collective::SendRecv && p != Simple) continue;
+      if (p == LL128 && !ll128_enabled(cluster, shape.g)) continue;
+      if (wanted(CollectiveAlgorithm::Ring)) candidates.push_back(ring(c, bytes, shape, cluster, p));
+      if (reduces && wanted(CollectiveAlgorithm::Tree)) candidates.push_back(tree(bytes, shape, cluster, p));
+    }
     if (reduces && wanted(CollectiveAlgorithm::Nvls)) {
       Candidate n = nvls(bytes, ranks, cluster);
       if (std::isfinite(n.time_us)) candidates.push_back(n);
@@ -222,6 +327,7 @@ CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks, co
       [](const Candidate& a, const Candidate& b) { return a.time_us < b.time_us; });
   out.time_us = best.time_us;
   out.algorithm = best.algorithm;
+  out.protocol = best.protocol;
   out.bottleneck = best.bottleneck;
   out.algbw_gbs = bytes / (best.time_us * 1e-6) / 1e9;
   out.busbw_gbs = out.algbw_gbs * bus_factor(c, ranks);

@@ -104,8 +104,9 @@ class Cluster:
 
     def collective(self, kind: str, nbytes: float, ranks: int | None = None,
                    algorithm: str = "auto") -> dict[str, Any]:
-        """Time (us), algbw and busbw (GB/s), algorithm and bottleneck tier of one collective of
-        `nbytes` (nccl-tests' size) over `ranks` consecutive ranks (default: all)."""
+        """Time (us), algbw and busbw (GB/s), algorithm, NCCL protocol (LL, LL128, Simple) and
+        bottleneck tier of one collective of `nbytes` (nccl-tests' size) over `ranks` consecutive
+        ranks (default: all)."""
         return self.engine.collective(kind, float(nbytes), ranks, algorithm)
 
     def collective_us(self, kind: str, nbytes: float, ranks: int | None = None) -> float:

@@ -20,8 +20,9 @@ scripts/asplos/install_megatron.sh), written down in benchmarks/accuracy/neusigh
 The single-GPU step is NeuSight's own per-node trace of the same model (its labels'
 ``gpt2_large-train-1024-{1,4}.csv``): **shape-based**, Habitat forecasts every node on the
 A100-SXM4-40GB from its shapes alone; **runtime-based**, it scales the node times measured on an
-A100 80GB PCIe (a different GPU) to the target, as Habitat does with a user's own step. The
-parallel step model (habitat.analysis.parallel) and the collective model then add what the
+A100 80GB PCIe (a different GPU) to the target, as Habitat does with a user's own step. That trace
+is HuggingFace's GPT-2; it is first rewritten into the kernels Megatron's GPT runs
+(habitat.evaluate.megatron_layer: its default fusions). The parallel step model (habitat.analysis.parallel) and the collective model then add what the
 cluster does. Nothing here is fitted to these three labels.
 """
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Callable
 from habitat.analysis.cluster import Cluster
 from habitat.analysis.parallel import Parallelism, StepWork, parallel_step
 from habitat.evaluate import models as M
+from habitat.evaluate.megatron_layer import megatron_gpt
 from habitat.evaluate import predictors as P
 from habitat.learned.devices import DeviceTable
 
@@ -67,6 +69,14 @@ CONFIGS = {
 class _Node:
     work: M.NodeWork
     out_shape: list[int]
+
+
+def as_megatron(nodes: list[_Node], origin: Callable[[M.Part], float]) -> list[_Node]:
+    """The HF trace with Megatron's default fusions applied to its transformer layer."""
+    hidden_node = next(n for n in nodes if n.work.repeat > 1 and n.work.parts.get("fw") and
+                       n.work.parts["fw"][0].family == "layernorm")
+    hidden = hidden_node.out_shape[-1]
+    return [_Node(w, nodes[k].out_shape) for w, k in megatron_gpt([n.work for n in nodes], hidden, origin)]
 
 
 def _nodes(csv_path: Path) -> list[_Node]:
@@ -104,7 +114,8 @@ def _runtime_times(models: P.ModelSet, target, origin, gpu: str) -> PhaseTimes:
         parts = node.parts.get(phase)
         if not parts:
             return measured  # no modelled work: carried over, as Habitat carries host time
-        return measured * M._parts_time(parts, pt) / M._parts_time(parts, po)
+        o = M._parts_time(parts, po)
+        return measured * M._parts_time(parts, pt) / o if o > 0 else 0.0  # 0: work fused away
     return times
 
 
@@ -146,6 +157,8 @@ def step_work(nodes: list[_Node], layers: int, times: PhaseTimes, optimizer_us: 
             if not parts:
                 continue
             total = sum(p.scale for p in parts)
+            if total <= 0:
+                continue  # work fused into another kernel (no time)
             share = sum(p.scale for p in parts if _split_by_tp(n, p, hidden)) / total
             t = times(n.work, phase)
             if phase == "fw":
@@ -174,14 +187,21 @@ def step_work(nodes: list[_Node], layers: int, times: PhaseTimes, optimizer_us: 
                     tied_embedding_bytes=tied)
 
 
-def optimizer_us(params: float, predict: Callable[[M.Part], float]) -> float:
+def optimizer_us(params: float, predict: Callable[[M.Part], float], data_parallel: int = 1) -> float:
     """Megatron's FP32 step: gradient clipping (an L2 norm read and a scale of every gradient)
-    and Adam (reads parameter, gradient and two moments, writes three), all memory-bound."""
+    and Adam (reads parameter, gradient and two moments, writes three), all memory-bound; plus
+    the upkeep of Megatron's contiguous gradient buffer (core_r0.5.0): ``zero_grad_buffer`` clears
+    it every step (training.py ``train_step``) and, with data parallelism, ``Bucket.start_grad_sync``
+    divides it by the data-parallel size before the all-reduce (``grad_buffer.py``)."""
+    zero = predict(M.Part("elementwise", M._elem(params, 0).shape, 1.0))
+    divide = predict(M._elem(params, 1)) if data_parallel > 1 else 0.0
     return (predict(M._elem(params, 6)) + predict(M._elem(params, 1))
-            + predict(M.Part("elementwise", M._elem(params, 1).shape, 0.5)))
+            + predict(M.Part("elementwise", M._elem(params, 1).shape, 0.5)) + zero + divide)
 
 
-def evaluate(data: Path, models: P.ModelSet, devices: DeviceTable) -> dict:
+def evaluate(data: Path, models: P.ModelSet, devices: DeviceTable, megatron: bool = True) -> dict:
+    """Forecast every label. ``megatron``: rewrite the HF trace into the kernels Megatron's GPT
+    runs (habitat.evaluate.megatron_layer); False forecasts the HF model's kernels as traced."""
     data = Path(data)
     target_dir, origin_dir = data / TARGET, data / ORIGIN
     if not target_dir.is_dir() or not origin_dir.is_dir():
@@ -190,10 +210,12 @@ def evaluate(data: Path, models: P.ModelSet, devices: DeviceTable) -> dict:
     target, origin = devices.find(TARGET), devices.find(ORIGIN)
     cluster = Cluster("A100-SXM4-40GB", 4)
     predict_target = M._model_predictor(models, target, TARGET)
-    results: dict = {"cluster": cluster.label(), "configs": {}}
+    predict_origin = M._model_predictor(models, origin, TARGET)
+    results: dict = {"cluster": cluster.label(), "model": "megatron" if megatron else "hf", "configs": {}}
     for label, (batch, parallelism) in CONFIGS.items():
         stem = f"gpt2_large-train-1024-{batch}"
-        nodes = _nodes(origin_dir / f"{stem}.csv")
+        hf_nodes = _nodes(origin_dir / f"{stem}.csv")
+        nodes = as_megatron(hf_nodes, predict_origin) if megatron else hf_nodes
         meta = json.loads((origin_dir / f"{stem}.json").read_text())
         layers = int(meta["num_layer"])
         measured = json.loads((target_dir / f"gpt2_large-train-1024-4-{label}.json").read_text())["e2e_latency"]
@@ -203,7 +225,7 @@ def evaluate(data: Path, models: P.ModelSet, devices: DeviceTable) -> dict:
                               ("runtime", _runtime_times(models, target, origin, TARGET))):
             work = step_work(nodes, layers, times, 0.0)
             params = work.gradient_bytes / 4.0
-            work.optimizer_us = optimizer_us(params, predict_target)
+            work.optimizer_us = optimizer_us(params, predict_target, parallelism.data)
             fc = parallel_step(work, cluster, parallelism)
             entry[method] = {"predicted_ms": round(fc.time_ms, 3),
                              "error_pct": round((fc.time_ms - measured) / measured * 100, 1),

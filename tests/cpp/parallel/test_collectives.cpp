@@ -125,14 +125,39 @@ TEST(AllReduce, NvlsOnHopperNvswitchBeatsTheRingAtLargeSizes) {
 TEST(AllReduce, SmallMessagesAreLatencyBound) {
   const Cluster c = interconnects().make_cluster("A100-SXM4-80GB", 8);
   const auto tiny = estimate_collective(Collective::AllReduce, 8, 8, c);
-  // NCCL's ring/Simple constants: 8.4 us + 2(n-1) x 3.4 us per NVLink step.
-  EXPECT_NEAR(tiny.time_us, 8.4 + 14 * 3.4, 0.01);
+  // NCCL's ring/LL constants (tuning.cc): 6.6 us + 2(n-1) x 0.6 us per NVLink step.
+  EXPECT_EQ(tiny.algorithm, CollectiveAlgorithm::Ring);
+  EXPECT_EQ(tiny.protocol, "LL");
+  EXPECT_NEAR(tiny.time_us, 6.6 + 14 * 0.6, 0.01);
+  // Forcing Simple-only sizes: a large ring/Simple keeps NCCL's 8.4 + 14 x 3.4 us latency.
+  const auto big = estimate_collective(Collective::AllReduce, 1024 * kMiB, 8, c);
+  EXPECT_EQ(big.protocol, "Simple");
+  EXPECT_NEAR(big.time_us, 8.4 + 14 * 3.4 + 1024 * kMiB * 2 * 7 / 8 / 240e9 * 1e6, 0.01);
   double previous = 0;
   for (double mib = 1; mib <= 1024; mib *= 2) {
     const double busbw = estimate_collective(Collective::AllReduce, mib * kMiB, 8, c).busbw_gbs;
     EXPECT_GT(busbw, previous);
     previous = busbw;
   }
+}
+
+TEST(AllReduce, ProtocolFollowsNcclsTunerAsTheMessageGrows) {
+  // On 8 A100s NCCL's model picks LL for small messages, LL128 for mid-size, Simple for large.
+  const Cluster a100 = interconnects().make_cluster("A100-SXM4-80GB", 8);
+  EXPECT_EQ(estimate_collective(Collective::AllReduce, 256 * 1024, 8, a100).protocol, "LL");
+  EXPECT_EQ(estimate_collective(Collective::AllReduce, 8 * kMiB, 8, a100).protocol, "LL128");
+  EXPECT_EQ(estimate_collective(Collective::AllReduce, 256 * kMiB, 8, a100).protocol, "Simple");
+  // On 8 H100s: ring/LL up to 1 MiB, then NVLink SHARP (what NCCL_DEBUG=TUNING showed on 8 H200s,
+  // stas00/ml-engineering all-reduce-8xH200.md).
+  const Cluster h100 = interconnects().make_cluster("H100-SXM5-80GB", 8);
+  const auto one = estimate_collective(Collective::AllReduce, kMiB, 8, h100);
+  EXPECT_EQ(one.algorithm, CollectiveAlgorithm::Ring);
+  EXPECT_EQ(one.protocol, "LL");
+  EXPECT_EQ(estimate_collective(Collective::AllReduce, 2 * kMiB, 8, h100).algorithm, CollectiveAlgorithm::Nvls);
+  // LL128 needs NVLink: a PCIe-only server never picks it.
+  const Cluster pcie = interconnects().make_cluster("L4", 8);
+  for (double mib : {0.25, 8.0, 256.0})
+    EXPECT_NE(estimate_collective(Collective::AllReduce, mib * kMiB, 8, pcie).protocol, "LL128");
 }
 
 TEST(AllReduce, CrossingNodesIsBoundByTheNodesNics) {

@@ -29,3 +29,29 @@ def test_distributed_labels_are_forecast_from_the_single_gpu_step():
     assert sum(r["count"] for r in tp) == 2 * (2 * 36 + 1)
     pp = configs["pp4_1"]["shape"]["breakdown"]
     assert pp["bubble_ms"] > 0.7 * (pp["time_ms"] - pp["compute_ms"])
+
+
+def test_megatron_rewrite_removes_the_fused_element_wise_work():
+    """Megatron's default fusions: the attention scale, the 8-kernel tanh GeLU and the residual
+    adds leave the layer (the FP32 causal mask stays); the gradient sizes do not change."""
+    data = Path(__file__).resolve().parents[3] / D.DATA_IN_REPO
+    models, table = P.ModelSet(P.default_weights_dir()), default_table()
+    from habitat.evaluate import models as M
+    origin = M._model_predictor(models, table.find(D.ORIGIN), D.TARGET)
+    hf = D._nodes(data / D.ORIGIN / "gpt2_large-train-1024-1.csv")
+    mg = D.as_megatron(hf, origin)
+
+    def busy(nodes, prefix):
+        return [n.work.name for n in nodes if n.work.repeat > 1 and n.work.name.startswith(prefix)
+                and any(sum(p.scale for p in ps) > 0 for ps in n.work.parts.values())]
+    assert busy(hf, "truediv") and busy(hf, "where") and busy(hf, "tanh")
+    assert not busy(mg, "truediv") and busy(mg, "where") and not busy(mg, "tanh")
+    assert len([n for n in mg if n.work.name.endswith("_bias_gelu")]) == 1
+    assert not busy(mg, "add_10") and not busy(mg, "add_15")  # residual adds fused into dropout
+
+    def grad_bytes(nodes):
+        return sum(n.work.repeat * p.shape["n"] for n in nodes for p in n.work.parts.get("acc") or [])
+    assert grad_bytes(mg) == grad_bytes(hf)
+    hf_run = D.evaluate(data, models, table, megatron=False)["configs"]["dp4"]["shape"]
+    mg_run = D.evaluate(data, models, table)["configs"]["dp4"]["shape"]
+    assert mg_run["single_gpu_fwd_bwd_ms"] < hf_run["single_gpu_fwd_bwd_ms"]

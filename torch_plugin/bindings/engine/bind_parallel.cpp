@@ -66,6 +66,7 @@ void bind_parallel(py::module_& m) {
             d["algbw_gbs"] = e.algbw_gbs;
             d["busbw_gbs"] = e.busbw_gbs;
             d["algorithm"] = to_string(e.algorithm);
+            d["protocol"] = e.protocol;
             d["bottleneck"] = e.bottleneck;
             return d;
           },
