@@ -4,8 +4,12 @@
 // a difference that cannot be detected is keyed on TORCH_VERSION_MAJOR/MINOR.
 #pragma once
 
+#include <ATen/Context.h>
+#include <ATen/autocast_mode.h>
+#include <c10/util/Exception.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 
+#include <cstdint>
 #include <string_view>
 #include <type_traits>
 
@@ -26,6 +30,53 @@ Kind session_debug_info_kind() {
     static constexpr std::string_view kName = "HABITAT_CAPTURE_SESSION";
     return Kind(&kName);
   }
+}
+
+// The precision switches torch consults when it picks a kernel, read cheaply enough to be
+// read at every op (a few flag loads) and compared with the window's first reading.
+struct PrecisionState {
+  bool matmul_tf32 = false;
+  bool cudnn_tf32 = true;
+  int8_t matmul_precision = 0;  // 0 highest, 1 high, 2 medium
+  int8_t autocast = -1;         // c10::ScalarType autocast casts to; -1 when autocast is off
+  bool operator==(const PrecisionState&) const = default;
+};
+
+// Since torch 2.9 the switches are also set through fp32_precision, and the legacy getters
+// TORCH_CHECK that the two APIs were not mixed: a program that mixed them keeps running, and
+// that switch reads as its default.
+template <class Read>
+bool read_switch(Read read, bool fallback) {
+  try {
+    return read();
+  } catch (const c10::Error&) {
+    return fallback;
+  }
+}
+
+inline PrecisionState precision_state() {
+  auto& ctx = at::globalContext();
+  PrecisionState s;
+  s.matmul_tf32 = read_switch([&] { return ctx.allowTF32CuBLAS(); }, false);
+  s.cudnn_tf32 = read_switch([&] { return ctx.allowTF32CuDNN(); }, true);
+  switch (ctx.float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGH:
+      s.matmul_precision = 1;
+      break;
+    case at::Float32MatmulPrecision::MEDIUM:
+      s.matmul_precision = 2;
+      break;
+    default:
+      s.matmul_precision = 0;
+  }
+  // CUDA autocast decides a CUDA op's dtype, CPU autocast a CPU op's; a CPU trace of a step
+  // written for CUDA autocast runs under CPU autocast. The CUDA region wins when both are on.
+  if (at::autocast::is_autocast_enabled(at::kCUDA)) {
+    s.autocast = static_cast<int8_t>(at::autocast::get_autocast_dtype(at::kCUDA));
+  } else if (at::autocast::is_autocast_enabled(at::kCPU)) {
+    s.autocast = static_cast<int8_t>(at::autocast::get_autocast_dtype(at::kCPU));
+  }
+  return s;
 }
 
 }  // namespace habitat::capture::compat
