@@ -89,10 +89,24 @@ def gpu_record(gpu_dir: str, model: str, precision: str) -> dict[str, Any]:
     raise KeyError(f"{gpu_dir}: no recorded {model} {precision}")
 
 
-def classify(origin: dict[str, Any], step: dict[str, Any], targets: list[str]) -> dict[str, Any]:
+def classify(origin: dict[str, Any], step: dict[str, Any], targets: list[str],
+             learned: bool = True) -> dict[str, Any]:
+    """The engine's forecast; learned=False turns the learned models off (roofline alone), to
+    tell the op-list mechanisms from the learned models' own error."""
+    import os
+
     from habitat.data import engine
 
-    return engine.forecast_step(origin, step, targets)
+    saved = os.environ.get("HABITAT_WEIGHTS")
+    if not learned:
+        os.environ["HABITAT_WEIGHTS"] = ""
+    try:
+        return engine.forecast_step(origin, step, targets)
+    finally:
+        if saved is None:
+            os.environ.pop("HABITAT_WEIGHTS", None)
+        else:
+            os.environ["HABITAT_WEIGHTS"] = saved
 
 
 def gpu_kernels_by_class(gpu_dir: str, model: str, precision: str, gpu: str) -> dict[str, float]:
@@ -130,6 +144,7 @@ def compare(cache: Path, by_class: bool, json_out: Path | None) -> int:
                 continue
             doc = _load_json(path)
             forecast = classify(doc["origin"], doc["steps"][0], targets)
+            roofline = classify(doc["origin"], doc["steps"][0], targets, learned=False)
             for t, gpu in enumerate(targets):
                 rec = gpu_record(GPUS[gpu], model, precision)
                 measured_kernel = rec["coverage"]["kernel_sum_ms"]
@@ -139,7 +154,9 @@ def compare(cache: Path, by_class: bool, json_out: Path | None) -> int:
                        "measured_step_ms": measured_step, "measured_kernel_ms": measured_kernel,
                        "host_bound_ms": max(0.0, measured_step - measured_kernel),
                        "forecast_kernel_ms": forecast_ms,
-                       "kernel_error_pct": 100 * (forecast_ms / measured_kernel - 1)}
+                       "kernel_error_pct": 100 * (forecast_ms / measured_kernel - 1),
+                       "roofline_kernel_ms": roofline["totals"][t]["total_ms"],
+                       "roofline_error_pct": 100 * (roofline["totals"][t]["total_ms"] / measured_kernel - 1)}
                 if by_class:
                     row["gpu_by_class_ms"] = {k: v / 1e3 for k, v in sorted(
                         gpu_kernels_by_class(GPUS[gpu], model, precision, gpu).items())}
@@ -149,24 +166,28 @@ def compare(cache: Path, by_class: bool, json_out: Path | None) -> int:
     if missing:
         print("missing CPU traces (run `trace` first): " + ", ".join(missing), file=sys.stderr)
     print("| workload | precision | GPU | measured step ms | measured kernels ms | host-bound ms "
-          "| forecast kernels ms | kernel error |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| forecast kernels ms | kernel error | roofline-only kernels ms | roofline-only error |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['model']} | {r['precision']} | {r['gpu']} | {r['measured_step_ms']:.2f} "
               f"| {r['measured_kernel_ms']:.2f} | {r['host_bound_ms']:.2f} "
-              f"| {r['forecast_kernel_ms']:.2f} | {r['kernel_error_pct']:+.1f}% |")
+              f"| {r['forecast_kernel_ms']:.2f} | {r['kernel_error_pct']:+.1f}% "
+              f"| {r['roofline_kernel_ms']:.2f} | {r['roofline_error_pct']:+.1f}% |")
     print()
-    print("| precision | GPU | mean abs kernel error | mean signed |")
-    print("|---|---|---|---|")
+    print("| precision | GPU | mean abs kernel error | mean signed | roofline-only mean abs |")
+    print("|---|---|---|---|---|")
     for precision in PRECISIONS:
         for gpu in targets:
-            errs = [r["kernel_error_pct"] for r in rows if r["precision"] == precision and r["gpu"] == gpu]
-            if errs:
+            sel = [r for r in rows if r["precision"] == precision and r["gpu"] == gpu]
+            if sel:
+                errs = [r["kernel_error_pct"] for r in sel]
+                roof = [abs(r["roofline_error_pct"]) for r in sel]
                 print(f"| {precision} | {gpu} | {statistics.fmean(abs(e) for e in errs):.1f}% "
-                      f"| {statistics.fmean(errs):+.1f}% |")
+                      f"| {statistics.fmean(errs):+.1f}% | {statistics.fmean(roof):.1f}% |")
     errs = [abs(r["kernel_error_pct"]) for r in rows]
     if errs:
-        print(f"\nall {len(errs)} workload x GPU rows: mean abs kernel error {statistics.fmean(errs):.1f}%")
+        print(f"\nall {len(errs)} workload x GPU rows: mean abs kernel error {statistics.fmean(errs):.1f}% "
+              f"(roofline-only {statistics.fmean(abs(r['roofline_error_pct']) for r in rows):.1f}%)")
     if by_class:
         for r in rows:
             print(f"\n{r['model']} {r['precision']} {r['gpu']}: class  measured ms  forecast ms")

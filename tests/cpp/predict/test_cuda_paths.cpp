@@ -127,9 +127,9 @@ Step per_tensor_optimizer(int params) {
     counter.overload = "Tensor";
     OpRecord item = make(id++, "aten::_local_scalar_dense", {tensor("self", T({}))}, {});
     OpRecord lerp = make(id++, "aten::lerp_",
-                         {tensor("self", T({1024, 1024})), tensor("end", T({1024, 1024})),
+                         {tensor("self", T({64, 64})), tensor("end", T({64, 64})),
                           test::real("weight", 0.1)},
-                         {T({1024, 1024})});
+                         {T({64, 64})});
     lerp.overload = "Scalar";
     for (OpRecord* op : {&counter, &item, &lerp}) {
       op->phase = Phase::Optimizer;
@@ -152,8 +152,8 @@ TEST(CudaPaths, PerTensorOptimizerOpsAreCostedAsOneForeachLaunch) {
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     EXPECT_EQ(m.host_only[i] != 0, step.ops[i].name != "aten::lerp_") << step.ops[i].name;
   }
-  // The forecast: the counters and .item() launch nothing; the lerps share one foreach op's
-  // time, less than eight launches of their own.
+  // The forecast: the counters and .item() launch nothing; the small lerps share one foreach
+  // op's time, less than eight launches of their own.
   const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
   const OpCost whole = estimate_cost(group.op);
   double lerps = 0;
