@@ -7,7 +7,9 @@ against what those GPUs measured (benchmarks/results/<gpu>/summary.json and trac
 `trace` builds every workload of benchmarks/gpu/models.py on the CPU (fp32, and bf16 under
 torch.autocast("cpu", dtype=torch.bfloat16), as the GPU runs used CUDA autocast), runs one
 warm-up step (so optimiser state exists, as in the GPU trace, which was a later step), and
-records the next step with habitat.capture.record_step into DIR/<model>_<precision>.json.gz.
+records the next step with habitat.capture.record_step into DIR/<model>_<precision>.json.gz
+(default benchmarks/results/cpu-traces/, where the traces of the committed table are; tracing
+all eight takes about half an hour on two cores).
 
 `compare` forecasts each CPU trace shape-based for H100-SXM5-80GB and H200-SXM-141GB and
 compares the forecast kernel sum with the recorded GPU step's kernel sum (the sum of every
@@ -33,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
 GPUS = {"H100-SXM5-80GB": "h100-sxm5-80gb", "H200-SXM-141GB": "h200-sxm-141gb"}
 PRECISIONS = ("fp32", "bf16")
-DEFAULT_CACHE = Path("/tmp/habitat-real-models")
+DEFAULT_CACHE = RESULTS / "cpu-traces"  # committed: traced on the 2-core CPU machine
 
 
 def _load_json(path: Path) -> dict[str, Any]:

@@ -32,7 +32,8 @@ Precision matmul_precision(std::string_view dtype, bool allow_tf32);
 // (True by default, so "fp32" convs run on TF32 tensor cores unless a user turns it off), and
 // attention's matrix work follows the matmul switch (its math path is bmm; the fused kernels
 // run fp32 on the same rule).
-enum class MatrixFamily { Matmul, Conv, Attention };
+// Recurrent layers (cuDNN RNN) follow the cuDNN switch too.
+enum class MatrixFamily { Matmul, Conv, Attention, Rnn };
 
 // The precision switches in force when an op ran. A trace holds them for its origin (the
 // switches when capture began) and, per op, where they differed from the origin's.

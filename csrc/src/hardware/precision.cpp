@@ -80,7 +80,7 @@ Precision matmul_precision(std::string_view dtype, bool allow_tf32) {
 }
 
 bool PrecisionFlags::tf32(MatrixFamily family) const {
-  if (family == MatrixFamily::Conv) return cudnn_allow_tf32;
+  if (family == MatrixFamily::Conv || family == MatrixFamily::Rnn) return cudnn_allow_tf32;
   // allow_tf32 and the float32 matmul precision are one state in torch; "medium" allows
   // bf16 internally where a backend has such a kernel, which cuBLAS does not: TF32 as "high".
   return matmul_allow_tf32 || (!float32_matmul_precision.empty() && float32_matmul_precision != "highest");

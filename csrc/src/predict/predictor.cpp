@@ -203,7 +203,7 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin,
                               const std::unordered_map<uint64_t, std::size_t>& index_of,
                               const OpPredictor& predictor, const std::vector<const Device*>& devices,
                               Forecast& f, std::vector<std::vector<OpPrediction>>& own) {
-  cuda_paths::Mapping cuda = cuda_paths::map_cpu_step(step, index_of);
+  cuda_paths::Mapping cuda = cuda_paths::map_cpu_step(step, index_of, origin);
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     if (!cuda.host_only[i]) continue;
     f.ops[i].cost = OpCost{};
@@ -222,6 +222,43 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin,
                                        : 1.0 / static_cast<double>(group.members.size());
         own[m][t] = {whole.time_us * share, whole.method};
       }
+    }
+  }
+  for (const auto& e : cuda.expansions) {
+    OpCost total;
+    std::vector<OpPrediction> sums(devices.size(), OpPrediction{0.0, Method::Roofline});
+    for (const auto& [part, count] : e.parts) {
+      const OpCost cost = estimate_cost(part, op_precision(part, origin));
+      if (!cost.known()) continue;
+      if (total.op_class == OpClass::Unknown || cost.op_class == OpClass::Gemm) {
+        total.op_class = cost.op_class;
+        total.precision = cost.precision;
+      }
+      total.flops += count * cost.flops;
+      total.bytes_read += count * cost.bytes_read;
+      total.bytes_written += count * cost.bytes_written;
+      total.kernels += static_cast<int>(count) * cost.kernels;
+      for (std::size_t t = 0; t < devices.size(); ++t) {
+        const OpPrediction p = predictor.predict(part, cost, *devices[t]);
+        sums[t].time_us += count * p.time_us;
+        if (cost.op_class == OpClass::Gemm) sums[t].method = p.method;
+      }
+    }
+    if (total.op_class == OpClass::Unknown) continue;
+    f.ops[e.index].cost = total;
+    own[e.index] = sums;
+  }
+  for (const std::size_t i : cuda.attention) {
+    OpRecord fused = step.ops[i];
+    const TensorMeta* q = fused.tensor("query");
+    if (q == nullptr) continue;
+    const bool backward = fused.name.ends_with("_backward");
+    for (std::size_t t = 0; t < devices.size(); ++t) {
+      fused.name = cuda_paths::cuda_attention_op(q->dtype, *devices[t], backward);
+      const OpCost cost = estimate_cost(fused, op_precision(fused, origin));
+      if (!cost.known()) continue;
+      own[i][t] = predictor.predict(fused, cost, *devices[t]);
+      if (t == 0) f.ops[i].cost = cost;
     }
   }
   return std::move(cuda.parent_wins);

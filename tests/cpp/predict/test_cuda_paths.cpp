@@ -208,3 +208,77 @@ TEST(CudaPaths, SdpaMathFallbackIsCostedAsTheFusedKernel) {
 
 }  // namespace
 }  // namespace habitat
+
+namespace habitat {
+namespace {
+
+TEST(CudaPaths, CpuAttentionMapsToTheBackendTorchPicksOnTheTarget) {
+  using cuda_paths::cuda_attention_op;
+  EXPECT_EQ(cuda_attention_op("bfloat16", db().find("H100"), false),
+            "aten::_scaled_dot_product_cudnn_attention");
+  EXPECT_EQ(cuda_attention_op("float16", db().find("A100-SXM4-80GB"), true),
+            "aten::_scaled_dot_product_flash_attention_backward");
+  EXPECT_EQ(cuda_attention_op("float32", db().find("H100"), false),
+            "aten::_scaled_dot_product_efficient_attention");
+  EXPECT_EQ(cuda_attention_op("float16", db().find("T4"), false),
+            "aten::_scaled_dot_product_efficient_attention");
+  // A CPU flash-attention backward is costed as the target's kernel: one kernel for
+  // cuDNN's backward where flash's launches three.
+  const auto q = T({8, 12, 512, 64}, "bfloat16");
+  OpRecord bwd = make(0, "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+                      {tensor("grad_out", q), tensor("query", q), tensor("key", q), tensor("value", q),
+                       tensor("out", q), test::boolean("is_causal", true)},
+                      {q, q, q});
+  bwd.phase = Phase::Backward;
+  Step step;
+  step.ops = {bwd};
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_EQ(f.ops[0].cost.kernels, 1);
+  EXPECT_EQ(f.ops[0].cost.op_class, OpClass::Attention);
+}
+
+}  // namespace
+}  // namespace habitat
+
+namespace habitat {
+namespace {
+
+OpRecord rnn_layer_op(const std::string& dtype) {
+  OpRecord op = make(0, "aten::mkldnn_rnn_layer",
+                     {tensor("input", T({32, 128, 512}, dtype)), tensor("weight0", T({4096, 512}, dtype)),
+                      tensor("weight1", T({4096, 1024}, dtype)), tensor("weight2", T({4096}, dtype)),
+                      tensor("weight3", T({4096}, dtype)), tensor("hx_", T({128, 1024}, dtype)),
+                      tensor("cx_", T({128, 1024}, dtype)), test::boolean("reverse", false),
+                      test::ints("batch_sizes", {}), test::integer("mode", 2),
+                      test::integer("hidden_size", 1024), test::integer("num_layers", 1),
+                      test::boolean("has_biases", true), test::boolean("bidirectional", false),
+                      test::boolean("batch_first", false), test::boolean("train", true)},
+                     {T({32, 128, 1024}, dtype), T({128, 1024}, dtype), T({128, 1024}, dtype)});
+  return op;
+}
+
+TEST(CudaPaths, OneDnnRnnLayerIsCostedAsCudnnsGemmsAndCellKernels) {
+  Step step;
+  step.ops = {rnn_layer_op("float32")};
+  std::unordered_map<uint64_t, std::size_t> index_of{{0, 0}};
+  const cuda_paths::Mapping m = cuda_paths::map_cpu_step(step, index_of);
+  ASSERT_EQ(m.expansions.size(), 1u);
+  const auto& parts = m.expansions[0].parts;
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0].second, 1.0);   // the input projection of all 32 steps
+  EXPECT_EQ(parts[1].second, 32.0);  // one recurrent GEMM per step
+  EXPECT_EQ(parts[0].first.args[0].value.tensors[0].shape, (std::vector<int64_t>{32 * 128, 512}));
+  EXPECT_EQ(parts[1].first.args[1].value.tensors[0].shape, (std::vector<int64_t>{1024, 4096}));
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_EQ(f.ops[0].cost.op_class, OpClass::Gemm);
+  EXPECT_EQ(f.ops[0].cost.precision, Precision::Tf32Tensor);  // cuDNN's switch, on by default
+  // 2 * T * B * 4H * (I + H) FLOPs of GEMMs.
+  EXPECT_GE(f.ops[0].cost.flops, 2.0 * 32 * 128 * 4096 * (512 + 1024));
+  EXPECT_GT(f.totals[0].total_us, 0.0);
+  TraceOrigin strict;
+  strict.cudnn_allow_tf32 = false;
+  EXPECT_EQ(Predictor(db()).predict(step, strict, {"H100"}).ops[0].cost.precision, Precision::Fp32Simt);
+}
+
+}  // namespace
+}  // namespace habitat
