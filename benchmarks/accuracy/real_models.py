@@ -134,11 +134,13 @@ def forecast_by_class(forecast: dict[str, Any], t: int) -> dict[str, float]:
     return out
 
 
-def compare(cache: Path, by_class: bool, json_out: Path | None) -> int:
+def compare(cache: Path, by_class: bool, json_out: Path | None, only: str | None = None) -> int:
     targets = list(GPUS)
     rows = []
     missing = []
     for model in ("resnet50", "gpt2_small", "lstm_seq2seq", "dcgan"):
+        if only and model != only:
+            continue
         for precision in PRECISIONS:
             path = cache / f"{model}_{precision}.json.gz"
             if not path.exists():
@@ -210,11 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     c.add_argument("--by-class", action="store_true")
     c.add_argument("--json", type=Path)
+    c.add_argument("--only")
     args = p.parse_args(argv)
     if args.cmd == "trace":
         trace_all(args.cache, args.only)
         return 0
-    return compare(args.cache, args.by_class, args.json)
+    return compare(args.cache, args.by_class, args.json, args.only)
 
 
 if __name__ == "__main__":

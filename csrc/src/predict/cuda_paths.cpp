@@ -158,14 +158,16 @@ std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceO
       w_ih->shape.size() != 2 || w_hh->shape.size() != 2) {
     return std::nullopt;
   }
-  const ArgValue* batch_first = op.arg("batch_first");
-  const bool bf = batch_first != nullptr && !batch_first->ints.empty() && batch_first->ints[0] != 0;
-  const int64_t steps = bf ? input->shape[1] : input->shape[0];
-  const int64_t batch = bf ? input->shape[0] : input->shape[1];
+  // The batch is the initial state's first dimension (the layer receives its input time-major
+  // whatever `batch_first` says: torch passes the flag through after transposing).
+  const TensorMeta* hx = arg_tensor(op, "hx_");
   const int64_t gates = w_ih->shape[0];  // gate count x hidden size
   const int64_t in = w_ih->shape[1];
   const int64_t hidden = w_hh->shape[1];
-  if (steps <= 0 || batch <= 0 || gates <= 0 || in <= 0 || hidden <= 0) return std::nullopt;
+  const int64_t batch = hx != nullptr && hx->shape.size() == 2 ? hx->shape[0] : input->shape[1];
+  if (batch <= 0 || gates <= 0 || in <= 0 || hidden <= 0) return std::nullopt;
+  const int64_t steps = input->numel() / (batch * in);
+  if (steps <= 0) return std::nullopt;
   // cuDNN RNNs pick TF32 by cuDNN's switch, not the matmul one.
   PrecisionFlags flags = op_precision(op, origin);
   flags.matmul_allow_tf32 = flags.tf32(MatrixFamily::Rnn);
@@ -216,6 +218,12 @@ Mapping map_cpu_step(const Step& step, const std::unordered_map<uint64_t, std::s
         m.expansions.push_back(std::move(*e));
         continue;
       }
+    }
+    // The CPU's foreach ops are a loop of per-tensor ops (their children); CUDA runs the
+    // multi-tensor kernel the op's own estimate describes.
+    if (op.name.starts_with("aten::_foreach_") && op.has_children) {
+      m.parent_wins[i] = 1;
+      continue;
     }
     if (op.name == "aten::_local_scalar_dense" || op.name == "aten::item") {
       m.host_only[i] = 1;  // a copy to the host on CUDA (and a sync), not a kernel

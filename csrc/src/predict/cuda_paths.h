@@ -5,7 +5,8 @@
 //   - optimizers: on CUDA, torch.optim's default is the foreach implementation (one
 //     multi-tensor kernel per update expression over all parameters); on the CPU it runs the
 //     same expressions per tensor. The per-tensor ops of one expression form a group costed as
-//     the _foreach_ op CUDA would launch; clip_grad_norm_'s per-tensor norms likewise.
+//     the _foreach_ op CUDA would launch. A _foreach_ op the CPU ran (clip_grad_norm_'s
+//     _foreach_norm) is a loop of per-tensor children there: its own estimate counts.
 //   - host bookkeeping: optimizer step counters and their reads live on the host on CUDA too
 //     (capturable=False, the default), and .item() is a copy to the host, not a kernel.
 //   - attention: scaled_dot_product_attention falls back to its unfused math path on the CPU

@@ -252,7 +252,7 @@ OpRecord rnn_layer_op(const std::string& dtype) {
                       test::ints("batch_sizes", {}), test::integer("mode", 2),
                       test::integer("hidden_size", 1024), test::integer("num_layers", 1),
                       test::boolean("has_biases", true), test::boolean("bidirectional", false),
-                      test::boolean("batch_first", false), test::boolean("train", true)},
+                      test::boolean("batch_first", true), test::boolean("train", true)},
                      {T({32, 128, 1024}, dtype), T({128, 1024}, dtype), T({128, 1024}, dtype)});
   return op;
 }
