@@ -23,7 +23,7 @@ def full_doc() -> dict[str, Any]:
     """A canonical document using every op field and every argument kind."""
     return {
         "format": "habitat-trace",
-        "version": 1,
+        "version": 2,
         "origin": {
             "device": "A100-SXM4-80GB",
             "host": "AMD EPYC 7763",
@@ -31,6 +31,9 @@ def full_doc() -> dict[str, Any]:
             "habitat_version": "0.1.0",
             "allow_tf32": True,
             "autocast": False,
+            "cudnn_allow_tf32": True,
+            "float32_matmul_precision": "highest",
+            "autocast_dtype": "",
         },
         "steps": [
             {
@@ -130,7 +133,7 @@ def test_unknown_top_level_keys_are_ignored() -> None:
 
 
 def test_format_version_constant() -> None:
-    assert FORMAT_VERSION == 1
+    assert FORMAT_VERSION == 2
     assert issubclass(TraceFormatError, ValueError)
     assert TraceFormatError is _engine.TraceFormatError
 
@@ -146,8 +149,8 @@ def _corrupted(**changes: Any) -> dict[str, Any]:
     [
         (_corrupted(format="chrome-trace"),
          '"format" is "chrome-trace", expected "habitat-trace"'),
-        (_corrupted(version=2),
-         "written by a newer Habitat (version 2); this build reads up to version 1: "
+        (_corrupted(version=3),
+         "written by a newer Habitat (version 3); this build reads up to version 2: "
          "upgrade habitat"),
         (_corrupted(steps="none"), "steps: expected an array, got string"),
         ({"format": "habitat-trace", "version": 1, "origin": {}}, "steps: missing required field"),
