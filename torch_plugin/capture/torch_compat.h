@@ -42,24 +42,28 @@ struct PrecisionState {
   bool operator==(const PrecisionState&) const = default;
 };
 
-// Since torch 2.9 the switches are also set through fp32_precision, and the legacy getters
-// TORCH_CHECK that the two APIs were not mixed: a program that mixed them keeps running, and
-// that switch reads as its default.
+// Since torch 2.9 the switches are also set through fp32_precision (torch.backends.cuda.matmul.
+// fp32_precision = "tf32"), and the legacy getters TORCH_CHECK that both APIs agree: they throw
+// once a program set the new API only. Capture must never throw into the user's op, so a
+// failed read takes `on_conflict`: the legacy state is the default, so a disagreement means the
+// new API changed it (matmul: TF32 on; cuDNN: its default, on).
 template <class Read>
-bool read_switch(Read read, bool fallback) {
+auto read_switch(Read read, decltype(read()) on_conflict) -> decltype(read()) {
   try {
     return read();
   } catch (const c10::Error&) {
-    return fallback;
+    return on_conflict;
   }
 }
 
 inline PrecisionState precision_state() {
   auto& ctx = at::globalContext();
   PrecisionState s;
-  s.matmul_tf32 = read_switch([&] { return ctx.allowTF32CuBLAS(); }, false);
+  s.matmul_tf32 = read_switch([&] { return ctx.allowTF32CuBLAS(); }, true);
   s.cudnn_tf32 = read_switch([&] { return ctx.allowTF32CuDNN(); }, true);
-  switch (ctx.float32MatmulPrecision()) {
+  const auto precision = read_switch([&] { return ctx.float32MatmulPrecision(); },
+                                     at::Float32MatmulPrecision::HIGH);
+  switch (precision) {
     case at::Float32MatmulPrecision::HIGH:
       s.matmul_precision = 1;
       break;

@@ -24,7 +24,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
@@ -101,13 +101,23 @@ def _autocast_dtype() -> str:
     return ""
 
 
+def _read_switch(read: Callable[[], Any], on_conflict: Any) -> Any:
+    """A legacy precision getter; torch (2.9+) raises when the program set the newer
+    fp32_precision API so that the two disagree: the legacy state is then the default, so the
+    new API changed it (as the capture plugin reads it, torch_compat.h)."""
+    try:
+        return read()
+    except RuntimeError:
+        return on_conflict
+
+
 def _precision_flags() -> dict[str, Any]:
     """The precision switches in force now, as the trace origin records them (format 2)."""
     return {
-        "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "allow_tf32": bool(_read_switch(lambda: torch.backends.cuda.matmul.allow_tf32, True)),
         "autocast": _autocast_enabled(),
-        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_allow_tf32": bool(_read_switch(lambda: torch.backends.cudnn.allow_tf32, True)),
+        "float32_matmul_precision": _read_switch(torch.get_float32_matmul_precision, "high"),
         "autocast_dtype": _autocast_dtype(),
     }
 

@@ -121,3 +121,25 @@ def test_per_tensor_adamw_is_costed_as_foreach_and_its_bookkeeping_as_host_work(
     single = dict(by_id[lerps[0]["id"]], phase="forward")
     alone = forecast({"index": 0, "wall_ms": 1.0, "ops": [single]})["totals"][0]["total_ms"] * 1e3
     assert 0 < total_lerp_us < 4 * alone
+
+
+def test_the_newer_fp32_precision_api_never_breaks_capture() -> None:
+    """torch 2.9+ raises from the legacy getters once only the new API changed a switch; the
+    capture reads them at every op, and must neither throw into the user's op nor lose it."""
+    matmul = torch.backends.cuda.matmul
+    if not hasattr(matmul, "fp32_precision"):
+        return  # torch before 2.9: one API, nothing to mix
+    before = matmul.fp32_precision
+    model = nn.Linear(16, 16)
+
+    def step() -> None:
+        matmul.fp32_precision = "tf32"
+        try:
+            model(torch.randn(4, 16))
+        finally:
+            matmul.fp32_precision = before
+
+    ops = capture(step)["ops"]
+    linear = next(op for op in ops if op["name"] == "aten::linear")
+    assert linear["precision"]["matmul_allow_tf32"] is True
+    assert _origin("cpu")["allow_tf32"] is bool(torch.backends.cuda.matmul.allow_tf32)
