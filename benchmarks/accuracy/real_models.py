@@ -1,7 +1,7 @@
 """Real-model accuracy: the benchmark workloads traced on the CPU, forecast for H100 and H200,
 against what those GPUs measured (benchmarks/results/<gpu>/summary.json and traces/).
 
-    python benchmarks/accuracy/real_models.py trace [--cache DIR] [--only NAME]
+    python benchmarks/accuracy/real_models.py trace [--cache DIR] [--only NAME] [--extra]
     python benchmarks/accuracy/real_models.py compare [--cache DIR] [--by-class] [--json OUT]
 
 `trace` builds every workload of benchmarks/gpu/models.py on the CPU (fp32, and bf16 under
@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
 GPUS = {"H100-SXM5-80GB": "h100-sxm5-80gb", "H200-SXM-141GB": "h200-sxm-141gb"}
 PRECISIONS = ("fp32", "bf16")
+CONFIG_MODELS = ("vit_b16", "bert_base_mlm")  # config_models.py: traced with `trace --extra`
 DEFAULT_CACHE = RESULTS / "cpu-traces"  # committed: traced on the 2-core CPU machine
 
 
@@ -46,10 +47,12 @@ def _load_json(path: Path) -> dict[str, Any]:
 
 # ----- tracing on the CPU ----------------------------------------------------------------------
 
-def trace_all(cache: Path, only: str | None) -> None:
+def trace_all(cache: Path, only: str | None, extra: bool = False) -> None:
     import torch
 
     sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import config_models  # noqa: E402  (benchmarks/accuracy/config_models.py)
     import models  # noqa: E402  (benchmarks/gpu/models.py)
     from habitat.capture.predict import _origin, record_step
     from habitat.data import engine
@@ -57,13 +60,16 @@ def trace_all(cache: Path, only: str | None) -> None:
     # The GPU runs used CUDA autocast; on the CPU the same step uses CPU autocast.
     models._autocast = lambda enabled: torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
     cache.mkdir(parents=True, exist_ok=True)
-    for workload in models.WORKLOADS:
-        if only and workload.name != only:
+    builders = [(w.name, w.build) for w in models.WORKLOADS]
+    if extra:
+        builders += [(name, build) for name, (build, _) in config_models.CONFIG_WORKLOADS.items()]
+    for name, build in builders:
+        if only and name != only:
             continue
         for precision in PRECISIONS:
-            out = cache / f"{workload.name}_{precision}.json.gz"
+            out = cache / f"{name}_{precision}.json.gz"
             torch.manual_seed(0)
-            step = workload.build(torch.device("cpu"))
+            step = build(torch.device("cpu"))
             autocast = precision == "bf16"
             t0 = time.perf_counter()
             step(autocast)  # warm-up: optimiser state, autocast weight cache
@@ -192,6 +198,16 @@ def compare(cache: Path, by_class: bool, json_out: Path | None, only: str | None
     if errs:
         print(f"\nall {len(errs)} workload x GPU rows: mean abs kernel error {statistics.fmean(errs):.1f}% "
               f"(roofline-only {statistics.fmean(abs(r['roofline_error_pct']) for r in rows):.1f}%)")
+    extra = [(name, precision) for name in CONFIG_MODELS for precision in PRECISIONS
+             if (cache / f"{name}_{precision}.json.gz").exists() and (not only or name == only)]
+    if extra:
+        print("\nWorkloads built from configs (no recorded GPU run to compare with): forecast kernels ms")
+        print("| workload | precision | " + " | ".join(targets) + " |")
+        print("|---|---|" + "---|" * len(targets))
+        for name, precision in extra:
+            doc = _load_json(cache / f"{name}_{precision}.json.gz")
+            f = classify(doc["origin"], doc["steps"][0], targets)
+            print(f"| {name} | {precision} | " + " | ".join(f"{t['total_ms']:.2f}" for t in f["totals"]) + " |")
     if by_class:
         for r in rows:
             print(f"\n{r['model']} {r['precision']} {r['gpu']}: class  measured ms  forecast ms")
@@ -208,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("trace")
     t.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     t.add_argument("--only")
+    t.add_argument("--extra", action="store_true", help="also the config_models.py workloads")
     c = sub.add_parser("compare")
     c.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     c.add_argument("--by-class", action="store_true")
@@ -215,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--only")
     args = p.parse_args(argv)
     if args.cmd == "trace":
-        trace_all(args.cache, args.only)
+        trace_all(args.cache, args.only, args.extra)
         return 0
     return compare(args.cache, args.by_class, args.json, args.only)
 

@@ -49,3 +49,10 @@ def test_compare_prints_the_table(rm, capsys, tmp_path) -> None:
     assert "| lstm_seq2seq | fp32 | H100-SXM5-80GB |" in text
     assert "mean abs kernel error" in text
     assert out.exists()
+
+
+def test_config_workloads_are_forecast_without_a_recorded_run(rm, capsys) -> None:
+    assert rm.compare(rm.DEFAULT_CACHE, by_class=False, json_out=None, only="bert_base_mlm") == 0
+    text = capsys.readouterr().out
+    assert "no recorded GPU run" in text
+    assert "| bert_base_mlm | bf16 |" in text
