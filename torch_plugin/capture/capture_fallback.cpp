@@ -14,6 +14,7 @@
 #include "capture/capture_args.h"
 #include "capture/capture_key.h"
 #include "capture/capture_state.h"
+#include "capture/torch_compat.h"
 #include "cupti/cupti_tracer.h"
 #include "cupti/nvtx_range.h"
 
@@ -57,6 +58,16 @@ void label(OpRecord& rec, ThreadState& ts, bool requires_grad) {
   } else if (requires_grad && c10::GradMode::is_enabled()) {
     rec.phase = Phase::Forward;  // e.g. a loss computed outside any module
   }
+}
+
+PrecisionFlags precision_flags(const compat::PrecisionState& s) {
+  static constexpr const char* kMatmulPrecision[] = {"highest", "high", "medium"};
+  PrecisionFlags flags;
+  flags.matmul_allow_tf32 = s.matmul_tf32;
+  flags.cudnn_allow_tf32 = s.cudnn_tf32;
+  flags.float32_matmul_precision = kMatmulPrecision[s.matmul_precision];
+  if (s.autocast >= 0) flags.autocast_dtype = dtype_name(static_cast<c10::ScalarType>(s.autocast));
+  return flags;
 }
 
 // Pops the op's frame however the redispatch ends, so an exception leaves the thread's
@@ -104,6 +115,10 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     read_arguments(info, args, rec.args);
   }
   label(rec, ts, scan.requires_grad);
+  // Autocast regions and flag changes inside the window: the op keeps the switches it ran under.
+  if (const auto precision = compat::precision_state(); !(precision == recorder->precision_baseline())) {
+    rec.precision = precision_flags(precision);
+  }
   rec.thread = recorder->thread_number();
   const size_t depth = ts.open.size();
 

@@ -22,7 +22,8 @@ Recorder::Recorder(size_t max_ops, bool detailed)
     : max_ops_(max_ops),
       detailed_(detailed),
       generation_(g_generation.fetch_add(1, std::memory_order_relaxed)),
-      start_(Clock::now()) {}
+      start_(Clock::now()),
+      precision_baseline_(compat::precision_state()) {}
 
 uint64_t Recorder::fingerprint() const {
   const uint64_t n = fingerprint_ops();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "capture/capture_args.h"
+#include "capture/torch_compat.h"
 #include "habitat/trace.h"
 
 namespace habitat::capture {
@@ -79,6 +80,10 @@ class Recorder {
   void add_hook_ns(uint64_t ns) { hook_ns_.fetch_add(ns, std::memory_order_relaxed); }
   uint64_t hook_ns() const { return hook_ns_.load(std::memory_order_relaxed); }
 
+  // The precision switches when the window opened (what the trace origin records); an op
+  // run under other switches records its own.
+  const compat::PrecisionState& precision_baseline() const { return precision_baseline_; }
+
   size_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   size_t max_ops() const { return max_ops_; }
   Clock::time_point start() const { return start_; }
@@ -90,6 +95,7 @@ class Recorder {
   std::atomic<uint64_t> fingerprint_ops_{0};
   const uint64_t generation_;  // tells this recorder's thread numbers from a previous one's
   const Clock::time_point start_;
+  const compat::PrecisionState precision_baseline_;
   std::atomic<bool> recording_{true};
   std::atomic<size_t> admitted_{0};
   std::atomic<size_t> dropped_{0};

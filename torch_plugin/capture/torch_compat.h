@@ -4,9 +4,13 @@
 // a difference that cannot be detected is keyed on TORCH_VERSION_MAJOR/MINOR.
 #pragma once
 
+#include <ATen/Context.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -56,6 +60,57 @@ inline std::optional<std::pair<int, int>> process_group_size_rank(const c10::IVa
   (void)v;
   return std::nullopt;
 #endif
+}
+
+// The precision switches torch consults when it picks a kernel, read cheaply enough to be
+// read at every op (a few flag loads) and compared with the window's first reading.
+struct PrecisionState {
+  bool matmul_tf32 = false;
+  bool cudnn_tf32 = true;
+  int8_t matmul_precision = 0;  // 0 highest, 1 high, 2 medium
+  int8_t autocast = -1;         // c10::ScalarType autocast casts to; -1 when autocast is off
+  bool operator==(const PrecisionState&) const = default;
+};
+
+// Since torch 2.9 the switches are also set through fp32_precision (torch.backends.cuda.matmul.
+// fp32_precision = "tf32"), and the legacy getters TORCH_CHECK that both APIs agree: they throw
+// once a program set the new API only. Capture must never throw into the user's op, so a
+// failed read takes `on_conflict`: the legacy state is the default, so a disagreement means the
+// new API changed it (matmul: TF32 on; cuDNN: its default, on).
+template <class Read>
+auto read_switch(Read read, decltype(read()) on_conflict) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const c10::Error&) {
+    return on_conflict;
+  }
+}
+
+inline PrecisionState precision_state() {
+  auto& ctx = at::globalContext();
+  PrecisionState s;
+  s.matmul_tf32 = read_switch([&] { return ctx.allowTF32CuBLAS(); }, true);
+  s.cudnn_tf32 = read_switch([&] { return ctx.allowTF32CuDNN(); }, true);
+  const auto precision = read_switch([&] { return ctx.float32MatmulPrecision(); },
+                                     at::Float32MatmulPrecision::HIGH);
+  switch (precision) {
+    case at::Float32MatmulPrecision::HIGH:
+      s.matmul_precision = 1;
+      break;
+    case at::Float32MatmulPrecision::MEDIUM:
+      s.matmul_precision = 2;
+      break;
+    default:
+      s.matmul_precision = 0;
+  }
+  // CUDA autocast decides a CUDA op's dtype, CPU autocast a CPU op's; a CPU trace of a step
+  // written for CUDA autocast runs under CPU autocast. The CUDA region wins when both are on.
+  if (at::autocast::is_autocast_enabled(at::kCUDA)) {
+    s.autocast = static_cast<int8_t>(at::autocast::get_autocast_dtype(at::kCUDA));
+  } else if (at::autocast::is_autocast_enabled(at::kCPU)) {
+    s.autocast = static_cast<int8_t>(at::autocast::get_autocast_dtype(at::kCPU));
+  }
+  return s;
 }
 
 }  // namespace habitat::capture::compat

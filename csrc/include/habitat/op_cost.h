@@ -43,7 +43,10 @@ struct OpCost {
 
 // Cost of the op's own work. Composite ops that decompose into recorded children
 // (has_children) should not be costed; the predictor takes their children instead.
-// `allow_tf32` selects TF32 for float32 matrix work.
+// `allow_tf32` selects TF32 for float32 matrix work of every family (GEMM and conv alike).
 OpCost estimate_cost(const OpRecord& op, bool allow_tf32 = false);
+// The same under the switches the op ran with (op_precision): float32 GEMMs follow the
+// matmul switch, convolutions cuDNN's.
+OpCost estimate_cost(const OpRecord& op, const PrecisionFlags& flags);
 
 }  // namespace habitat

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "habitat/precision.h"
+
 namespace habitat {
 
 struct TensorMeta {
@@ -85,6 +87,9 @@ struct OpRecord {
   // removes it to recover the cadence of the step without Habitat.
   std::optional<double> overhead_us;
   std::vector<KernelLaunch> kernels;
+  // The precision switches in force when the op ran, where they differed from the trace
+  // origin's (e.g. the ops inside an autocast region of a step that began outside it).
+  std::optional<PrecisionFlags> precision;
 
   // Convenience lookups by schema argument name.
   const ArgValue* arg(const std::string& arg_name) const;
@@ -131,11 +136,21 @@ struct TraceOrigin {
   std::string habitat_version;
   bool allow_tf32 = false;      // torch.backends.cuda.matmul.allow_tf32 during capture
   bool autocast = false;
+  // Since format version 2 (absent in version 1 traces, which load with torch's defaults):
+  bool cudnn_allow_tf32 = true;  // torch.backends.cudnn.allow_tf32 (default True)
+  std::string float32_matmul_precision = "highest";  // torch.get_float32_matmul_precision()
+  std::string autocast_dtype;    // the autocast dtype when autocast was on ("bfloat16", ...)
+
+  // The switches as one value: what an op without its own `precision` ran under.
+  PrecisionFlags precision() const;
 };
+
+// The switches an op ran under: its own where recorded, else its trace origin's.
+PrecisionFlags op_precision(const OpRecord& op, const TraceOrigin& origin);
 
 struct Trace {
   static constexpr const char* kFormatName = "habitat-trace";
-  static constexpr int kFormatVersion = 2;  // 2: timeline fields (optional)
+  static constexpr int kFormatVersion = 2;  // 2: timeline fields, per-op precision switches (optional)
   TraceOrigin origin;
   std::vector<Step> steps;
 };

@@ -81,6 +81,14 @@ double OpCost::arithmetic_intensity() const {
 }
 
 OpCost estimate_cost(const OpRecord& op, bool allow_tf32) {
+  PrecisionFlags flags;
+  flags.matmul_allow_tf32 = allow_tf32;
+  flags.cudnn_allow_tf32 = allow_tf32;
+  return estimate_cost(op, flags);
+}
+
+OpCost estimate_cost(const OpRecord& op, const PrecisionFlags& flags) {
+  const bool allow_tf32 = flags.tf32(MatrixFamily::Matmul);
   // Kernels torch.compile generated carry their own cost description.
   if (auto fused = fused_kernel_cost(op, allow_tf32)) return *fused;
   constexpr std::string_view kNamespace = "aten::";
@@ -95,7 +103,7 @@ OpCost estimate_cost(const OpRecord& op, bool allow_tf32) {
   if (!name.starts_with(kNamespace)) return OpCost{};
   name.remove_prefix(kNamespace.size());
 
-  OpContext ctx{.op = op, .stem = name, .allow_tf32 = allow_tf32};
+  OpContext ctx{.op = op, .stem = name, .allow_tf32 = allow_tf32, .flags = flags};
   // aten::add_ is the in-place add; dunder names (aten::__and__) are not in-place.
   if (name.size() > 1 && name.ends_with('_') && !name.ends_with("__")) {
     ctx.in_place = true;
@@ -113,7 +121,7 @@ OpCost estimate_cost(const OpRecord& op, bool allow_tf32) {
   auto it = op.overload.empty() ? table.end() : table.find(stem + "." + op.overload);
   if (it == table.end()) it = table.find(stem);
   if (it == table.end()) return OpCost{};
-  return it->second.cost(ctx, it->second.param);
+  return op_cost::with_complex_arithmetic(ctx, it->second.cost(ctx, it->second.param));
 }
 
 }  // namespace habitat

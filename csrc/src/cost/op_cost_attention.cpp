@@ -101,6 +101,9 @@ void add_attention_rules(RuleTable& t) {
             "_scaled_dot_product_cudnn_attention_backward "
             "_scaled_dot_product_fused_attention_overrideable_backward",
             {bhsd_backward});
+  // cuDNN's kernels under _scaled_dot_product_cudnn_attention (torch 2.9+), [B, H, S, D].
+  t["_cudnn_attention_forward"] = {bhsd_forward};
+  t["_cudnn_attention_backward"] = {bhsd_backward};
   t["_flash_attention_forward"] = {bshd_forward};
   t["_efficient_attention_forward"] = {bshd_forward};
   t["_flash_attention_backward"] = {bshd_backward};

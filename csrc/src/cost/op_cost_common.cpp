@@ -117,8 +117,31 @@ Precision simt_precision(std::string_view dtype) {
   return fp64 ? Precision::Fp64 : Precision::Fp32Simt;
 }
 
+MatrixFamily matrix_family(std::string_view stem) {
+  // Every convolution stem (conv2d, convolution_backward, cudnn_convolution_transpose,
+  // slow_conv_dilated2d, _nnpack_spatial_convolution, ...) names it; cuDNN runs them all.
+  if (stem.find("conv") != std::string_view::npos) return MatrixFamily::Conv;
+  if (stem.find("attention") != std::string_view::npos ||
+      stem.find("_sdp") != std::string_view::npos) {
+    return MatrixFamily::Attention;
+  }
+  return MatrixFamily::Matmul;
+}
+
 Precision matrix_precision(const OpContext& c, const TensorMeta* operand) {
-  return matmul_precision(operand != nullptr ? operand->dtype : op_dtype(c), c.allow_tf32);
+  return matmul_precision(operand != nullptr ? operand->dtype : op_dtype(c), matrix_family(c.stem),
+                          c.flags);
+}
+
+OpCost with_complex_arithmetic(const OpContext& c, OpCost cost) {
+  const bool matrix = cost.op_class == OpClass::Gemm || cost.op_class == OpClass::Conv ||
+                      cost.op_class == OpClass::Attention;
+  if (!matrix) return cost;
+  const auto inputs = input_tensors(c);
+  const bool complex = std::any_of(inputs.begin(), inputs.end(),
+                                   [](const TensorMeta* t) { return is_complex(t->dtype); });
+  if (complex) cost.flops *= 4;
+  return cost;
 }
 
 std::string op_dtype(const OpContext& c) {

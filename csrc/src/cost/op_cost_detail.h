@@ -22,7 +22,8 @@ struct OpContext {
   bool in_place = false;     // aten::add_: self is read and written
   bool out_variant = false;  // aten::add.out: the trailing out= arguments are written, not read
   std::size_t n_outs = 0;    // how many trailing schema arguments are out= arguments
-  bool allow_tf32 = false;
+  bool allow_tf32 = false;   // the matmul switch (kept for rules written before `flags`)
+  PrecisionFlags flags{};     // every precision switch in force when the op ran
 
   // Schema arguments that are inputs (out= arguments excluded).
   std::size_t n_inputs() const { return op.args.size() - n_outs; }
@@ -122,7 +123,13 @@ const TensorMeta* main_output(const OpContext& c);
 
 // Fp64 for float64/complex128 work, Fp32Simt otherwise: point-wise work runs on the SIMT units.
 Precision simt_precision(std::string_view dtype);
+// The tensor-core (or SIMT) column of the op's matrix work in the operand's dtype, under the
+// switch of the op's family (matrix_family of its stem: cuDNN's for convolutions).
 Precision matrix_precision(const OpContext& c, const TensorMeta* operand);
+MatrixFamily matrix_family(std::string_view stem);
+// Rules count real arithmetic per element; on complex operands a multiply-add is four real
+// ones (GEMM, conv, attention: cgemm/zgemm do 8 real FLOPs per complex multiply-add).
+OpCost with_complex_arithmetic(const OpContext& c, OpCost cost);
 // The dtype that decides the op's precision: the main output's, else the first input's.
 std::string op_dtype(const OpContext& c);
 

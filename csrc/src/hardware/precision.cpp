@@ -56,7 +56,10 @@ std::optional<Precision> precision_from_string(std::string_view name) {
 
 std::optional<int> dtype_size(std::string_view dtype) {
   if (const auto* d = find_dtype(dtype)) return d->size;
-  if (dtype.starts_with("complex")) return dtype == "complex64" ? 8 : 16;
+  if (dtype.starts_with("torch.")) dtype.remove_prefix(6);
+  if (dtype == "complex32" || dtype == "chalf") return 4;
+  if (dtype == "complex64" || dtype == "cfloat") return 8;
+  if (dtype == "complex128" || dtype == "cdouble") return 16;
   return std::nullopt;
 }
 
@@ -70,8 +73,31 @@ Precision matmul_precision(std::string_view dtype, bool allow_tf32) {
   if (dtype == "bfloat16") return Precision::Bf16Tensor;
   if (dtype == "float16" || dtype == "half") return Precision::Fp16Tensor;
   if (dtype.starts_with("float8")) return Precision::Fp8Tensor;
-  if (dtype == "float64" || dtype == "double") return Precision::Fp64;
+  if (dtype == "float64" || dtype == "double" || dtype == "complex128" || dtype == "cdouble") {
+    return Precision::Fp64;
+  }
   return allow_tf32 ? Precision::Tf32Tensor : Precision::Fp32Simt;
+}
+
+bool PrecisionFlags::tf32(MatrixFamily family) const {
+  if (family == MatrixFamily::Conv || family == MatrixFamily::Rnn) return cudnn_allow_tf32;
+  // allow_tf32 and the float32 matmul precision are one state in torch; "medium" allows
+  // bf16 internally where a backend has such a kernel, which cuBLAS does not: TF32 as "high".
+  return matmul_allow_tf32 || (!float32_matmul_precision.empty() && float32_matmul_precision != "highest");
+}
+
+Precision matmul_precision(std::string_view dtype, MatrixFamily family, const PrecisionFlags& flags) {
+  if (dtype.starts_with("torch.")) dtype.remove_prefix(6);
+  // A complex GEMM is real GEMMs on its parts, in the parts' precision.
+  if (dtype == "complex64" || dtype == "cfloat") dtype = "float32";
+  if (dtype == "complex128" || dtype == "cdouble") dtype = "float64";
+  if (dtype == "complex32" || dtype == "chalf") dtype = "float16";
+  return matmul_precision(dtype, flags.tf32(family));
+}
+
+bool is_complex(std::string_view dtype) {
+  if (dtype.starts_with("torch.")) dtype.remove_prefix(6);
+  return dtype.starts_with("complex") || dtype == "cfloat" || dtype == "cdouble" || dtype == "chalf";
 }
 
 }  // namespace habitat

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "predict/cuda_paths.h"
 #include "predict/shape_efficiency.h"
 #include "predict/timeline_json.h"
 #include "habitat/wave_scaling.h"
@@ -72,6 +73,13 @@ class OpKey {
       raw(&k.duration_us, sizeof k.duration_us);
       number(k.stream);
     }
+    // The switches decide the cost's precision: ops differing only in them differ.
+    number(op.precision.has_value());
+    if (op.precision) {
+      number(op.precision->matmul_allow_tf32 | (op.precision->cudnn_allow_tf32 << 1));
+      text(op.precision->float32_matmul_precision);
+      text(op.precision->autocast_dtype);
+    }
     return key_;
   }
 
@@ -109,6 +117,15 @@ class OpKey {
   std::unordered_map<uint64_t, uint64_t> storages_;
 };
 
+bool has_complex_tensor(const OpRecord& op) {
+  for (const auto& a : op.args) {
+    for (const auto& t : a.value.tensors) {
+      if (is_complex(t.dtype)) return true;
+    }
+  }
+  return false;
+}
+
 class OpPredictor {
  public:
   OpPredictor(const Device* origin, const ShapeModel* model) : origin_(origin), model_(model) {}
@@ -129,7 +146,9 @@ class OpPredictor {
       fallback.kernels = 1;
       return {roofline_estimate_us(fallback, target), Method::Fallback};
     }
-    if (model_ != nullptr) {
+    // The learned models read real dtypes' shapes; complex operands (4 real multiply-adds per
+    // complex one, in the cost's FLOPs) take the roofline.
+    if (model_ != nullptr && !has_complex_tensor(op)) {
       if (auto t = model_->predict_us(op, cost, target)) return {*t, Method::LearnedShape};
     }
     return {roofline_estimate_us(cost, target), Method::Roofline};
@@ -158,6 +177,93 @@ class OpPredictor {
   const Device* origin_;
   const ShapeModel* model_;
 };
+
+// Ops that call themselves again with other arguments: autocast's kernels (aten::linear with
+// float32 arguments re-dispatches aten::linear on bfloat16 casts below the Autocast key, and
+// capture records both), and any other layer that forwards an op to itself. The outer call's
+// arguments are not what ran (a float32 estimate where bfloat16 kernels ran): its work is its
+// children's, the casts and the inner op.
+std::vector<char> redispatch_wrappers(const Step& step,
+                                      const std::unordered_map<uint64_t, std::size_t>& index_of) {
+  std::vector<char> wrapper(step.ops.size(), 0);
+  for (const OpRecord& op : step.ops) {
+    if (!op.parent) continue;
+    const auto it = index_of.find(*op.parent);
+    if (it == index_of.end()) continue;
+    const OpRecord& parent = step.ops[it->second];
+    if (parent.name == op.name && parent.overload == op.overload) wrapper[it->second] = 1;
+  }
+  return wrapper;
+}
+
+// A CPU-traced step forecast for CUDA targets costs what CUDA would run (cuda_paths.h): host
+// bookkeeping launches nothing, and per-tensor optimizer ops take their share (by bytes) of
+// the _foreach_ op CUDA launches for their group. Returns which ops' own estimates stand for
+// their children too (cuda_paths::Mapping::parent_wins).
+std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin,
+                              const std::unordered_map<uint64_t, std::size_t>& index_of,
+                              const OpPredictor& predictor, const std::vector<const Device*>& devices,
+                              Forecast& f, std::vector<std::vector<OpPrediction>>& own) {
+  cuda_paths::Mapping cuda = cuda_paths::map_cpu_step(step, index_of, origin);
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    if (!cuda.host_only[i]) continue;
+    f.ops[i].cost = OpCost{};
+    f.ops[i].cost.op_class = OpClass::NoKernel;
+    own[i].assign(devices.size(), OpPrediction{0.0, Method::NoKernel});
+  }
+  for (const auto& group : cuda.foreach_groups) {
+    const OpCost cost = estimate_cost(group.op, op_precision(group.op, origin));
+    if (!cost.known()) continue;
+    double bytes = 0;
+    for (const std::size_t m : group.members) bytes += f.ops[m].cost.bytes();
+    for (std::size_t t = 0; t < devices.size(); ++t) {
+      const OpPrediction whole = predictor.predict(group.op, cost, *devices[t]);
+      for (const std::size_t m : group.members) {
+        const double share = bytes > 0 ? f.ops[m].cost.bytes() / bytes
+                                       : 1.0 / static_cast<double>(group.members.size());
+        own[m][t] = {whole.time_us * share, whole.method};
+      }
+    }
+  }
+  for (const auto& e : cuda.expansions) {
+    OpCost total;
+    std::vector<OpPrediction> sums(devices.size(), OpPrediction{0.0, Method::Roofline});
+    for (const auto& [part, count] : e.parts) {
+      const OpCost cost = estimate_cost(part, op_precision(part, origin));
+      if (!cost.known()) continue;
+      if (total.op_class == OpClass::Unknown || cost.op_class == OpClass::Gemm) {
+        total.op_class = cost.op_class;
+        total.precision = cost.precision;
+      }
+      total.flops += count * cost.flops;
+      total.bytes_read += count * cost.bytes_read;
+      total.bytes_written += count * cost.bytes_written;
+      total.kernels += static_cast<int>(count) * cost.kernels;
+      for (std::size_t t = 0; t < devices.size(); ++t) {
+        const OpPrediction p = predictor.predict(part, cost, *devices[t]);
+        sums[t].time_us += count * p.time_us;
+        if (cost.op_class == OpClass::Gemm) sums[t].method = p.method;
+      }
+    }
+    if (total.op_class == OpClass::Unknown) continue;
+    f.ops[e.index].cost = total;
+    own[e.index] = sums;
+  }
+  for (const std::size_t i : cuda.attention) {
+    OpRecord fused = step.ops[i];
+    const TensorMeta* q = fused.tensor("query");
+    if (q == nullptr) continue;
+    const bool backward = fused.name.ends_with("_backward");
+    for (std::size_t t = 0; t < devices.size(); ++t) {
+      fused.name = cuda_paths::cuda_attention_op(q->dtype, *devices[t], backward);
+      const OpCost cost = estimate_cost(fused, op_precision(fused, origin));
+      if (!cost.known()) continue;
+      own[i][t] = predictor.predict(fused, cost, *devices[t]);
+      if (t == 0) f.ops[i].cost = cost;
+    }
+  }
+  return std::move(cuda.parent_wins);
+}
 
 }  // namespace
 
@@ -229,7 +335,7 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
       m = &it->second;
       cached = !inserted;
     }
-    if (!cached) m->cost = estimate_cost(op, origin.allow_tf32);
+    if (!cached) m->cost = estimate_cost(op, op_precision(op, origin));
     of.cost = m->cost;
     const bool composite_only =
         op.has_children && (origin_gpu != nullptr ? op.kernels.empty() : !of.cost.known());
@@ -247,12 +353,18 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
     }
     own[i] = m->predictions;
   }
+  const std::vector<char> parent_wins =
+      origin.device == "cpu" ? map_to_cuda(step, origin, index_of, op_predictor, devices, f, own)
+                             : std::vector<char>(n_ops, 0);
 
   // Children follow their parent in start order, so a reverse pass sees every child's final
   // time before its parent. Measured kernels are attributed to the innermost op, so on a GPU
   // origin a parent's time is its own kernels plus its children's. On the shape path the
   // parent's estimate and its children's sum describe the same work: take the larger, which
-  // keeps the work of ops that call helpers (e.g. a zero fill) without counting it twice.
+  // keeps the work of ops that call helpers (e.g. a zero fill) without counting it twice;
+  // except for a wrapper that re-dispatches itself (see redispatch_wrappers), whose children
+  // are what ran.
+  const std::vector<char> wrapper = redispatch_wrappers(step, index_of);
   std::vector<std::vector<double>> children_us(n_ops, std::vector<double>(n_targets, 0.0));
   std::vector<std::vector<char>> children_count(n_ops, std::vector<char>(n_targets, 1));
   for (std::size_t i = n_ops; i-- > 0;) {
@@ -267,7 +379,7 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
           final_prediction[t] = {kids, Method::Composite};
         } else if (origin_gpu != nullptr) {
           final_prediction[t] = {mine.time_us + kids, mine.method};
-        } else if (mine.time_us > kids) {
+        } else if ((mine.time_us > kids && !wrapper[i]) || parent_wins[i]) {
           children_count[i][t] = 0;
         } else {
           final_prediction[t] = {kids, Method::Composite};

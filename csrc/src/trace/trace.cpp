@@ -93,4 +93,17 @@ std::optional<SyncRecord::Kind> sync_kind_from_string(const std::string& s) {
   return std::nullopt;
 }
 
+PrecisionFlags TraceOrigin::precision() const {
+  PrecisionFlags flags;
+  flags.matmul_allow_tf32 = allow_tf32;
+  flags.cudnn_allow_tf32 = cudnn_allow_tf32;
+  flags.float32_matmul_precision = float32_matmul_precision;
+  flags.autocast_dtype = autocast_dtype;
+  return flags;
+}
+
+PrecisionFlags op_precision(const OpRecord& op, const TraceOrigin& origin) {
+  return op.precision ? *op.precision : origin.precision();
+}
+
 }  // namespace habitat

@@ -159,6 +159,14 @@ ojson encode_sync(const SyncRecord& s) {
   return j;
 }
 
+ojson encode_precision(const PrecisionFlags& p) {
+  ojson j{{"matmul_allow_tf32", p.matmul_allow_tf32},
+          {"cudnn_allow_tf32", p.cudnn_allow_tf32},
+          {"float32_matmul_precision", p.float32_matmul_precision}};
+  if (p.autocast()) j["autocast_dtype"] = p.autocast_dtype;
+  return j;
+}
+
 ojson encode_op(const OpRecord& op) {
   ojson j = ojson::object();
   j["id"] = op.id;
@@ -183,6 +191,7 @@ ojson encode_op(const OpRecord& op) {
     ojson& kernels = j["kernels"] = ojson::array();
     for (const auto& k : op.kernels) kernels.push_back(encode_kernel(k));
   }
+  if (op.precision) j["precision"] = encode_precision(*op.precision);
   return j;
 }
 
@@ -193,7 +202,10 @@ ojson encode_origin(const TraceOrigin& o) {
                {"torch_version", o.torch_version},
                {"habitat_version", o.habitat_version},
                {"allow_tf32", o.allow_tf32},
-               {"autocast", o.autocast}};
+               {"autocast", o.autocast},
+               {"cudnn_allow_tf32", o.cudnn_allow_tf32},
+               {"float32_matmul_precision", o.float32_matmul_precision},
+               {"autocast_dtype", o.autocast_dtype}};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -424,6 +436,39 @@ SyncRecord decode_sync(const json& j, const Loc& loc) {
   return s;
 }
 
+// torch.get_float32_matmul_precision()'s values; anything else is a typo.
+std::string read_matmul_precision(const json& v, const Loc& l) {
+  std::string text = read_string(v, l);
+  if (text != "highest" && text != "high" && text != "medium") {
+    fail(l, "unknown float32 matmul precision \"" + text + "\" (expected highest, high or medium)");
+  }
+  return text;
+}
+
+std::string read_autocast_dtype(const json& v, const Loc& l) {
+  std::string text = read_string(v, l);
+  if (!text.empty() && !known_dtype(text)) {
+    fail(l, "unknown autocast dtype \"" + text + "\" (expected a torch dtype such as bfloat16)");
+  }
+  if (text.starts_with("torch.")) text.erase(0, 6);
+  return text;
+}
+
+PrecisionFlags decode_precision(const json& j, const Loc& loc) {
+  expect_object(j, loc);
+  PrecisionFlags p;
+  optional(j, loc, "matmul_allow_tf32",
+           [&](const json& v, const Loc& l) { p.matmul_allow_tf32 = read_bool(v, l); });
+  optional(j, loc, "cudnn_allow_tf32",
+           [&](const json& v, const Loc& l) { p.cudnn_allow_tf32 = read_bool(v, l); });
+  optional(j, loc, "float32_matmul_precision", [&](const json& v, const Loc& l) {
+    p.float32_matmul_precision = read_matmul_precision(v, l);
+  });
+  optional(j, loc, "autocast_dtype",
+           [&](const json& v, const Loc& l) { p.autocast_dtype = read_autocast_dtype(v, l); });
+  return p;
+}
+
 OpRecord decode_op(const json& j, Loc loc) {
   expect_object(j, loc);
   OpRecord op;
@@ -474,6 +519,8 @@ OpRecord decode_op(const json& j, Loc loc) {
       op.kernels.push_back(decode_kernel(v[i], l.at(static_cast<int64_t>(i))));
     }
   });
+  optional(j, loc, "precision",
+           [&](const json& v, const Loc& l) { op.precision = decode_precision(v, l); });
   return op;
 }
 
@@ -567,6 +614,13 @@ TraceOrigin decode_origin(const json& j, const Loc& loc) {
   optional(j, loc, "allow_tf32",
            [&](const json& v, const Loc& l) { o.allow_tf32 = read_bool(v, l); });
   optional(j, loc, "autocast", [&](const json& v, const Loc& l) { o.autocast = read_bool(v, l); });
+  optional(j, loc, "cudnn_allow_tf32",
+           [&](const json& v, const Loc& l) { o.cudnn_allow_tf32 = read_bool(v, l); });
+  optional(j, loc, "float32_matmul_precision", [&](const json& v, const Loc& l) {
+    o.float32_matmul_precision = read_matmul_precision(v, l);
+  });
+  optional(j, loc, "autocast_dtype",
+           [&](const json& v, const Loc& l) { o.autocast_dtype = read_autocast_dtype(v, l); });
   return o;
 }
 

@@ -24,7 +24,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
@@ -92,14 +92,43 @@ def _autocast_enabled() -> bool:
     return any(torch.is_autocast_enabled(device) for device in ("cpu", "cuda"))
 
 
+def _autocast_dtype() -> str:
+    """The dtype autocast casts to ("bfloat16"), "" when off; CUDA's region wins over CPU's,
+    as in the capture plugin's per-op reading."""
+    for device in ("cuda", "cpu"):
+        if torch.is_autocast_enabled(device):
+            return str(torch.get_autocast_dtype(device)).removeprefix("torch.")
+    return ""
+
+
+def _read_switch(read: Callable[[], Any], on_conflict: Any) -> Any:
+    """A legacy precision getter; torch (2.9+) raises when the program set the newer
+    fp32_precision API so that the two disagree: the legacy state is then the default, so the
+    new API changed it (as the capture plugin reads it, torch_compat.h)."""
+    try:
+        return read()
+    except RuntimeError:
+        return on_conflict
+
+
+def _precision_flags() -> dict[str, Any]:
+    """The precision switches in force now, as the trace origin records them (format 2)."""
+    return {
+        "allow_tf32": bool(_read_switch(lambda: torch.backends.cuda.matmul.allow_tf32, True)),
+        "autocast": _autocast_enabled(),
+        "cudnn_allow_tf32": bool(_read_switch(lambda: torch.backends.cudnn.allow_tf32, True)),
+        "float32_matmul_precision": _read_switch(torch.get_float32_matmul_precision, "high"),
+        "autocast_dtype": _autocast_dtype(),
+    }
+
+
 def _origin(device: str = "cpu") -> dict[str, Any]:
     return {
         "device": device,
         "host": _host(),
         "torch_version": torch.__version__,
         "habitat_version": __version__,
-        "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-        "autocast": _autocast_enabled(),
+        **_precision_flags(),
     }
 
 
@@ -367,8 +396,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                     "one step, so close it before the next (for a second forecast of the same "
                     "ops, nest a separate habitat.predict_on(...) instead)")
             if not self._origin_fixed:
-                self.forecast.origin.update(allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
-                                            autocast=_autocast_enabled())
+                self.forecast.origin.update(_precision_flags())
         kind = self._next_kind()
         if kind != "detailed" and _C.cupti_active():
             self._tracing.close()  # no kernel tracing (nor its per-op cost) in steady state

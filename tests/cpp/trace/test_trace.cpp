@@ -388,7 +388,7 @@ TEST(TraceJsonErrors, NewerVersionAsksForUpgrade) {
   doc["version"] = 7;
   EXPECT_TRUE(Contains(error_of(doc),
                        "written by a newer Habitat (version 7); this build reads "
-                       "up to version 2: upgrade habitat"));
+                       "up to version " + std::to_string(Trace::kFormatVersion) + ": upgrade habitat"));
   doc["version"] = 0;
   EXPECT_TRUE(Contains(error_of(doc), "version: unsupported version 0"));
   doc["version"] = "1";

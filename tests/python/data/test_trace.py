@@ -31,6 +31,9 @@ def full_doc() -> dict[str, Any]:
             "habitat_version": "0.1.0",
             "allow_tf32": True,
             "autocast": False,
+            "cudnn_allow_tf32": True,
+            "float32_matmul_precision": "highest",
+            "autocast_dtype": "",
         },
         "steps": [
             {

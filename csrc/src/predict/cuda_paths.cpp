@@ -1,0 +1,280 @@
+#include "predict/cuda_paths.h"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+namespace habitat::cuda_paths {
+namespace {
+
+constexpr std::string_view kAten = "aten::";
+
+// Per-tensor point-wise stems whose update torch.optim's foreach path runs as _foreach_<stem>
+// (torch/optim/{adam,adamw,sgd,...}.py, _multi_tensor_*), and linalg_vector_norm, which
+// clip_grad_norm_ runs per tensor on the CPU and as _foreach_norm on CUDA.
+const std::set<std::string_view>& foreach_stems() {
+  static const std::set<std::string_view> stems{
+      "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "maximum", "minimum",
+      "clamp_min", "clamp_max", "sqrt", "rsqrt", "exp", "neg", "abs", "sign", "reciprocal",
+      "copy", "zero"};
+  return stems;
+}
+
+bool zero_dim(const TensorMeta& t) { return t.defined && t.shape.empty(); }
+
+// Every tensor the op reads or writes is a 0-dim scalar.
+bool only_scalars(const OpRecord& op) {
+  bool any = false;
+  for (const auto& a : op.args) {
+    for (const auto& t : a.value.tensors) {
+      if (!t.defined) continue;
+      if (!zero_dim(t)) return false;
+      any = true;
+    }
+  }
+  for (const auto& t : op.outputs) {
+    if (!zero_dim(t)) return false;
+    any = true;
+  }
+  return any;
+}
+
+struct Stem {
+  std::string foreach_name;  // "aten::_foreach_mul_"
+  bool ok = false;
+};
+
+Stem foreach_name_of(const OpRecord& op) {
+  std::string_view name = op.name;
+  if (!name.starts_with(kAten)) return {};
+  name.remove_prefix(kAten.size());
+  if (name == "linalg_vector_norm") return {"aten::_foreach_norm", true};
+  const bool in_place = name.size() > 1 && name.ends_with('_') && !name.ends_with("__");
+  std::string_view stem = in_place ? name.substr(0, name.size() - 1) : name;
+  if (!foreach_stems().contains(stem)) return {};
+  return {"aten::_foreach_" + std::string(stem) + (in_place ? "_" : ""), true};
+}
+
+// What makes two per-tensor calls parts of one foreach call: the same op and overload, the
+// same argument kinds, scalars in the same places, the same dtypes, the same phase.
+using GroupKey = std::tuple<int, std::string, std::string, std::string>;
+
+GroupKey group_key(const OpRecord& op) {
+  std::string signature;
+  for (const auto& a : op.args) {
+    signature += std::to_string(static_cast<int>(a.value.kind));
+    for (const auto& t : a.value.tensors) signature += (zero_dim(t) ? "s" : "t") + t.dtype;
+    signature += ',';
+  }
+  return {static_cast<int>(op.phase), op.name, op.overload, signature};
+}
+
+// The _foreach_ op of a group: each tensor argument that is not a 0-dim scalar becomes the
+// list of the members' tensors in that place; scalars are the first member's.
+OpRecord foreach_op(const Step& step, const std::vector<std::size_t>& members, std::string name) {
+  const OpRecord& first = step.ops[members.front()];
+  OpRecord op;
+  op.id = first.id;
+  op.name = std::move(name);
+  op.phase = first.phase;
+  op.precision = first.precision;
+  for (std::size_t j = 0; j < first.args.size(); ++j) {
+    Argument arg = first.args[j];
+    const bool list = arg.value.kind == ArgValue::Kind::Tensor && !arg.value.tensors.empty() &&
+                      !zero_dim(arg.value.tensors.front());
+    if (list) {
+      arg.value.kind = ArgValue::Kind::TensorList;
+      arg.value.tensors.clear();
+      for (const std::size_t m : members) {
+        const auto& tensors = step.ops[m].args[j].value.tensors;
+        arg.value.tensors.insert(arg.value.tensors.end(), tensors.begin(), tensors.end());
+      }
+    }
+    op.args.push_back(std::move(arg));
+  }
+  for (const std::size_t m : members) {
+    const auto& outs = step.ops[m].outputs;
+    op.outputs.insert(op.outputs.end(), outs.begin(), outs.end());
+  }
+  return op;
+}
+
+TensorMeta matrix(int64_t rows, int64_t cols, const std::string& dtype) {
+  TensorMeta t;
+  t.shape = {rows, cols};
+  t.strides = {cols, 1};
+  t.dtype = dtype;
+  t.device = "cuda:0";
+  return t;
+}
+
+Argument tensor_argument(std::string name, TensorMeta t) {
+  Argument a{std::move(name), {}};
+  a.value.kind = ArgValue::Kind::Tensor;
+  a.value.tensors.push_back(std::move(t));
+  return a;
+}
+
+// One cuDNN RNN part: a GEMM [m, k] x [k, n], or an element-wise kernel over [m, n] reading
+// two operands (the cell's gates and state).
+OpRecord rnn_part(const OpRecord& layer, const PrecisionFlags& flags, bool gemm, int64_t m,
+                  int64_t k, int64_t n, const std::string& dtype) {
+  OpRecord op;
+  op.id = layer.id;
+  op.phase = layer.phase;
+  op.precision = flags;
+  if (gemm) {
+    op.name = "aten::mm";
+    op.args = {tensor_argument("self", matrix(m, k, dtype)),
+               tensor_argument("mat2", matrix(k, n, dtype))};
+  } else {
+    op.name = "aten::add";
+    op.overload = "Tensor";
+    op.args = {tensor_argument("self", matrix(m, n, dtype)),
+               tensor_argument("other", matrix(m, n, dtype))};
+  }
+  op.outputs = {matrix(m, n, dtype)};
+  return op;
+}
+
+const TensorMeta* arg_tensor(const OpRecord& op, const char* name) {
+  const TensorMeta* t = op.tensor(name);
+  return t != nullptr && t->defined ? t : nullptr;
+}
+
+// mkldnn_rnn_layer(input, weight0 = W_ih [G*H, I], weight1 = W_hh [G*H, H], ...) and its
+// backward (weight1 = W_ih, weight2 = W_hh): one direction of one layer.
+std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceOrigin& origin) {
+  const OpRecord& op = step.ops[i];
+  const bool backward = op.name == "aten::mkldnn_rnn_layer_backward";
+  if (!backward && op.name != "aten::mkldnn_rnn_layer") return std::nullopt;
+  const TensorMeta* input = arg_tensor(op, "input");
+  const TensorMeta* w_ih = arg_tensor(op, backward ? "weight1" : "weight0");
+  const TensorMeta* w_hh = arg_tensor(op, backward ? "weight2" : "weight1");
+  if (input == nullptr || w_ih == nullptr || w_hh == nullptr || input->shape.size() != 3 ||
+      w_ih->shape.size() != 2 || w_hh->shape.size() != 2) {
+    return std::nullopt;
+  }
+  // The batch is the initial state's first dimension (the layer receives its input time-major
+  // whatever `batch_first` says: torch passes the flag through after transposing).
+  const TensorMeta* hx = arg_tensor(op, "hx_");
+  const int64_t gates = w_ih->shape[0];  // gate count x hidden size
+  const int64_t in = w_ih->shape[1];
+  const int64_t hidden = w_hh->shape[1];
+  const int64_t batch = hx != nullptr && hx->shape.size() == 2 ? hx->shape[0] : input->shape[1];
+  if (batch <= 0 || gates <= 0 || in <= 0 || hidden <= 0) return std::nullopt;
+  const int64_t steps = input->numel() / (batch * in);
+  if (steps <= 0) return std::nullopt;
+  // cuDNN RNNs pick TF32 by cuDNN's switch, not the matmul one.
+  PrecisionFlags flags = op_precision(op, origin);
+  flags.matmul_allow_tf32 = flags.tf32(MatrixFamily::Rnn);
+  flags.float32_matmul_precision = flags.matmul_allow_tf32 ? "high" : "highest";
+  const std::string& dtype = w_ih->dtype;
+  const auto t = static_cast<double>(steps);
+  Expansion e;
+  e.index = i;
+  auto add = [&](bool gemm, int64_t m, int64_t k, int64_t n, double count) {
+    e.parts.emplace_back(rnn_part(op, flags, gemm, m, k, n, dtype), count);
+  };
+  if (!backward) {
+    add(true, steps * batch, in, gates, 1);  // input projection of every step
+    add(true, batch, hidden, gates, t);      // recurrent GEMM per step
+    add(false, batch, 0, gates, t);          // cell: gates and state to h, c
+  } else {
+    add(false, batch, 0, gates, t);          // cell gradient per step
+    add(true, batch, gates, hidden, t);      // gradient to the previous h per step
+    add(true, steps * batch, gates, in, 1);  // input gradient
+    add(true, gates, steps * batch, in, 1);  // W_ih gradient
+    add(true, gates, steps * batch, hidden, 1);  // W_hh gradient
+  }
+  return e;
+}
+
+}  // namespace
+
+Mapping map_cpu_step(const Step& step, const std::unordered_map<uint64_t, std::size_t>& index_of,
+                     const TraceOrigin& origin) {
+  const std::size_t n = step.ops.size();
+  Mapping m;
+  m.host_only.assign(n, 0);
+  m.parent_wins.assign(n, 0);
+  std::map<GroupKey, std::vector<std::size_t>> groups;
+  std::map<GroupKey, std::string> names;
+  // An op that re-dispatches itself (autocast) is costed through its inner call.
+  std::vector<char> redispatches(n, 0);
+  for (const OpRecord& op : step.ops) {
+    if (!op.parent) continue;
+    const auto it = index_of.find(*op.parent);
+    if (it != index_of.end() && step.ops[it->second].name == op.name) redispatches[it->second] = 1;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const OpRecord& op = step.ops[i];
+    if (!redispatches[i]) {
+      if (auto e = rnn_layer(step, i, origin)) {
+        m.parent_wins[i] = 1;
+        m.expansions.push_back(std::move(*e));
+        continue;
+      }
+    }
+    // The CPU's foreach ops are a loop of per-tensor ops (their children); CUDA runs the
+    // multi-tensor kernel the op's own estimate describes.
+    if (op.name.starts_with("aten::_foreach_") && op.has_children) {
+      m.parent_wins[i] = 1;
+      continue;
+    }
+    if (op.name == "aten::_local_scalar_dense" || op.name == "aten::item") {
+      m.host_only[i] = 1;  // a copy to the host on CUDA (and a sync), not a kernel
+      continue;
+    }
+    if (op.name == "aten::_scaled_dot_product_attention_math" && op.parent) {
+      const auto it = index_of.find(*op.parent);
+      if (it != index_of.end() &&
+          step.ops[it->second].name == "aten::scaled_dot_product_attention") {
+        m.parent_wins[it->second] = 1;
+        m.attention.push_back(it->second);
+      }
+    }
+    if (op.name == "aten::_scaled_dot_product_flash_attention_for_cpu" ||
+        op.name == "aten::_scaled_dot_product_flash_attention_for_cpu_backward") {
+      m.attention.push_back(i);
+    }
+    if (op.phase != Phase::Optimizer && op.phase != Phase::Other) continue;
+    if (op.phase == Phase::Optimizer && only_scalars(op)) {
+      m.host_only[i] = 1;  // step counters: CPU tensors on CUDA too (capturable=False)
+      continue;
+    }
+    // Only calls made by the optimizer's (or clip_grad_norm_'s) Python code itself.
+    if (op.parent) continue;
+    const TensorMeta* self = op.first_tensor();
+    if (self == nullptr || zero_dim(*self)) continue;
+    const Stem stem = foreach_name_of(op);
+    if (!stem.ok) continue;
+    const GroupKey key = group_key(op);
+    groups[key].push_back(i);
+    names[key] = stem.foreach_name;
+  }
+  for (auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    for (const std::size_t i : members) m.parent_wins[i] = step.ops[i].has_children ? 1 : 0;
+    m.foreach_groups.push_back({foreach_op(step, members, names[key]), members});
+  }
+  return m;
+}
+
+std::string cuda_attention_op(std::string_view dtype, const Device& target, bool backward) {
+  if (dtype.starts_with("torch.")) dtype.remove_prefix(6);
+  const bool half = dtype == "bfloat16" || dtype == "float16" || dtype == "half";
+  const int cc = target.compute_capability();
+  std::string backend = "efficient";
+  if (half && (cc == 90 || (cc >= 100 && cc < 110))) {
+    backend = "cudnn";
+  } else if (half && cc >= 80) {
+    backend = "flash";
+  }
+  return "aten::_scaled_dot_product_" + backend + "_attention" + (backward ? "_backward" : "");
+}
+
+}  // namespace habitat::cuda_paths

@@ -1,0 +1,284 @@
+// A CPU trace forecast for a CUDA GPU: autocast wrappers, optimizer per-tensor ops as foreach,
+// host bookkeeping, SDPA's math fallback, complex operands, and the precision switches.
+#include <gtest/gtest.h>
+
+#include "cost/test_op_cost_builders.h"
+#include "habitat/predictor.h"
+#include "hardware/roofline.h"
+#include "predict/cuda_paths.h"
+
+namespace habitat {
+namespace {
+
+using test::T;
+using test::tensor;
+
+const DeviceDatabase& db() {
+  static const DeviceDatabase instance =
+      DeviceDatabase::load_file(HABITAT_SOURCE_DIR "/python/habitat/data/devices.json");
+  return instance;
+}
+
+OpRecord make(uint64_t id, std::string name, std::vector<Argument> args,
+              std::vector<TensorMeta> outputs, std::optional<uint64_t> parent = std::nullopt) {
+  OpRecord op;
+  op.id = id;
+  op.name = std::move(name);
+  op.args = std::move(args);
+  op.outputs = std::move(outputs);
+  op.parent = parent;
+  op.depth = parent ? 1 : 0;
+  op.phase = Phase::Forward;
+  return op;
+}
+
+OpRecord linear(uint64_t id, const std::string& dtype, std::optional<uint64_t> parent = std::nullopt) {
+  return make(id, "aten::linear",
+              {tensor("input", T({4096, 3072}, dtype)), tensor("weight", T({768, 3072}, dtype)),
+               tensor("bias", T({768}, dtype))},
+              {T({4096, 768}, dtype)}, parent);
+}
+
+OpRecord addmm(uint64_t id, const std::string& dtype, uint64_t parent) {
+  return make(id, "aten::addmm",
+              {tensor("self", T({768}, dtype)), tensor("mat1", T({4096, 3072}, dtype)),
+               tensor("mat2", T({3072, 768}, dtype))},
+              {T({4096, 768}, dtype)}, parent);
+}
+
+double total_us(const Step& step, const std::string& gpu, const TraceOrigin& origin = {}) {
+  return Predictor(db()).predict(step, origin, {gpu}).totals[0].total_us;
+}
+
+TEST(CudaPaths, AutocastWrapperCountsTheBf16OpItRedispatched) {
+  // torch.autocast: aten::linear(fp32) -> [cast of the input, aten::linear(bf16) -> addmm(bf16)].
+  OpRecord outer = linear(0, "float32");
+  outer.has_children = true;
+  OpRecord cast = make(1, "aten::_to_copy", {tensor("self", T({4096, 3072}))},
+                       {T({4096, 3072}, "bfloat16")}, 0);
+  OpRecord inner = linear(2, "bfloat16", 0);
+  inner.has_children = true;
+  OpRecord gemm = addmm(3, "bfloat16", 2);
+  Step autocast;
+  autocast.ops = {outer, cast, inner, gemm};
+  Step bf16_alone;
+  bf16_alone.ops = {cast, gemm};
+  bf16_alone.ops[0].parent.reset();
+  bf16_alone.ops[1].parent.reset();
+  Step fp32;
+  fp32.ops = {linear(0, "float32")};
+  const double wrapped = total_us(autocast, "H100");
+  EXPECT_DOUBLE_EQ(wrapped, total_us(bf16_alone, "H100"));  // the cast and the bf16 GEMM
+  EXPECT_LT(wrapped, total_us(fp32, "H100"));               // not the fp32 estimate
+}
+
+TEST(CudaPaths, ConvolutionsFollowCudnnSwitchAndGemmsTheMatmulOne) {
+  const OpRecord conv = test::op("aten::convolution", "",
+                                 {tensor("input", T({64, 256, 56, 56})), tensor("weight", T({64, 256, 1, 1})),
+                                  test::none("bias"), test::ints("stride", {1, 1}),
+                                  test::ints("padding", {0, 0}), test::ints("dilation", {1, 1}),
+                                  test::boolean("transposed", false), test::ints("output_padding", {0, 0}),
+                                  test::integer("groups", 1)},
+                                 {T({64, 64, 56, 56})});
+  const OpRecord mm = addmm(0, "float32", 0);
+  PrecisionFlags defaults;  // torch's: matmul TF32 off, cuDNN TF32 on
+  EXPECT_EQ(estimate_cost(conv, defaults).precision, Precision::Tf32Tensor);
+  EXPECT_EQ(estimate_cost(mm, defaults).precision, Precision::Fp32Simt);
+  PrecisionFlags strict;
+  strict.cudnn_allow_tf32 = false;
+  EXPECT_EQ(estimate_cost(conv, strict).precision, Precision::Fp32Simt);
+  PrecisionFlags high;
+  high.float32_matmul_precision = "high";
+  EXPECT_EQ(estimate_cost(mm, high).precision, Precision::Tf32Tensor);
+  // The old switch-only API keeps its meaning: one flag for all matrix work.
+  EXPECT_EQ(estimate_cost(conv, false).precision, Precision::Fp32Simt);
+  EXPECT_EQ(estimate_cost(conv, true).precision, Precision::Tf32Tensor);
+  // A trace's per-op switches override its origin's.
+  OpRecord strict_conv = conv;
+  strict_conv.precision = strict;
+  EXPECT_EQ(op_precision(strict_conv, TraceOrigin{}), strict);
+  EXPECT_EQ(op_precision(conv, TraceOrigin{}), defaults);
+}
+
+TEST(CudaPaths, ComplexMatmulIsFourRealOnes) {
+  auto mm = [](const std::string& dtype) {
+    return test::op("aten::mm", "", {tensor("self", T({1024, 1024}, dtype)), tensor("mat2", T({1024, 1024}, dtype))},
+                    {T({1024, 1024}, dtype)});
+  };
+  const OpCost real = estimate_cost(mm("float32"));
+  const OpCost complex = estimate_cost(mm("complex64"));
+  EXPECT_DOUBLE_EQ(complex.flops, 4 * real.flops);
+  EXPECT_DOUBLE_EQ(complex.bytes(), 2 * real.bytes());
+  EXPECT_EQ(complex.precision, Precision::Fp32Simt);
+  EXPECT_EQ(estimate_cost(mm("complex128")).precision, Precision::Fp64);
+  Step fp32, c64;
+  fp32.ops = {mm("float32")};
+  c64.ops = {mm("complex64")};
+  EXPECT_GT(total_us(c64, "H100"), 3 * total_us(fp32, "H100"));
+}
+
+// torch.optim's per-tensor Adam on the CPU: step += 1 on a 0-dim tensor, .item(), and one
+// exp_avg.lerp_ per parameter.
+Step per_tensor_optimizer(int params) {
+  Step step;
+  uint64_t id = 0;
+  for (int p = 0; p < params; ++p) {
+    OpRecord counter = make(id++, "aten::add_", {tensor("self", T({})), tensor("other", T({}))}, {T({})});
+    counter.overload = "Tensor";
+    OpRecord item = make(id++, "aten::_local_scalar_dense", {tensor("self", T({}))}, {});
+    OpRecord lerp = make(id++, "aten::lerp_",
+                         {tensor("self", T({64, 64})), tensor("end", T({64, 64})),
+                          test::real("weight", 0.1)},
+                         {T({64, 64})});
+    lerp.overload = "Scalar";
+    for (OpRecord* op : {&counter, &item, &lerp}) {
+      op->phase = Phase::Optimizer;
+      step.ops.push_back(*op);
+    }
+  }
+  return step;
+}
+
+TEST(CudaPaths, PerTensorOptimizerOpsAreCostedAsOneForeachLaunch) {
+  const Step step = per_tensor_optimizer(8);
+  std::unordered_map<uint64_t, std::size_t> index_of;
+  for (std::size_t i = 0; i < step.ops.size(); ++i) index_of[step.ops[i].id] = i;
+  const cuda_paths::Mapping m = cuda_paths::map_cpu_step(step, index_of);
+  ASSERT_EQ(m.foreach_groups.size(), 1u);
+  const auto& group = m.foreach_groups.front();
+  EXPECT_EQ(group.op.name, "aten::_foreach_lerp_");
+  EXPECT_EQ(group.members.size(), 8u);
+  EXPECT_EQ(group.op.args[0].value.tensors.size(), 8u);
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    EXPECT_EQ(m.host_only[i] != 0, step.ops[i].name != "aten::lerp_") << step.ops[i].name;
+  }
+  // The forecast: the counters and .item() launch nothing; the small lerps share one foreach
+  // op's time, less than eight launches of their own.
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  const OpCost whole = estimate_cost(group.op);
+  double lerps = 0;
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    if (m.host_only[i]) {
+      EXPECT_EQ(f.ops[i].per_target[0].time_us, 0.0);
+      EXPECT_EQ(f.ops[i].cost.op_class, OpClass::NoKernel);
+    } else {
+      lerps += f.ops[i].per_target[0].time_us;
+    }
+  }
+  EXPECT_NEAR(f.totals[0].total_us, lerps, 1e-9);
+  Step single;
+  single.ops = {step.ops[2]};
+  single.ops[0].phase = Phase::Forward;
+  EXPECT_LT(f.totals[0].total_us, 8 * total_us(single, "H100"));
+  EXPECT_EQ(whole.op_class, OpClass::Optimizer);
+  // A GPU origin's trace is what ran: nothing is remapped.
+  TraceOrigin gpu;
+  gpu.device = "H100-SXM5-80GB";
+  const Forecast g = Predictor(db()).predict(step, gpu, {"H100"});
+  EXPECT_GT(g.ops[0].per_target[0].time_us, 0.0);
+}
+
+TEST(CudaPaths, SdpaMathFallbackIsCostedAsTheFusedKernel) {
+  const auto q = T({8, 12, 512, 64});
+  OpRecord sdpa = make(0, "aten::scaled_dot_product_attention",
+                       {tensor("query", q), tensor("key", q), tensor("value", q),
+                        test::none("attn_mask"), test::real("dropout_p", 0.1),
+                        test::boolean("is_causal", false)},
+                       {q});
+  sdpa.has_children = true;
+  OpRecord math = make(1, "aten::_scaled_dot_product_attention_math",
+                       {tensor("query", q), tensor("key", q), tensor("value", q)}, {q}, 0);
+  math.has_children = true;
+  const auto scores = T({8, 12, 512, 512});
+  OpRecord bmm = make(2, "aten::matmul", {tensor("self", q), tensor("other", T({8, 12, 64, 512}))},
+                      {scores}, 1);
+  OpRecord softmax = make(3, "aten::_softmax",
+                          {tensor("self", scores), test::integer("dim", -1), test::boolean("half_to_float", false)},
+                          {scores}, 1);
+  OpRecord dropout = make(4, "aten::native_dropout", {tensor("input", scores), test::real("p", 0.1)},
+                          {scores, T({8, 12, 512, 512}, "bool")}, 1);
+  OpRecord pv = make(5, "aten::matmul", {tensor("self", scores), tensor("other", q)}, {q}, 1);
+  Step step;
+  step.ops = {sdpa, math, bmm, softmax, dropout, pv};
+  Step fused;
+  fused.ops = {sdpa};
+  fused.ops[0].has_children = false;
+  EXPECT_DOUBLE_EQ(total_us(step, "H100"), total_us(fused, "H100"));
+}
+
+}  // namespace
+}  // namespace habitat
+
+namespace habitat {
+namespace {
+
+TEST(CudaPaths, CpuAttentionMapsToTheBackendTorchPicksOnTheTarget) {
+  using cuda_paths::cuda_attention_op;
+  EXPECT_EQ(cuda_attention_op("bfloat16", db().find("H100"), false),
+            "aten::_scaled_dot_product_cudnn_attention");
+  EXPECT_EQ(cuda_attention_op("float16", db().find("A100-SXM4-80GB"), true),
+            "aten::_scaled_dot_product_flash_attention_backward");
+  EXPECT_EQ(cuda_attention_op("float32", db().find("H100"), false),
+            "aten::_scaled_dot_product_efficient_attention");
+  EXPECT_EQ(cuda_attention_op("float16", db().find("T4"), false),
+            "aten::_scaled_dot_product_efficient_attention");
+  // A CPU flash-attention backward is costed as the target's kernel: one kernel for
+  // cuDNN's backward where flash's launches three.
+  const auto q = T({8, 12, 512, 64}, "bfloat16");
+  OpRecord bwd = make(0, "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+                      {tensor("grad_out", q), tensor("query", q), tensor("key", q), tensor("value", q),
+                       tensor("out", q), test::boolean("is_causal", true)},
+                      {q, q, q});
+  bwd.phase = Phase::Backward;
+  Step step;
+  step.ops = {bwd};
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_EQ(f.ops[0].cost.kernels, 1);
+  EXPECT_EQ(f.ops[0].cost.op_class, OpClass::Attention);
+}
+
+}  // namespace
+}  // namespace habitat
+
+namespace habitat {
+namespace {
+
+OpRecord rnn_layer_op(const std::string& dtype) {
+  OpRecord op = make(0, "aten::mkldnn_rnn_layer",
+                     {tensor("input", T({32, 128, 512}, dtype)), tensor("weight0", T({4096, 512}, dtype)),
+                      tensor("weight1", T({4096, 1024}, dtype)), tensor("weight2", T({4096}, dtype)),
+                      tensor("weight3", T({4096}, dtype)), tensor("hx_", T({128, 1024}, dtype)),
+                      tensor("cx_", T({128, 1024}, dtype)), test::boolean("reverse", false),
+                      test::ints("batch_sizes", {}), test::integer("mode", 2),
+                      test::integer("hidden_size", 1024), test::integer("num_layers", 1),
+                      test::boolean("has_biases", true), test::boolean("bidirectional", false),
+                      test::boolean("batch_first", true), test::boolean("train", true)},
+                     {T({32, 128, 1024}, dtype), T({128, 1024}, dtype), T({128, 1024}, dtype)});
+  return op;
+}
+
+TEST(CudaPaths, OneDnnRnnLayerIsCostedAsCudnnsGemmsAndCellKernels) {
+  Step step;
+  step.ops = {rnn_layer_op("float32")};
+  std::unordered_map<uint64_t, std::size_t> index_of{{0, 0}};
+  const cuda_paths::Mapping m = cuda_paths::map_cpu_step(step, index_of);
+  ASSERT_EQ(m.expansions.size(), 1u);
+  const auto& parts = m.expansions[0].parts;
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0].second, 1.0);   // the input projection of all 32 steps
+  EXPECT_EQ(parts[1].second, 32.0);  // one recurrent GEMM per step
+  EXPECT_EQ(parts[0].first.args[0].value.tensors[0].shape, (std::vector<int64_t>{32 * 128, 512}));
+  EXPECT_EQ(parts[1].first.args[1].value.tensors[0].shape, (std::vector<int64_t>{1024, 4096}));
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_EQ(f.ops[0].cost.op_class, OpClass::Gemm);
+  EXPECT_EQ(f.ops[0].cost.precision, Precision::Tf32Tensor);  // cuDNN's switch, on by default
+  // 2 * T * B * 4H * (I + H) FLOPs of GEMMs.
+  EXPECT_GE(f.ops[0].cost.flops, 2.0 * 32 * 128 * 4096 * (512 + 1024));
+  EXPECT_GT(f.totals[0].total_us, 0.0);
+  TraceOrigin strict;
+  strict.cudnn_allow_tf32 = false;
+  EXPECT_EQ(Predictor(db()).predict(step, strict, {"H100"}).ops[0].cost.precision, Precision::Fp32Simt);
+}
+
+}  // namespace
+}  // namespace habitat
