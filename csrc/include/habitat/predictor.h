@@ -8,6 +8,7 @@
 
 #include "habitat/device.h"
 #include "habitat/op_cost.h"
+#include "habitat/prediction_memo.h"
 #include "habitat/trace.h"
 
 namespace habitat {
@@ -74,10 +75,17 @@ class Predictor {
   // once. Off only to check that (tests).
   void set_memoize(bool on) { memoize_ = on; }
 
+  // Keeps the memo in `memo` across calls (steps), not just within one step. The caller owns
+  // it and keeps one per context (device database, learned models, trace origin: everything
+  // a prediction reads besides the op and the target), used by one thread at a time.
+  // Null (the default): a fresh memo per call.
+  void set_memo(PredictionMemo* memo) { shared_memo_ = memo; }
+
  private:
   const DeviceDatabase& db_;
   const ShapeModel* model_;
   bool memoize_ = true;
+  PredictionMemo* shared_memo_ = nullptr;
 };
 
 // Forecast as a JSON document (for Python and saved reports).

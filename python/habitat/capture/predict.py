@@ -34,7 +34,7 @@ from habitat.capture import modules as _modules, phase as _phase
 from habitat.capture.compile import install_compile_callbacks
 from habitat.capture.cupti import KernelTracing, origin_device
 from habitat.capture.sinks import StepSink, log_dir_sinks
-from habitat.data.engine import trace_document, weights_dir
+from habitat.data.engine import forecast_captured
 from habitat.data.forecast import Forecast, StepForecast
 from habitat.data.trace import tensor_args
 
@@ -536,15 +536,15 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if cached is None:  # that detailed step could not be forecast
             self._count("skipped")
             return
-        summary, captured, peak_bytes, ops_json = cached
+        summary, captured, peak_bytes, rows = cached
         _thread.forecasting = True
 
-        def detail() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def detail() -> tuple[dict[str, Any], Any]:
             step = decode_step(captured, peak_bytes)
             step["index"], step["wall_ms"] = index, wall_ms
-            return step, json.loads(ops_json)
+            return step, rows
 
-        forecast = self.forecast._add_forecast(index, wall_ms, summary, detail)
+        forecast = self.forecast._add_forecast(index, wall_ms, summary, detail, rows)
         self._count("reused")
         self._run_sinks(forecast, index)
 
@@ -564,13 +564,11 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                 self._origin_fixed = True
             # The engine runs without the GIL; the per-op detail (the step decoded, an object
             # per op) is built only when something reads it, so training threads keep the GIL.
-            origin = json.dumps(trace_document(self.forecast.origin, []))
-            summary, ops_json = _engine.forecast_captured(captured.capsule, origin, self.forecast.targets,
-                                                          weights_dir())
-            summary_doc = json.loads(summary)
+            summary_doc, rows = forecast_captured(captured.capsule, self.forecast.origin,
+                                                  self.forecast.targets)
             forecast = self.forecast._add_forecast(
                 index, captured.wall_ms, summary_doc,
-                lambda: (decode_step(captured, peak_bytes), json.loads(ops_json)))
+                lambda: (decode_step(captured, peak_bytes), rows), rows)
         except Exception as e:  # a forecasting problem must not stop training
             self._count("skipped")
             self._messages.append(
@@ -581,7 +579,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if fingerprint is not None:
             cache = self._by_fingerprint
             cache.pop(fingerprint, None)
-            cache[fingerprint] = (summary_doc, captured, peak_bytes, ops_json)
+            cache[fingerprint] = (summary_doc, captured, peak_bytes, rows)
             while len(cache) > MAX_FINGERPRINTS:
                 cache.pop(next(iter(cache)))
         self._run_sinks(forecast, index)

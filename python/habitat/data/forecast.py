@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from habitat.data import engine
 from habitat.data.devices import get_device, target_names
 from habitat.data.files import atomic_write_text
+from habitat.data.op_rows import OpRows
 from habitat.data.trace import tensor_args, trace_json_text
 
 #: Steps whose per-op detail is kept in memory (``keep_steps``); older steps keep only their
@@ -99,22 +100,43 @@ class StepForecast:
         default=None, repr=False, compare=False)
     _ops: list[OpForecast] = field(default_factory=list, repr=False)
     _trace: dict[str, Any] | None = field(default=None, repr=False)
-    # Loaded but not yet turned into OpForecast objects: the engine's per-op results (a list,
-    # or their JSON bytes). Reading `trace` alone (memory analysis) never builds them.
+    # Loaded but not yet turned into OpForecast objects: the engine's per-op results (OpRows,
+    # a list of dicts, or their JSON bytes). Reading `trace` alone (memory analysis) never
+    # builds them.
     _op_results: Any = field(default=None, repr=False, compare=False)
+    # The engine's per-op rows when known without loading the trace (op_table reads them).
+    _rows: OpRows | None = field(default=None, repr=False, compare=False)
 
     @property
     def ops(self) -> list[OpForecast]:
-        """Every captured op with its per-target predictions (empty past the history)."""
+        """Every captured op with its per-target predictions (empty past the history).
+        Builds an object per op and target: for large steps read :attr:`op_table` instead."""
         self._load()
         with _detail_lock:
             if self._op_results is not None and self._trace is not None:
                 results = self._op_results
                 if isinstance(results, (bytes, str)):
                     results = json.loads(results)
-                self._ops = _op_forecasts(self._trace, results, self.targets)
+                if isinstance(results, OpRows):
+                    self._ops = _op_forecasts_from_rows(self._trace, results)
+                else:
+                    self._ops = _op_forecasts(self._trace, results, self.targets)
                 self._op_results = None
         return self._ops
+
+    @property
+    def op_table(self) -> OpRows | None:
+        """The per-op forecasts as columns, in step order (``op_table.array`` is a numpy
+        structured array: id, flops, bytes, time_us[T], share_us[T], method codes, ...; see
+        :class:`habitat.data.op_rows.OpRows`), without an object per op or reading the step's
+        trace. None past the history."""
+        with _detail_lock:
+            if self._rows is not None:
+                return self._rows
+        self._load()
+        with _detail_lock:
+            results = self._op_results
+        return results if isinstance(results, OpRows) else None
 
     @property
     def trace(self) -> dict[str, Any] | None:
@@ -133,6 +155,7 @@ class StepForecast:
         """Keeps only the totals (a step that left the forecast's history)."""
         with _detail_lock:
             self._detail, self._ops, self._trace, self._op_results = None, [], None, None
+            self._rows = None
 
     def time_ms(self, target: str | None = None) -> float:
         """Predicted time of this step on `target` (default: the first target), as
@@ -201,6 +224,27 @@ def _op_forecasts(step: dict[str, Any], op_results: list[dict[str, Any]],
     return ops
 
 
+def _op_forecasts_from_rows(step: dict[str, Any], rows: OpRows) -> list[OpForecast]:
+    c = rows.columns()
+    targets = rows.targets
+    n = len(targets)
+    ops = []
+    for i, op in enumerate(step["ops"]):
+        shapes, dtypes = _shapes_and_dtypes(op)
+        ops.append(OpForecast(
+            id=op["id"], name=op["name"], overload=op.get("overload", ""),
+            phase=op.get("phase", "other"), module_path=op.get("module_path", ""),
+            autograd_node=op.get("autograd_node", ""), parent=op.get("parent"),
+            depth=op.get("depth", 0), has_children=op.get("has_children", False),
+            measured_us=op.get("wall_us", 0.0), input_shapes=shapes, dtypes=dtypes,
+            op_class=c["op_class"][i], flops=c["flops"][i], bytes=c["bytes"][i],
+            predictions={targets[t]: Prediction(c["time_us"][t][i], c["method"][t][i],
+                                                c["share_us"][t][i], c["share_method"][t][i])
+                         for t in range(n)},
+        ))
+    return ops
+
+
 def _saved_targets(text: str) -> list[str] | None:
     """The targets a saved forecast names ("forecast": {"targets": [...]}, written after the
     trace by :meth:`Forecast.to_json`), found without parsing the whole document again."""
@@ -220,15 +264,17 @@ def _saved_targets(text: str) -> list[str] | None:
     return [t for t in targets if isinstance(t, str)] or None
 
 
-def _stored_detail(capsule: Any, ops_json: bytes) -> Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """The detail loader of a step the engine holds as C++ structs: its trace step and its
-    per-op forecasts, decoded on first use."""
-    return lambda: (engine.step_of_capsule(capsule), ops_json)  # ops parsed when read
+def _stored_detail(capsule: Any, rows: OpRows) -> Callable[[], tuple[dict[str, Any], Any]]:
+    """The detail loader of a step the engine holds as C++ structs: its trace step (decoded
+    on first use) and its per-op rows."""
+    return lambda: (engine.step_of_capsule(capsule), rows)
 
 
 def _step_forecast(index: int, measured_ms: float, summary: dict[str, Any],
-                   detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]) -> StepForecast:
-    """A step's forecast from the engine's summary document; `detail` loads the per-op part."""
+                   detail: Callable[[], tuple[dict[str, Any], Any]],
+                   rows: OpRows | None = None) -> StepForecast:
+    """A step's forecast from the engine's summary document; `detail` loads the per-op part
+    (`rows`, when given, are its per-op columns, readable without loading the trace)."""
     targets = list(summary["targets"])
     totals = {t["target"]: t for t in summary["totals"]}
     return StepForecast(
@@ -236,7 +282,7 @@ def _step_forecast(index: int, measured_ms: float, summary: dict[str, Any],
         total_ms={t: totals[t]["total_ms"] for t in targets},
         phase_ms={t: dict(totals[t]["phases"]) for t in targets},
         method_ops={t: dict(totals[t]["methods"]) for t in targets},
-        unsupported=list(summary.get("unsupported", [])), _detail=detail,
+        unsupported=list(summary.get("unsupported", [])), _detail=detail, _rows=rows,
     )
 
 
@@ -283,16 +329,17 @@ class Forecast:
     # ----- filling -------------------------------------------------------------------
     def add_step(self, step: dict[str, Any]) -> StepForecast:
         """Forecasts one captured step (a trace step dict) and appends it."""
-        # The totals now; the per-op JSON is parsed only if per-op detail is read.
-        summary, ops_json = engine.forecast_step_parts(self.origin, step, self.targets)
+        # The totals now; the per-op rows are read only if per-op detail is.
+        summary, rows = engine.forecast_step_parts(self.origin, step, self.targets)
         return self._append(_step_forecast(step.get("index", 0), step.get("wall_ms", 0.0),
-                                           summary, lambda: (step, json.loads(ops_json))))
+                                           summary, lambda: (step, rows), rows))
 
     def _add_forecast(self, index: int, measured_ms: float, summary: dict[str, Any],
-                      detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]) -> StepForecast:
+                      detail: Callable[[], tuple[dict[str, Any], Any]],
+                      rows: OpRows | None = None) -> StepForecast:
         """Appends a step the engine already forecast (predict_on's worker): its summary
         document now, its per-op detail loaded by `detail` on first use."""
-        return self._append(_step_forecast(index, measured_ms, summary, detail))
+        return self._append(_step_forecast(index, measured_ms, summary, detail, rows))
 
     def _append(self, forecast: StepForecast) -> StepForecast:
         steps = self._steps
@@ -394,8 +441,8 @@ class Forecast:
             raise type(e)(message) from None
         del text
         forecast = cls(names, origin, keep_steps=keep_steps)
-        for capsule, index, wall_ms, summary, ops_json in steps:
-            forecast._add_forecast(index, wall_ms, summary, _stored_detail(capsule, ops_json))
+        for capsule, index, wall_ms, summary, rows in steps:
+            forecast._add_forecast(index, wall_ms, summary, _stored_detail(capsule, rows), rows)
         return forecast
 
     load = from_trace

@@ -17,6 +17,7 @@
 #include "bindings.h"
 #include "bindings/trace_capsule.h"
 #include "device_registry.h"
+#include "habitat/forecast_rows.h"
 #include "habitat/learned_models.h"
 #include "habitat/predictor.h"
 #include "habitat/trace.h"
@@ -43,18 +44,78 @@ const ShapeModel* learned_models(const std::string& weights_dir) {
   return it->second.get();
 }
 
-// Forecasts one step for each target with the learned models in weights_dir (none: roofline
-// only). Call without the GIL.
-Forecast forecast_for(const Step& step, const TraceOrigin& origin,
-                      const std::vector<std::string>& targets, const std::string& weights_dir) {
-  Predictor predictor(device_database(), learned_models(weights_dir));
-  // HABITAT_OP_MEMO=0 turns the per-op memo off (benchmarks and tests compare the two).
-  static const bool memoize = [] {
+// HABITAT_OP_MEMO=0 turns the per-op memo off (benchmarks and tests compare the two).
+bool memo_enabled() {
+  static const bool on = [] {
     const char* v = std::getenv("HABITAT_OP_MEMO");
     return v == nullptr || std::string(v) != "0";
   }();
-  predictor.set_memoize(memoize);
+  return on;
+}
+
+// The memo of per-op predictions kept across steps for one context: everything a prediction
+// reads besides the op and the target (the device database, the learned models, the trace's
+// origin). Used by one forecast at a time (its mutex).
+struct MemoContext {
+  std::mutex mutex;
+  PredictionMemo memo;
+};
+
+std::shared_ptr<MemoContext> memo_context(const TraceOrigin& o, const std::string& weights_dir) {
+  // Every origin field, so that a predictor reading one more of them stays correct.
+  std::string key = weights_dir;
+  for (const std::string* part : {&o.device, &o.host, &o.torch_version, &o.habitat_version}) {
+    key += '\0';
+    key += *part;
+  }
+  key += '\0';
+  key += std::to_string(device_database_generation()) + (o.allow_tf32 ? "t" : "f") +
+         (o.autocast ? "a" : "-");
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<MemoContext>> contexts;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = contexts.find(key);
+  if (it == contexts.end()) {
+    if (contexts.size() >= 8) contexts.clear();  // a few origins per process; never unbounded
+    it = contexts.emplace(key, std::make_shared<MemoContext>()).first;
+  }
+  return it->second;
+}
+
+// Forecasts one step for each target with the learned models in weights_dir (none: roofline
+// only); per-op predictions are memoised across steps and targets. Call without the GIL.
+Forecast forecast_for(const Step& step, const TraceOrigin& origin,
+                      const std::vector<std::string>& targets, const std::string& weights_dir) {
+  Predictor predictor(device_database(), learned_models(weights_dir));
+  predictor.set_memoize(memo_enabled());
+  if (!memo_enabled()) return predictor.predict(step, origin, targets);
+  const std::shared_ptr<MemoContext> context = memo_context(origin, weights_dir);
+  std::lock_guard<std::mutex> lock(context->mutex);
+  predictor.set_memo(&context->memo);
   return predictor.predict(step, origin, targets);
+}
+
+// A forecast's totals as Python numbers (the forecast document without its ops).
+py::dict summary_dict(const Forecast& f) {
+  py::list totals;
+  for (std::size_t t = 0; t < f.targets.size(); ++t) {
+    const TargetTotals& tt = f.totals[t];
+    py::dict phases;
+    for (const auto& [phase, us] : tt.phase_us) phases[py::str(to_string(phase))] = us / 1000.0;
+    py::dict methods;
+    for (const auto& [method, n] : tt.method_ops) methods[py::str(to_string(method))] = n;
+    py::dict one;
+    one["target"] = f.targets[t];
+    one["total_ms"] = tt.total_us / 1000.0;
+    one["phases"] = phases;
+    one["methods"] = methods;
+    totals.append(one);
+  }
+  py::dict doc;
+  doc["targets"] = f.targets;
+  doc["totals"] = totals;
+  doc["unsupported"] = f.unsupported;
+  return doc;
 }
 
 std::string forecast_step(const std::string& trace_json, const std::vector<std::string>& targets,
@@ -70,18 +131,14 @@ std::string forecast_step(const std::string& trace_json, const std::vector<std::
       forecast_for(trace.steps[static_cast<std::size_t>(index)], trace.origin, targets, weights_dir));
 }
 
-// The same, in two parts read at different times: the forecast document without its ops (the
-// totals, read at once) and the JSON of the ops array (parsed only when per-op detail is read).
-std::pair<std::string, std::string> forecast_step_parts(const std::string& trace_json,
-                                                        const std::vector<std::string>& targets,
-                                                        const std::string& weights_dir) {
+Forecast forecast_one_step(const std::string& trace_json, const std::vector<std::string>& targets,
+                           const std::string& weights_dir) {
   const Trace trace = trace_from_json(trace_json);
   if (trace.steps.size() != 1) {
     throw py::value_error("forecast_step_parts takes a trace document of one step, got " +
                           std::to_string(trace.steps.size()));
   }
-  const Forecast f = forecast_for(trace.steps.front(), trace.origin, targets, weights_dir);
-  return {forecast_summary_to_json(f), forecast_ops_to_json(f)};
+  return forecast_for(trace.steps.front(), trace.origin, targets, weights_dir);
 }
 
 // Habitat's wave scaling of kernels known only by their time, work and (when known) launch
@@ -138,20 +195,26 @@ void bind_engine(py::module_& m) {
         "Forecast one step of a trace document for each target with the learned models in\n"
         "weights_dir (none: roofline only); returns the forecast as JSON.");
 
+  m.attr("OP_ROW_METHODS") = method_names();
+  m.attr("OP_ROW_CLASSES") = op_class_names();
+  m.attr("OP_ROW_PRECISIONS") = precision_names();
+
   m.def(
       "forecast_step_parts",
       [](const std::string& trace_json, const std::vector<std::string>& targets,
          const std::string& weights_dir) {
-        std::pair<std::string, std::string> parts;
+        Forecast f;
+        std::string rows;
         {
           py::gil_scoped_release release;
-          parts = forecast_step_parts(trace_json, targets, weights_dir);
+          f = forecast_one_step(trace_json, targets, weights_dir);
+          rows = forecast_ops_to_rows(f);
         }
-        return py::make_tuple(parts.first, py::bytes(parts.second));
+        return py::make_tuple(summary_dict(f), py::bytes(rows));
       },
       py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
       "Forecasts the one step of a trace document: (the forecast document without its ops,\n"
-      "JSON of the ops array as bytes, to parse only when per-op detail is read).");
+      "the per-op rows as bytes (forecast_rows.h), read as columns only when detail is read).");
 
   m.def(
       "forecast_trace",
@@ -161,8 +224,8 @@ void bind_engine(py::module_& m) {
         // (captured_trace_json encodes it when its detail is read).
         struct Part {
           SharedTrace step;
-          std::string summary;
-          std::string ops;
+          Forecast forecast;
+          std::string rows;
         };
         std::vector<Part> parts;
         std::string origin;
@@ -174,24 +237,28 @@ void bind_engine(py::module_& m) {
           origin = trace_to_json(origin_only);
           parts.reserve(trace.steps.size());
           for (Step& step : trace.steps) {
-            const Forecast f = forecast_for(step, trace.origin, targets, weights_dir);
+            Forecast f = forecast_for(step, trace.origin, targets, weights_dir);
+            std::string rows = forecast_ops_to_rows(f);
+            f.ops = {};  // the rows hold the per-op part; keep only the totals
             auto one = std::make_shared<Trace>();
             one->origin = trace.origin;
             one->steps.push_back(std::move(step));
-            parts.push_back({std::move(one), forecast_summary_to_json(f), forecast_ops_to_json(f)});
+            parts.push_back({std::move(one), std::move(f), std::move(rows)});
           }
         }
         py::list steps;
         for (Part& part : parts) {
           const Step& step = part.step->steps.front();
           steps.append(py::make_tuple(make_trace_capsule(std::move(part.step)), step.index,
-                                      step.wall_ms, part.summary, py::bytes(part.ops)));
+                                      step.wall_ms, summary_dict(part.forecast),
+                                      py::bytes(part.rows)));
+          part.rows = {};
         }
         return py::make_tuple(origin, steps);
       },
       py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
       "Forecasts every step of a trace document, parsed once: (the trace document without\n"
-      "steps, [(step capsule, index, wall_ms, forecast document without ops, ops JSON bytes)]).\n"
+      "steps, [(step capsule, index, wall_ms, forecast document without ops, per-op rows)]).\n"
       "captured_trace_json(capsule) gives a step's trace when its detail is read.");
 
   m.def(
@@ -199,21 +266,20 @@ void bind_engine(py::module_& m) {
       [](py::handle capsule, const std::string& origin_trace_json,
          const std::vector<std::string>& targets, const std::string& weights_dir) {
         const SharedTrace captured = trace_from_capsule(capsule);
-        std::string summary;
-        std::string ops;
+        Forecast f;
+        std::string rows;
         {
           py::gil_scoped_release release;
           const Trace origin = trace_from_json(origin_trace_json);
-          const Forecast f = forecast_for(captured->steps.front(), origin.origin, targets, weights_dir);
-          summary = forecast_summary_to_json(f);
-          ops = forecast_ops_to_json(f);
+          f = forecast_for(captured->steps.front(), origin.origin, targets, weights_dir);
+          rows = forecast_ops_to_rows(f);
         }
-        return py::make_tuple(summary, py::bytes(ops));
+        return py::make_tuple(summary_dict(f), py::bytes(rows));
       },
       py::arg("captured"), py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
       "Forecasts a step captured by habitat._C (its .capsule; the origin comes from a trace\n"
-      "document whose steps are ignored): (the forecast document without its ops, JSON of the\n"
-      "ops array).");
+      "document whose steps are ignored): (the forecast document without its ops, the per-op\n"
+      "rows as bytes).");
 
   m.def(
       "captured_trace_json",
