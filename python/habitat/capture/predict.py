@@ -185,11 +185,18 @@ class record_step:  # noqa: N801
         self._peak = _AllocatorPeak() if outermost and detailed else None
         _thread.open = _open_windows() + 1
         self._session = session
+        # A window never exited (an exception between __enter__ and the with, a predictor
+        # dropped while open) would record every later op of the thread: closed when this
+        # object is collected.
+        self._abandoned = weakref.finalize(self, _close_abandoned, session, detailed,
+                                           threading.get_ident(),
+                                           self._tracing if self._traced else None)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
         session, self._session = self._session, None
+        self._abandoned.detach()
         tracing = self._tracing if self._traced else None
         try:
             # The session's end joins the kernels (C++); they must have finished by then.
@@ -217,6 +224,26 @@ class record_step:  # noqa: N801
         if self._step is None and self.captured is not None:
             self._step = decode_step(self.captured, self.peak_bytes)
         return self._step
+
+
+def _close_abandoned(session: Any, detailed: bool, thread: int,
+                     tracing: KernelTracing | None) -> None:
+    """Ends the window of a record_step collected while open (its ops are discarded). Only on
+    the thread that opened it, where the capture state lives; elsewhere it is left open."""
+    if threading.get_ident() != thread or not session.open:
+        return
+    try:
+        session.end(-1)
+        if tracing is not None:
+            tracing.end_step()
+    except Exception:  # noqa: BLE001 - collecting garbage must not raise
+        pass
+    _thread.open = max(0, _open_windows() - 1)
+    if detailed:
+        if _open_windows() == 0:
+            _modules.reset_thread()
+        _modules.release()
+        _phase.release()
 
 
 class _TimedStep:

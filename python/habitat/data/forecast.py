@@ -264,6 +264,29 @@ def _saved_targets(text: str) -> list[str] | None:
     return [t for t in targets if isinstance(t, str)] or None
 
 
+def saved_targets_of_file(path: str | Path, tail_bytes: int = 1 << 20) -> list[str] | None:
+    """The targets a saved forecast file names, read from the end of the file (where
+    :meth:`Forecast.to_json` writes its "forecast" section) when it is there, so a large trace
+    is not read twice; the whole file otherwise."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - tail_bytes))
+        tail = f.read()
+    at = tail.rfind(b'"forecast"')
+    if at >= 0:
+        try:
+            saved = json.loads(b"{" + tail[at:])
+            targets = saved.get("forecast", {}).get("targets") if isinstance(saved, dict) else None
+            if isinstance(targets, list):
+                return [t for t in targets if isinstance(t, str)] or None
+        except ValueError:
+            pass
+    if size <= tail_bytes:
+        return _saved_targets(tail.decode("utf-8", errors="replace"))
+    return _saved_targets(Path(path).read_text(encoding="utf-8"))
+
+
 def _stored_detail(capsule: Any, rows: OpRows) -> Callable[[], tuple[dict[str, Any], Any]]:
     """The detail loader of a step the engine holds as C++ structs: its trace step (decoded
     on first use) and its per-op rows."""
