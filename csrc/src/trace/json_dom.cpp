@@ -1,6 +1,7 @@
 #include "trace/json_dom.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -426,6 +427,7 @@ class Parser {
     const std::string token(start, p_);  // strtod needs the terminating NUL
     out.type_ = Value::Type::Float;
     out.float_ = std::strtod(token.c_str(), nullptr);
+    if (!std::isfinite(out.float_)) throw Reject{};  // nlohmann: "number overflow"
   }
 
   const char* p_;

@@ -19,7 +19,7 @@ std::string Loc::str() const {
 json parse(std::string_view text) {
   try {
     return json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range: a number overflow
     throw DecodeError{std::string("not valid JSON (truncated or corrupt file?): ") + e.what()};
   }
 }
