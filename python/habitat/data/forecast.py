@@ -11,6 +11,7 @@ falls back to ``repr`` (for ``str``) or an error naming the module to import (fo
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,9 +84,15 @@ class OpForecast:
         return self.predictions[_canonical(target)].share_us
 
 
-@dataclass
+# A long run holds one StepForecast per step: no per-instance __dict__ where slots exist.
+_SLOTS: dict[str, Any] = {"slots": True} if sys.version_info >= (3, 10) else {}
+
+
+@dataclass(**_SLOTS)
 class StepForecast:
-    """The forecast of one captured step for every target."""
+    """The forecast of one captured step for every target. Steps forecast alike (predict_on's
+    steady-state steps reuse a detailed step's forecast) share their totals' dicts: read
+    them, do not change them."""
 
     index: int
     measured_ms: float
@@ -295,18 +302,28 @@ def _stored_detail(capsule: Any, rows: OpRows) -> Callable[[], tuple[dict[str, A
 
 def _step_forecast(index: int, measured_ms: float, summary: dict[str, Any],
                    detail: Callable[[], tuple[dict[str, Any], Any]],
-                   rows: OpRows | None = None) -> StepForecast:
+                   rows: OpRows | None = None,
+                   views: tuple[Any, ...] | None = None) -> StepForecast:
     """A step's forecast from the engine's summary document; `detail` loads the per-op part
-    (`rows`, when given, are its per-op columns, readable without loading the trace)."""
+    (`rows`, when given, are its per-op columns, readable without loading the trace).
+    `views`: the totals' containers of an earlier step with this very summary, shared."""
+    if views is None:
+        views = _summary_views(summary)
+    targets, total_ms, phase_ms, method_ops, unsupported = views
+    return StepForecast(
+        index=index, measured_ms=measured_ms, targets=targets, total_ms=total_ms,
+        phase_ms=phase_ms, method_ops=method_ops, unsupported=unsupported, _detail=detail,
+        _rows=rows,
+    )
+
+
+def _summary_views(summary: dict[str, Any]) -> tuple[Any, ...]:
     targets = list(summary["targets"])
     totals = {t["target"]: t for t in summary["totals"]}
-    return StepForecast(
-        index=index, measured_ms=measured_ms, targets=targets,
-        total_ms={t: totals[t]["total_ms"] for t in targets},
-        phase_ms={t: dict(totals[t]["phases"]) for t in targets},
-        method_ops={t: dict(totals[t]["methods"]) for t in targets},
-        unsupported=list(summary.get("unsupported", [])), _detail=detail, _rows=rows,
-    )
+    return (targets, {t: totals[t]["total_ms"] for t in targets},
+            {t: dict(totals[t]["phases"]) for t in targets},
+            {t: dict(totals[t]["methods"]) for t in targets},
+            list(summary.get("unsupported", [])))
 
 
 class Forecast:
@@ -332,6 +349,8 @@ class Forecast:
         self.dropped_detail_steps = 0
         # Set by predict_on: waits for steps still being forecast in the background.
         self._wait: Callable[[], None] | None = None
+        # The latest summary appended and its totals' containers (shared by reused steps).
+        self._shared_views: tuple[dict[str, Any], tuple[Any, ...]] | None = None
 
     @property
     def history(self) -> int | None:
@@ -361,8 +380,15 @@ class Forecast:
                       detail: Callable[[], tuple[dict[str, Any], Any]],
                       rows: OpRows | None = None) -> StepForecast:
         """Appends a step the engine already forecast (predict_on's worker): its summary
-        document now, its per-op detail loaded by `detail` on first use."""
-        return self._append(_step_forecast(index, measured_ms, summary, detail, rows))
+        document now, its per-op detail loaded by `detail` on first use. Steps passing the
+        same summary object (a reused forecast) share its totals' containers."""
+        shared = self._shared_views
+        if shared is not None and shared[0] is summary:
+            views = shared[1]
+        else:
+            views = _summary_views(summary)
+            self._shared_views = (summary, views)
+        return self._append(_step_forecast(index, measured_ms, summary, detail, rows, views))
 
     def _append(self, forecast: StepForecast) -> StepForecast:
         steps = self._steps
@@ -409,24 +435,31 @@ class Forecast:
         """The trace document of every step still held in detail."""
         return engine.trace_document(self.origin, [s.trace for s in self.steps if s.trace is not None])
 
-    def to_json(self, indent: int | None = None) -> str:
-        """The trace plus the forecast summary of every step, as one JSON document."""
+    def to_json(self, indent: int | None = None, *, last_steps: int | None = None) -> str:
+        """The trace plus the forecast summary of every step (or of the last `last_steps`
+        steps: a long run's log_dir keeps every step's totals in steps.jsonl instead), as one
+        JSON document."""
         doc = self.to_trace()
-        doc["forecast"] = {"targets": self.targets, "steps": [s.summary() for s in self.steps],
+        steps = self.steps
+        shown = steps if last_steps is None or len(steps) <= last_steps else steps[len(steps) - last_steps:]
+        doc["forecast"] = {"targets": self.targets, "steps": [s.summary() for s in shown],
                            "keep_steps": self.keep_steps,
                            "dropped_detail_steps": self.dropped_detail_steps}
+        if len(shown) < len(steps):
+            doc["forecast"]["omitted_step_totals"] = len(steps) - len(shown)
         note = self.detail_note()
         if note:
             doc["forecast"]["note"] = "the trace holds only the steps with detail: " + note
         return json.dumps(doc, indent=indent)
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, *, last_steps: int | None = None) -> Path:
         """Writes :meth:`to_json`; :meth:`Forecast.load` re-forecasts it for any GPU.
 
         The file is replaced atomically (a temporary file in the same directory, fsynced,
         then renamed over `path`): a crash or a full disk leaves the previous file intact.
+        `last_steps`: only the totals of that many last steps (see :meth:`to_json`).
         """
-        return atomic_write_text(Path(path), self.to_json())
+        return atomic_write_text(Path(path), self.to_json(last_steps=last_steps))
 
     @classmethod
     def from_trace(cls, trace: dict[str, Any] | str | Path,
