@@ -38,8 +38,43 @@ from habitat.data.engine import forecast_captured
 from habitat.data.forecast import Forecast, StepForecast
 from habitat.data.trace import tensor_args
 
-#: Most ops recorded in one step; the rest run untouched and are counted as dropped.
+#: Most ops recorded in one step by default, on a machine with memory to spare; the rest run
+#: untouched and are counted as dropped. The default is lower where memory is short (see
+#: default_max_ops_per_step).
 DEFAULT_MAX_OPS_PER_STEP = 2_000_000
+#: Fewest ops the default records, however little memory is free.
+MIN_DEFAULT_MAX_OPS = 100_000
+#: Bytes a recorded op holds until its step is forecast (C++ records of its arguments,
+#: shapes and names): measured at 6.9 KB per op on a CPU capture of 200k ops (benchmarks/
+#: scale/scale.py); rounded up.
+BYTES_PER_RECORDED_OP = 8 * 1024
+#: Share of the memory available when predict_on starts that one step's records may use.
+RECORD_MEMORY_SHARE = 0.25
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def default_max_ops_per_step() -> int:
+    """Ops one step records by default: as many as fit in a quarter of the memory available
+    now (BYTES_PER_RECORDED_OP each), between MIN_DEFAULT_MAX_OPS and DEFAULT_MAX_OPS_PER_STEP,
+    so a runaway step cannot exhaust the machine's memory."""
+    available = _available_memory()
+    if available is None:
+        return DEFAULT_MAX_OPS_PER_STEP
+    fits = int(available * RECORD_MEMORY_SHARE) // BYTES_PER_RECORDED_OP
+    return max(MIN_DEFAULT_MAX_OPS, min(DEFAULT_MAX_OPS_PER_STEP, fits))
 #: Detailed steps captured but not yet forecast: while this many wait for the worker, later
 #: steps are recorded in steady state (fingerprint and wall time only), so the training
 #: thread never waits for the worker.
@@ -281,7 +316,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             forecast is read). Ready-made: :class:`habitat.tensorboard_handler`,
             :class:`habitat.json_handler`. A sink's ``close()``, if any, runs at :meth:`close`.
         max_ops_per_step: ops recorded per step at most; more are run but not recorded
-            (the step reports how many were dropped).
+            (the step reports how many were dropped). Default: what fits in a quarter of the
+            memory available at start (default_max_ops_per_step), at most 2,000,000.
         verbose: print each step's forecast when it is ready.
         detail_steps: the first steps recorded in full detail (default 2). Later steps run in
             *steady state*: the capture only hashes each op's name, shapes and dtypes into the
@@ -319,9 +355,12 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
 
     def __init__(self, targets: str | Sequence[str], *, log_dir: str | os.PathLike[str] | None = None,
                  on_step: StepSink | Iterable[StepSink] | None = None,
-                 max_ops_per_step: int = DEFAULT_MAX_OPS_PER_STEP, verbose: bool = False,
+                 max_ops_per_step: int | None = None, verbose: bool = False,
                  detail_steps: int = DEFAULT_DETAIL_STEPS, detail_every: int = 0,
                  nvtx: bool = False, fingerprint_every: int = DEFAULT_FINGERPRINT_EVERY) -> None:
+        self._default_max_ops = max_ops_per_step is None
+        if max_ops_per_step is None:
+            max_ops_per_step = default_max_ops_per_step()
         if max_ops_per_step < 1:
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops_per_step}")
         if detail_steps < 1:
@@ -580,10 +619,13 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         _thread.forecasting = True
         try:
             if captured.dropped_ops:
+                why = (f" (the default for this machine: a quarter of the memory available at "
+                       f"start, ~{BYTES_PER_RECORDED_OP // 1024} KB per recorded op)"
+                       if self._default_max_ops else "")
                 self._messages.append(
-                    f"habitat: step {index} ran more than {self.max_ops_per_step} ops; "
+                    f"habitat: step {index} ran more than {self.max_ops_per_step} ops{why}; "
                     f"{captured.dropped_ops} were not recorded and are missing from its forecast "
-                    "(raise predict_on(..., max_ops_per_step=N))")
+                    "(raise predict_on(..., max_ops_per_step=N) if the memory is there)")
             if not self._origin_fixed:
                 gpu = _gpu_of(decode_step(captured, peak_bytes)) if torch.cuda.is_available() else None
                 if gpu is not None:
