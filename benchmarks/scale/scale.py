@@ -142,15 +142,15 @@ def main() -> int:
     forecast_captured(capsule, origin, gpus)  # the memo of this origin now knows the step
 
     def repeated() -> None:
-        summary, rows = forecast_captured(capsule, origin, gpus)
-        forecast._add_forecast(0, 1.0, summary, lambda: (None, rows), rows)
+        summary, op_rows = forecast_captured(capsule, origin, gpus)
+        forecast._add_forecast(0, 1.0, summary, lambda: (None, op_rows), op_rows)
         forecast.time_ms(gpus[0])
     ms = timed(repeated, repeat)
     row(f"repeated step: captured 10k ops x {g} GPUs, totals", f"{ms:.1f} ms", "<= 5 ms", ms <= 5)
-    summary, rows = forecast_captured(capsule, origin, gpus)
+    summary, op_rows = forecast_captured(capsule, origin, gpus)
 
     def reused() -> None:  # what predict_on's worker does for a step whose fingerprint it knows
-        forecast._add_forecast(0, 1.0, summary, lambda: (None, rows), rows)
+        forecast._add_forecast(0, 1.0, summary, lambda: (None, op_rows), op_rows)
         forecast.time_ms(gpus[0])
     ms = timed(reused, max(repeat, 100))
     row("  in predict_on: fingerprint known, forecast reused", f"{ms:.3f} ms", "<= 5 ms", ms <= 5)
