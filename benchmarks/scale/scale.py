@@ -220,6 +220,9 @@ def main() -> int:
             row(f"{n_long // 1000}k steps with log_dir: TensorBoard event file", f"{mb:.0f} MB",
                 "<= 500 MB", mb <= 500 * n_long / 100_000)
             row("  run time (model + habitat)", f"{long_run['seconds']:.0f} s", "-", None)
+            counts = long_run["counts"]
+            row("  steps detailed / reused / skipped (step_counts)",
+                f"{counts['detailed']}/{counts['reused']}/{counts['skipped']}", "-", None)
             row("  forecast.json / steps.jsonl", f"{long_run['forecast_json'] / 1e6:.1f} / "
                 f"{long_run['history'] / 1e6:.0f} MB", "-", None)
 
@@ -295,7 +298,8 @@ end = rss_mb()
 print(json.dumps({"growth_mb": end - warm, "seconds": time.perf_counter() - start,
                   "event_bytes": sum(p.stat().st_size for p in log_dir.rglob("events.out.tfevents.*")),
                   "forecast_json": (log_dir / "forecast.json").stat().st_size,
-                  "history": (log_dir / "steps.jsonl").stat().st_size}))
+                  "history": (log_dir / "steps.jsonl").stat().st_size,
+                  "counts": predictor.step_counts}))
 """
 
 

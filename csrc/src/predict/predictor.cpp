@@ -1,8 +1,8 @@
 #include "habitat/predictor.h"
 
 #include <cstring>
-#include <optional>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>

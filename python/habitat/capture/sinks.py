@@ -39,7 +39,7 @@ from habitat.present.tensorboard import TensorBoardLogger
 SAVE_EVERY_STEPS = 10
 #: Steps whose totals forecast.json repeats (the latest ones): writing every step's totals
 #: every SAVE_EVERY_STEPS steps would make a long run quadratic; steps.jsonl holds them all.
-SAVED_STEP_TOTALS = 1000
+SAVED_STEP_TOTALS = 100
 #: Former time-based default, kept for callers passing every_s; None = steps only.
 SAVE_EVERY_S: float | None = None
 HISTORY_FILE = "steps.jsonl"

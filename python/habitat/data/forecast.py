@@ -433,7 +433,10 @@ class Forecast:
     # ----- persistence ---------------------------------------------------------------
     def to_trace(self) -> dict[str, Any]:
         """The trace document of every step still held in detail."""
-        return engine.trace_document(self.origin, [s.trace for s in self.steps if s.trace is not None])
+        steps = self.steps
+        if self.keep_steps is not None:  # older steps lost their detail: do not walk them all
+            steps = steps[max(0, len(steps) - self.keep_steps):] if self.keep_steps else []
+        return engine.trace_document(self.origin, [s.trace for s in steps if s.trace is not None])
 
     def to_json(self, indent: int | None = None, *, last_steps: int | None = None) -> str:
         """The trace plus the forecast summary of every step (or of the last `last_steps`
