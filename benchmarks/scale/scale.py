@@ -21,7 +21,8 @@ wanted number of ops, so shapes repeat as they do in real training steps. Rows:
   RSS growth after warm-up and the TensorBoard event file;
 - TensorBoard: event-file bytes per step (scalars every step, detail every ``detail_every``).
 
-Times are the median of several runs; memory is the resident set size. --quick shrinks the
+Times are the median of several runs; memory is the resident set size (a child's peak is
+its VmHWM: ru_maxrss would start at the parent's). --quick shrinks the
 subprocess workloads (the rows then say what was run) and the repeats.
 """
 from __future__ import annotations
@@ -187,8 +188,9 @@ def main() -> int:
                 "from habitat.cli import main\n"
                 "start = time.perf_counter()\n"
                 "rc = main(['compare', sys.argv[1]])\n"
+                "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
                 "sys.stderr.write(f'@@ {time.perf_counter() - start:.3f} '\n"
-                "                 f'{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}\\n')\n"
+                "                 f'{int(hwm.split()[1]) / 1024:.0f}\\n')\n"
                 "sys.exit(rc)\n")
         out = subprocess.run([sys.executable, "-c", code, str(cli_trace)], env=env,
                              capture_output=True, text=True)
@@ -265,7 +267,8 @@ with predictor as forecast:
 end = time.perf_counter()
 totals = [forecast.time_ms(t) for t in forecast.targets]
 done = time.perf_counter()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's (kept across exec)
+peak = int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]) / 1024
 assert len(forecast.latest.op_table) >= n
 print(json.dumps({"capture_s": end - start, "totals_s": done - end, "peak_mb": peak,
                   "peak_added_mb": peak - base}))
