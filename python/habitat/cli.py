@@ -58,16 +58,15 @@ def _load_trace(path: str) -> dict[str, Any]:
 
 
 def _trace_targets(path: str) -> list[str]:
-    """The targets a saved forecast names ("forecast": {"targets": [...]}), if any.
+    """The targets a saved forecast names ("forecast": {"targets": [...]}), if any: the
+    forecast section is the document's last key, so only the end of the file is read (a
+    whole-file read only when the section is not found there)."""
+    from habitat.data.forecast import saved_targets_of_file
 
-    Loading validates the trace and keeps only its own fields, so this reads the file again.
-    """
     try:
-        with open(path, encoding="utf-8") as f:
-            targets = json.load(f).get("forecast", {}).get("targets", [])
-    except (OSError, ValueError, AttributeError):
+        return saved_targets_of_file(path) or []
+    except (OSError, ValueError):
         return []
-    return [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else []
 
 
 def _check_devices() -> None:

@@ -8,6 +8,7 @@
 
 #include "habitat/device.h"
 #include "habitat/op_cost.h"
+#include "habitat/prediction_memo.h"
 #include "habitat/timeline.h"
 #include "habitat/trace.h"
 
@@ -87,10 +88,17 @@ class Predictor {
     timeline_ = options;
   }
 
+  // Keeps the memo in `memo` across calls (steps), not just within one step. The caller owns
+  // it and keeps one per context (device database, learned models, trace origin: everything
+  // a prediction reads besides the op and the target), used by one thread at a time.
+  // Null (the default): a fresh memo per call.
+  void set_memo(PredictionMemo* memo) { shared_memo_ = memo; }
+
  private:
   const DeviceDatabase& db_;
   const ShapeModel* model_;
   bool memoize_ = true;
+  PredictionMemo* shared_memo_ = nullptr;
   bool timeline_on_ = true;
   TimelineOptions timeline_;
 };

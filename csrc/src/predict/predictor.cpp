@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -130,12 +131,22 @@ class OpPredictor {
  public:
   OpPredictor(const Device* origin, const ShapeModel* model) : origin_(origin), model_(model) {}
 
-  OpPrediction predict(const OpRecord& op, const OpCost& cost, const Device& target) const {
+  // `origin_model_us` caches the learned model's origin-side time of this op across targets
+  // (unset: not computed yet).
+  OpPrediction predict(const OpRecord& op, const OpCost& cost, const Device& target,
+                       std::optional<std::optional<double>>& origin_model_us) const {
     // Measured kernels come first: an op the cost model thinks launches none may still have
     // some (a compiled graph's kernels that matched no fused record).
-    if (origin_ != nullptr && !op.kernels.empty()) return runtime_based(op, cost, target);
+    if (origin_ != nullptr && !op.kernels.empty()) {
+      return runtime_based(op, cost, target, origin_model_us);
+    }
     if (cost.op_class == OpClass::NoKernel) return {0.0, Method::NoKernel};
     return shape_based(op, cost, target);
+  }
+  // Without a cache of the origin-side time (ops forecast once, e.g. CPU paths mapped to CUDA).
+  OpPrediction predict(const OpRecord& op, const OpCost& cost, const Device& target) const {
+    std::optional<std::optional<double>> origin_model_us;
+    return predict(op, cost, target, origin_model_us);
   }
 
  private:
@@ -154,12 +165,14 @@ class OpPredictor {
     return {roofline_estimate_us(cost, target), Method::Roofline};
   }
 
-  OpPrediction runtime_based(const OpRecord& op, const OpCost& cost, const Device& target) const {
+  OpPrediction runtime_based(const OpRecord& op, const OpCost& cost, const Device& target,
+                             std::optional<std::optional<double>>& origin_model_us) const {
     const double measured = measured_kernel_us(op);
     if (kernels_vary_across_gpus(cost.op_class)) {
       if (model_ != nullptr) {
         auto on_target = model_->predict_us(op, cost, target);
-        auto on_origin = model_->predict_us(op, cost, *origin_);
+        if (!origin_model_us) origin_model_us = model_->predict_us(op, cost, *origin_);
+        const std::optional<double>& on_origin = *origin_model_us;
         if (on_target && on_origin && *on_origin > 0) {
           return {measured * *on_target / *on_origin, Method::LearnedRatio};
         }
@@ -314,12 +327,12 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
   // the whole decomposition (see the roll-up below).
   // Training steps repeat the same ops (layers, optimizer updates): the cost and the
   // per-target predictions are computed once per distinct op (see OpKey) and copied, which
-  // gives the very numbers computing them again would (the functions are pure).
-  struct Memo {
-    OpCost cost;
-    std::vector<OpPrediction> predictions;  // empty until a non-composite op needs them
-  };
-  std::unordered_map<std::string, Memo> memo;
+  // gives the very numbers computing them again would (the functions are pure). The memo
+  // lasts one call, or across calls when the caller keeps one (set_memo).
+  PredictionMemo call_memo;
+  PredictionMemo& memo = shared_memo_ != nullptr ? *shared_memo_ : call_memo;
+  std::vector<std::size_t> slots(n_targets);
+  for (std::size_t t = 0; t < n_targets; ++t) slots[t] = memo.slot(devices[t]);
   OpKey op_key;
   std::vector<std::vector<OpPrediction>> own(n_ops);
   for (std::size_t i = 0; i < n_ops; ++i) {
@@ -327,12 +340,12 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
     index_of[op.id] = i;
     OpForecast& of = f.ops[i];
     of.op_id = op.id;
-    Memo fresh;
-    Memo* m = &fresh;
+    PredictionMemo::Entry fresh;
+    PredictionMemo::Entry* m = &fresh;
     bool cached = false;
     if (memoize_) {
-      auto [it, inserted] = memo.try_emplace(op_key.of(op));
-      m = &it->second;
+      auto [entry, inserted] = memo.find_or_add(op_key.of(op));
+      m = entry;
       cached = !inserted;
     }
     if (!cached) m->cost = estimate_cost(op, op_precision(op, origin));
@@ -345,13 +358,20 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
       own[i].assign(n_targets, OpPrediction{0.0, Method::Composite});
       continue;
     }
-    if (m->predictions.empty()) {
-      m->predictions.resize(n_targets);
-      for (std::size_t t = 0; t < n_targets; ++t) {
-        m->predictions[t] = op_predictor.predict(op, of.cost, *devices[t]);
+    own[i].resize(n_targets);
+    for (std::size_t t = 0; t < n_targets; ++t) {
+      const std::size_t s = slots[t];
+      if (m->method.size() <= s) {
+        m->method.resize(s + 1, PredictionMemo::kUnset);
+        m->time_us.resize(s + 1, 0.0);
       }
+      if (m->method[s] == PredictionMemo::kUnset) {
+        const OpPrediction p = op_predictor.predict(op, of.cost, *devices[t], m->origin_model_us);
+        m->time_us[s] = p.time_us;
+        m->method[s] = static_cast<unsigned char>(p.method);
+      }
+      own[i][t] = {m->time_us[s], static_cast<Method>(m->method[s])};
     }
-    own[i] = m->predictions;
   }
   const std::vector<char> parent_wins =
       origin.device == "cpu" ? map_to_cuda(step, origin, index_of, op_predictor, devices, f, own)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,30 +40,146 @@ struct DecodeError {
 json parse(std::string_view text);
 
 [[noreturn]] void fail(const Loc& loc, const std::string& what);
-// "expected <expected>, got <json type>"
-[[noreturn]] void fail_type(const json& j, const Loc& loc, const char* expected);
-const json& expect_object(const json& j, const Loc& loc);
-const json& expect_array(const json& j, const Loc& loc);
-const json* find(const json& obj, const char* key);
-const json& required(const json& obj, const Loc& loc, const char* key);
 
-// Calls read(value, loc) when `key` is present.
-template <class Read>
-void optional(const json& obj, const Loc& loc, const char* key, Read&& read) {
-  if (const json* v = find(obj, key)) read(*v, loc.child(key));
+// The readers below take an nlohmann::json or a json_dom Value (trace_json.cpp reads traces
+// from the faster json_dom; device and model files use nlohmann::json).
+
+// "expected <expected>, got <json type>"
+template <class J>
+[[noreturn]] void fail_type(const J& j, const Loc& loc, const char* expected) {
+  fail(loc, std::string("expected ") + expected + ", got " + j.type_name());
 }
 
-int64_t read_int(const json& j, const Loc& loc);
-int64_t read_count(const json& j, const Loc& loc);  // an integer >= 0
-uint64_t read_id(const json& j, const Loc& loc);    // an unsigned integer
-int read_int32(const json& j, const Loc& loc, int min);
-double read_duration(const json& j, const Loc& loc);  // a number >= 0
+template <class J>
+const J& expect_object(const J& j, const Loc& loc) {
+  if (!j.is_object()) fail_type(j, loc, "an object");
+  return j;
+}
+
+template <class J>
+const J& expect_array(const J& j, const Loc& loc) {
+  if (!j.is_array()) fail_type(j, loc, "an array");
+  return j;
+}
+
+inline const json* find(const json& obj, const char* key) {
+  const auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+template <class J>
+const J* find(const J& obj, const char* key) {
+  return obj.find(key);
+}
+
+template <class J>
+const J& required(const J& obj, const Loc& loc, const char* key) {
+  if (const J* v = find(obj, key)) return *v;
+  fail(loc.child(key), "missing required field");
+}
+
+// Calls read(value, loc) when `key` is present.
+template <class J, class Read>
+void optional(const J& obj, const Loc& loc, const char* key, Read&& read) {
+  if (const J* v = find(obj, key)) read(*v, loc.child(key));
+}
+
+template <class J>
+int64_t read_int(const J& j, const Loc& loc) {
+  if (!j.is_number_integer()) fail_type(j, loc, "an integer");
+  if (j.is_number_unsigned() && j.template get<uint64_t>() > uint64_t{INT64_MAX}) {
+    fail(loc, "integer " + j.dump() + " is out of range");
+  }
+  return j.template get<int64_t>();
+}
+
+// An integer >= 0.
+template <class J>
+int64_t read_count(const J& j, const Loc& loc) {
+  const int64_t v = read_int(j, loc);
+  if (v < 0) fail(loc, "must be >= 0, got " + std::to_string(v));
+  return v;
+}
+
+// An unsigned integer.
+template <class J>
+uint64_t read_id(const J& j, const Loc& loc) {
+  if (!j.is_number_integer()) fail_type(j, loc, "an integer");
+  if (!j.is_number_unsigned()) fail(loc, "must be >= 0, got " + j.dump());
+  return j.template get<uint64_t>();
+}
+
+template <class J>
+int read_int32(const J& j, const Loc& loc, int min) {
+  const int64_t v = read_int(j, loc);
+  if (v < min) fail(loc, "must be >= " + std::to_string(min) + ", got " + std::to_string(v));
+  if (v > std::numeric_limits<int>::max()) fail(loc, "integer " + j.dump() + " is out of range");
+  return static_cast<int>(v);
+}
+
+// A number >= 0 (times).
+template <class J>
+double read_duration(const J& j, const Loc& loc) {
+  if (!j.is_number()) fail_type(j, loc, "a number");
+  const double v = j.template get<double>();
+  if (!(v >= 0)) fail(loc, "must be >= 0, got " + j.dump());
+  return v;
+}
+
 // A number, or "inf", "-inf", "nan" (JSON has none of them).
-double read_real(const json& j, const Loc& loc);
-bool read_bool(const json& j, const Loc& loc);
-std::string read_string(const json& j, const Loc& loc);
-std::vector<std::string> read_strings(const json& j, const Loc& loc);
-std::vector<int64_t> read_ints(const json& j, const Loc& loc, bool non_negative);
-std::vector<int64_t> read_bools(const json& j, const Loc& loc);
+template <class J>
+double read_real(const J& j, const Loc& loc) {
+  if (j.is_number()) return j.template get<double>();
+  if (j.is_string()) {
+    const std::string& s = j.template get_ref<const std::string&>();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  }
+  fail_type(j, loc, "a number or \"inf\", \"-inf\", \"nan\"");
+}
+
+template <class J>
+bool read_bool(const J& j, const Loc& loc) {
+  if (!j.is_boolean()) fail_type(j, loc, "true or false");
+  return j.template get<bool>();
+}
+
+template <class J>
+std::string read_string(const J& j, const Loc& loc) {
+  if (!j.is_string()) fail_type(j, loc, "a string");
+  return j.template get<std::string>();
+}
+
+template <class J>
+std::vector<int64_t> read_ints(const J& j, const Loc& loc, bool non_negative) {
+  expect_array(j, loc);
+  std::vector<int64_t> out;
+  out.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const Loc item = loc.at(static_cast<int64_t>(i));
+    out.push_back(non_negative ? read_count(j[i], item) : read_int(j[i], item));
+  }
+  return out;
+}
+
+template <class J>
+std::vector<int64_t> read_bools(const J& j, const Loc& loc) {
+  expect_array(j, loc);
+  std::vector<int64_t> out;
+  out.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    out.push_back(read_bool(j[i], loc.at(static_cast<int64_t>(i))) ? 1 : 0);
+  }
+  return out;
+}
+
+template <class J>
+std::vector<std::string> read_strings(const J& j, const Loc& loc) {
+  expect_array(j, loc);
+  std::vector<std::string> out;
+  out.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) out.push_back(read_string(j[i], loc.at(static_cast<int64_t>(i))));
+  return out;
+}
 
 }  // namespace habitat::json_reader

@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "habitat/file_io.h"
+#include "trace/json_dom.h"
 #include "trace/json_reader.h"
 #include "habitat/precision.h"
 
@@ -33,6 +34,8 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 using namespace json_reader;  // Loc, DecodeError, fail, read_*
+// Traces are read from json_dom's arena tree (fast on large traces), not nlohmann's.
+using json = json_reader::Value;
 
 constexpr const char* kFormatName = Trace::kFormatName;
 
@@ -625,7 +628,8 @@ TraceOrigin decode_origin(const json& j, const Loc& loc) {
 }
 
 Trace decode_trace(const std::string& text) {
-  const json doc = json_reader::parse(text);
+  const json_reader::Document document = json_reader::parse_document(text);
+  const json& doc = document.root();
   const Loc root;
   if (!doc.is_object()) {
     throw DecodeError{std::string("not a habitat trace: expected a JSON object, got ") +

@@ -40,6 +40,8 @@ assumption, not a measurement).
 """
 from __future__ import annotations
 
+import bisect
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,6 +236,11 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
         return only is None or str(meta.get("device", "")).startswith(only)
 
     made_by = _made_by_composites(all_ops)
+    # Their ids, to bisect where they increase (captured steps): long lists of makers of one
+    # storage (a layer run many times) made _maker quadratic.
+    maker_ids = {sid: [m["id"] for m in ms] for sid, ms in made_by.items()}
+    maker_ids = {sid: ids for sid, ids in maker_ids.items()
+                 if all(a <= b for a, b in zip(ids, ids[1:]))}
     by_id = {op["id"]: op for op in all_ops}
     applied: set[int] = set()  # composite ops whose in-place updates are accounted for
     for i, op in enumerate(ops):
@@ -264,7 +271,7 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
             # seen as the copy_ destination of the bias inside it; mkldnn convolution's not at
             # all): a composite op that returned this storage after its last known use made a
             # new one at that address.
-            maker = _maker(op, sid, made_by)
+            maker = _maker(op, sid, made_by, maker_ids)
             if sid in current and maker is not None and maker["id"] > storages[current[sid]].last_id:
                 del current[sid]
             if sid not in current:  # existed before the step, unless a composite made it
@@ -379,10 +386,15 @@ def _root(op: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> dict[str, Any
     return op
 
 
-def _maker(op: dict[str, Any], sid: int,
-           made_by: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
-    """The composite op that made storage `sid` most recently before `op` started."""
+def _maker(op: dict[str, Any], sid: int, made_by: dict[int, list[dict[str, Any]]],
+           maker_ids: dict[int, list[int]] | None = None) -> dict[str, Any] | None:
+    """The composite op that made storage `sid` most recently before `op` started
+    (`maker_ids`: the ids of made_by's lists whose ids increase, searched by bisection)."""
     op_id = op["id"]
+    ids = maker_ids.get(sid) if maker_ids is not None else None
+    if ids is not None:
+        at = bisect.bisect_right(ids, op_id)
+        return made_by[sid][at - 1] if at else None
     for m in reversed(made_by.get(sid, ())):  # the last one at or before `op`, found from the end
         if m["id"] <= op_id:
             return m

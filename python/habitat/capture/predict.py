@@ -34,12 +34,47 @@ from habitat.capture import modules as _modules, phase as _phase
 from habitat.capture.compile import install_compile_callbacks
 from habitat.capture.cupti import KernelTracing, origin_device
 from habitat.capture.sinks import StepSink, log_dir_sinks
-from habitat.data.engine import host_model_json, trace_document, weights_dir
+from habitat.data.engine import forecast_captured
 from habitat.data.forecast import Forecast, StepForecast
 from habitat.data.trace import tensor_args
 
-#: Most ops recorded in one step; the rest run untouched and are counted as dropped.
+#: Most ops recorded in one step by default, on a machine with memory to spare; the rest run
+#: untouched and are counted as dropped. The default is lower where memory is short (see
+#: default_max_ops_per_step).
 DEFAULT_MAX_OPS_PER_STEP = 2_000_000
+#: Fewest ops the default records, however little memory is free.
+MIN_DEFAULT_MAX_OPS = 100_000
+#: Bytes a recorded op holds until its step is forecast (C++ records of its arguments,
+#: shapes and names): measured at 6.9 KB per op on a CPU capture of 200k ops (benchmarks/
+#: scale/scale.py); rounded up.
+BYTES_PER_RECORDED_OP = 8 * 1024
+#: Share of the memory available when predict_on starts that one step's records may use.
+RECORD_MEMORY_SHARE = 0.25
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def default_max_ops_per_step() -> int:
+    """Ops one step records by default: as many as fit in a quarter of the memory available
+    now (BYTES_PER_RECORDED_OP each), between MIN_DEFAULT_MAX_OPS and DEFAULT_MAX_OPS_PER_STEP,
+    so a runaway step cannot exhaust the machine's memory."""
+    available = _available_memory()
+    if available is None:
+        return DEFAULT_MAX_OPS_PER_STEP
+    fits = int(available * RECORD_MEMORY_SHARE) // BYTES_PER_RECORDED_OP
+    return max(MIN_DEFAULT_MAX_OPS, min(DEFAULT_MAX_OPS_PER_STEP, fits))
 #: Detailed steps captured but not yet forecast: while this many wait for the worker, later
 #: steps are recorded in steady state (fingerprint and wall time only), so the training
 #: thread never waits for the worker.
@@ -214,11 +249,18 @@ class record_step:  # noqa: N801
         self._peak = _AllocatorPeak() if outermost and detailed else None
         _thread.open = _open_windows() + 1
         self._session = session
+        # A window never exited (an exception between __enter__ and the with, a predictor
+        # dropped while open) would record every later op of the thread: closed when this
+        # object is collected.
+        self._abandoned = weakref.finalize(self, _close_abandoned, session, detailed,
+                                           threading.get_ident(),
+                                           self._tracing if self._traced else None)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
         session, self._session = self._session, None
+        self._abandoned.detach()
         tracing = self._tracing if self._traced else None
         try:
             # The session's end joins the kernels (C++); they must have finished by then.
@@ -246,6 +288,26 @@ class record_step:  # noqa: N801
         if self._step is None and self.captured is not None:
             self._step = decode_step(self.captured, self.peak_bytes)
         return self._step
+
+
+def _close_abandoned(session: Any, detailed: bool, thread: int,
+                     tracing: KernelTracing | None) -> None:
+    """Ends the window of a record_step collected while open (its ops are discarded). Only on
+    the thread that opened it, where the capture state lives; elsewhere it is left open."""
+    if threading.get_ident() != thread or not session.open:
+        return
+    try:
+        session.end(-1)
+        if tracing is not None:
+            tracing.end_step()
+    except Exception:  # noqa: BLE001 - collecting garbage must not raise
+        pass
+    _thread.open = max(0, _open_windows() - 1)
+    if detailed:
+        if _open_windows() == 0:
+            _modules.reset_thread()
+        _modules.release()
+        _phase.release()
 
 
 class _TimedStep:
@@ -283,7 +345,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             forecast is read). Ready-made: :class:`habitat.tensorboard_handler`,
             :class:`habitat.json_handler`. A sink's ``close()``, if any, runs at :meth:`close`.
         max_ops_per_step: ops recorded per step at most; more are run but not recorded
-            (the step reports how many were dropped).
+            (the step reports how many were dropped). Default: what fits in a quarter of the
+            memory available at start (default_max_ops_per_step), at most 2,000,000.
         verbose: print each step's forecast when it is ready.
         detail_steps: the first steps recorded in full detail (default 2). Later steps run in
             *steady state*: the capture only hashes each op's name, shapes and dtypes into the
@@ -330,13 +393,16 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
 
     def __init__(self, targets: str | Sequence[str], *, log_dir: str | os.PathLike[str] | None = None,
                  on_step: StepSink | Iterable[StepSink] | None = None,
-                 max_ops_per_step: int = DEFAULT_MAX_OPS_PER_STEP, verbose: bool = False,
+                 max_ops_per_step: int | None = None, verbose: bool = False,
                  detail_steps: int = DEFAULT_DETAIL_STEPS, detail_every: int = 0,
                  nvtx: bool = False, fingerprint_every: int = DEFAULT_FINGERPRINT_EVERY,
                  world_size: int | None = None, interconnect: str | None = None,
                  network: str | None = None, gpus_per_node: int | None = None,
                  cluster: Any = None, parallel: str | Any = None,
                  host_speed: float = 1.0) -> None:
+        self._default_max_ops = max_ops_per_step is None
+        if max_ops_per_step is None:
+            max_ops_per_step = default_max_ops_per_step()
         if max_ops_per_step < 1:
             raise ValueError(f"max_ops_per_step must be at least 1, got {max_ops_per_step}")
         if detail_steps < 1:
@@ -590,15 +656,15 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if cached is None:  # that detailed step could not be forecast
             self._count("skipped")
             return
-        summary, captured, peak_bytes, ops_json = cached
+        summary, captured, peak_bytes, rows = cached
         _thread.forecasting = True
 
-        def detail() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def detail() -> tuple[dict[str, Any], Any]:
             step = decode_step(captured, peak_bytes)
             step["index"], step["wall_ms"] = index, wall_ms
-            return step, json.loads(ops_json)
+            return step, rows
 
-        forecast = self.forecast._add_forecast(index, wall_ms, summary, detail)
+        forecast = self.forecast._add_forecast(index, wall_ms, summary, detail, rows)
         self._count("reused")
         self._run_sinks(forecast, index)
 
@@ -607,10 +673,13 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         _thread.forecasting = True
         try:
             if captured.dropped_ops:
+                why = (f" (the default for this machine: a quarter of the memory available at "
+                       f"start, ~{BYTES_PER_RECORDED_OP // 1024} KB per recorded op)"
+                       if self._default_max_ops else "")
                 self._messages.append(
-                    f"habitat: step {index} ran more than {self.max_ops_per_step} ops; "
+                    f"habitat: step {index} ran more than {self.max_ops_per_step} ops{why}; "
                     f"{captured.dropped_ops} were not recorded and are missing from its forecast "
-                    "(raise predict_on(..., max_ops_per_step=N))")
+                    "(raise predict_on(..., max_ops_per_step=N) if the memory is there)")
             if not self._origin_fixed:
                 gpu = _gpu_of(decode_step(captured, peak_bytes)) if torch.cuda.is_available() else None
                 if gpu is not None:
@@ -618,14 +687,11 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                 self._origin_fixed = True
             # The engine runs without the GIL; the per-op detail (the step decoded, an object
             # per op) is built only when something reads it, so training threads keep the GIL.
-            origin = json.dumps(trace_document(self.forecast.origin, []))
-            summary, ops_json = _engine.forecast_captured(captured.capsule, origin, self.forecast.targets,
-                                                          weights_dir(), self.forecast.host_speed,
-                                                          host_model_json())
-            summary_doc = json.loads(summary)
+            summary_doc, rows = forecast_captured(captured.capsule, self.forecast.origin,
+                                                  self.forecast.targets, self.forecast.host_speed)
             forecast = self.forecast._add_forecast(
                 index, captured.wall_ms, summary_doc,
-                lambda: (decode_step(captured, peak_bytes), json.loads(ops_json)))
+                lambda: (decode_step(captured, peak_bytes), rows), rows)
         except Exception as e:  # a forecasting problem must not stop training
             self._count("skipped")
             self._messages.append(
@@ -636,7 +702,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if fingerprint is not None:
             cache = self._by_fingerprint
             cache.pop(fingerprint, None)
-            cache[fingerprint] = (summary_doc, captured, peak_bytes, ops_json)
+            cache[fingerprint] = (summary_doc, captured, peak_bytes, rows)
             while len(cache) > MAX_FINGERPRINTS:
                 cache.pop(next(iter(cache)))
         self._run_sinks(forecast, index)

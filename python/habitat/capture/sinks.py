@@ -37,6 +37,9 @@ from habitat.present.tensorboard import TensorBoardLogger
 
 #: How many steps apart json_handler rewrites its file by default (and always at close()).
 SAVE_EVERY_STEPS = 10
+#: Steps whose totals forecast.json repeats (the latest ones): writing every step's totals
+#: every SAVE_EVERY_STEPS steps would make a long run quadratic; steps.jsonl holds them all.
+SAVED_STEP_TOTALS = 100
 #: Former time-based default, kept for callers passing every_s; None = steps only.
 SAVE_EVERY_S: float | None = None
 HISTORY_FILE = "steps.jsonl"
@@ -96,14 +99,18 @@ class _Guard:
 class json_handler:  # noqa: N801  (named like torch.profiler.tensorboard_trace_handler)
     """Saves the forecast (trace included, see Forecast.save) to `path` every `every` steps
     (the first step included) and at close(); the file is replaced atomically, so a crash
-    leaves the previous version. `every_s` (optional) also saves when that many seconds passed."""
+    leaves the previous version. `every_s` (optional) also saves when that many seconds passed.
+    The file holds the totals of the `last_steps` latest steps (None: all; a long run's every
+    step is in steps.jsonl), so a save costs the same at step 100 and at step 100,000."""
 
     def __init__(self, path: PathLike, *, every: int = SAVE_EVERY_STEPS,
-                 every_s: float | None = SAVE_EVERY_S, _guard: _Guard | None = None) -> None:
+                 every_s: float | None = SAVE_EVERY_S, last_steps: int | None = SAVED_STEP_TOTALS,
+                 _guard: _Guard | None = None) -> None:
         if int(every) < 1:
             raise ValueError(f"json_handler(every=N) takes N >= 1 steps, got {every!r}")
         self.path = Path(path)
         self.every = int(every)
+        self.last_steps = last_steps  # totals of the latest steps only (None: every step)
         self.every_s = every_s
         self._since_save = 0
         self._last_save = 0.0
@@ -124,7 +131,7 @@ class json_handler:  # noqa: N801  (named like torch.profiler.tensorboard_trace_
         self._since_save = 0
         self._last_save = time.monotonic()
         self._saved_steps = len(forecast._steps)
-        self._guard.run(self.path.parent, lambda: forecast.save(self.path))
+        self._guard.run(self.path.parent, lambda: forecast.save(self.path, last_steps=self.last_steps))
 
     def close(self) -> None:
         """Writes the last steps; never raises (a failure is printed to stderr)."""

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from habitat import _engine
+from habitat.data.op_rows import OpRows
 
 TRACE_FORMAT: str = _engine.TRACE_FORMAT_NAME
 #: The trace format version written: the engine's own (Trace::kFormatVersion), one source.
@@ -62,29 +63,41 @@ def check_host_speed(host_speed: float) -> float:
 def forecast_step(origin: dict[str, Any], step: dict[str, Any], targets: Sequence[str],
                   host_speed: float = 1.0) -> dict[str, Any]:
     """Runs the engine on one step (a trace step dict) for each target GPU: the whole
-    forecast document, per-op detail included."""
-    summary, ops = forecast_step_parts(origin, step, targets, host_speed)
-    return {**summary, "ops": json.loads(ops)}
+    forecast document, per-op detail included (one dict per op: for large steps use
+    forecast_step_parts, whose rows are columns)."""
+    summary, rows = forecast_step_parts(origin, step, targets, host_speed)
+    return {**summary, "ops": rows.records()}
 
 
-def forecast_step_parts(origin: dict[str, Any], step: dict[str, Any],
-                        targets: Sequence[str], host_speed: float = 1.0) -> tuple[dict[str, Any], bytes]:
-    """Runs the engine on one step: (the forecast document without its ops, the JSON of the
-    ops array, to parse only when per-op detail is read)."""
+def forecast_step_parts(origin: dict[str, Any], step: dict[str, Any], targets: Sequence[str],
+                        host_speed: float = 1.0) -> tuple[dict[str, Any], OpRows]:
+    """Runs the engine on one step: (the forecast document without its ops, the per-op
+    forecasts as columns, read only when per-op detail is)."""
     text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
-    summary, ops = _engine.forecast_step_parts(text, list(targets), weights_dir(),
-                                               check_host_speed(host_speed), host_model_json())
-    return json.loads(summary), ops
+    summary, rows = _engine.forecast_step_parts(text, list(targets), weights_dir(),
+                                                check_host_speed(host_speed), host_model_json())
+    return summary, OpRows(rows, summary["targets"])
 
 
-def forecast_trace(text: str, targets: Sequence[str], host_speed: float = 1.0) -> tuple[dict[str, Any], list[tuple[Any, int, float, dict[str, Any], bytes]]]:
+def forecast_trace(text: str, targets: Sequence[str], host_speed: float = 1.0) -> tuple[dict[str, Any], list[tuple[Any, int, float, dict[str, Any], OpRows]]]:
     """Parses a trace document (JSON text) once and forecasts every step: (its origin,
-    [(step capsule, index, wall_ms, forecast document without ops, ops JSON bytes)]).
+    [(step capsule, index, wall_ms, forecast document without ops, per-op rows)]).
     Raises TraceFormatError naming the first invalid field."""
     origin_json, steps = _engine.forecast_trace(text, list(targets), weights_dir(),
                                                 check_host_speed(host_speed), host_model_json())
     origin = json.loads(origin_json)["origin"]
-    return origin, [(c, i, w, json.loads(summary), ops) for c, i, w, summary, ops in steps]
+    return origin, [(c, i, w, summary, OpRows(rows, summary["targets"]))
+                    for c, i, w, summary, rows in steps]
+
+
+def forecast_captured(capsule: Any, origin: dict[str, Any], targets: Sequence[str],
+                      host_speed: float = 1.0) -> tuple[dict[str, Any], OpRows]:
+    """Forecasts a step captured by habitat._C: (the forecast document without its ops, the
+    per-op rows)."""
+    origin_doc = json.dumps(trace_document(origin, []))
+    summary, rows = _engine.forecast_captured(capsule, origin_doc, list(targets), weights_dir(),
+                                              check_host_speed(host_speed), host_model_json())
+    return summary, OpRows(rows, summary["targets"])
 
 
 def step_of_capsule(capsule: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ falls back to ``repr`` (for ``str``) or an error naming the module to import (fo
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any, Callable, Sequence
 from habitat.data import engine
 from habitat.data.devices import get_device, target_names
 from habitat.data.files import atomic_write_text
+from habitat.data.op_rows import OpRows
 from habitat.data.trace import tensor_args, trace_json_text
 
 #: Steps whose per-op detail is kept in memory (``keep_steps``); older steps keep only their
@@ -82,9 +84,15 @@ class OpForecast:
         return self.predictions[_canonical(target)].share_us
 
 
-@dataclass
+# A long run holds one StepForecast per step: no per-instance __dict__ where slots exist.
+_SLOTS: dict[str, Any] = {"slots": True} if sys.version_info >= (3, 10) else {}
+
+
+@dataclass(**_SLOTS)
 class StepForecast:
-    """The forecast of one captured step for every target."""
+    """The forecast of one captured step for every target. Steps forecast alike (predict_on's
+    steady-state steps reuse a detailed step's forecast) share their totals' dicts: read
+    them, do not change them."""
 
     index: int
     measured_ms: float
@@ -103,22 +111,43 @@ class StepForecast:
         default=None, repr=False, compare=False)
     _ops: list[OpForecast] = field(default_factory=list, repr=False)
     _trace: dict[str, Any] | None = field(default=None, repr=False)
-    # Loaded but not yet turned into OpForecast objects: the engine's per-op results (a list,
-    # or their JSON bytes). Reading `trace` alone (memory analysis) never builds them.
+    # Loaded but not yet turned into OpForecast objects: the engine's per-op results (OpRows,
+    # a list of dicts, or their JSON bytes). Reading `trace` alone (memory analysis) never
+    # builds them.
     _op_results: Any = field(default=None, repr=False, compare=False)
+    # The engine's per-op rows when known without loading the trace (op_table reads them).
+    _rows: OpRows | None = field(default=None, repr=False, compare=False)
 
     @property
     def ops(self) -> list[OpForecast]:
-        """Every captured op with its per-target predictions (empty past the history)."""
+        """Every captured op with its per-target predictions (empty past the history).
+        Builds an object per op and target: for large steps read :attr:`op_table` instead."""
         self._load()
         with _detail_lock:
             if self._op_results is not None and self._trace is not None:
                 results = self._op_results
                 if isinstance(results, (bytes, str)):
                     results = json.loads(results)
-                self._ops = _op_forecasts(self._trace, results, self.targets)
+                if isinstance(results, OpRows):
+                    self._ops = _op_forecasts_from_rows(self._trace, results)
+                else:
+                    self._ops = _op_forecasts(self._trace, results, self.targets)
                 self._op_results = None
         return self._ops
+
+    @property
+    def op_table(self) -> OpRows | None:
+        """The per-op forecasts as columns, in step order (``op_table.array`` is a numpy
+        structured array: id, flops, bytes, time_us[T], share_us[T], method codes, ...; see
+        :class:`habitat.data.op_rows.OpRows`), without an object per op or reading the step's
+        trace. None past the history."""
+        with _detail_lock:
+            if self._rows is not None:
+                return self._rows
+        self._load()
+        with _detail_lock:
+            results = self._op_results
+        return results if isinstance(results, OpRows) else None
 
     @property
     def trace(self) -> dict[str, Any] | None:
@@ -137,6 +166,7 @@ class StepForecast:
         """Keeps only the totals (a step that left the forecast's history)."""
         with _detail_lock:
             self._detail, self._ops, self._trace, self._op_results = None, [], None, None
+            self._rows = None
 
     def time_ms(self, target: str | None = None) -> float:
         """Predicted time of this step on `target` (default: the first target), as
@@ -228,6 +258,27 @@ def _op_forecasts(step: dict[str, Any], op_results: list[dict[str, Any]],
     return ops
 
 
+def _op_forecasts_from_rows(step: dict[str, Any], rows: OpRows) -> list[OpForecast]:
+    c = rows.columns()
+    targets = rows.targets
+    n = len(targets)
+    ops = []
+    for i, op in enumerate(step["ops"]):
+        shapes, dtypes = _shapes_and_dtypes(op)
+        ops.append(OpForecast(
+            id=op["id"], name=op["name"], overload=op.get("overload", ""),
+            phase=op.get("phase", "other"), module_path=op.get("module_path", ""),
+            autograd_node=op.get("autograd_node", ""), parent=op.get("parent"),
+            depth=op.get("depth", 0), has_children=op.get("has_children", False),
+            measured_us=op.get("wall_us", 0.0), input_shapes=shapes, dtypes=dtypes,
+            op_class=c["op_class"][i], flops=c["flops"][i], bytes=c["bytes"][i],
+            predictions={targets[t]: Prediction(c["time_us"][t][i], c["method"][t][i],
+                                                c["share_us"][t][i], c["share_method"][t][i])
+                         for t in range(n)},
+        ))
+    return ops
+
+
 def _saved_targets(text: str) -> list[str] | None:
     """The targets a saved forecast names ("forecast": {"targets": [...]}, written after the
     trace by :meth:`Forecast.to_json`), found without parsing the whole document again."""
@@ -247,25 +298,60 @@ def _saved_targets(text: str) -> list[str] | None:
     return [t for t in targets if isinstance(t, str)] or None
 
 
-def _stored_detail(capsule: Any, ops_json: bytes) -> Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """The detail loader of a step the engine holds as C++ structs: its trace step and its
-    per-op forecasts, decoded on first use."""
-    return lambda: (engine.step_of_capsule(capsule), ops_json)  # ops parsed when read
+def saved_targets_of_file(path: str | Path, tail_bytes: int = 1 << 20) -> list[str] | None:
+    """The targets a saved forecast file names, read from the end of the file (where
+    :meth:`Forecast.to_json` writes its "forecast" section) when it is there, so a large trace
+    is not read twice; the whole file otherwise."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - tail_bytes))
+        tail = f.read()
+    at = tail.rfind(b'"forecast"')
+    if at >= 0:
+        try:
+            saved = json.loads(b"{" + tail[at:])
+            targets = saved.get("forecast", {}).get("targets") if isinstance(saved, dict) else None
+            if isinstance(targets, list):
+                return [t for t in targets if isinstance(t, str)] or None
+        except ValueError:
+            pass
+    if size <= tail_bytes:
+        return _saved_targets(tail.decode("utf-8", errors="replace"))
+    return _saved_targets(Path(path).read_text(encoding="utf-8"))
+
+
+def _stored_detail(capsule: Any, rows: OpRows) -> Callable[[], tuple[dict[str, Any], Any]]:
+    """The detail loader of a step the engine holds as C++ structs: its trace step (decoded
+    on first use) and its per-op rows."""
+    return lambda: (engine.step_of_capsule(capsule), rows)
 
 
 def _step_forecast(index: int, measured_ms: float, summary: dict[str, Any],
-                   detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]) -> StepForecast:
-    """A step's forecast from the engine's summary document; `detail` loads the per-op part."""
+                   detail: Callable[[], tuple[dict[str, Any], Any]],
+                   rows: OpRows | None = None,
+                   views: tuple[Any, ...] | None = None) -> StepForecast:
+    """A step's forecast from the engine's summary document; `detail` loads the per-op part
+    (`rows`, when given, are its per-op columns, readable without loading the trace).
+    `views`: the totals' containers of an earlier step with this very summary, shared."""
+    if views is None:
+        views = _summary_views(summary)
+    targets, total_ms, phase_ms, method_ops, unsupported, timeline = views
+    return StepForecast(
+        index=index, measured_ms=measured_ms, targets=targets, total_ms=total_ms,
+        phase_ms=phase_ms, method_ops=method_ops, unsupported=unsupported, _detail=detail,
+        _rows=rows, timeline=timeline,
+    )
+
+
+def _summary_views(summary: dict[str, Any]) -> tuple[Any, ...]:
     targets = list(summary["targets"])
     totals = {t["target"]: t for t in summary["totals"]}
-    return StepForecast(
-        index=index, measured_ms=measured_ms, targets=targets,
-        total_ms={t: totals[t]["total_ms"] for t in targets},
-        phase_ms={t: dict(totals[t]["phases"]) for t in targets},
-        method_ops={t: dict(totals[t]["methods"]) for t in targets},
-        unsupported=list(summary.get("unsupported", [])), _detail=detail,
-        timeline={t["target"]: t for t in summary.get("timelines", [])},
-    )
+    return (targets, {t: totals[t]["total_ms"] for t in targets},
+            {t: dict(totals[t]["phases"]) for t in targets},
+            {t: dict(totals[t]["methods"]) for t in targets},
+            list(summary.get("unsupported", [])),
+            {t["target"]: t for t in summary.get("timelines", [])})
 
 
 class Forecast:
@@ -300,6 +386,8 @@ class Forecast:
         #: ("ddp", "tp", "pp4x8", ...).
         self.clusters: list[Any] = []
         self.parallel: Any = None
+        # The latest summary appended and its totals' containers (shared by reused steps).
+        self._shared_views: tuple[dict[str, Any], tuple[Any, ...]] | None = None
 
     @property
     def history(self) -> int | None:
@@ -320,16 +408,24 @@ class Forecast:
     # ----- filling -------------------------------------------------------------------
     def add_step(self, step: dict[str, Any]) -> StepForecast:
         """Forecasts one captured step (a trace step dict) and appends it."""
-        # The totals now; the per-op JSON is parsed only if per-op detail is read.
-        summary, ops_json = engine.forecast_step_parts(self.origin, step, self.targets, self.host_speed)
+        # The totals now; the per-op rows are read only if per-op detail is.
+        summary, rows = engine.forecast_step_parts(self.origin, step, self.targets, self.host_speed)
         return self._append(_step_forecast(step.get("index", 0), step.get("wall_ms", 0.0),
-                                           summary, lambda: (step, json.loads(ops_json))))
+                                           summary, lambda: (step, rows), rows))
 
     def _add_forecast(self, index: int, measured_ms: float, summary: dict[str, Any],
-                      detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]) -> StepForecast:
+                      detail: Callable[[], tuple[dict[str, Any], Any]],
+                      rows: OpRows | None = None) -> StepForecast:
         """Appends a step the engine already forecast (predict_on's worker): its summary
-        document now, its per-op detail loaded by `detail` on first use."""
-        return self._append(_step_forecast(index, measured_ms, summary, detail))
+        document now, its per-op detail loaded by `detail` on first use. Steps passing the
+        same summary object (a reused forecast) share its totals' containers."""
+        shared = self._shared_views
+        if shared is not None and shared[0] is summary:
+            views = shared[1]
+        else:
+            views = _summary_views(summary)
+            self._shared_views = (summary, views)
+        return self._append(_step_forecast(index, measured_ms, summary, detail, rows, views))
 
     def _append(self, forecast: StepForecast) -> StepForecast:
         steps = self._steps
@@ -379,26 +475,36 @@ class Forecast:
     # ----- persistence ---------------------------------------------------------------
     def to_trace(self) -> dict[str, Any]:
         """The trace document of every step still held in detail."""
-        return engine.trace_document(self.origin, [s.trace for s in self.steps if s.trace is not None])
+        steps = self.steps
+        if self.keep_steps is not None:  # older steps lost their detail: do not walk them all
+            steps = steps[max(0, len(steps) - self.keep_steps):] if self.keep_steps else []
+        return engine.trace_document(self.origin, [s.trace for s in steps if s.trace is not None])
 
-    def to_json(self, indent: int | None = None) -> str:
-        """The trace plus the forecast summary of every step, as one JSON document."""
+    def to_json(self, indent: int | None = None, *, last_steps: int | None = None) -> str:
+        """The trace plus the forecast summary of every step (or of the last `last_steps`
+        steps: a long run's log_dir keeps every step's totals in steps.jsonl instead), as one
+        JSON document."""
         doc = self.to_trace()
-        doc["forecast"] = {"targets": self.targets, "steps": [s.summary() for s in self.steps],
+        steps = self.steps
+        shown = steps if last_steps is None or len(steps) <= last_steps else steps[len(steps) - last_steps:]
+        doc["forecast"] = {"targets": self.targets, "steps": [s.summary() for s in shown],
                            "keep_steps": self.keep_steps,
                            "dropped_detail_steps": self.dropped_detail_steps}
+        if len(shown) < len(steps):
+            doc["forecast"]["omitted_step_totals"] = len(steps) - len(shown)
         note = self.detail_note()
         if note:
             doc["forecast"]["note"] = "the trace holds only the steps with detail: " + note
         return json.dumps(doc, indent=indent)
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, *, last_steps: int | None = None) -> Path:
         """Writes :meth:`to_json`; :meth:`Forecast.load` re-forecasts it for any GPU.
 
         The file is replaced atomically (a temporary file in the same directory, fsynced,
         then renamed over `path`): a crash or a full disk leaves the previous file intact.
+        `last_steps`: only the totals of that many last steps (see :meth:`to_json`).
         """
-        return atomic_write_text(Path(path), self.to_json())
+        return atomic_write_text(Path(path), self.to_json(last_steps=last_steps))
 
     @classmethod
     def from_trace(cls, trace: dict[str, Any] | str | Path,
@@ -438,8 +544,8 @@ class Forecast:
             raise type(e)(message) from None
         del text
         forecast = cls(names, origin, keep_steps=keep_steps, host_speed=host_speed)
-        for capsule, index, wall_ms, summary, ops_json in steps:
-            forecast._add_forecast(index, wall_ms, summary, _stored_detail(capsule, ops_json))
+        for capsule, index, wall_ms, summary, rows in steps:
+            forecast._add_forecast(index, wall_ms, summary, _stored_detail(capsule, rows), rows)
         return forecast
 
     load = from_trace

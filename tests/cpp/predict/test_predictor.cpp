@@ -236,6 +236,43 @@ TEST(Predictor, MemoisedPredictionsAreBitIdentical) {
   }
 }
 
+TEST(Predictor, MemoKeptAcrossStepsAndTargetsIsBitIdentical) {
+  Trace trace = load_trace(HABITAT_SOURCE_DIR "/tests/python/fixtures/golden_trace.json");
+  std::unique_ptr<LearnedModels> models;
+  const std::string dir = std::string(HABITAT_SOURCE_DIR) + "/weights";
+  if (std::filesystem::exists(std::filesystem::path(dir) / "gemm.safetensors")) {
+    models = std::make_unique<LearnedModels>(LearnedModels::load(dir));
+  }
+  TraceOrigin gpu = trace.origin;
+  gpu.device = "H100";
+  Step step = trace.steps[0];
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {  // runtime-based: origin side memoised
+    if (step.ops[i].has_children) continue;
+    KernelLaunch k;
+    k.name = "kernel";
+    k.grid[0] = 64 + static_cast<int>(i % 3);
+    k.block[0] = 128;
+    k.duration_us = 5.0 + static_cast<double>(i % 4);
+    step.ops[i].kernels = {k};
+  }
+  PredictionMemo memo;  // one per origin: the caller's rule
+  Predictor kept(db(), models.get());
+  kept.set_memo(&memo);
+  Predictor plain(db(), models.get());
+  plain.set_memoize(false);
+  // Steps again and again, target lists in other orders and subsets: the memo fills up and
+  // is read back, and every number stays what a fresh computation gives.
+  for (const auto& targets : std::vector<std::vector<std::string>>{
+           {"A100", "H100"}, {"L4", "A100", "T4"}, {"H100", "A100"}, {"T4"}}) {
+    expect_identical(kept.predict(step, gpu, targets), plain.predict(step, gpu, targets));
+  }
+  EXPECT_GT(memo.size(), 0u);
+  PredictionMemo tiny(2);  // full: starts afresh, same numbers
+  kept.set_memo(&tiny);
+  expect_identical(kept.predict(step, gpu, {"A100", "L4"}), plain.predict(step, gpu, {"A100", "L4"}));
+  EXPECT_LE(tiny.size(), 2u);
+}
+
 TEST(Predictor, MemoKeepsOpsThatAliasDifferentlyApart) {
   // add_(x, x) reads one buffer; add_(x, y) reads two: same shapes, different storage pattern.
   auto add = [](uint64_t id, uint64_t a, uint64_t b) {

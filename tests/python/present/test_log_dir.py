@@ -3,6 +3,7 @@ per run; nothing already written is lost when the process is killed; a bad log_d
 warning and close() never raises."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -162,3 +163,23 @@ def test_tensorboard_detail_every_n_steps_and_when_ops_change(tmp_path: Path):
     assert [e.step for e in acc.Scalars(f"{STEP}/measured_ms")] == list(range(10))  # every step
     # detail at step 0, every 4 steps after the last detail, and when the ops changed (6, 7)
     assert [e.step for e in acc.Tensors(f"{OPS_TABLE}/text_summary")] == [0, 4, 6, 7]
+
+
+def test_forecast_file_keeps_the_latest_totals_only(tmp_path: Path):
+    # A long run: forecast.json repeats the totals of the last `last_steps` steps (each save
+    # costs the same at any step); steps.jsonl has them all.
+    from habitat.capture.sinks import json_handler
+    from habitat.data.forecast import Forecast
+
+    forecast = capture(TARGETS, steps=1)
+    step = forecast.latest
+    handler = json_handler(tmp_path / "forecast.json", every=1, last_steps=3)
+    for i in range(5):
+        fc = forecast._add_forecast(i + 1, 1.0, {"targets": forecast.targets, "totals": [
+            {"target": t, "total_ms": step.total_ms[t], "phases": step.phase_ms[t],
+             "methods": step.method_ops[t]} for t in forecast.targets]}, lambda: (None, None))
+        handler(forecast, fc)
+    saved = json.loads((tmp_path / "forecast.json").read_text())["forecast"]
+    assert [s["index"] for s in saved["steps"]] == [3, 4, 5]
+    assert saved["omitted_step_totals"] == 3
+    assert Forecast.load(tmp_path / "forecast.json").steps  # still a loadable trace

@@ -24,6 +24,7 @@ namespace {
 struct Registry {
   DeviceDatabase db;
   bool loaded = false;
+  uint64_t generation = 0;  // bumped by every change, so memos of forecasts start afresh
 };
 
 Registry& registry() {
@@ -46,6 +47,7 @@ void load_device_database(const std::string& path, const std::vector<std::string
   }
   registry().db = std::move(db);  // the object stays put: predictors may hold a reference
   registry().loaded = true;
+  ++registry().generation;
 }
 
 std::string compute_capability(const Device& d) {
@@ -113,6 +115,8 @@ const DeviceDatabase& device_database() {
   return registry().db;
 }
 
+uint64_t device_database_generation() { return registry().generation; }
+
 const Device& find_device(const std::string& name, const std::optional<std::string>& devices_json) {
   if (!devices_json) return device_database().find(name);
   static std::mutex mutex;
@@ -166,6 +170,7 @@ void bind_devices(py::module_& m) {
       [](const std::string& text) {
         device_database();  // merging into nothing would hide a missing packaged database
         registry().db.merge_json(text);
+        ++registry().generation;
       },
       py::arg("text"), "Add or update devices from a JSON document in the devices.json layout.");
   m.def("device_database_loaded", [] { return registry().loaded; });

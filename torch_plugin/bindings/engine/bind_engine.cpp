@@ -14,9 +14,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bindings.h"
 #include "bindings/trace_capsule.h"
 #include "device_registry.h"
+#include "habitat/forecast_rows.h"
 #include "habitat/learned_models.h"
 #include "habitat/predictor.h"
 #include "habitat/timeline.h"
@@ -65,8 +68,47 @@ const HostCostModel* host_model(const std::string& json) {
   return it->second.get();
 }
 
+// HABITAT_OP_MEMO=0 turns the per-op memo off (benchmarks and tests compare the two).
+bool memo_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("HABITAT_OP_MEMO");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
+// The memo of per-op predictions kept across steps for one context: everything a prediction
+// reads besides the op and the target (the device database, the learned models, the trace's
+// origin). Used by one forecast at a time (its mutex).
+struct MemoContext {
+  std::mutex mutex;
+  PredictionMemo memo;
+};
+
+std::shared_ptr<MemoContext> memo_context(const TraceOrigin& o, const std::string& weights_dir) {
+  // Every origin field, so that a predictor reading one more of them stays correct.
+  std::string key = weights_dir;
+  for (const std::string* part : {&o.device, &o.host, &o.torch_version, &o.habitat_version,
+                                  &o.float32_matmul_precision, &o.autocast_dtype}) {
+    key += '\0';
+    key += *part;
+  }
+  key += '\0';
+  key += std::to_string(device_database_generation()) + (o.allow_tf32 ? "t" : "f") +
+         (o.autocast ? "a" : "-") + (o.cudnn_allow_tf32 ? "c" : "-");
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<MemoContext>> contexts;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = contexts.find(key);
+  if (it == contexts.end()) {
+    if (contexts.size() >= 8) contexts.clear();  // a few origins per process; never unbounded
+    it = contexts.emplace(key, std::make_shared<MemoContext>()).first;
+  }
+  return it->second;
+}
+
 // Forecasts one step for each target with the learned models in weights_dir (none: roofline
-// only). Call without the GIL.
+// only); per-op predictions are memoised across steps and targets. Call without the GIL.
 Forecast forecast_for(const Step& step, const TraceOrigin& origin,
                       const std::vector<std::string>& targets, const std::string& weights_dir,
                       const TimelineSettings& timeline = {}) {
@@ -76,13 +118,46 @@ Forecast forecast_for(const Step& step, const TraceOrigin& origin,
   options.host_model = host_model(timeline.host_model_json);
   options.overhead_per_op_us = timeline.overhead_per_op_us;
   predictor.set_timeline(true, options);
-  // HABITAT_OP_MEMO=0 turns the per-op memo off (benchmarks and tests compare the two).
-  static const bool memoize = [] {
-    const char* v = std::getenv("HABITAT_OP_MEMO");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  predictor.set_memoize(memoize);
+  predictor.set_memoize(memo_enabled());
+  if (!memo_enabled()) return predictor.predict(step, origin, targets);
+  const std::shared_ptr<MemoContext> context = memo_context(origin, weights_dir);
+  std::lock_guard<std::mutex> lock(context->mutex);
+  predictor.set_memo(&context->memo);
   return predictor.predict(step, origin, targets);
+}
+
+// A JSON value as Python objects, built here so that Python never parses the engine's results.
+py::object to_python(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::object: {
+      py::dict d;
+      for (const auto& [key, value] : j.items()) d[py::str(key)] = to_python(value);
+      return d;
+    }
+    case nlohmann::json::value_t::array: {
+      py::list l;
+      for (const auto& value : j) l.append(to_python(value));
+      return l;
+    }
+    case nlohmann::json::value_t::string:
+      return py::str(j.get_ref<const std::string&>());
+    case nlohmann::json::value_t::boolean:
+      return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return py::int_(j.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return py::int_(j.get<uint64_t>());
+    case nlohmann::json::value_t::number_float:
+      return py::float_(j.get<double>());
+    default:
+      return py::none();
+  }
+}
+
+// A forecast's summary (the forecast document without its ops: totals per target and phase,
+// timelines) as Python objects; small (per target, not per op).
+py::object summary_dict(const Forecast& f) {
+  return to_python(nlohmann::json::parse(forecast_summary_to_json(f)));
 }
 
 std::string forecast_step(const std::string& trace_json, const std::vector<std::string>& targets,
@@ -100,19 +175,14 @@ std::string forecast_step(const std::string& trace_json, const std::vector<std::
                    {host_speed, host_model_json}));
 }
 
-// The same, in two parts read at different times: the forecast document without its ops (the
-// totals, read at once) and the JSON of the ops array (parsed only when per-op detail is read).
-std::pair<std::string, std::string> forecast_step_parts(const std::string& trace_json,
-                                                        const std::vector<std::string>& targets,
-                                                        const std::string& weights_dir,
-                                                        const TimelineSettings& timeline) {
+Forecast forecast_one_step(const std::string& trace_json, const std::vector<std::string>& targets,
+                           const std::string& weights_dir, const TimelineSettings& timeline) {
   const Trace trace = trace_from_json(trace_json);
   if (trace.steps.size() != 1) {
     throw py::value_error("forecast_step_parts takes a trace document of one step, got " +
                           std::to_string(trace.steps.size()));
   }
-  const Forecast f = forecast_for(trace.steps.front(), trace.origin, targets, weights_dir, timeline);
-  return {forecast_summary_to_json(f), forecast_ops_to_json(f)};
+  return forecast_for(trace.steps.front(), trace.origin, targets, weights_dir, timeline);
 }
 
 // Habitat's wave scaling of kernels known only by their time, work and (when known) launch
@@ -170,21 +240,27 @@ void bind_engine(py::module_& m) {
         "Forecast one step of a trace document for each target with the learned models in\n"
         "weights_dir (none: roofline only); returns the forecast as JSON.");
 
+  m.attr("OP_ROW_METHODS") = method_names();
+  m.attr("OP_ROW_CLASSES") = op_class_names();
+  m.attr("OP_ROW_PRECISIONS") = precision_names();
+
   m.def(
       "forecast_step_parts",
       [](const std::string& trace_json, const std::vector<std::string>& targets,
          const std::string& weights_dir, double host_speed, const std::string& host_model_json) {
-        std::pair<std::string, std::string> parts;
+        Forecast f;
+        std::string rows;
         {
           py::gil_scoped_release release;
-          parts = forecast_step_parts(trace_json, targets, weights_dir, {host_speed, host_model_json});
+          f = forecast_one_step(trace_json, targets, weights_dir, {host_speed, host_model_json});
+          rows = forecast_ops_to_rows(f);
         }
-        return py::make_tuple(parts.first, py::bytes(parts.second));
+        return py::make_tuple(summary_dict(f), py::bytes(rows));
       },
       py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
       "Forecasts the one step of a trace document: (the forecast document without its ops,\n"
-      "JSON of the ops array as bytes, to parse only when per-op detail is read).");
+      "the per-op rows as bytes (forecast_rows.h), read as columns only when detail is read).");
 
   m.def(
       "forecast_trace",
@@ -195,8 +271,8 @@ void bind_engine(py::module_& m) {
         // (captured_trace_json encodes it when its detail is read).
         struct Part {
           SharedTrace step;
-          std::string summary;
-          std::string ops;
+          Forecast forecast;
+          std::string rows;
         };
         std::vector<Part> parts;
         std::string origin;
@@ -208,26 +284,30 @@ void bind_engine(py::module_& m) {
           origin = trace_to_json(origin_only);
           parts.reserve(trace.steps.size());
           for (Step& step : trace.steps) {
-            const Forecast f = forecast_for(step, trace.origin, targets, weights_dir,
-                                            {host_speed, host_model_json, overhead_per_op_us});
+            Forecast f = forecast_for(step, trace.origin, targets, weights_dir,
+                                      {host_speed, host_model_json, overhead_per_op_us});
+            std::string rows = forecast_ops_to_rows(f);
+            f.ops = {};  // the rows hold the per-op part; keep only the totals
             auto one = std::make_shared<Trace>();
             one->origin = trace.origin;
             one->steps.push_back(std::move(step));
-            parts.push_back({std::move(one), forecast_summary_to_json(f), forecast_ops_to_json(f)});
+            parts.push_back({std::move(one), std::move(f), std::move(rows)});
           }
         }
         py::list steps;
         for (Part& part : parts) {
           const Step& step = part.step->steps.front();
           steps.append(py::make_tuple(make_trace_capsule(std::move(part.step)), step.index,
-                                      step.wall_ms, part.summary, py::bytes(part.ops)));
+                                      step.wall_ms, summary_dict(part.forecast),
+                                      py::bytes(part.rows)));
+          part.rows = {};
         }
         return py::make_tuple(origin, steps);
       },
       py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "", py::arg("overhead_per_op_us") = -1.0,
       "Forecasts every step of a trace document, parsed once: (the trace document without\n"
-      "steps, [(step capsule, index, wall_ms, forecast document without ops, ops JSON bytes)]).\n"
+      "steps, [(step capsule, index, wall_ms, forecast document without ops, per-op rows)]).\n"
       "captured_trace_json(capsule) gives a step's trace when its detail is read.");
 
   m.def(
@@ -236,23 +316,22 @@ void bind_engine(py::module_& m) {
          const std::vector<std::string>& targets, const std::string& weights_dir,
          double host_speed, const std::string& host_model_json) {
         const SharedTrace captured = trace_from_capsule(capsule);
-        std::string summary;
-        std::string ops;
+        Forecast f;
+        std::string rows;
         {
           py::gil_scoped_release release;
           const Trace origin = trace_from_json(origin_trace_json);
-          const Forecast f = forecast_for(captured->steps.front(), origin.origin, targets, weights_dir,
-                                          {host_speed, host_model_json});
-          summary = forecast_summary_to_json(f);
-          ops = forecast_ops_to_json(f);
+          f = forecast_for(captured->steps.front(), origin.origin, targets, weights_dir,
+                           {host_speed, host_model_json});
+          rows = forecast_ops_to_rows(f);
         }
-        return py::make_tuple(summary, py::bytes(ops));
+        return py::make_tuple(summary_dict(f), py::bytes(rows));
       },
       py::arg("captured"), py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
       "Forecasts a step captured by habitat._C (its .capsule; the origin comes from a trace\n"
-      "document whose steps are ignored): (the forecast document without its ops, JSON of the\n"
-      "ops array).");
+      "document whose steps are ignored): (the forecast document without its ops, the per-op\n"
+      "rows as bytes).");
 
   m.attr("DEFAULT_OVERHEAD_PER_OP_US") = kDefaultOverheadPerOpUs;
   m.def(

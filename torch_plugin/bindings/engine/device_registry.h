@@ -2,6 +2,7 @@
 // (packaged devices.json plus the user's files); bind_devices.cpp owns it.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -15,6 +16,9 @@ namespace habitat::python {
 // GIL, by habitat.devices: do not merge while forecasts run on other threads.
 // Throws std::runtime_error when habitat.devices has not loaded it yet.
 const DeviceDatabase& device_database();
+// Changes whenever the database does (a load or a merge): what was computed from the
+// database before (memos of forecasts) is stale once it changed.
+uint64_t device_database_generation();
 
 // The device a (forgiving) name refers to: in the database file `devices_json` when given
 // (read once per path, then cached), else in the loaded database. Throws UnknownDeviceError.

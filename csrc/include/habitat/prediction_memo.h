@@ -1,0 +1,53 @@
+// Per-op costs and predictions kept across steps and targets: training steps repeat the same
+// ops step after step, so a long run forecasts each distinct op once per GPU.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "habitat/device.h"
+#include "habitat/op_cost.h"
+
+namespace habitat {
+
+struct OpPrediction;
+
+// What the predictor computed for one distinct op (Predictor's op key): its cost, the origin
+// side of a ratio method (computed once per op, not once per target) and its prediction on
+// each target seen so far. The values are those computing them again would give (the cost
+// model and the predictors are pure functions of the key, the device and the memo's context).
+class PredictionMemo {
+ public:
+  struct Entry {
+    OpCost cost;
+    // The learned model's time of the op on the origin GPU: unset until a ratio method needs
+    // it, then the model's answer (which may be "no model").
+    std::optional<std::optional<double>> origin_model_us;
+    std::vector<double> time_us;  // by target slot
+    std::vector<unsigned char> method;  // by target slot; kUnset: not predicted yet
+  };
+  static constexpr unsigned char kUnset = 0xff;
+
+  // At most `max_ops` distinct ops are kept; the memo starts afresh when it is full, so a run
+  // whose ops never repeat holds a bounded amount of memory.
+  explicit PredictionMemo(std::size_t max_ops = kDefaultMaxOps) : max_ops_(max_ops) {}
+  static constexpr std::size_t kDefaultMaxOps = 1 << 16;
+
+  // The entry of `key` and whether it was added now (its cost is then still to compute).
+  // The pointer stays valid until the next call.
+  std::pair<Entry*, bool> find_or_add(const std::string& key);
+  // A small index for `target`, the same for the life of the memo.
+  std::size_t slot(const Device* target);
+
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::unordered_map<std::string, Entry> entries_;
+  std::unordered_map<const Device*, std::size_t> slots_;
+  std::size_t max_ops_;
+};
+
+}  // namespace habitat
