@@ -21,7 +21,8 @@ std::optional<LearnedFamily> learned_family_from_string(std::string_view name);
 
 // Shape columns of each family, in the Python order:
 //   gemm         b, m, n, k, elem_bytes  (C[b,m,n] = A[b,m,k] @ B[b,k,n])
-//   conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes
+//   conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes, grad
+//                (grad 0: forward, 1: input gradient, 2: weight gradient)
 //   elementwise  n, inputs, transcendental, elem_bytes
 //   softmax      rows, cols, elem_bytes
 //   layernorm    rows, cols, elem_bytes

@@ -1,4 +1,5 @@
-"""python -m habitat.evaluate {kernels,models} --data DIR [--quick] [--json OUT] [--origin G] [--target G]"""
+"""python -m habitat.evaluate {kernels,models} --data DIR [--quick] [--json OUT] [--origin G] [--target G]
+python -m habitat.evaluate precision [--data benchmarks/results/kernels/H100-SXM5-80GB] [--json OUT]"""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from habitat.evaluate import kernels, models
+from habitat.evaluate import kernels, models, precision
 from habitat.evaluate import predictors as P
 from habitat.learned.devices import DeviceTable, default_table
 
@@ -15,9 +16,11 @@ from habitat.learned.devices import DeviceTable, default_table
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m habitat.evaluate",
                                 description="Accuracy of Habitat's predictors on NeuSight-format measurements.")
-    p.add_argument("what", choices=("kernels", "models"),
-                   help="kernels: per-op CSVs (kernels/, test/); models: end-to-end labels/")
-    p.add_argument("--data", required=True, help="NeuSight-format data directory")
+    p.add_argument("what", choices=("kernels", "models", "precision"),
+                   help="kernels: per-op CSVs (kernels/, test/); models: end-to-end labels/; precision: "
+                        "GEMM and conv on the measured multi-precision kernels' held-out shapes")
+    p.add_argument("--data", default=None, help="NeuSight-format data directory (precision: collect_kernels.py "
+                                                "output of one GPU; default the committed H100 set)")
     p.add_argument("--weights", default=None, help="weights directory (default: the packaged weights/)")
     p.add_argument("--devices", default=None, help="devices.json (default: the package's)")
     p.add_argument("--quick", action="store_true", help="a small subsample (tests, CI)")
@@ -29,11 +32,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     devices = DeviceTable.load(args.devices) if args.devices else default_table()
     weights = Path(args.weights) if args.weights else P.default_weights_dir()
+    start = time.time()
+    if args.what == "precision":
+        results = precision.evaluate(Path(args.data) if args.data else precision.DEFAULT_DATA, weights, devices)
+        precision.print_report(results)
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        return 0
+    if args.data is None:
+        p.error(f"{args.what} needs --data (a NeuSight data directory)")
     model_set = P.ModelSet(weights)
     data = Path(args.data)
     origins = set(args.origin) if args.origin else None
     targets = set(args.target) if args.target else None
-    start = time.time()
     if args.what == "kernels":
         groups = set(args.groups.split(",")) if args.groups else None
         unknown = (groups or set()) - set(kernels.GROUPS)

@@ -1,6 +1,6 @@
 """The efficiency MLP: numpy inference and the output head shared with the engine.
 
-kernel_us = roofline_us / efficiency, efficiency = E_MAX * sigmoid(mlp(normalised features)),
+kernel_us = roofline_us / min(1, efficiency), efficiency = E_MAX * sigmoid(mlp(normalised features)),
 time_us   = max(launch_floor_us, kernel_us)
 E_MAX > 1 leaves room for datasheet peaks a little below what a GPU reaches (boost clocks,
 L2-resident operands); the engine (csrc/learned_model.cpp) applies the same head and floor.
@@ -60,9 +60,10 @@ class EfficiencyMLP:
         return float(self.metadata.get("launch_floor_us", 0.0))
 
     def kernel_from_features(self, x: np.ndarray, t_roof_us: np.ndarray) -> np.ndarray:
-        """Device time without any floor: roofline / efficiency."""
+        """Device time without any floor: roofline / efficiency, never below the roofline
+        (E_MAX > 1 lets the fit run above the datasheet peak; a forecast does not)."""
         log_eff = np.log(self.metadata.get("e_max", E_MAX)) + _log_sigmoid(self.raw(x))
-        return t_roof_us * np.exp(-log_eff)
+        return np.maximum(t_roof_us, t_roof_us * np.exp(-log_eff))
 
     def predict_from_features(self, x: np.ndarray, t_roof_us: np.ndarray) -> np.ndarray:
         return np.maximum(self.launch_floor_us, self.kernel_from_features(x, t_roof_us))

@@ -47,6 +47,7 @@ class TrainConfig:
     floor_sharpness: float = 4.0  # p of the harness soft maximum (floor^p + kernel^p)^(1/p)
     ignore_features: tuple[str, ...] = ()  # inputs the model may not use (first-layer weights 0)
     members: int = 1  # independently seeded nets averaged (packed into one MLP: same file format)
+    clamp_inputs: bool = True  # prepend the input clamp (_clamp_inputs); off: ReLU extrapolation
 
 
 QUICK = TrainConfig(steps=300, max_rows=4000)
@@ -56,19 +57,21 @@ QUICK = TrainConfig(steps=300, max_rows=4000)
 # blog/cuda-graphs, 2019) measures a short kernel at ~2.9 us of execution and 3.4-3.8 us per
 # kernel when launched back to back on V100; an empty kernel's device time is lower.
 LAUNCH_FLOOR_US = 2.0
+# Weight of the size-monotonicity penalty (fit's `grown`), in the loss's own units (log time).
+MONOTONE_WEIGHT = 5.0
 # Fraction of each (GPU, op)'s rows, smallest rooflines first, whose median measured time is
 # that harness's per-call floor (NeuSight's rows flatten at 25-60 us below a few us of work).
 FLOOR_QUANTILE = 0.03
 
 
-def design(rows: KernelArrays, devices: DeviceTable, precision: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
-    """Features and roofline times for every row, grouped by device."""
+def design(rows: KernelArrays, devices: DeviceTable) -> tuple[np.ndarray, np.ndarray]:
+    """Features and roofline times for every row (each in its own precision), grouped by device."""
     x = np.zeros((len(rows), len(feats.FEATURE_NAMES[rows.family])))
     t_roof = np.zeros(len(rows))
     for name in np.unique(rows.device):
         idx = np.nonzero(rows.device == name)[0]
         sub = rows.take(idx)
-        x[idx], t_roof[idx] = feats.compute(rows.family, sub.shapes, devices.find(name), precision)
+        x[idx], t_roof[idx] = feats.compute(rows.family, sub.shapes, devices.find(name), sub.precision)
     return x, t_roof
 
 
@@ -142,14 +145,15 @@ def _pack_ensemble(ws: list[list[np.ndarray]], bs: list[list[np.ndarray]]) -> tu
 def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         cfg: TrainConfig = TrainConfig(), floor_us: np.ndarray | None = None,
         groups: np.ndarray | None = None, val_groups: np.ndarray | None = None,
-        stop_at: int | None = None) -> EfficiencyMLP:
+        stop_at: int | None = None, sample_weight: np.ndarray | None = None,
+        pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None) -> EfficiencyMLP:
     """See _fit. Torch's thread count and deterministic mode are set for the fit and restored
     after it: a process that trains (a test, a notebook) keeps its own settings."""
     import torch
 
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     try:
-        return _fit(family, x, t_roof, t_meas, cfg, floor_us, groups, val_groups, stop_at)
+        return _fit(family, x, t_roof, t_meas, cfg, floor_us, groups, val_groups, stop_at, sample_weight, pairs)
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)
@@ -157,7 +161,9 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
 
 def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
          cfg: TrainConfig, floor_us: np.ndarray | None, groups: np.ndarray | None,
-         val_groups: np.ndarray | None, stop_at: int | None) -> EfficiencyMLP:
+         val_groups: np.ndarray | None, stop_at: int | None,
+         sample_weight: np.ndarray | None = None,
+         pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None) -> EfficiencyMLP:
     """Fits the floor-free kernel time k = t_roof / (E_MAX * sigmoid(mlp(x))) so that the
     harness time (floor^p + k^p)^(1/p) matches t_meas, with an L1 loss on log time (a
     relative-error loss). Rows at the floor then only bound k from above.
@@ -166,7 +172,13 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     or else a fraction of the shapes (`groups`); the weights with the least validation loss
     (mean over labels) are kept and each label's loss curve is recorded (metadata
     "validation_curve"). With `stop_at`, every row trains and the weights after that step (of
-    the same `cfg.steps` schedule) are kept."""
+    the same `cfg.steps` schedule) are kept. `sample_weight` (default uniform) is each row's
+    relative chance of being drawn into a batch (a small data set among a large one).
+    `pairs` (features and roofline times of a problem, then of the same problem with one
+    dimension doubled, on the same GPU and precision) adds a penalty wherever the larger
+    problem's kernel time comes out below the smaller's (MONOTONE_WEIGHT x the log-time
+    shortfall, over a batch of pairs each step): time should not fall as a problem grows. Their
+    features are clamped to the training range, as the exported model's input layer does."""
     import torch
 
     torch.manual_seed(cfg.seed)
@@ -178,6 +190,7 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     if len(x) > cfg.max_rows:
         keep = np.sort(rng.choice(len(x), cfg.max_rows, replace=False))
         x, t_roof, t_meas, floor_us = x[keep], t_roof[keep], t_meas[keep], floor_us[keep]
+        sample_weight = None if sample_weight is None else sample_weight[keep]
         groups = None if groups is None else groups[keep]
         val_groups = None if val_groups is None else val_groups[keep]
     if stop_at is not None:
@@ -199,10 +212,22 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     xn = (x - mean) / std
     xn[:, unused] = 0.0  # the engine still computes them: their weights are zeroed below
     xs = tensor(xn)
+    if pairs is not None:
+        lo, hi = xn[~val].min(axis=0), xn[~val].max(axis=0)
+        if not cfg.clamp_inputs:
+            lo, hi = np.full_like(lo, -np.inf), np.full_like(hi, np.inf)
+
+        def clamped(a: np.ndarray) -> "torch.Tensor":
+            out = np.clip((a - mean) / std, lo, hi)
+            out[:, unused] = 0.0
+            return tensor(out)
+        xa, log_roof_a = clamped(pairs[0]), tensor(np.log(pairs[1]))
+        xb, log_roof_b = clamped(pairs[2]), tensor(np.log(pairs[3]))
     log_roof = tensor(np.log(t_roof))
     log_meas = tensor(np.log(t_meas))
     log_floor = tensor(np.log(np.maximum(floor_us, 1e-9)))
     train_idx = torch.tensor(np.nonzero(~val)[0])
+    draw_p = None if sample_weight is None else torch.tensor(sample_weight[~val], dtype=torch.float64)
     val_idx = torch.tensor(np.nonzero(val)[0])
     val_sets = {str(g): torch.tensor(np.nonzero(labels == g)[0]) for g in np.unique(labels[val])}
     # Start from the median efficiency of the rows well above their floor, so the first steps
@@ -229,6 +254,11 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
             log_harness = torch.logaddexp(p * log_floor[idx], p * log_kernel) / p
             return (log_harness - log_meas[idx]).abs().mean()
 
+        def monotone_penalty(idx: "torch.Tensor") -> "torch.Tensor":
+            log_small = log_roof_a[idx] - torch.nn.functional.logsigmoid(net(xa[idx])[:, 0])
+            log_big = log_roof_b[idx] - torch.nn.functional.logsigmoid(net(xb[idx])[:, 0])
+            return torch.relu(log_small - log_big).mean()
+
         def val_losses() -> dict[str, float]:
             with torch.no_grad():
                 return {g: float(loss_of(i)) for g, i in val_sets.items()}
@@ -239,8 +269,15 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         best = (float("inf"), 0, [t.detach().clone() for t in net.state_dict().values()])
         curve: dict[str, list[float]] = {g: [] for g in val_sets}
         for step in range(1, last + 1):
-            idx = train_idx[torch.randint(0, len(train_idx), (min(cfg.batch, len(train_idx)),), generator=gen)]
+            n_batch = min(cfg.batch, len(train_idx))
+            if draw_p is None:
+                idx = train_idx[torch.randint(0, len(train_idx), (n_batch,), generator=gen)]
+            else:
+                idx = train_idx[torch.multinomial(draw_p, n_batch, replacement=True, generator=gen)]
             loss = loss_of(idx)
+            if pairs is not None:
+                pidx = torch.randint(0, len(pairs[0]), (cfg.batch,), generator=gen)
+                loss = loss + MONOTONE_WEIGHT * monotone_penalty(pidx)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -262,15 +299,17 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
 
     members = [train_member(cfg.seed + 1000 * i) for i in range(cfg.members)]
     weights, biases = _pack_ensemble([m[0] for m in members], [m[1] for m in members])
-    weights, biases = _clamp_inputs(weights, biases, xn[~val].min(axis=0), xn[~val].max(axis=0))
+    if cfg.clamp_inputs:
+        weights, biases = _clamp_inputs(weights, biases, xn[~val].min(axis=0), xn[~val].max(axis=0))
     best = (float(np.mean([m[3] for m in members])), [m[2] for m in members])
     curve = {g: [float(v) for v in np.mean([m[4][g] for m in members], axis=0)] for g in val_sets}
     return EfficiencyMLP(
         family, mean.astype(np.float32), std.astype(np.float32),
         [w.astype(np.float32) for w in weights], [b.astype(np.float32) for b in biases],
         {"format": FORMAT, "version": FORMAT_VERSION, "family": family, "layers": len(weights),
-         "input_clamp": "layer 0 clamps each normalised feature to its training range "
-                        "(relu(x - lo) - relu(x - hi) + lo), so the model does not extrapolate",
+         "input_clamp": ("layer 0 clamps each normalised feature to its training range "
+                         "(relu(x - lo) - relu(x - hi) + lo), so the model does not extrapolate")
+                        if cfg.clamp_inputs else "none: the ReLU net extrapolates linearly outside its data",
          "hidden": list(cfg.hidden), "members": cfg.members, "activation": "relu", "e_max": E_MAX,
          "launch_floor_us": LAUNCH_FLOOR_US,
          "features": list(feats.FEATURE_NAMES[family]),
@@ -441,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=None, help="optimiser steps per model")
     p.add_argument("--holdout", type=float, default=0.0,
                    help="fraction of shapes held out for an extra validation fit (0: skip it)")
+    p.add_argument("--precision-data", default=None,
+                   help="collect_kernels.py output of one GPU (<op>_<precision>.csv): gemm and conv then train "
+                        "on it plus NeuSight's rows (habitat.learned.train_precision)")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else TrainConfig()
     cfg = TrainConfig(**{**cfg.__dict__, "seed": args.seed, "steps": args.steps or cfg.steps})
@@ -450,11 +492,24 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python -m habitat.learned.train " + " ".join(argv if argv is not None else sys.argv[1:])
+    measured = {}
+    if args.precision_data:
+        from habitat.learned.neusight import load_precision_kernels
+        measured = load_precision_kernels(args.precision_data)
     for family in families:
+        logo = None if args.no_logo else out / "logo"
+        if family in measured and family in ("gemm", "conv"):
+            from habitat.learned.train_precision import MATRIX_CONFIG, train_matrix_family
+            mcfg = TrainConfig(**{**MATRIX_CONFIG.__dict__, "seed": args.seed,
+                                  "steps": args.steps or MATRIX_CONFIG.steps})
+            model = train_matrix_family(data.get(family), measured[family], devices, mcfg, logo)
+            model.metadata["training_command"] = command
+            model.save(out)
+            continue
         if family not in data:
             print(f"{family}: no rows in {args.data}/kernels, skipped")
             continue
-        model = train_family(data[family], devices, cfg, None if args.no_logo else out / "logo", args.holdout)
+        model = train_family(data[family], devices, cfg, logo, args.holdout)
         model.metadata["training_command"] = command
         model.save(out)
     return 0

@@ -17,6 +17,7 @@
 #include "bindings.h"
 #include "bindings/trace_capsule.h"
 #include "device_registry.h"
+#include "habitat/learned_envelope.h"
 #include "habitat/learned_models.h"
 #include "habitat/predictor.h"
 #include "habitat/trace.h"
@@ -47,7 +48,11 @@ const ShapeModel* learned_models(const std::string& weights_dir) {
 // only). Call without the GIL.
 Forecast forecast_for(const Step& step, const TraceOrigin& origin,
                       const std::vector<std::string>& targets, const std::string& weights_dir) {
-  Predictor predictor(device_database(), learned_models(weights_dir));
+  const ShapeModel* learned = learned_models(weights_dir);
+  // A GPU at least as good on every figure is never forecast slower (learned_envelope.h).
+  std::optional<DominanceEnvelope> envelope;
+  if (learned != nullptr) envelope.emplace(*learned, device_database());
+  Predictor predictor(device_database(), envelope ? &*envelope : nullptr);
   // HABITAT_OP_MEMO=0 turns the per-op memo off (benchmarks and tests compare the two).
   static const bool memoize = [] {
     const char* v = std::getenv("HABITAT_OP_MEMO");
