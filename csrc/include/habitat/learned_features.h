@@ -14,7 +14,7 @@
 
 namespace habitat {
 
-enum class LearnedFamily { Gemm, Conv, Elementwise, Softmax, LayerNorm };
+enum class LearnedFamily { Gemm, Conv, Elementwise, Softmax, LayerNorm, Attention };
 
 std::string_view to_string(LearnedFamily f);
 std::optional<LearnedFamily> learned_family_from_string(std::string_view name);
@@ -26,6 +26,7 @@ std::optional<LearnedFamily> learned_family_from_string(std::string_view name);
 //   elementwise  n, inputs, transcendental, elem_bytes
 //   softmax      rows, cols, elem_bytes
 //   layernorm    rows, cols, elem_bytes
+//   attention    batch_heads, l, s, e, causal, backward, elem_bytes  (a fused SDPA kernel)
 using LearnedShape = std::map<std::string, double>;
 const std::vector<std::string>& shape_columns(LearnedFamily f);
 const std::vector<std::string>& feature_names(LearnedFamily f);

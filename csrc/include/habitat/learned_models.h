@@ -29,8 +29,8 @@ struct LearnedPart {
 };
 
 // Splits an op into family parts; empty when no learned family covers it (or shapes are
-// missing). `precision` is the op's matrix precision (OpCost::precision).
-std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost);
+// missing). `attention_model`: a fused attention op is one attention part (else two GEMMs).
+std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost, bool attention_model = false);
 
 class LearnedModels : public ShapeModel {
  public:

@@ -16,12 +16,17 @@ constexpr double kElementwiseBlockElements = 512.0;
 constexpr double kMiB = 1048576.0;
 constexpr double kMaxAlignBytes = 16.0;
 
-constexpr std::array<std::pair<LearnedFamily, std::string_view>, 5> kNames{{
+// Fused attention (features.py): the backward is 2.5x the forward's matrix work; query rows per block.
+constexpr double kAttentionBackwardFlops = 2.5;
+constexpr double kAttentionBlockRows = 128.0;
+
+constexpr std::array<std::pair<LearnedFamily, std::string_view>, 6> kNames{{
     {LearnedFamily::Gemm, "gemm"},
     {LearnedFamily::Conv, "conv"},
     {LearnedFamily::Elementwise, "elementwise"},
     {LearnedFamily::Softmax, "softmax"},
     {LearnedFamily::LayerNorm, "layernorm"},
+    {LearnedFamily::Attention, "attention"},
 }};
 
 double log2c(double x) { return std::log2(std::max(x, 1e-30)); }
@@ -111,6 +116,7 @@ const std::vector<std::string>& shape_columns(LearnedFamily f) {
       {LearnedFamily::Elementwise, {"n", "inputs", "transcendental", "elem_bytes"}},
       {LearnedFamily::Softmax, {"rows", "cols", "elem_bytes"}},
       {LearnedFamily::LayerNorm, {"rows", "cols", "elem_bytes"}},
+      {LearnedFamily::Attention, {"batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes"}},
   };
   return columns.at(f);
 }
@@ -135,6 +141,11 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
               kDeviceFeatures)},
       {LearnedFamily::Softmax, concat(row_features, kDeviceFeatures)},
       {LearnedFamily::LayerNorm, concat(row_features, kDeviceFeatures)},
+      {LearnedFamily::Attention,
+       concat({"log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
+               "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
+               "tensor_path", "log2_elem_bytes"},
+              kDeviceFeatures)},
   };
   return names.at(f);
 }
@@ -199,6 +210,27 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       const double blocks = std::ceil(n / kElementwiseBlockElements);
       x = {log2c(n), inputs, trans, log2c(t_m), log2c(bytes / (dev.l2_mb * kMiB)),
            log2c(blocks / dev.sms)};
+      break;
+    }
+    case LearnedFamily::Attention: {
+      const double bh = col("batch_heads"), l = col("l"), sk = col("s"), e = col("e");
+      const double causal = col("causal", true), backward = col("backward", true);
+      if ((causal != 0 && causal != 1) || (backward != 0 && backward != 1)) {
+        throw std::invalid_argument("attention columns 'causal' and 'backward' must be 0 or 1");
+      }
+      const double scale = (causal > 0 ? 0.5 : 1.0) * (backward > 0 ? kAttentionBackwardFlops : 1.0);
+      const double flops = 4.0 * bh * l * sk * e * scale;
+      // forward reads Q, K, V, writes O; backward reads Q, K, V, O, dO, writes dQ, dK, dV
+      const double bytes = eb * bh * (backward > 0 ? 4.0 : 2.0) * (l + sk) * e;
+      const double t_c = flops / roof.peak * 1e6;
+      const double t_m = bytes / roof.bandwidth * 1e6;
+      const double blocks = bh * std::ceil(l / kAttentionBlockRows);
+      const double sms = dev.sms;
+      const double waves = std::ceil(blocks / sms);
+      x = {log2c(bh),  log2c(l),   log2c(sk), log2c(e), causal, backward, log2c(t_c), log2c(t_m),
+           log2c(flops / bytes / (roof.peak / roof.bandwidth)), log2c(blocks / sms),
+           blocks / (waves * sms), tensor_path(dev, precision), log2c(eb)};
+      out.roofline_us = std::max(t_c, t_m);
       break;
     }
     case LearnedFamily::Softmax:

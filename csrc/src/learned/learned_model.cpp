@@ -92,7 +92,10 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
   return parts;
 }
 
-std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord& op) {
+// Fused attention ops (flash, memory-efficient, cuDNN, and the composite
+// scaled_dot_product_attention) as one attention part; the math path, and any op when no
+// attention model is loaded, as the two GEMMs (and the softmax) it is made of.
+std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord& op, bool fused_model) {
   const TensorMeta* q = first_of(op, {"query"});
   const TensorMeta* k = first_of(op, {"key"});
   const TensorMeta* v = first_of(op, {"value"});
@@ -104,9 +107,15 @@ std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord
   const double bh = numel(q->shape) / (l * e);
   const double eb = elem_bytes(*q);
   const bool backward = name.ends_with("_backward");
-  const bool math = name == "_scaled_dot_product_attention_math";
+  const bool math = name.find("_math") != std::string::npos;
+  const bool is_causal = bool_arg(op, "is_causal");
+  if (fused_model && !math) {
+    return {{LearnedFamily::Attention,
+             {{"batch_heads", bh}, {"l", l}, {"s", s}, {"e", std::max(e, ev)},
+              {"causal", is_causal ? 1.0 : 0.0}, {"backward", backward ? 1.0 : 0.0}, {"elem_bytes", eb}}}};
+  }
   // Causal masks let fused kernels skip about half of the score tiles.
-  const double causal = bool_arg(op, "is_causal") ? 0.5 : 1.0;
+  const double causal = is_causal ? 0.5 : 1.0;
   // Forward: S = Q K^T and O = P V. Backward: dV, dP, dQ, dK plus the recomputed S.
   const double gemm_scale = causal * (backward ? 2.5 : 1.0);
   std::vector<LearnedPart> parts{
@@ -187,12 +196,12 @@ std::vector<LearnedPart> elementwise_parts(const std::string& name, const OpReco
 
 }  // namespace
 
-std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost) {
+std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost, bool attention_model) {
   const std::string name = strip_aten(op.name);
   switch (cost.op_class) {
     case OpClass::Gemm: return gemm_parts(name, op);
     case OpClass::Conv: return conv_parts(name, op);
-    case OpClass::Attention: return attention_parts(name, op);
+    case OpClass::Attention: return attention_parts(name, op, attention_model);
     case OpClass::Softmax: return softmax_parts(name, op);
     case OpClass::Norm:
       if (name.find("layer_norm") != std::string::npos || name.find("rms_norm") != std::string::npos) {
@@ -209,7 +218,7 @@ LearnedModels LearnedModels::load(const std::string& dir) {
   namespace fs = std::filesystem;
   LearnedModels models;
   for (LearnedFamily f : {LearnedFamily::Gemm, LearnedFamily::Conv, LearnedFamily::Elementwise,
-                          LearnedFamily::Softmax, LearnedFamily::LayerNorm}) {
+                          LearnedFamily::Softmax, LearnedFamily::LayerNorm, LearnedFamily::Attention}) {
     const fs::path weights = fs::path(dir) / (std::string(to_string(f)) + ".safetensors");
     const fs::path meta_path = fs::path(dir) / (std::string(to_string(f)) + ".json");
     if (!fs::is_regular_file(weights)) continue;
@@ -267,7 +276,7 @@ std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const Le
 
 std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost& cost,
                                                 const Device& target) const {
-  const std::vector<LearnedPart> parts = learned_parts(op, cost);
+  const std::vector<LearnedPart> parts = learned_parts(op, cost, has(LearnedFamily::Attention));
   if (parts.empty()) return std::nullopt;
   const bool matrix = cost.op_class == OpClass::Gemm || cost.op_class == OpClass::Conv ||
                       cost.op_class == OpClass::Attention;

@@ -11,6 +11,8 @@ conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes, grad  
 elementwise  n, inputs, transcendental, elem_bytes   (inputs: tensors read of size n)
 softmax      rows, cols, elem_bytes           (row-wise over the last dim)
 layernorm    rows, cols, elem_bytes
+attention    batch_heads, l, s, e, causal, backward, elem_bytes   (a fused SDPA kernel:
+             softmax(Q K^T) V with Q [bh, l, e], K and V [bh, s, e]; backward 1: its gradient op)
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 
 from habitat.learned.devices import DeviceSpec
 
-FAMILIES = ("gemm", "conv", "elementwise", "softmax", "layernorm")
+FAMILIES = ("gemm", "conv", "elementwise", "softmax", "layernorm", "attention")
 
 SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "gemm": ("b", "m", "n", "k", "elem_bytes"),
@@ -26,6 +28,7 @@ SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "elementwise": ("n", "inputs", "transcendental", "elem_bytes"),
     "softmax": ("rows", "cols", "elem_bytes"),
     "layernorm": ("rows", "cols", "elem_bytes"),
+    "attention": ("batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes"),
 }
 
 # The device enters only through quantities relative to the op (roofline times, waves,
@@ -56,7 +59,14 @@ FEATURE_NAMES: dict[str, tuple[str, ...]] = {
                 "log2_rows_per_sm") + DEVICE_FEATURES,
     "layernorm": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
                   "log2_rows_per_sm") + DEVICE_FEATURES,
+    "attention": ("log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
+                  "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
+                  "tensor_path", "log2_elem_bytes") + DEVICE_FEATURES,
 }
+# Fused attention: the backward recomputes S = Q K^T and runs dV, dP, dQ, dK (2.5x the forward's
+# matrix work); a causal mask skips about half of the score tiles. Query rows per thread block.
+ATTENTION_BACKWARD_FLOPS = 2.5
+ATTENTION_BLOCK_ROWS = 128.0
 
 # FLOPs per element of the row-wise families (max, sub, exp, sum, div; mean, var, scale).
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0
@@ -136,6 +146,13 @@ def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
     if family == "elementwise":
         n, inputs, trans = s["n"], s["inputs"], s["transcendental"]
         return n * (1.0 + TRANSCENDENTAL_FLOPS * trans), eb * n * (inputs + 1.0)
+    if family == "attention":
+        bh, l, sk, e = s["batch_heads"], s["l"], s["s"], s["e"]
+        scale = np.where(s["causal"] > 0, 0.5, 1.0) * np.where(s["backward"] > 0, ATTENTION_BACKWARD_FLOPS, 1.0)
+        flops = 4.0 * bh * l * sk * e * scale
+        # forward reads Q, K, V and writes O; backward reads Q, K, V, O, dO and writes dQ, dK, dV
+        tensors = np.where(s["backward"] > 0, 4.0, 2.0) * (l + sk) * e
+        return flops, eb * bh * tensors
     if family in ("softmax", "layernorm"):
         rows, ncols = s["rows"], s["cols"]
         per = SOFTMAX_FLOPS_PER_ELEMENT if family == "softmax" else LAYERNORM_FLOPS_PER_ELEMENT
@@ -172,6 +189,19 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
                 + [tensor_path(dev, prec), _log2(s["elem_bytes"]), log2_align(cin, cout, s["elem_bytes"]),
                    (grad == 1).astype(np.float64),
                    (grad == 2).astype(np.float64)])
+    elif family == "attention":
+        bh, l, sk, e = s["batch_heads"], s["l"], s["s"], s["e"]
+        for c in ("causal", "backward"):
+            if np.any((s[c] != 0) & (s[c] != 1)):
+                raise ValueError(f"attention column {c!r} must be 0 or 1")
+        peak = _peaks(dev, prec)
+        t_c = flops / peak * 1e6
+        t_m = nbytes / bw * 1e6
+        t_roof = np.maximum(t_c, t_m)
+        waves, fill = _waves(bh * np.ceil(l / ATTENTION_BLOCK_ROWS), dev.sms)
+        cols = [_log2(bh), _log2(l), _log2(sk), _log2(e), s["causal"], s["backward"], _log2(t_c), _log2(t_m),
+                _log2(flops / nbytes / (peak / bw)), _log2(waves), fill, tensor_path(dev, prec),
+                _log2(s["elem_bytes"])]
     elif family == "elementwise":
         n, inputs, trans = s["n"], s["inputs"], s["transcendental"]
         t_m = nbytes / bw * 1e6

@@ -22,7 +22,7 @@ OP_FAMILY = {"bmm": "gemm", "linear": "gemm", "conv": "conv", "softmax": "softma
 # Convolution passes (collect_kernels.py's Phase column): the op name of a backward row says
 # which gradient it computes, so each pass gets its own harness floor; `grad` is the shape column.
 CONV_GRAD = {"fwd": 0.0, "bwd_data": 1.0, "bwd_weight": 2.0}
-OP_FAMILY.update({"conv_bwd_data": "conv", "conv_bwd_weight": "conv"})
+OP_FAMILY.update({"conv_bwd_data": "conv", "conv_bwd_weight": "conv", "sdpa": "attention", "sdpa_bwd": "attention"})
 ELEM_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 
@@ -104,10 +104,10 @@ class KernelArrays:
 
     def problem_keys(self) -> np.ndarray:
         """One string per row naming the problem alone: the op's dimensions without its
-        precision, element width or convolution pass, so a split on these keys holds a shape
-        out in every precision and pass at once (leave-shapes-out)."""
+        precision, element width or pass, so a split on these keys holds a shape out in every
+        precision and pass at once (leave-shapes-out)."""
         base = np.array([o.split("_bwd")[0] for o in self.op], dtype=object)
-        skip = {"elem_bytes", "grad"}
+        skip = {"elem_bytes", "grad", "backward"}
         for c in SHAPE_COLUMNS[self.family]:
             if c not in skip:
                 base = base + "|" + self.shapes[c].astype(np.int64).astype(str).astype(object)
@@ -182,3 +182,39 @@ def load_precision_kernels(directory: str | Path, ops: set[str] | None = None) -
     for path in paths:
         _read(path, tables, ops)
     return {f: t.arrays() for f, t in sorted(tables.items())}
+
+
+# The SDPA backend PyTorch picks by default on Hopper for each dtype (flash attention for 16-bit
+# types, memory-efficient attention for fp32, which flash does not run): the attention model
+# learns those kernels; the math and cuDNN rows of sdpa.csv are not read.
+SDPA_DEFAULT_BACKEND = {"bf16": "flash", "fp16": "flash", "fp32": "efficient"}
+
+
+def load_sdpa(path: str | Path, backends: dict[str, str] = SDPA_DEFAULT_BACKEND) -> KernelArrays:
+    """sdpa.csv (one row per shape, backend, precision and phase "fwd" or "fwd+bwd", Latency in
+    ms) as attention rows: op "sdpa" for the forward, "sdpa_bwd" for the backward op alone,
+    measured as fwd+bwd minus fwd of the same shape (rows where that is under a fifth of the
+    fwd+bwd time, i.e. lost in the harness's jitter, are dropped)."""
+    by_key: dict[tuple, dict[str, dict[str, str]]] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            p = row["Precision"]
+            if backends.get(p) != row["Backend"]:
+                continue
+            key = tuple(row[c] for c in ("Device", "B", "H", "L", "S", "E", "Causal", "Precision"))
+            by_key.setdefault(key, {})[row["Phase"]] = row
+    table = KernelTable("attention")
+    for key, phases in sorted(by_key.items()):
+        fwd, both = phases.get("fwd"), phases.get("fwd+bwd")
+        if fwd is None:
+            continue
+        device, b, h, l, s_, e, causal, p = key
+        shape = {"batch_heads": float(b) * float(h), "l": float(l), "s": float(s_), "e": float(e),
+                 "causal": float(causal), "backward": 0.0, "elem_bytes": ELEM_BYTES[p]}
+        t_fwd = float(fwd["Latency"]) * 1000.0
+        table.add("sdpa", device, t_fwd, 0.0, shape, 0, p)
+        if both is not None:
+            t_both = float(both["Latency"]) * 1000.0
+            if t_both - t_fwd >= 0.2 * t_both:
+                table.add("sdpa_bwd", device, t_both - t_fwd, 0.0, dict(shape, backward=1.0), 0, p)
+    return table.arrays()

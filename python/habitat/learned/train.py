@@ -494,11 +494,13 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m habitat.learned.train " + " ".join(argv if argv is not None else sys.argv[1:])
     measured = {}
     if args.precision_data:
-        from habitat.learned.neusight import load_precision_kernels
+        from habitat.learned.neusight import load_precision_kernels, load_sdpa
         measured = load_precision_kernels(args.precision_data)
+        if (Path(args.precision_data) / "sdpa.csv").is_file():
+            measured["attention"] = load_sdpa(Path(args.precision_data) / "sdpa.csv")
     for family in families:
         logo = None if args.no_logo else out / "logo"
-        if family in measured and family in ("gemm", "conv"):
+        if family in measured and family in ("gemm", "conv", "attention"):
             from habitat.learned.train_precision import MATRIX_CONFIG, train_matrix_family
             mcfg = TrainConfig(**{**MATRIX_CONFIG.__dict__, "seed": args.seed,
                                   "steps": args.steps or MATRIX_CONFIG.steps})

@@ -87,7 +87,7 @@ def errors_by_precision(pred: np.ndarray, rows: KernelArrays) -> dict[str, dict[
 
 
 # Dimensions doubled for the size-monotonicity penalty (one per row, drawn with the seed).
-GROWN_DIMS = {"gemm": ("b", "m", "n", "k"), "conv": ("batch", "cin", "cout")}
+GROWN_DIMS = {"gemm": ("b", "m", "n", "k"), "conv": ("batch", "cin", "cout"), "attention": ("batch_heads", "l", "s")}
 
 
 def grown_rows(rows: KernelArrays, seed: int) -> KernelArrays:
@@ -114,6 +114,8 @@ def monotone_pairs(rows: KernelArrays, devices: DeviceTable, seed: int):
     precisions = np.array(["fp32", "tf32", "bf16", "fp16"], dtype=object)
     elsewhere.precision = precisions[rng.integers(0, len(precisions), len(rows))]
     elsewhere.shapes["elem_bytes"] = np.where(np.isin(elsewhere.precision, ["bf16", "fp16"]), 2.0, 4.0)
+    if rows.family == "attention":  # flash attention has no tf32 variant
+        elsewhere.precision = np.where(elsewhere.precision == "tf32", "fp32", elsewhere.precision)
     a, b = [], []
     for base in (rows, elsewhere):
         a.append(design(base, devices))
