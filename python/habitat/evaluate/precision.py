@@ -1,4 +1,4 @@
-"""Leave-shapes-out accuracy of the GEMM and conv models on measured multi-precision kernels
+"""Leave-shapes-out accuracy of the GEMM, conv and attention models on measured multi-precision kernels
 (benchmarks/results/kernels/<GPU>/, collect_kernels.py): the shapes the shipped model never
 saw, recomputed from the split recorded in its metadata (seed and fraction), so the figure can
 be checked from the repository alone (tests/python/evaluate/test_precision_eval.py).
@@ -19,7 +19,7 @@ import numpy as np
 
 from habitat.learned.devices import DeviceTable
 from habitat.learned.model import EfficiencyMLP
-from habitat.learned.neusight import load_precision_kernels
+from habitat.learned.neusight import load_precision_kernels, load_sdpa
 from habitat.learned.train import ape, design, summary
 from habitat.learned.train_precision import errors_by_precision, harness_prediction, leave_shapes_out
 
@@ -27,8 +27,10 @@ DEFAULT_DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / 
 KERNEL_BOUND_US = 10.0
 
 
-def evaluate(data: Path, weights: Path, devices: DeviceTable, families=("gemm", "conv")) -> dict:
+def evaluate(data: Path, weights: Path, devices: DeviceTable, families=("gemm", "conv", "attention")) -> dict:
     measured = load_precision_kernels(data)
+    if (Path(data) / "sdpa.csv").is_file():
+        measured["attention"] = load_sdpa(Path(data) / "sdpa.csv")
     out: dict = {}
     for family in families:
         if family not in measured or not (weights / f"{family}.safetensors").is_file():

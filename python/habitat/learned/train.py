@@ -501,9 +501,10 @@ def main(argv: list[str] | None = None) -> int:
     for family in families:
         logo = None if args.no_logo else out / "logo"
         if family in measured and family in ("gemm", "conv", "attention"):
-            from habitat.learned.train_precision import MATRIX_CONFIG, train_matrix_family
+            from habitat.learned.train_precision import CLAMPED_FAMILIES, MATRIX_CONFIG, train_matrix_family
             mcfg = TrainConfig(**{**MATRIX_CONFIG.__dict__, "seed": args.seed,
-                                  "steps": args.steps or MATRIX_CONFIG.steps})
+                                  "steps": args.steps or MATRIX_CONFIG.steps,
+                                  "clamp_inputs": family in CLAMPED_FAMILIES})
             model = train_matrix_family(data.get(family), measured[family], devices, mcfg, logo)
             model.metadata["training_command"] = command
             model.save(out)
