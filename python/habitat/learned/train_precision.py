@@ -28,7 +28,7 @@ import numpy as np
 from habitat.learned.devices import DeviceTable
 from habitat.learned.model import EfficiencyMLP, soft_max
 from habitat.learned.neusight import KernelArrays
-from habitat.learned.train import (MONOTONE_WEIGHT, TrainConfig, _fold_floors, _harness_metadata, _log, ape,
+from habitat.learned.fitting import (MONOTONE_WEIGHT, TrainConfig, _fold_floors, _harness_metadata, _log, ape,
                                    design, fit, gpu_dir_name, harness_floors, row_floors, summary)
 
 TEST_FRACTION = 0.2
