@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -214,44 +215,70 @@ std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost, b
   }
 }
 
-LearnedModels LearnedModels::load(const std::string& dir) {
+namespace {
+
+// One model file pair (stem.safetensors, stem.json) of family `f`; nullopt when absent.
+std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, const std::string& stem,
+                                             LearnedFamily f) {
   namespace fs = std::filesystem;
+  const fs::path weights = dir / (stem + ".safetensors");
+  const fs::path meta_path = dir / (stem + ".json");
+  if (!fs::is_regular_file(weights)) return std::nullopt;
+  if (!fs::exists(meta_path)) {
+    throw std::runtime_error(meta_path.string() + ": missing metadata beside " + weights.string());
+  }
+  std::vector<std::string> features;
+  int layers = 0;
+  double e_max = 1.0, launch_floor_us = 0.0;
+  double from_roofline_us = 0.0;
+  try {
+    using namespace json_reader;
+    const json meta = parse(read_file(meta_path.string(), "learned-model metadata"));
+    const Loc root;
+    expect_object(meta, root);
+    optional(meta, root, "features", [&](const json& v, const Loc& l) { features = read_strings(v, l); });
+    layers = read_int32(required(meta, root, "layers"), root.child("layers"), 1);
+    optional(meta, root, "e_max", [&](const json& v, const Loc& l) { e_max = read_duration(v, l); });
+    optional(meta, root, "launch_floor_us",
+             [&](const json& v, const Loc& l) { launch_floor_us = read_duration(v, l); });
+    optional(meta, root, "from_roofline_us",
+             [&](const json& v, const Loc& l) { from_roofline_us = read_duration(v, l); });
+  } catch (const json_reader::DecodeError& e) {
+    throw std::runtime_error(meta_path.string() + ": " + e.message);
+  }
+  const std::vector<std::string>& names = feature_names(f);
+  std::vector<std::size_t> columns;
+  if (features != names) {
+    // A model trained on fewer features (the FP32 SIMT models) reads them by name.
+    for (const std::string& name : features) {
+      auto it = std::find(names.begin(), names.end(), name);
+      if (it == names.end()) {
+        throw std::runtime_error(meta_path.string() + ": feature '" + name + "' is not one this build computes; "
+                                 "retrain with python -m habitat.learned.train or update the engine");
+      }
+      columns.push_back(static_cast<std::size_t>(it - names.begin()));
+    }
+  }
+  FamilyModel model{Mlp::from_tensors(read_safetensors(weights.string()), layers, weights.string()),
+                    e_max, launch_floor_us, std::move(columns), from_roofline_us};
+  if (model.mlp.inputs() != static_cast<int>(features.size())) {
+    throw std::runtime_error(weights.string() + ": input width differs from the metadata's features");
+  }
+  return model;
+}
+
+}  // namespace
+
+LearnedModels LearnedModels::load(const std::string& dir) {
   LearnedModels models;
   for (LearnedFamily f : {LearnedFamily::Gemm, LearnedFamily::Conv, LearnedFamily::Elementwise,
                           LearnedFamily::Softmax, LearnedFamily::LayerNorm, LearnedFamily::Attention}) {
-    const fs::path weights = fs::path(dir) / (std::string(to_string(f)) + ".safetensors");
-    const fs::path meta_path = fs::path(dir) / (std::string(to_string(f)) + ".json");
-    if (!fs::is_regular_file(weights)) continue;
-    if (!fs::exists(meta_path)) {
-      throw std::runtime_error(meta_path.string() + ": missing metadata beside " + weights.string());
-    }
-    std::vector<std::string> features;
-    int layers = 0;
-    double e_max = 1.0, launch_floor_us = 0.0;
-    try {
-      using namespace json_reader;
-      const json meta = parse(read_file(meta_path.string(), "learned-model metadata"));
-      const Loc root;
-      expect_object(meta, root);
-      optional(meta, root, "features", [&](const json& v, const Loc& l) { features = read_strings(v, l); });
-      layers = read_int32(required(meta, root, "layers"), root.child("layers"), 1);
-      optional(meta, root, "e_max", [&](const json& v, const Loc& l) { e_max = read_duration(v, l); });
-      optional(meta, root, "launch_floor_us",
-               [&](const json& v, const Loc& l) { launch_floor_us = read_duration(v, l); });
-    } catch (const json_reader::DecodeError& e) {
-      throw std::runtime_error(meta_path.string() + ": " + e.message);
-    }
-    if (features != feature_names(f)) {
-      throw std::runtime_error(meta_path.string() + ": feature list differs from this build's; "
-                               "retrain with python -m habitat.learned.train or update the engine");
-    }
-    FamilyModel model{Mlp::from_tensors(read_safetensors(weights.string()), layers, weights.string()),
-                      e_max, launch_floor_us};
-    if (model.mlp.inputs() != static_cast<int>(features.size())) {
-      throw std::runtime_error(weights.string() + ": input width differs from the metadata's features");
-    }
-    models.models_.emplace(f, std::move(model));
+    const std::string stem(to_string(f));
+    if (auto m = load_family_model(dir, stem, f)) models.models_.emplace(f, std::move(*m));
+    if (auto m = load_family_model(dir, stem + "_fp32", f)) models.fp32_models_.emplace(f, std::move(*m));
   }
+  // An FP32 model only stands in for its family's main model on FP32 SIMT work.
+  std::erase_if(models.fp32_models_, [&](const auto& kv) { return !models.has(kv.first); });
   return models;
 }
 
@@ -261,17 +288,43 @@ std::vector<std::string> LearnedModels::families() const {
   return out;
 }
 
-std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const LearnedShape& shape,
-                                                       const Device& device, Precision precision) const {
-  auto it = models_.find(f);
-  if (it == models_.end()) return std::nullopt;
-  const LearnedFeatures x = compute_learned_features(f, shape, device, precision);
-  const double y = it->second.mlp.forward(x.values);
+namespace {
+
+// One model's forecast from the features of one canonical shape (learned_models.h's head:
+// roofline / efficiency, at least the roofline and the launch floor).
+double model_time_us(const FamilyModel& model, const LearnedFeatures& x) {
+  double y = 0;
+  if (model.columns.empty()) {
+    y = model.mlp.forward(x.values);
+  } else {
+    std::vector<double> selected;
+    selected.reserve(model.columns.size());
+    for (std::size_t c : model.columns) selected.push_back(x.values[c]);
+    y = model.mlp.forward(selected);
+  }
   // log(sigmoid(y)) computed stably, as numpy's -logaddexp(0, -y).
   const double log_sigmoid = y >= 0 ? -std::log1p(std::exp(-y)) : y - std::log1p(std::exp(y));
-  const double kernel_us = x.roofline_us * std::exp(-(std::log(it->second.e_max) + log_sigmoid));
+  const double kernel_us = x.roofline_us * std::exp(-(std::log(model.e_max) + log_sigmoid));
   // e_max > 1 lets the fit run above the datasheet roofline; a forecast never does.
-  return std::max({it->second.launch_floor_us, x.roofline_us, kernel_us});
+  return std::max({model.launch_floor_us, x.roofline_us, kernel_us});
+}
+
+}  // namespace
+
+std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const LearnedShape& shape,
+                                                       const Device& device, Precision precision) const {
+  auto main = models_.find(f);
+  if (main == models_.end()) return std::nullopt;
+  const LearnedFeatures x = compute_learned_features(f, shape, device, precision);
+  // FP32 SIMT work that is kernel-bound goes to the FP32 model (learned_models.h); below its
+  // from_roofline_us its output is mostly NeuSight's harness floor, which it learned.
+  if (precision == Precision::Fp32Simt) {
+    auto fp32 = fp32_models_.find(f);
+    if (fp32 != fp32_models_.end() && x.roofline_us >= fp32->second.from_roofline_us) {
+      return model_time_us(fp32->second, x);
+    }
+  }
+  return model_time_us(main->second, x);
 }
 
 std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost& cost,
