@@ -52,6 +52,13 @@ struct Device {
   double bandwidth_bytes_per_s() const { return memory_bandwidth_gbs * 1e9; }
 };
 
+// True when `a` is at least as good as `b` on every figure that bounds an op of precision `p`
+// (and of the FP32 SIMT work around it): the dense peak for `p`, the FP32 peak, memory
+// bandwidth, SM count, L2 size and boost clock. Memory capacity does not enter (it decides
+// whether a step fits, not how fast it runs). Used for the physical-sanity envelope of the
+// learned forecasts (learned_envelope.h): such an `a` is never forecast slower than `b`.
+bool at_least_as_good(const Device& a, const Device& b, Precision p);
+
 class DeviceDatabase {
  public:
   // Parses the JSON document format of python/habitat/data/devices.json.

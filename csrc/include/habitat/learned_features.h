@@ -14,17 +14,19 @@
 
 namespace habitat {
 
-enum class LearnedFamily { Gemm, Conv, Elementwise, Softmax, LayerNorm };
+enum class LearnedFamily { Gemm, Conv, Elementwise, Softmax, LayerNorm, Attention };
 
 std::string_view to_string(LearnedFamily f);
 std::optional<LearnedFamily> learned_family_from_string(std::string_view name);
 
 // Shape columns of each family, in the Python order:
 //   gemm         b, m, n, k, elem_bytes  (C[b,m,n] = A[b,m,k] @ B[b,k,n])
-//   conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes
+//   conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes, grad
+//                (grad 0: forward, 1: input gradient, 2: weight gradient)
 //   elementwise  n, inputs, transcendental, elem_bytes
 //   softmax      rows, cols, elem_bytes
 //   layernorm    rows, cols, elem_bytes
+//   attention    batch_heads, l, s, e, causal, backward, elem_bytes  (a fused SDPA kernel)
 using LearnedShape = std::map<std::string, double>;
 const std::vector<std::string>& shape_columns(LearnedFamily f);
 const std::vector<std::string>& feature_names(LearnedFamily f);

@@ -19,6 +19,12 @@ struct FamilyModel {
   // Smallest device time of one kernel (the metadata's launch_floor_us; 0 in older files):
   // the models are trained floor-free, so a tiny op is not forecast below a real launch.
   double launch_floor_us = 0.0;
+  // Positions in feature_names(family) of the features this model reads, in its order; empty
+  // when it reads them all (the FP32 SIMT models read the features they were trained with).
+  std::vector<std::size_t> columns;
+  // An FP32 SIMT model serves only shapes whose roofline is at least this (metadata
+  // from_roofline_us; 0 if absent), the main model the rest.
+  double from_roofline_us = 0.0;
 };
 
 // One family-level piece of an op's work: the op's time is the sum of its parts' times.
@@ -29,12 +35,17 @@ struct LearnedPart {
 };
 
 // Splits an op into family parts; empty when no learned family covers it (or shapes are
-// missing). `precision` is the op's matrix precision (OpCost::precision).
-std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost);
+// missing). `attention_model`: a fused attention op is one attention part (else two GEMMs).
+std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost, bool attention_model = false);
 
+// Which model serves an op: `<family>` (precision-aware, trained on NeuSight FP32 plus the
+// H100 tensor-core kernels) for tensor-core precisions and for families without an FP32 model;
+// `<family>_fp32` (trained on NeuSight FP32 SIMT kernels only, without precision features)
+// for FP32 SIMT work when present, because on NeuSight's FP32 data it forecasts GPUs it never
+// saw better than the precision-aware model (weights/README.md, "Which model serves what").
 class LearnedModels : public ShapeModel {
  public:
-  // Reads <family>.safetensors + <family>.json for each family present in `dir`.
+  // Reads <family>.safetensors + <family>.json, and <family>_fp32.*, for each family in `dir`.
   static LearnedModels load(const std::string& dir);
 
   bool empty() const { return models_.empty(); }
@@ -50,6 +61,7 @@ class LearnedModels : public ShapeModel {
 
  private:
   std::map<LearnedFamily, FamilyModel> models_;
+  std::map<LearnedFamily, FamilyModel> fp32_models_;  // FP32 SIMT only
 };
 
 }  // namespace habitat

@@ -410,6 +410,13 @@ double Device::peak_flops(Precision p) const {
   return it == peak_tflops.end() ? 0.0 : it->second * 1e12;
 }
 
+bool at_least_as_good(const Device& a, const Device& b, Precision p) {
+  return a.peak_flops(p) >= b.peak_flops(p) &&
+         a.peak_flops(Precision::Fp32Simt) >= b.peak_flops(Precision::Fp32Simt) &&
+         a.memory_bandwidth_gbs >= b.memory_bandwidth_gbs && a.sms >= b.sms && a.l2_mb >= b.l2_mb &&
+         a.boost_clock_mhz >= b.boost_clock_mhz;
+}
+
 DeviceDatabase DeviceDatabase::from_json(std::string_view json_text) {
   as_runtime_error([&] {
     const json doc = parse_document(json_text);

@@ -14,13 +14,19 @@ constexpr double kLayerNormFlopsPerElement = 8.0;
 constexpr double kTranscendentalFlops = 16.0;
 constexpr double kElementwiseBlockElements = 512.0;
 constexpr double kMiB = 1048576.0;
+constexpr double kMaxAlignBytes = 16.0;
 
-constexpr std::array<std::pair<LearnedFamily, std::string_view>, 5> kNames{{
+// Fused attention (features.py): the backward is 2.5x the forward's matrix work; query rows per block.
+constexpr double kAttentionBackwardFlops = 2.5;
+constexpr double kAttentionBlockRows = 128.0;
+
+constexpr std::array<std::pair<LearnedFamily, std::string_view>, 6> kNames{{
     {LearnedFamily::Gemm, "gemm"},
     {LearnedFamily::Conv, "conv"},
     {LearnedFamily::Elementwise, "elementwise"},
     {LearnedFamily::Softmax, "softmax"},
     {LearnedFamily::LayerNorm, "layernorm"},
+    {LearnedFamily::Attention, "attention"},
 }};
 
 double log2c(double x) { return std::log2(std::max(x, 1e-30)); }
@@ -35,6 +41,31 @@ const std::vector<std::string> kDeviceFeatures{};
 const std::vector<std::string> kGemmCore{
     "log2_t_compute_us", "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_64",
     "wave_fill_64",      "log2_waves_128",   "wave_fill_128",             "log2_bytes_over_l2"};
+
+// Precision features of the matrix families (features.py _PRECISION): whether the op's
+// precision runs on units of its own on this device, the operand width, and the alignment.
+const std::vector<std::string> kPrecisionFeatures{"tensor_path", "log2_elem_bytes", "log2_align"};
+
+bool is_matrix_precision(Precision p) {
+  return p == Precision::Tf32Tensor || p == Precision::Fp16Tensor || p == Precision::Bf16Tensor ||
+         p == Precision::Fp8Tensor;
+}
+
+double tensor_path(const Device& dev, Precision p) {
+  if (!is_matrix_precision(p)) return 0.0;
+  auto it = dev.peak_tflops.find(p);
+  return it != dev.peak_tflops.end() && it->second > 0 ? 1.0 : 0.0;
+}
+
+// Largest power of two dividing round(x) (at least 1), capped at kMaxAlignBytes.
+double pow2_part(double x) {
+  const auto v = static_cast<int64_t>(std::max(std::round(x), 1.0));
+  return std::min(static_cast<double>(v & -v), kMaxAlignBytes);
+}
+
+double log2_align(double a, double b, double elem_bytes) {
+  return std::log2(std::min(pow2_part(a * elem_bytes), pow2_part(b * elem_bytes)));
+}
 
 struct Roof {
   double peak;       // FLOP/s for the precision
@@ -80,10 +111,12 @@ std::optional<LearnedFamily> learned_family_from_string(std::string_view name) {
 const std::vector<std::string>& shape_columns(LearnedFamily f) {
   static const std::map<LearnedFamily, std::vector<std::string>> columns{
       {LearnedFamily::Gemm, {"b", "m", "n", "k", "elem_bytes"}},
-      {LearnedFamily::Conv, {"batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes"}},
+      {LearnedFamily::Conv,
+       {"batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes", "grad"}},
       {LearnedFamily::Elementwise, {"n", "inputs", "transcendental", "elem_bytes"}},
       {LearnedFamily::Softmax, {"rows", "cols", "elem_bytes"}},
       {LearnedFamily::LayerNorm, {"rows", "cols", "elem_bytes"}},
+      {LearnedFamily::Attention, {"batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes"}},
   };
   return columns.at(f);
 }
@@ -93,11 +126,14 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
                                                      "log2_bytes_over_l2", "log2_rows_per_sm"};
   static const std::map<LearnedFamily, std::vector<std::string>> names{
       {LearnedFamily::Gemm,
-       concat(concat({"log2_b", "log2_m", "log2_n", "log2_k"}, kGemmCore), kDeviceFeatures)},
+       concat(concat(concat({"log2_b", "log2_m", "log2_n", "log2_k"}, kGemmCore), kPrecisionFeatures),
+              kDeviceFeatures)},
       {LearnedFamily::Conv,
-       concat(concat({"log2_batch", "log2_cin", "log2_cout", "kernel", "stride", "log2_size",
-                      "log2_gemm_m", "log2_gemm_k"},
-                     kGemmCore),
+       concat(concat(concat(concat({"log2_batch", "log2_cin", "log2_cout", "kernel", "stride",
+                                    "log2_size", "log2_gemm_m", "log2_gemm_k"},
+                                   kGemmCore),
+                            kPrecisionFeatures),
+                     {"grad_data", "grad_weight"}),
               kDeviceFeatures)},
       {LearnedFamily::Elementwise,
        concat({"log2_n", "inputs", "transcendental", "log2_t_memory_us", "log2_bytes_over_l2",
@@ -105,6 +141,11 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
               kDeviceFeatures)},
       {LearnedFamily::Softmax, concat(row_features, kDeviceFeatures)},
       {LearnedFamily::LayerNorm, concat(row_features, kDeviceFeatures)},
+      {LearnedFamily::Attention,
+       concat({"log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
+               "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
+               "tensor_path", "log2_elem_bytes"},
+              kDeviceFeatures)},
   };
   return names.at(f);
 }
@@ -137,6 +178,7 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       const double bytes = eb * b * (m * k + k * n + m * n);
       x = {log2c(b), log2c(m), log2c(n), log2c(k)};
       out.roofline_us = gemm_core(b, m, n, flops, bytes, dev, roof, x);
+      x.insert(x.end(), {tensor_path(dev, precision), log2c(eb), log2_align(k, n, eb)});
       break;
     }
     case LearnedFamily::Conv: {
@@ -148,8 +190,15 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       const double flops = 2.0 * gm * gn * gk;
       const double bytes =
           eb * (batch * cin * size * size + cout * cin * r * r + batch * cout * out_size * out_size);
+      const double grad = col("grad", true);
+      if (grad != 0 && grad != 1 && grad != 2) {
+        throw std::invalid_argument(
+            "conv column 'grad' must be 0 (forward), 1 (data gradient) or 2 (weight gradient)");
+      }
       x = {log2c(batch), log2c(cin), log2c(cout), r, stride, log2c(size), log2c(gm), log2c(gk)};
       out.roofline_us = gemm_core(1.0, gm, gn, flops, bytes, dev, roof, x);
+      x.insert(x.end(), {tensor_path(dev, precision), log2c(eb), log2_align(cin, cout, eb),
+                         grad == 1 ? 1.0 : 0.0, grad == 2 ? 1.0 : 0.0});
       break;
     }
     case LearnedFamily::Elementwise: {
@@ -161,6 +210,27 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       const double blocks = std::ceil(n / kElementwiseBlockElements);
       x = {log2c(n), inputs, trans, log2c(t_m), log2c(bytes / (dev.l2_mb * kMiB)),
            log2c(blocks / dev.sms)};
+      break;
+    }
+    case LearnedFamily::Attention: {
+      const double bh = col("batch_heads"), l = col("l"), sk = col("s"), e = col("e");
+      const double causal = col("causal", true), backward = col("backward", true);
+      if ((causal != 0 && causal != 1) || (backward != 0 && backward != 1)) {
+        throw std::invalid_argument("attention columns 'causal' and 'backward' must be 0 or 1");
+      }
+      const double scale = (causal > 0 ? 0.5 : 1.0) * (backward > 0 ? kAttentionBackwardFlops : 1.0);
+      const double flops = 4.0 * bh * l * sk * e * scale;
+      // forward reads Q, K, V, writes O; backward reads Q, K, V, O, dO, writes dQ, dK, dV
+      const double bytes = eb * bh * (backward > 0 ? 4.0 : 2.0) * (l + sk) * e;
+      const double t_c = flops / roof.peak * 1e6;
+      const double t_m = bytes / roof.bandwidth * 1e6;
+      const double blocks = bh * std::ceil(l / kAttentionBlockRows);
+      const double sms = dev.sms;
+      const double waves = std::ceil(blocks / sms);
+      x = {log2c(bh),  log2c(l),   log2c(sk), log2c(e), causal, backward, log2c(t_c), log2c(t_m),
+           log2c(flops / bytes / (roof.peak / roof.bandwidth)), log2c(blocks / sms),
+           blocks / (waves * sms), tensor_path(dev, precision), log2c(eb)};
+      out.roofline_us = std::max(t_c, t_m);
       break;
     }
     case LearnedFamily::Softmax:

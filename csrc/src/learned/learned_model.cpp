@@ -5,12 +5,14 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
 #include "cost/gemm_operands.h"
 #include "habitat/file_io.h"
 #include "habitat/learned_models.h"
+#include "hardware/roofline.h"
 #include "trace/json_reader.h"
 #include "trace/op_args.h"
 
@@ -74,18 +76,27 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
                      {"size", std::sqrt(h * wd)},
                      {"stride", static_cast<double>(int_arg(op, "stride", 1))},
                      {"padding", static_cast<double>(int_arg(op, "padding", 0))},
-                     {"elem_bytes", elem_bytes(*x)}};
-  double scale = 1.0;
-  if (backward) {
-    // Input and weight gradients each cost about one forward convolution of the same shape.
-    const std::vector<int64_t> mask = op_args::ints(op.args, "output_mask");
-    scale = mask.size() < 2 ? 2.0 : static_cast<double>(mask[0] + mask[1]);
-    if (scale == 0) return {};
+                     {"elem_bytes", elem_bytes(*x)},
+                     {"grad", 0.0}};
+  if (!backward) return {{LearnedFamily::Conv, shape}};
+  // The input and weight gradients are measured passes of their own (grad 1 and 2), each run
+  // only when output_mask asks for it; the bias gradient is a reduction the model leaves out.
+  const std::vector<int64_t> mask = op_args::ints(op.args, "output_mask");
+  std::vector<LearnedPart> parts;
+  for (int grad : {1, 2}) {
+    const std::size_t bit = static_cast<std::size_t>(grad - 1);
+    if (bit < mask.size() && mask[bit] == 0) continue;
+    LearnedShape pass = shape;
+    pass["grad"] = grad;
+    parts.push_back({LearnedFamily::Conv, std::move(pass)});
   }
-  return {{LearnedFamily::Conv, shape, scale}};
+  return parts;
 }
 
-std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord& op) {
+// Fused attention ops (flash, memory-efficient, cuDNN, and the composite
+// scaled_dot_product_attention) as one attention part; the math path, and any op when no
+// attention model is loaded, as the two GEMMs (and the softmax) it is made of.
+std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord& op, bool fused_model) {
   const TensorMeta* q = first_of(op, {"query"});
   const TensorMeta* k = first_of(op, {"key"});
   const TensorMeta* v = first_of(op, {"value"});
@@ -97,9 +108,15 @@ std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord
   const double bh = numel(q->shape) / (l * e);
   const double eb = elem_bytes(*q);
   const bool backward = name.ends_with("_backward");
-  const bool math = name == "_scaled_dot_product_attention_math";
+  const bool math = name.find("_math") != std::string::npos;
+  const bool is_causal = bool_arg(op, "is_causal");
+  if (fused_model && !math) {
+    return {{LearnedFamily::Attention,
+             {{"batch_heads", bh}, {"l", l}, {"s", s}, {"e", std::max(e, ev)},
+              {"causal", is_causal ? 1.0 : 0.0}, {"backward", backward ? 1.0 : 0.0}, {"elem_bytes", eb}}}};
+  }
   // Causal masks let fused kernels skip about half of the score tiles.
-  const double causal = bool_arg(op, "is_causal") ? 0.5 : 1.0;
+  const double causal = is_causal ? 0.5 : 1.0;
   // Forward: S = Q K^T and O = P V. Backward: dV, dP, dQ, dK plus the recomputed S.
   const double gemm_scale = causal * (backward ? 2.5 : 1.0);
   std::vector<LearnedPart> parts{
@@ -180,12 +197,12 @@ std::vector<LearnedPart> elementwise_parts(const std::string& name, const OpReco
 
 }  // namespace
 
-std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost) {
+std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost, bool attention_model) {
   const std::string name = strip_aten(op.name);
   switch (cost.op_class) {
     case OpClass::Gemm: return gemm_parts(name, op);
     case OpClass::Conv: return conv_parts(name, op);
-    case OpClass::Attention: return attention_parts(name, op);
+    case OpClass::Attention: return attention_parts(name, op, attention_model);
     case OpClass::Softmax: return softmax_parts(name, op);
     case OpClass::Norm:
       if (name.find("layer_norm") != std::string::npos || name.find("rms_norm") != std::string::npos) {
@@ -198,44 +215,70 @@ std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost) {
   }
 }
 
-LearnedModels LearnedModels::load(const std::string& dir) {
+namespace {
+
+// One model file pair (stem.safetensors, stem.json) of family `f`; nullopt when absent.
+std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, const std::string& stem,
+                                             LearnedFamily f) {
   namespace fs = std::filesystem;
+  const fs::path weights = dir / (stem + ".safetensors");
+  const fs::path meta_path = dir / (stem + ".json");
+  if (!fs::is_regular_file(weights)) return std::nullopt;
+  if (!fs::exists(meta_path)) {
+    throw std::runtime_error(meta_path.string() + ": missing metadata beside " + weights.string());
+  }
+  std::vector<std::string> features;
+  int layers = 0;
+  double e_max = 1.0, launch_floor_us = 0.0;
+  double from_roofline_us = 0.0;
+  try {
+    using namespace json_reader;
+    const json meta = parse(read_file(meta_path.string(), "learned-model metadata"));
+    const Loc root;
+    expect_object(meta, root);
+    optional(meta, root, "features", [&](const json& v, const Loc& l) { features = read_strings(v, l); });
+    layers = read_int32(required(meta, root, "layers"), root.child("layers"), 1);
+    optional(meta, root, "e_max", [&](const json& v, const Loc& l) { e_max = read_duration(v, l); });
+    optional(meta, root, "launch_floor_us",
+             [&](const json& v, const Loc& l) { launch_floor_us = read_duration(v, l); });
+    optional(meta, root, "from_roofline_us",
+             [&](const json& v, const Loc& l) { from_roofline_us = read_duration(v, l); });
+  } catch (const json_reader::DecodeError& e) {
+    throw std::runtime_error(meta_path.string() + ": " + e.message);
+  }
+  const std::vector<std::string>& names = feature_names(f);
+  std::vector<std::size_t> columns;
+  if (features != names) {
+    // A model trained on fewer features (the FP32 SIMT models) reads them by name.
+    for (const std::string& name : features) {
+      auto it = std::find(names.begin(), names.end(), name);
+      if (it == names.end()) {
+        throw std::runtime_error(meta_path.string() + ": feature '" + name + "' is not one this build computes; "
+                                 "retrain with python -m habitat.learned.train or update the engine");
+      }
+      columns.push_back(static_cast<std::size_t>(it - names.begin()));
+    }
+  }
+  FamilyModel model{Mlp::from_tensors(read_safetensors(weights.string()), layers, weights.string()),
+                    e_max, launch_floor_us, std::move(columns), from_roofline_us};
+  if (model.mlp.inputs() != static_cast<int>(features.size())) {
+    throw std::runtime_error(weights.string() + ": input width differs from the metadata's features");
+  }
+  return model;
+}
+
+}  // namespace
+
+LearnedModels LearnedModels::load(const std::string& dir) {
   LearnedModels models;
   for (LearnedFamily f : {LearnedFamily::Gemm, LearnedFamily::Conv, LearnedFamily::Elementwise,
-                          LearnedFamily::Softmax, LearnedFamily::LayerNorm}) {
-    const fs::path weights = fs::path(dir) / (std::string(to_string(f)) + ".safetensors");
-    const fs::path meta_path = fs::path(dir) / (std::string(to_string(f)) + ".json");
-    if (!fs::is_regular_file(weights)) continue;
-    if (!fs::exists(meta_path)) {
-      throw std::runtime_error(meta_path.string() + ": missing metadata beside " + weights.string());
-    }
-    std::vector<std::string> features;
-    int layers = 0;
-    double e_max = 1.0, launch_floor_us = 0.0;
-    try {
-      using namespace json_reader;
-      const json meta = parse(read_file(meta_path.string(), "learned-model metadata"));
-      const Loc root;
-      expect_object(meta, root);
-      optional(meta, root, "features", [&](const json& v, const Loc& l) { features = read_strings(v, l); });
-      layers = read_int32(required(meta, root, "layers"), root.child("layers"), 1);
-      optional(meta, root, "e_max", [&](const json& v, const Loc& l) { e_max = read_duration(v, l); });
-      optional(meta, root, "launch_floor_us",
-               [&](const json& v, const Loc& l) { launch_floor_us = read_duration(v, l); });
-    } catch (const json_reader::DecodeError& e) {
-      throw std::runtime_error(meta_path.string() + ": " + e.message);
-    }
-    if (features != feature_names(f)) {
-      throw std::runtime_error(meta_path.string() + ": feature list differs from this build's; "
-                               "retrain with python -m habitat.learned.train or update the engine");
-    }
-    FamilyModel model{Mlp::from_tensors(read_safetensors(weights.string()), layers, weights.string()),
-                      e_max, launch_floor_us};
-    if (model.mlp.inputs() != static_cast<int>(features.size())) {
-      throw std::runtime_error(weights.string() + ": input width differs from the metadata's features");
-    }
-    models.models_.emplace(f, std::move(model));
+                          LearnedFamily::Softmax, LearnedFamily::LayerNorm, LearnedFamily::Attention}) {
+    const std::string stem(to_string(f));
+    if (auto m = load_family_model(dir, stem, f)) models.models_.emplace(f, std::move(*m));
+    if (auto m = load_family_model(dir, stem + "_fp32", f)) models.fp32_models_.emplace(f, std::move(*m));
   }
+  // An FP32 model only stands in for its family's main model on FP32 SIMT work.
+  std::erase_if(models.fp32_models_, [&](const auto& kv) { return !models.has(kv.first); });
   return models;
 }
 
@@ -245,21 +288,48 @@ std::vector<std::string> LearnedModels::families() const {
   return out;
 }
 
-std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const LearnedShape& shape,
-                                                       const Device& device, Precision precision) const {
-  auto it = models_.find(f);
-  if (it == models_.end()) return std::nullopt;
-  const LearnedFeatures x = compute_learned_features(f, shape, device, precision);
-  const double y = it->second.mlp.forward(x.values);
+namespace {
+
+// One model's forecast from the features of one canonical shape (learned_models.h's head:
+// roofline / efficiency, at least the roofline and the launch floor).
+double model_time_us(const FamilyModel& model, const LearnedFeatures& x) {
+  double y = 0;
+  if (model.columns.empty()) {
+    y = model.mlp.forward(x.values);
+  } else {
+    std::vector<double> selected;
+    selected.reserve(model.columns.size());
+    for (std::size_t c : model.columns) selected.push_back(x.values[c]);
+    y = model.mlp.forward(selected);
+  }
   // log(sigmoid(y)) computed stably, as numpy's -logaddexp(0, -y).
   const double log_sigmoid = y >= 0 ? -std::log1p(std::exp(-y)) : y - std::log1p(std::exp(y));
-  const double kernel_us = x.roofline_us * std::exp(-(std::log(it->second.e_max) + log_sigmoid));
-  return std::max(it->second.launch_floor_us, kernel_us);
+  const double kernel_us = x.roofline_us * std::exp(-(std::log(model.e_max) + log_sigmoid));
+  // e_max > 1 lets the fit run above the datasheet roofline; a forecast never does.
+  return std::max({model.launch_floor_us, x.roofline_us, kernel_us});
+}
+
+}  // namespace
+
+std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const LearnedShape& shape,
+                                                       const Device& device, Precision precision) const {
+  auto main = models_.find(f);
+  if (main == models_.end()) return std::nullopt;
+  const LearnedFeatures x = compute_learned_features(f, shape, device, precision);
+  // FP32 SIMT work that is kernel-bound goes to the FP32 model (learned_models.h); below its
+  // from_roofline_us its output is mostly NeuSight's harness floor, which it learned.
+  if (precision == Precision::Fp32Simt) {
+    auto fp32 = fp32_models_.find(f);
+    if (fp32 != fp32_models_.end() && x.roofline_us >= fp32->second.from_roofline_us) {
+      return model_time_us(fp32->second, x);
+    }
+  }
+  return model_time_us(main->second, x);
 }
 
 std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost& cost,
                                                 const Device& target) const {
-  const std::vector<LearnedPart> parts = learned_parts(op, cost);
+  const std::vector<LearnedPart> parts = learned_parts(op, cost, has(LearnedFamily::Attention));
   if (parts.empty()) return std::nullopt;
   const bool matrix = cost.op_class == OpClass::Gemm || cost.op_class == OpClass::Conv ||
                       cost.op_class == OpClass::Attention;
@@ -274,6 +344,12 @@ std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost
     }
     if (!t) return std::nullopt;
     total += part.scale * *t;
+  }
+  // The parts' rooflines count their own bytes; the op's cost model may count a little more
+  // (a bias read): no forecast is below the op's own roofline either.
+  if (cost.flops > 0 || cost.bytes_read + cost.bytes_written > 0) {
+    total = std::max(total, roofline_time_us(target, cost.precision, cost.flops,
+                                             cost.bytes_read + cost.bytes_written));
   }
   return total;
 }

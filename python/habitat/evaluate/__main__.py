@@ -1,4 +1,5 @@
-"""python -m habitat.evaluate {kernels,models,distributed} --data DIR [--quick] [--json OUT] [--origin G] [--target G]"""
+"""python -m habitat.evaluate {kernels,models,distributed} --data DIR [--quick] [--json OUT] [--origin G] [--target G]
+python -m habitat.evaluate precision [--data benchmarks/results/kernels/H100-SXM5-80GB] [--json OUT]"""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from habitat.evaluate import distributed, kernels, models
+from habitat.evaluate import distributed, kernels, models, precision
 from habitat.evaluate import predictors as P
 from habitat.learned.devices import DeviceTable, default_table
 
@@ -15,10 +16,12 @@ from habitat.learned.devices import DeviceTable, default_table
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m habitat.evaluate",
                                 description="Accuracy of Habitat's predictors on NeuSight-format measurements.")
-    p.add_argument("what", choices=("kernels", "models", "distributed"),
+    p.add_argument("what", choices=("kernels", "models", "distributed", "precision"),
                    help="kernels: per-op CSVs (kernels/, test/); models: end-to-end labels/; "
-                        "distributed: 4x A100 DP/TP/PP labels (default data: the repository's copy)")
-    p.add_argument("--data", default=None, help="NeuSight-format data directory")
+                        "distributed: 4x A100 DP/TP/PP labels (default data: the repository's copy); "
+                        "precision: GEMM and conv on the measured multi-precision kernels' held-out shapes")
+    p.add_argument("--data", default=None, help="NeuSight-format data directory (precision: collect_kernels.py "
+                                                "output of one GPU; default the committed H100 set)")
     p.add_argument("--weights", default=None, help="weights directory (default: the packaged weights/)")
     p.add_argument("--devices", default=None, help="devices.json (default: the package's)")
     p.add_argument("--quick", action="store_true", help="a small subsample (tests, CI)")
@@ -30,13 +33,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     devices = DeviceTable.load(args.devices) if args.devices else default_table()
     weights = Path(args.weights) if args.weights else P.default_weights_dir()
+    start = time.time()
+    if args.what == "precision":
+        results = precision.evaluate(Path(args.data) if args.data else precision.DEFAULT_DATA, weights, devices)
+        precision.print_report(results)
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        return 0
     model_set = P.ModelSet(weights)
     if args.data is None and args.what != "distributed":
         p.error(f"{args.what} needs --data (a copy of NeuSight's data directory)")
     data = Path(args.data) if args.data else distributed.default_data()
     origins = set(args.origin) if args.origin else None
     targets = set(args.target) if args.target else None
-    start = time.time()
     if args.what == "kernels":
         groups = set(args.groups.split(",")) if args.groups else None
         unknown = (groups or set()) - set(kernels.GROUPS)

@@ -6,10 +6,13 @@ time it forecasts is never below the roofline (up to the head's 1/E_MAX slack). 
 columns per family (all numbers, one row per op):
 
 gemm         b, m, n, k, elem_bytes       C[b,m,n] = A[b,m,k] @ B[b,k,n] (k: reduction)
-conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes  (square 2-D)
+conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes, grad  (square 2-D;
+             grad 0: forward, 1: input (data) gradient, 2: weight gradient)
 elementwise  n, inputs, transcendental, elem_bytes   (inputs: tensors read of size n)
 softmax      rows, cols, elem_bytes           (row-wise over the last dim)
 layernorm    rows, cols, elem_bytes
+attention    batch_heads, l, s, e, causal, backward, elem_bytes   (a fused SDPA kernel:
+             softmax(Q K^T) V with Q [bh, l, e], K and V [bh, s, e]; backward 1: its gradient op)
 """
 from __future__ import annotations
 
@@ -17,14 +20,15 @@ import numpy as np
 
 from habitat.learned.devices import DeviceSpec
 
-FAMILIES = ("gemm", "conv", "elementwise", "softmax", "layernorm")
+FAMILIES = ("gemm", "conv", "elementwise", "softmax", "layernorm", "attention")
 
 SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "gemm": ("b", "m", "n", "k", "elem_bytes"),
-    "conv": ("batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes"),
+    "conv": ("batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes", "grad"),
     "elementwise": ("n", "inputs", "transcendental", "elem_bytes"),
     "softmax": ("rows", "cols", "elem_bytes"),
     "layernorm": ("rows", "cols", "elem_bytes"),
+    "attention": ("batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes"),
 }
 
 # The device enters only through quantities relative to the op (roofline times, waves,
@@ -34,17 +38,35 @@ DEVICE_FEATURES: tuple[str, ...] = ()
 _GEMM_CORE = ("log2_t_compute_us", "log2_t_memory_us", "log2_intensity_over_ridge",
               "log2_waves_64", "wave_fill_64", "log2_waves_128", "wave_fill_128",
               "log2_bytes_over_l2")
+# Precision enters as the unit the work runs on (tensor_path: 1 when the target lists a peak
+# for the op's precision, i.e. has faster units than FP32 SIMT for it) and the operand width;
+# the roofline times above already use that precision's peak. fp16 and bf16 are the same to
+# the model (same width, same peak on every GPU here).
+# log2_align: log2 of the operands' alignment in bytes, capped at 16 (the largest power of two
+# dividing the leading dimensions' byte widths, k and n of a GEMM, channels of a conv): cuBLAS
+# and cuDNN run tensor-core kernels at full rate only on 16-byte aligned rows and fall back to
+# narrower loads (align1/align2 kernels, 2-10x slower on the H100 data) below that.
+_PRECISION = ("tensor_path", "log2_elem_bytes", "log2_align")
+MAX_ALIGN_BYTES = 16.0
 FEATURE_NAMES: dict[str, tuple[str, ...]] = {
-    "gemm": ("log2_b", "log2_m", "log2_n", "log2_k") + _GEMM_CORE + DEVICE_FEATURES,
+    "gemm": ("log2_b", "log2_m", "log2_n", "log2_k") + _GEMM_CORE + _PRECISION + DEVICE_FEATURES,
     "conv": ("log2_batch", "log2_cin", "log2_cout", "kernel", "stride", "log2_size",
-             "log2_gemm_m", "log2_gemm_k") + _GEMM_CORE + DEVICE_FEATURES,
+             "log2_gemm_m", "log2_gemm_k") + _GEMM_CORE + _PRECISION + ("grad_data", "grad_weight")
+            + DEVICE_FEATURES,
     "elementwise": ("log2_n", "inputs", "transcendental", "log2_t_memory_us",
                     "log2_bytes_over_l2", "log2_blocks_per_sm") + DEVICE_FEATURES,
     "softmax": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
                 "log2_rows_per_sm") + DEVICE_FEATURES,
     "layernorm": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
                   "log2_rows_per_sm") + DEVICE_FEATURES,
+    "attention": ("log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
+                  "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
+                  "tensor_path", "log2_elem_bytes") + DEVICE_FEATURES,
 }
+# Fused attention: the backward recomputes S = Q K^T and runs dV, dP, dQ, dK (2.5x the forward's
+# matrix work); a causal mask skips about half of the score tiles. Query rows per thread block.
+ATTENTION_BACKWARD_FLOPS = 2.5
+ATTENTION_BLOCK_ROWS = 128.0
 
 # FLOPs per element of the row-wise families (max, sub, exp, sum, div; mean, var, scale).
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0
@@ -62,8 +84,36 @@ def _waves(blocks: np.ndarray, sms: int) -> tuple[np.ndarray, np.ndarray]:
     return blocks / sms, blocks / (waves * sms)
 
 
-def _gemm_core(b, m, n, k, flops, nbytes, dev: DeviceSpec, precision: str):
-    peak = dev.peak_flops(precision)
+MATRIX_PRECISIONS = ("tf32", "fp16", "bf16", "fp8")
+
+
+def _row_precisions(precision: str | np.ndarray, n: int) -> np.ndarray:
+    p = np.asarray(precision, dtype=object)
+    return np.full(n, str(p), dtype=object) if p.ndim == 0 else p
+
+
+def _peaks(dev: DeviceSpec, precision: np.ndarray) -> np.ndarray:
+    return np.array([dev.peak_flops(str(p)) for p in precision], dtype=np.float64)
+
+
+def tensor_path(dev: DeviceSpec, precision: np.ndarray) -> np.ndarray:
+    """1 where the op's precision runs on units of its own (the device lists its peak)."""
+    return np.array([1.0 if p in MATRIX_PRECISIONS and dev.peak_tflops.get(str(p)) else 0.0
+                     for p in precision], dtype=np.float64)
+
+
+def _pow2_part(x: np.ndarray) -> np.ndarray:
+    """Largest power of two dividing each (integer-valued) x, at most MAX_ALIGN_BYTES."""
+    v = np.maximum(np.round(x), 1.0).astype(np.int64)
+    return np.minimum((v & -v).astype(np.float64), MAX_ALIGN_BYTES)
+
+
+def log2_align(a: np.ndarray, b: np.ndarray, elem_bytes: np.ndarray) -> np.ndarray:
+    return np.log2(np.minimum(_pow2_part(a * elem_bytes), _pow2_part(b * elem_bytes)))
+
+
+def _gemm_core(b, m, n, k, flops, nbytes, dev: DeviceSpec, precision: np.ndarray):
+    peak = _peaks(dev, precision)
     bw = dev.bandwidth_gbs * 1e9
     t_c = flops / peak * 1e6
     t_m = nbytes / bw * 1e6
@@ -96,6 +146,13 @@ def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
     if family == "elementwise":
         n, inputs, trans = s["n"], s["inputs"], s["transcendental"]
         return n * (1.0 + TRANSCENDENTAL_FLOPS * trans), eb * n * (inputs + 1.0)
+    if family == "attention":
+        bh, l, sk, e = s["batch_heads"], s["l"], s["s"], s["e"]
+        scale = np.where(s["causal"] > 0, 0.5, 1.0) * np.where(s["backward"] > 0, ATTENTION_BACKWARD_FLOPS, 1.0)
+        flops = 4.0 * bh * l * sk * e * scale
+        # forward reads Q, K, V and writes O; backward reads Q, K, V, O, dO and writes dQ, dK, dV
+        tensors = np.where(s["backward"] > 0, 4.0, 2.0) * (l + sk) * e
+        return flops, eb * bh * tensors
     if family in ("softmax", "layernorm"):
         rows, ncols = s["rows"], s["cols"]
         per = SOFTMAX_FLOPS_PER_ELEMENT if family == "softmax" else LAYERNORM_FLOPS_PER_ELEMENT
@@ -107,22 +164,44 @@ def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
 
 
 def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
-            precision: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
-    """Returns (features [N, F] float64, roofline time in microseconds [N])."""
+            precision: str | np.ndarray = "fp32") -> tuple[np.ndarray, np.ndarray]:
+    """Returns (features [N, F] float64, roofline time in microseconds [N]). `precision` is one
+    name for every row or one per row (GEMM and conv; the other families run on SIMT units)."""
     flops, nbytes = work(family, shapes)  # raises for an unknown family
     s = {c: np.asarray(shapes[c], dtype=np.float64) for c in SHAPE_COLUMNS[family]}
     bw = dev.bandwidth_gbs * 1e9
+    prec = _row_precisions(precision, len(flops))
     if family == "gemm":
         b, m, n, k = s["b"], s["m"], s["n"], s["k"]
-        core, t_roof = _gemm_core(b, m, n, k, flops, nbytes, dev, precision)
-        cols = [_log2(b), _log2(m), _log2(n), _log2(k)] + core
+        core, t_roof = _gemm_core(b, m, n, k, flops, nbytes, dev, prec)
+        cols = [_log2(b), _log2(m), _log2(n), _log2(k)] + core + [tensor_path(dev, prec), _log2(s["elem_bytes"]),
+                                                               log2_align(k, n, s["elem_bytes"])]
     elif family == "conv":
         batch, cin, cout, r = s["batch"], s["cin"], s["cout"], s["kernel"]
         size, stride = s["size"], s["stride"]
         out = _conv_out(s)
         gm, gn, gk = batch * out * out, cout, cin * r * r
-        core, t_roof = _gemm_core(np.ones_like(gm), gm, gn, gk, flops, nbytes, dev, precision)
-        cols = [_log2(batch), _log2(cin), _log2(cout), r, stride, _log2(size), _log2(gm), _log2(gk)] + core
+        core, t_roof = _gemm_core(np.ones_like(gm), gm, gn, gk, flops, nbytes, dev, prec)
+        grad = s["grad"]
+        if np.any((grad != 0) & (grad != 1) & (grad != 2)):
+            raise ValueError("conv column 'grad' must be 0 (forward), 1 (data gradient) or 2 (weight gradient)")
+        cols = ([_log2(batch), _log2(cin), _log2(cout), r, stride, _log2(size), _log2(gm), _log2(gk)] + core
+                + [tensor_path(dev, prec), _log2(s["elem_bytes"]), log2_align(cin, cout, s["elem_bytes"]),
+                   (grad == 1).astype(np.float64),
+                   (grad == 2).astype(np.float64)])
+    elif family == "attention":
+        bh, l, sk, e = s["batch_heads"], s["l"], s["s"], s["e"]
+        for c in ("causal", "backward"):
+            if np.any((s[c] != 0) & (s[c] != 1)):
+                raise ValueError(f"attention column {c!r} must be 0 or 1")
+        peak = _peaks(dev, prec)
+        t_c = flops / peak * 1e6
+        t_m = nbytes / bw * 1e6
+        t_roof = np.maximum(t_c, t_m)
+        waves, fill = _waves(bh * np.ceil(l / ATTENTION_BLOCK_ROWS), dev.sms)
+        cols = [_log2(bh), _log2(l), _log2(sk), _log2(e), s["causal"], s["backward"], _log2(t_c), _log2(t_m),
+                _log2(flops / nbytes / (peak / bw)), _log2(waves), fill, tensor_path(dev, prec),
+                _log2(s["elem_bytes"])]
     elif family == "elementwise":
         n, inputs, trans = s["n"], s["inputs"], s["transcendental"]
         t_m = nbytes / bw * 1e6

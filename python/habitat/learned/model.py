@@ -1,6 +1,6 @@
 """The efficiency MLP: numpy inference and the output head shared with the engine.
 
-kernel_us = roofline_us / efficiency, efficiency = E_MAX * sigmoid(mlp(normalised features)),
+kernel_us = roofline_us / min(1, efficiency), efficiency = E_MAX * sigmoid(mlp(normalised features)),
 time_us   = max(launch_floor_us, kernel_us)
 E_MAX > 1 leaves room for datasheet peaks a little below what a GPU reaches (boost clocks,
 L2-resident operands); the engine (csrc/learned_model.cpp) applies the same head and floor.
@@ -47,7 +47,17 @@ class EfficiencyMLP:
     biases: list[np.ndarray]
     metadata: dict
 
+    def columns(self) -> list[int] | None:
+        """Positions of this model's features among features.FEATURE_NAMES[family] (None: all;
+        the FP32 SIMT models were trained on the features without the precision ones)."""
+        names = list(feats.FEATURE_NAMES[self.family])
+        mine = list(self.metadata.get("features", names))
+        return None if mine == names else [names.index(n) for n in mine]
+
     def raw(self, x: np.ndarray) -> np.ndarray:
+        cols = self.columns()
+        if cols is not None:
+            x = x[:, cols]
         h = ((x - self.mean.astype(np.float64)) / self.std.astype(np.float64)).astype(np.float32)
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
             h = h @ w.T + b
@@ -60,9 +70,10 @@ class EfficiencyMLP:
         return float(self.metadata.get("launch_floor_us", 0.0))
 
     def kernel_from_features(self, x: np.ndarray, t_roof_us: np.ndarray) -> np.ndarray:
-        """Device time without any floor: roofline / efficiency."""
+        """Device time without any floor: roofline / efficiency, never below the roofline
+        (E_MAX > 1 lets the fit run above the datasheet peak; a forecast does not)."""
         log_eff = np.log(self.metadata.get("e_max", E_MAX)) + _log_sigmoid(self.raw(x))
-        return t_roof_us * np.exp(-log_eff)
+        return np.maximum(t_roof_us, t_roof_us * np.exp(-log_eff))
 
     def predict_from_features(self, x: np.ndarray, t_roof_us: np.ndarray) -> np.ndarray:
         return np.maximum(self.launch_floor_us, self.kernel_from_features(x, t_roof_us))
@@ -97,17 +108,67 @@ class EfficiencyMLP:
         (directory / f"{self.family}.json").write_text(json.dumps(self.metadata, indent=1) + "\n")
 
     @classmethod
-    def load(cls, directory: str | Path, family: str) -> "EfficiencyMLP":
+    def load(cls, directory: str | Path, family: str, stem: str | None = None) -> "EfficiencyMLP":
+        """`stem`: the file name without suffix when it is not the family's (gemm_fp32)."""
         directory = Path(directory)
-        tensors, _ = safetensors_io.load(directory / f"{family}.safetensors")
-        metadata = json.loads((directory / f"{family}.json").read_text())
+        stem = stem or family
+        tensors, _ = safetensors_io.load(directory / f"{stem}.safetensors")
+        metadata = json.loads((directory / f"{stem}.json").read_text())
         layers = metadata["layers"]
         return cls(family, tensors["norm.mean"], tensors["norm.std"],
                    [tensors[f"layers.{i}.weight"] for i in range(layers)],
                    [tensors[f"layers.{i}.bias"] for i in range(layers)], metadata)
 
 
-def load_all(directory: str | Path) -> dict[str, EfficiencyMLP]:
+class Fp32Routed:
+    """A family's main (precision-aware) model with its FP32 SIMT model beside it, served as the
+    engine serves them (csrc/src/learned/learned_model.cpp, LearnedModels::predict_family_us):
+    rows in fp32 (TF32 off) whose roofline is at least the FP32 model's from_roofline_us go to
+    the FP32 model, every other row to the main one. Below that roofline the FP32 model's
+    output is mostly NeuSight's per-call harness floor, which it learned (weights/README.md)."""
+
+    def __init__(self, main: EfficiencyMLP, fp32: EfficiencyMLP):
+        self.main, self.fp32 = main, fp32
+        self.family = main.family
+        self.metadata = main.metadata
+
+    @property
+    def launch_floor_us(self) -> float:
+        return self.main.launch_floor_us
+
+    def _fp32_rows(self, t_roof: np.ndarray, precision: str | np.ndarray) -> np.ndarray:
+        prec = feats._row_precisions(precision, len(t_roof))
+        return (prec == "fp32") & (t_roof >= float(self.fp32.metadata.get("from_roofline_us", 0.0)))
+
+    def predict(self, shapes: dict[str, np.ndarray], dev: DeviceSpec, precision: str = "fp32") -> np.ndarray:
+        x, t_roof = feats.compute(self.family, shapes, dev, precision)
+        out = self.main.predict_from_features(x, t_roof)
+        use = self._fp32_rows(t_roof, precision)
+        if use.any():
+            out[use] = self.fp32.predict_from_features(x[use], t_roof[use])
+        return out
+
+    def predict_harness(self, shapes: dict[str, np.ndarray], dev: DeviceSpec, ops: np.ndarray,
+                        precision: str = "fp32") -> np.ndarray:
+        out = self.main.predict_harness(shapes, dev, ops, precision)
+        _, t_roof = feats.compute(self.family, shapes, dev, precision)
+        use = self._fp32_rows(t_roof, precision)
+        if use.any():
+            sub = {c: np.asarray(v)[use] for c, v in shapes.items()}
+            prec = feats._row_precisions(precision, len(t_roof))[use]
+            out[use] = self.fp32.predict_harness(sub, dev, np.asarray(ops)[use], prec)
+        return out
+
+
+def load_all(directory: str | Path) -> dict[str, EfficiencyMLP | Fp32Routed]:
+    """Each family's model as the engine serves it: with its `<family>_fp32` model routed in
+    (Fp32Routed) when the directory holds one."""
     directory = Path(directory)
-    return {f: EfficiencyMLP.load(directory, f) for f in feats.FAMILIES
-            if (directory / f"{f}.safetensors").is_file()}
+    out: dict[str, EfficiencyMLP | Fp32Routed] = {}
+    for f in feats.FAMILIES:
+        if not (directory / f"{f}.safetensors").is_file():
+            continue
+        main = EfficiencyMLP.load(directory, f)
+        fp32 = directory / f"{f}_fp32.safetensors"
+        out[f] = Fp32Routed(main, EfficiencyMLP.load(directory, f, f"{f}_fp32")) if fp32.is_file() else main
+    return out

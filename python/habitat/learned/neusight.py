@@ -1,5 +1,6 @@
-"""Loads NeuSight-format kernel CSVs (kernels/<op>/<GPU>.csv and test/<op>.csv) into
-per-family tables of shapes and measured latencies."""
+"""Loads NeuSight-format kernel CSVs (kernels/<op>/<GPU>.csv and test/<op>.csv, FP32) and the
+same format with `Precision` and `Phase` columns (benchmarks/gpu/collect_kernels.py:
+<dir>/<op>_<precision>.csv) into per-family tables of shapes and measured latencies."""
 from __future__ import annotations
 
 import csv
@@ -18,6 +19,11 @@ ELEMENTWISE_OPS: dict[str, tuple[int, int]] = {
 }
 OP_FAMILY = {"bmm": "gemm", "linear": "gemm", "conv": "conv", "softmax": "softmax", "ln": "layernorm",
              **{op: "elementwise" for op in ELEMENTWISE_OPS}}
+# Convolution passes (collect_kernels.py's Phase column): the op name of a backward row says
+# which gradient it computes, so each pass gets its own harness floor; `grad` is the shape column.
+CONV_GRAD = {"fwd": 0.0, "bwd_data": 1.0, "bwd_weight": 2.0}
+OP_FAMILY.update({"conv_bwd_data": "conv", "conv_bwd_weight": "conv", "sdpa": "attention", "sdpa_bwd": "attention"})
+ELEM_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 
 @dataclass
@@ -31,13 +37,15 @@ class KernelTable:
     blocks: list[float] = field(default_factory=list)
     shapes: dict[str, list[float]] = field(default_factory=dict)
     threads: list[int] = field(default_factory=list)
+    precision: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.latency_us)
 
     def add(self, op: str, device: str, latency_us: float, blocks: float, shape: dict[str, float],
-            threads: int = 0) -> None:
+            threads: int = 0, precision: str = "fp32") -> None:
         self.threads.append(threads)
+        self.precision.append(precision)
         self.op.append(op)
         self.device.append(device)
         self.latency_us.append(latency_us)
@@ -50,7 +58,7 @@ class KernelTable:
                             np.array(self.latency_us, dtype=np.float64),
                             np.array(self.blocks, dtype=np.float64),
                             {c: np.array(v, dtype=np.float64) for c, v in self.shapes.items()},
-                            np.array(self.threads, dtype=np.int64))
+                            np.array(self.threads, dtype=np.int64), np.array(self.precision, dtype=object))
 
 
 @dataclass
@@ -62,6 +70,11 @@ class KernelArrays:
     blocks: np.ndarray
     shapes: dict[str, np.ndarray]
     threads: np.ndarray | None = None  # threads per block, 0 where unknown; None: none known
+    precision: np.ndarray | None = None  # "fp32", "tf32", "bf16", "fp16" per row; None: all fp32
+
+    def __post_init__(self) -> None:
+        if self.precision is None:
+            self.precision = np.full(len(self.latency_us), "fp32", dtype=object)
 
     def __len__(self) -> int:
         return len(self.latency_us)
@@ -69,27 +82,49 @@ class KernelArrays:
     def take(self, index: np.ndarray) -> "KernelArrays":
         return KernelArrays(self.family, self.op[index], self.device[index], self.latency_us[index],
                             self.blocks[index], {c: v[index] for c, v in self.shapes.items()},
-                            None if self.threads is None else self.threads[index])
+                            None if self.threads is None else self.threads[index], self.precision[index])
+
+    @staticmethod
+    def concat(parts: list["KernelArrays"]) -> "KernelArrays":
+        family = parts[0].family
+        return KernelArrays(family, np.concatenate([p.op for p in parts]), np.concatenate([p.device for p in parts]),
+                            np.concatenate([p.latency_us for p in parts]), np.concatenate([p.blocks for p in parts]),
+                            {c: np.concatenate([p.shapes[c] for p in parts]) for c in SHAPE_COLUMNS[family]},
+                            np.concatenate([p.threads if p.threads is not None else np.zeros(len(p), np.int64)
+                                            for p in parts]),
+                            np.concatenate([p.precision for p in parts]))
 
     def shape_keys(self) -> np.ndarray:
-        """One string per row naming its op and shape (matches rows across GPUs)."""
+        """One string per row naming its op, shape and precision (matches rows across GPUs)."""
         cols = [self.op] + [self.shapes[c].astype(np.int64).astype(str) for c in SHAPE_COLUMNS[self.family]]
         out = cols[0].astype(object)
         for c in cols[1:]:
             out = out + "|" + c.astype(object)
-        return out.astype(str)
+        return (out + "|" + self.precision.astype(str).astype(object)).astype(str)
+
+    def problem_keys(self) -> np.ndarray:
+        """One string per row naming the problem alone: the op's dimensions without its
+        precision, element width or pass, so a split on these keys holds a shape out in every
+        precision and pass at once (leave-shapes-out)."""
+        base = np.array([o.split("_bwd")[0] for o in self.op], dtype=object)
+        skip = {"elem_bytes", "grad", "backward"}
+        for c in SHAPE_COLUMNS[self.family]:
+            if c not in skip:
+                base = base + "|" + self.shapes[c].astype(np.int64).astype(str).astype(object)
+        return base.astype(str)
 
 
-def row_shape(op: str, row: dict[str, str]) -> dict[str, float]:
+def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str, float]:
     family = OP_FAMILY[op]
     if family == "gemm":  # NeuSight: A[B,M,N] x B[B,N,K], N is the reduction
         return {"b": float(row["B"]), "m": float(row["M"]), "k": float(row["N"]), "n": float(row["K"]),
-                "elem_bytes": 4.0}
+                "elem_bytes": elem_bytes}
     if family == "conv":
         return {"batch": float(row["B"]), "cin": float(row["Input_Channel"]),
                 "cout": float(row["Output_Channel"]), "kernel": float(row["Kernel_Szie"]),
                 "size": float(row["Input_Size"]), "stride": float(row["Stride"]),
-                "padding": float(row["Padding"]), "elem_bytes": 4.0}
+                "padding": float(row["Padding"]), "elem_bytes": elem_bytes,
+                "grad": CONV_GRAD[row.get("Phase") or "fwd"]}
     if family == "elementwise":
         inputs, trans = ELEMENTWISE_OPS[op]
         return {"n": float(row["B"]) * float(row["H"]), "inputs": float(inputs),
@@ -101,8 +136,16 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None) -> N
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
             op = row["OPName"]
+            phase = row.get("Phase") or "fwd"
+            if op == "conv" and phase != "fwd":
+                if phase not in CONV_GRAD:
+                    raise ValueError(f"{path}: unknown conv Phase {phase!r} (known: {', '.join(CONV_GRAD)})")
+                op = f"conv_{phase}"
             if op not in OP_FAMILY or (ops is not None and op not in ops):
                 continue
+            precision = row.get("Precision") or "fp32"
+            if precision not in ELEM_BYTES:
+                raise ValueError(f"{path}: unknown Precision {precision!r} (known: {', '.join(ELEM_BYTES)})")
             latency_ms = float(row["Latency"])
             if not latency_ms > 0:
                 continue
@@ -111,7 +154,8 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None) -> N
                           * float(row.get("Block z") or 1))  # 0: not recorded
             family = OP_FAMILY[op]
             tables.setdefault(family, KernelTable(family)).add(
-                op, row["Device"], latency_ms * 1000.0, blocks, row_shape(op, row), threads)
+                op, row["Device"], latency_ms * 1000.0, blocks, row_shape(op, row, ELEM_BYTES[precision]),
+                threads, precision)
 
 
 def load_kernels(data_dir: str | Path, layout: str = "kernels",
@@ -125,3 +169,52 @@ def load_kernels(data_dir: str | Path, layout: str = "kernels",
     for path in paths:
         _read(path, tables, ops)
     return {f: t.arrays() for f, t in sorted(tables.items())}
+
+
+def load_precision_kernels(directory: str | Path, ops: set[str] | None = None) -> dict[str, KernelArrays]:
+    """collect_kernels.py's output for one GPU: <directory>/<op>_<precision>.csv with `Precision`
+    and `Phase` columns (sdpa.csv, a different layout, is not read here)."""
+    root = Path(directory)
+    paths = sorted(p for p in root.glob("*.csv") if p.stem != "sdpa")
+    if not paths:
+        raise FileNotFoundError(f"{root}: no <op>_<precision>.csv files (benchmarks/gpu/collect_kernels.py output)")
+    tables: dict[str, KernelTable] = {}
+    for path in paths:
+        _read(path, tables, ops)
+    return {f: t.arrays() for f, t in sorted(tables.items())}
+
+
+# The SDPA backend PyTorch picks by default on Hopper for each dtype (flash attention for 16-bit
+# types, memory-efficient attention for fp32, which flash does not run): the attention model
+# learns those kernels; the math and cuDNN rows of sdpa.csv are not read.
+SDPA_DEFAULT_BACKEND = {"bf16": "flash", "fp16": "flash", "fp32": "efficient"}
+
+
+def load_sdpa(path: str | Path, backends: dict[str, str] = SDPA_DEFAULT_BACKEND) -> KernelArrays:
+    """sdpa.csv (one row per shape, backend, precision and phase "fwd" or "fwd+bwd", Latency in
+    ms) as attention rows: op "sdpa" for the forward, "sdpa_bwd" for the backward op alone,
+    measured as fwd+bwd minus fwd of the same shape (rows where that is under a fifth of the
+    fwd+bwd time, i.e. lost in the harness's jitter, are dropped)."""
+    by_key: dict[tuple, dict[str, dict[str, str]]] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            p = row["Precision"]
+            if backends.get(p) != row["Backend"]:
+                continue
+            key = tuple(row[c] for c in ("Device", "B", "H", "L", "S", "E", "Causal", "Precision"))
+            by_key.setdefault(key, {})[row["Phase"]] = row
+    table = KernelTable("attention")
+    for key, phases in sorted(by_key.items()):
+        fwd, both = phases.get("fwd"), phases.get("fwd+bwd")
+        if fwd is None:
+            continue
+        device, b, h, l, s_, e, causal, p = key
+        shape = {"batch_heads": float(b) * float(h), "l": float(l), "s": float(s_), "e": float(e),
+                 "causal": float(causal), "backward": 0.0, "elem_bytes": ELEM_BYTES[p]}
+        t_fwd = float(fwd["Latency"]) * 1000.0
+        table.add("sdpa", device, t_fwd, 0.0, shape, 0, p)
+        if both is not None:
+            t_both = float(both["Latency"]) * 1000.0
+            if t_both - t_fwd >= 0.2 * t_both:
+                table.add("sdpa_bwd", device, t_both - t_fwd, 0.0, dict(shape, backward=1.0), 0, p)
+    return table.arrays()

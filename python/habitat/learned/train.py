@@ -18,319 +18,21 @@ so a leave-one-GPU-out model never sees its GPU, not even to pick its step count
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from habitat.learned import features as feats
 from habitat.learned.devices import DeviceTable, default_table
-from habitat.learned.model import E_MAX, FORMAT, FORMAT_VERSION, EfficiencyMLP, soft_max
+# The fitting core lives in habitat.learned.fitting; its names are re-exported here (tests, notebooks).
+from habitat.learned.fitting import (  # noqa: F401 (re-exported)
+    FLOOR_QUANTILE, LAUNCH_FLOOR_US, MONOTONE_WEIGHT, QUICK, TrainConfig, _clamp_inputs, _fold_floors,
+    _harness_metadata, _harness_prediction, _log, _pack_ensemble, _split, ape, design, fit, gpu_dir_name,
+    harness_floors, row_floors, split_by_shape, summary)
+from habitat.learned.model import EfficiencyMLP
 from habitat.learned.neusight import OP_FAMILY, KernelArrays, load_kernels
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    hidden: tuple[int, ...] = (64, 64)
-    steps: int = 1500  # AdamW steps (one-cycle schedule); each model stops at the step its GPU folds pick
-    batch: int = 1024
-    lr: float = 3e-3
-    weight_decay: float = 1e-4
-    seed: int = 0
-    max_rows: int = 150000  # per model; larger sets are subsampled (deterministically)
-    threads: int = 1  # tiny layers: more threads only add contention
-    val_fraction: float = 0.1  # shapes of the training rows held out for early stopping
-    eval_every: int = 50
-    floor_sharpness: float = 4.0  # p of the harness soft maximum (floor^p + kernel^p)^(1/p)
-    ignore_features: tuple[str, ...] = ()  # inputs the model may not use (first-layer weights 0)
-    members: int = 1  # independently seeded nets averaged (packed into one MLP: same file format)
-
-
-QUICK = TrainConfig(steps=300, max_rows=4000)
-
-# Smallest device time of one kernel on a real GPU (the engine's kMinKernelUs in
-# csrc/shape_efficiency.h). NVIDIA's "Getting Started with CUDA Graphs" (developer.nvidia.com/
-# blog/cuda-graphs, 2019) measures a short kernel at ~2.9 us of execution and 3.4-3.8 us per
-# kernel when launched back to back on V100; an empty kernel's device time is lower.
-LAUNCH_FLOOR_US = 2.0
-# Fraction of each (GPU, op)'s rows, smallest rooflines first, whose median measured time is
-# that harness's per-call floor (NeuSight's rows flatten at 25-60 us below a few us of work).
-FLOOR_QUANTILE = 0.03
-
-
-def design(rows: KernelArrays, devices: DeviceTable, precision: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
-    """Features and roofline times for every row, grouped by device."""
-    x = np.zeros((len(rows), len(feats.FEATURE_NAMES[rows.family])))
-    t_roof = np.zeros(len(rows))
-    for name in np.unique(rows.device):
-        idx = np.nonzero(rows.device == name)[0]
-        sub = rows.take(idx)
-        x[idx], t_roof[idx] = feats.compute(rows.family, sub.shapes, devices.find(name), precision)
-    return x, t_roof
-
-
-def harness_floors(rows: KernelArrays, t_roof: np.ndarray) -> dict[str, dict[str, float]]:
-    """Per op and GPU: the median measured time of the rows with the least work (the
-    FLOOR_QUANTILE smallest rooflines), i.e. the measurement harness's per-call floor."""
-    out: dict[str, dict[str, float]] = {}
-    for op in sorted(np.unique(rows.op).tolist()):
-        for gpu in sorted(np.unique(rows.device).tolist()):
-            idx = np.nonzero((rows.op == op) & (rows.device == gpu))[0]
-            if len(idx) == 0:
-                continue
-            n = max(1, int(np.ceil(FLOOR_QUANTILE * len(idx))))
-            least = idx[np.argsort(t_roof[idx], kind="stable")[:n]]
-            out.setdefault(op, {})[gpu] = float(np.median(rows.latency_us[least]))
-    return out
-
-
-def row_floors(rows: KernelArrays, floors: dict[str, dict[str, float]]) -> np.ndarray:
-    return np.array([floors[o][g] for o, g in zip(rows.op, rows.device)])
-
-
-def _split(n: int, groups: np.ndarray | None, fraction: float, rng: np.random.Generator) -> np.ndarray:
-    """Validation mask: a fraction of the groups (shapes), or of the rows without groups."""
-    if fraction <= 0 or n < 20:
-        return np.zeros(n, dtype=bool)
-    if groups is None:
-        return rng.random(n) < fraction
-    unique = np.unique(groups)
-    chosen = rng.choice(unique, max(1, int(len(unique) * fraction)), replace=False)
-    return np.isin(groups, chosen)
-
-
-def _clamp_inputs(weights: list[np.ndarray], biases: list[np.ndarray], lo: np.ndarray,
-                  hi: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Prepends a layer that clamps each input to [lo, hi], written as plain ReLU layers:
-    relu(x - lo) - relu(x - hi) + lo = clamp(x, lo, hi) for lo <= hi, so the file format and
-    the engine's MLP stay as they are. A ReLU net extrapolates linearly outside its data; with
-    four or five training GPUs an unseen GPU's features often lie outside, so it gets the
-    efficiency of the nearest edge of the data instead."""
-    n = len(lo)
-    eye = np.eye(n)
-    clamp_w = np.concatenate([eye, eye], axis=0)
-    clamp_b = np.concatenate([-lo, -hi])
-    w1, b1 = weights[0], biases[0]
-    return ([clamp_w, np.concatenate([w1, -w1], axis=1)] + weights[1:],
-            [clamp_b, b1 + w1 @ lo] + biases[1:])
-
-
-def _pack_ensemble(ws: list[list[np.ndarray]], bs: list[list[np.ndarray]]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """K nets of equal depth as one MLP: stacked first layers, block-diagonal hidden layers and
-    a last layer that averages the K outputs (the mean logit)."""
-    k = len(ws)
-    if k == 1:
-        return ws[0], bs[0]
-    out_w = [np.concatenate([w[0] for w in ws], axis=0)]
-    out_b = [np.concatenate([b[0] for b in bs])]
-    for i in range(1, len(ws[0]) - 1):
-        block = np.zeros((sum(w[i].shape[0] for w in ws), sum(w[i].shape[1] for w in ws)))
-        r = c = 0
-        for w in ws:
-            block[r:r + w[i].shape[0], c:c + w[i].shape[1]] = w[i]
-            r, c = r + w[i].shape[0], c + w[i].shape[1]
-        out_w.append(block)
-        out_b.append(np.concatenate([b[i] for b in bs]))
-    out_w.append(np.concatenate([w[-1] for w in ws], axis=1) / k)
-    out_b.append(np.array([np.mean([b[-1][0] for b in bs])]))
-    return out_w, out_b
-
-
-def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
-        cfg: TrainConfig = TrainConfig(), floor_us: np.ndarray | None = None,
-        groups: np.ndarray | None = None, val_groups: np.ndarray | None = None,
-        stop_at: int | None = None) -> EfficiencyMLP:
-    """See _fit. Torch's thread count and deterministic mode are set for the fit and restored
-    after it: a process that trains (a test, a notebook) keeps its own settings."""
-    import torch
-
-    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-    try:
-        return _fit(family, x, t_roof, t_meas, cfg, floor_us, groups, val_groups, stop_at)
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic)
-
-
-def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
-         cfg: TrainConfig, floor_us: np.ndarray | None, groups: np.ndarray | None,
-         val_groups: np.ndarray | None, stop_at: int | None) -> EfficiencyMLP:
-    """Fits the floor-free kernel time k = t_roof / (E_MAX * sigmoid(mlp(x))) so that the
-    harness time (floor^p + k^p)^(1/p) matches t_meas, with an L1 loss on log time (a
-    relative-error loss). Rows at the floor then only bound k from above.
-
-    Validation: the rows with a non-empty `val_groups` label (e.g. a GPU's name) are held out,
-    or else a fraction of the shapes (`groups`); the weights with the least validation loss
-    (mean over labels) are kept and each label's loss curve is recorded (metadata
-    "validation_curve"). With `stop_at`, every row trains and the weights after that step (of
-    the same `cfg.steps` schedule) are kept."""
-    import torch
-
-    torch.manual_seed(cfg.seed)
-    torch.set_num_threads(cfg.threads)
-    torch.use_deterministic_algorithms(True)
-    rng = np.random.default_rng(cfg.seed)
-    if floor_us is None:
-        floor_us = np.zeros(len(x))
-    if len(x) > cfg.max_rows:
-        keep = np.sort(rng.choice(len(x), cfg.max_rows, replace=False))
-        x, t_roof, t_meas, floor_us = x[keep], t_roof[keep], t_meas[keep], floor_us[keep]
-        groups = None if groups is None else groups[keep]
-        val_groups = None if val_groups is None else val_groups[keep]
-    if stop_at is not None:
-        val = np.zeros(len(x), dtype=bool)
-    elif val_groups is not None:
-        val = np.asarray(val_groups) != ""
-    else:
-        val = _split(len(x), groups, cfg.val_fraction, rng)
-    labels = np.where(val, "validation", "") if val_groups is None else np.asarray(val_groups)
-    last = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
-    mean = x[~val].mean(axis=0)
-    std = x[~val].std(axis=0)
-    std[std < 1e-6] = 1.0
-    p = cfg.floor_sharpness
-
-    def tensor(a: np.ndarray) -> "torch.Tensor":
-        return torch.tensor(a, dtype=torch.float32)
-    unused = [i for i, n in enumerate(feats.FEATURE_NAMES[family]) if n in cfg.ignore_features]
-    xn = (x - mean) / std
-    xn[:, unused] = 0.0  # the engine still computes them: their weights are zeroed below
-    xs = tensor(xn)
-    log_roof = tensor(np.log(t_roof))
-    log_meas = tensor(np.log(t_meas))
-    log_floor = tensor(np.log(np.maximum(floor_us, 1e-9)))
-    train_idx = torch.tensor(np.nonzero(~val)[0])
-    val_idx = torch.tensor(np.nonzero(val)[0])
-    val_sets = {str(g): torch.tensor(np.nonzero(labels == g)[0]) for g in np.unique(labels[val])}
-    # Start from the median efficiency of the rows well above their floor, so the first steps
-    # fit the shape of the data rather than its scale.
-    above = t_meas > 2.0 * floor_us
-    log_eff0 = np.median(np.log(t_roof[above] / t_meas[above])) if above.any() else 0.0
-    eff0 = float(np.clip(np.exp(log_eff0) / E_MAX, 1e-6, 0.99))
-    log_emax = float(np.log(E_MAX))
-
-    def train_member(seed: int) -> tuple[list[np.ndarray], list[np.ndarray], int, float]:
-        torch.manual_seed(seed)
-        layers: list[torch.nn.Module] = []
-        width = x.shape[1]
-        for h in cfg.hidden:
-            layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
-            width = h
-        layers.append(torch.nn.Linear(width, 1))
-        net = torch.nn.Sequential(*layers)
-        with torch.no_grad():
-            net[-1].bias.fill_(float(np.log(eff0 / (1.0 - eff0))))
-
-        def loss_of(idx: "torch.Tensor") -> "torch.Tensor":
-            log_kernel = log_roof[idx] - log_emax - torch.nn.functional.logsigmoid(net(xs[idx])[:, 0])
-            log_harness = torch.logaddexp(p * log_floor[idx], p * log_kernel) / p
-            return (log_harness - log_meas[idx]).abs().mean()
-
-        def val_losses() -> dict[str, float]:
-            with torch.no_grad():
-                return {g: float(loss_of(i)) for g, i in val_sets.items()}
-
-        opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.05)
-        gen = torch.Generator().manual_seed(seed)
-        best = (float("inf"), 0, [t.detach().clone() for t in net.state_dict().values()])
-        curve: dict[str, list[float]] = {g: [] for g in val_sets}
-        for step in range(1, last + 1):
-            idx = train_idx[torch.randint(0, len(train_idx), (min(cfg.batch, len(train_idx)),), generator=gen)]
-            loss = loss_of(idx)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            if len(val_idx) and (step % cfg.eval_every == 0 or step == last):
-                per = val_losses()
-                for g, v in per.items():
-                    curve[g].append(v)
-                v = float(np.mean(list(per.values())))
-                if v < best[0]:
-                    best = (v, step, [t.detach().clone() for t in net.state_dict().values()])
-        if len(val_idx):
-            net.load_state_dict(dict(zip(net.state_dict().keys(), best[2])))
-        linears = [m for m in net if isinstance(m, torch.nn.Linear)]
-        with torch.no_grad():
-            linears[0].weight[:, unused] = 0.0  # no effect on training (the inputs were 0 there)
-        return ([m.weight.detach().numpy().astype(np.float64) for m in linears],
-                [m.bias.detach().numpy().astype(np.float64) for m in linears], best[1] or last, best[0], curve)
-
-    members = [train_member(cfg.seed + 1000 * i) for i in range(cfg.members)]
-    weights, biases = _pack_ensemble([m[0] for m in members], [m[1] for m in members])
-    weights, biases = _clamp_inputs(weights, biases, xn[~val].min(axis=0), xn[~val].max(axis=0))
-    best = (float(np.mean([m[3] for m in members])), [m[2] for m in members])
-    curve = {g: [float(v) for v in np.mean([m[4][g] for m in members], axis=0)] for g in val_sets}
-    return EfficiencyMLP(
-        family, mean.astype(np.float32), std.astype(np.float32),
-        [w.astype(np.float32) for w in weights], [b.astype(np.float32) for b in biases],
-        {"format": FORMAT, "version": FORMAT_VERSION, "family": family, "layers": len(weights),
-         "input_clamp": "layer 0 clamps each normalised feature to its training range "
-                        "(relu(x - lo) - relu(x - hi) + lo), so the model does not extrapolate",
-         "hidden": list(cfg.hidden), "members": cfg.members, "activation": "relu", "e_max": E_MAX,
-         "launch_floor_us": LAUNCH_FLOOR_US,
-         "features": list(feats.FEATURE_NAMES[family]),
-         "ignored_features": [feats.FEATURE_NAMES[family][i] for i in unused],
-         "shape_columns": list(feats.SHAPE_COLUMNS[family]),
-         "normalisation": "x' = (x - norm.mean) / norm.std (tensors in the .safetensors file)",
-         "output": "time_us = max(launch_floor_us, roofline_us / (e_max * sigmoid(y)))",
-         "early_stopping": {"best_step": best[1], "validation_loss": None if not len(val_idx) else best[0],
-                            "validation_rows": int(len(val_idx)), "stop_at": stop_at},
-         "validation_curve": {"every": cfg.eval_every, "loss": curve}},
-    )
-
-
-def ape(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
-    return np.abs(pred - meas) / meas * 100.0
-
-
-def summary(errors: np.ndarray) -> dict[str, float]:
-    if len(errors) == 0:
-        return {"n": 0}
-    return {"n": int(len(errors)), "mean": float(np.mean(errors)), "median": float(np.median(errors)),
-            "p90": float(np.percentile(errors, 90))}
-
-
-def split_by_shape(rows: KernelArrays, fraction: float, seed: int) -> np.ndarray:
-    """Boolean mask of validation rows: a fraction of the distinct shapes, on every GPU."""
-    keys = rows.shape_keys()
-    unique = np.unique(keys)
-    rng = np.random.default_rng(seed)
-    chosen = set(rng.choice(unique, max(1, int(len(unique) * fraction)), replace=False).tolist())
-    return np.array([k in chosen for k in keys])
-
-
-def gpu_dir_name(gpu: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.-]+", "_", gpu)
-
-
-def _log(text: str) -> None:
-    print(text, flush=True)
-
-
-def _harness_metadata(floors: dict[str, dict[str, float]], gpus: list[str], sharpness: float) -> dict:
-    per_op = {op: {g: v for g, v in per_gpu.items() if g in gpus} for op, per_gpu in floors.items()}
-    return {"per_gpu": per_op, "median": {op: float(np.median(list(v.values()))) for op, v in per_op.items() if v},
-            "sharpness": sharpness,
-            "note": "NeuSight's per-call harness floor (us) per op, measured on the training GPUs; "
-                    "habitat.evaluate adds their median to compare with NeuSight's rows. "
-                    "The engine ignores it (it uses launch_floor_us)."}
-
-
-def _harness_prediction(model: EfficiencyMLP, x: np.ndarray, t_roof: np.ndarray, ops: np.ndarray) -> np.ndarray:
-    return soft_max(model.harness_floor_us(ops), model.kernel_from_features(x, t_roof),
-                    model.metadata["harness_floor_us"]["sharpness"])
-
-
-def _fold_floors(rows: KernelArrays, floors: dict[str, dict[str, float]], train_gpus: set[str]) -> np.ndarray:
-    """Each row's harness floor: its own GPU's when that GPU trains, else the median of the
-    training GPUs' floors for the op (all an unseen GPU can be given)."""
-    median = {op: float(np.median([v for g, v in per.items() if g in train_gpus])) for op, per in floors.items()}
-    return np.array([floors[o][g] if g in train_gpus else median[o] for o, g in zip(rows.op, rows.device)])
 
 
 class _GpuFolds:
@@ -441,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=None, help="optimiser steps per model")
     p.add_argument("--holdout", type=float, default=0.0,
                    help="fraction of shapes held out for an extra validation fit (0: skip it)")
+    p.add_argument("--precision-data", default=None,
+                   help="collect_kernels.py output of one GPU (<op>_<precision>.csv): gemm and conv then train "
+                        "on it plus NeuSight's rows (habitat.learned.train_precision)")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else TrainConfig()
     cfg = TrainConfig(**{**cfg.__dict__, "seed": args.seed, "steps": args.steps or cfg.steps})
@@ -450,11 +155,27 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python -m habitat.learned.train " + " ".join(argv if argv is not None else sys.argv[1:])
+    measured = {}
+    if args.precision_data:
+        from habitat.learned.neusight import load_precision_kernels, load_sdpa
+        measured = load_precision_kernels(args.precision_data)
+        if (Path(args.precision_data) / "sdpa.csv").is_file():
+            measured["attention"] = load_sdpa(Path(args.precision_data) / "sdpa.csv")
     for family in families:
+        logo = None if args.no_logo else out / "logo"
+        if family in measured and family in ("gemm", "conv", "attention"):
+            from habitat.learned.train_precision import CLAMPED_FAMILIES, MATRIX_CONFIG, train_matrix_family
+            mcfg = TrainConfig(**{**MATRIX_CONFIG.__dict__, "seed": args.seed,
+                                  "steps": args.steps or MATRIX_CONFIG.steps,
+                                  "clamp_inputs": family in CLAMPED_FAMILIES})
+            model = train_matrix_family(data.get(family), measured[family], devices, mcfg, logo)
+            model.metadata["training_command"] = command
+            model.save(out)
+            continue
         if family not in data:
             print(f"{family}: no rows in {args.data}/kernels, skipped")
             continue
-        model = train_family(data[family], devices, cfg, None if args.no_logo else out / "logo", args.holdout)
+        model = train_family(data[family], devices, cfg, logo, args.holdout)
         model.metadata["training_command"] = command
         model.save(out)
     return 0

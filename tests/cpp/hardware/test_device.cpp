@@ -277,3 +277,48 @@ TEST(DeviceDatabase, MalformedDocumentsAreRejectedWithAReason) {
 
 }  // namespace
 }  // namespace habitat
+
+namespace habitat {
+namespace {
+
+// Every GPU lists the dense tensor-core peaks its architecture has (each cited, as checked
+// above): FP16 from Volta (7.0), TF32 and BF16 from Ampere (8.0), FP8 from Ada/Hopper (8.9).
+TEST(DeviceDatabase, EveryGpuListsTheTensorPeaksOfItsArchitecture) {
+  for (const Device& d : database().all()) {
+    SCOPED_TRACE(d.name);
+    const int cc = d.compute_capability();
+    const double fp32 = d.peak_tflops.at(Precision::Fp32Simt);
+    auto has = [&](Precision p) { return d.peak_tflops.contains(p) && d.peak_tflops.at(p) > 0; };
+    if (cc >= 70) {
+      ASSERT_TRUE(has(Precision::Fp16Tensor));
+      EXPECT_GT(d.peak_tflops.at(Precision::Fp16Tensor), fp32);
+    }
+    if (cc >= 80) {
+      ASSERT_TRUE(has(Precision::Tf32Tensor) && has(Precision::Bf16Tensor));
+      EXPECT_GE(d.peak_tflops.at(Precision::Tf32Tensor), fp32);  // GeForce Ampere: TF32 = FP32 rate
+      EXPECT_DOUBLE_EQ(d.peak_tflops.at(Precision::Bf16Tensor), d.peak_tflops.at(Precision::Fp16Tensor));
+    } else {
+      EXPECT_FALSE(has(Precision::Tf32Tensor) || has(Precision::Bf16Tensor));  // no such units
+    }
+    EXPECT_EQ(has(Precision::Fp8Tensor), cc >= 89);
+  }
+}
+
+TEST(DeviceDatabase, AtLeastAsGoodComparesEveryFigureThatBoundsAnOp) {
+  const Device& a80 = database().find("A100-SXM4-80GB");
+  const Device& a40 = database().find("A100-SXM4-40GB");
+  EXPECT_TRUE(at_least_as_good(a80, a40, Precision::Bf16Tensor));  // same chip, more bandwidth
+  EXPECT_FALSE(at_least_as_good(a40, a80, Precision::Bf16Tensor));
+  EXPECT_TRUE(at_least_as_good(a40, a40, Precision::Fp32Simt));
+  EXPECT_TRUE(at_least_as_good(database().find("H200"), database().find("H100"), Precision::Bf16Tensor));
+  // L4 has more L2 and a higher clock than an A100 but far less bandwidth: neither dominates.
+  const Device& l4 = database().find("L4");
+  EXPECT_FALSE(at_least_as_good(a40, l4, Precision::Fp32Simt));
+  EXPECT_FALSE(at_least_as_good(l4, a40, Precision::Fp32Simt));
+  EXPECT_TRUE(at_least_as_good(database().find("H100"), a80, Precision::Tf32Tensor));
+  // The A100's boost clock (1410 MHz) is below the V100's (1530): no dominance either way.
+  EXPECT_FALSE(at_least_as_good(a40, database().find("V100-SXM2-16GB"), Precision::Tf32Tensor));
+}
+
+}  // namespace
+}  // namespace habitat

@@ -145,7 +145,7 @@ TEST(LearnedParts, MapsGemmShapes) {
   EXPECT_EQ(parts[0].shape.at("elem_bytes"), 2);
 }
 
-TEST(LearnedParts, AttentionIsTwoBatchedGemms) {
+TEST(LearnedParts, AttentionWithoutItsOwnModelIsTwoBatchedGemms) {
   OpRecord op;
   op.name = "aten::_scaled_dot_product_flash_attention";
   op.args = {tensor_arg("query", tensor({2, 16, 1024, 64}, "bfloat16")),
@@ -158,6 +158,27 @@ TEST(LearnedParts, AttentionIsTwoBatchedGemms) {
   EXPECT_EQ(parts[0].shape.at("b"), 32);
   EXPECT_EQ(parts[0].shape.at("n"), 1024);
   EXPECT_EQ(parts[1].shape.at("k"), 1024);
+}
+
+TEST(LearnedParts, FusedAttentionIsOneAttentionPartWhenThatModelIsLoaded) {
+  OpRecord op;
+  op.name = "aten::_scaled_dot_product_flash_attention_backward";
+  op.args = {tensor_arg("query", tensor({2, 16, 1024, 64}, "bfloat16")),
+             tensor_arg("key", tensor({2, 16, 512, 64}, "bfloat16")),
+             tensor_arg("value", tensor({2, 16, 512, 64}, "bfloat16"))};
+  OpCost cost;
+  cost.op_class = OpClass::Attention;
+  const auto parts = learned_parts(op, cost, true);
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].family, LearnedFamily::Attention);
+  EXPECT_EQ(parts[0].shape.at("batch_heads"), 32);
+  EXPECT_EQ(parts[0].shape.at("l"), 1024);
+  EXPECT_EQ(parts[0].shape.at("s"), 512);
+  EXPECT_EQ(parts[0].shape.at("backward"), 1);
+  EXPECT_EQ(parts[0].shape.at("elem_bytes"), 2);
+  // The unfused math path stays two GEMMs and a softmax.
+  op.name = "aten::_scaled_dot_product_attention_math";
+  EXPECT_EQ(learned_parts(op, cost, true).size(), 3u);
 }
 
 TEST(LearnedParts, UnmodelledClassesGiveNothing) {

@@ -48,7 +48,10 @@ def test_features_have_their_names_and_a_positive_roofline(family: str) -> None:
     shapes = {c: np.array([1.0, 64.0, 1024.0]) for c in feats.SHAPE_COLUMNS[family]}
     shapes["elem_bytes"] = np.full(3, 4.0)
     if family == "conv":
-        shapes.update(kernel=np.array([1.0, 3.0, 3.0]), stride=np.ones(3), padding=np.ones(3))
+        shapes.update(kernel=np.array([1.0, 3.0, 3.0]), stride=np.ones(3), padding=np.ones(3),
+                      grad=np.array([0.0, 1.0, 2.0]))
+    if family == "attention":
+        shapes.update(causal=np.array([0.0, 1.0, 0.0]), backward=np.array([0.0, 0.0, 1.0]))
     if family == "elementwise":
         shapes.update(inputs=np.array([1.0, 2.0, 2.0]), transcendental=np.array([0.0, 1.0, 0.0]))
     x, t_roof = feats.compute(family, shapes, default_table().find("T4"))
@@ -99,13 +102,13 @@ def test_training_is_deterministic_and_learns(tmp_path: Path) -> None:
     _write_neusight(tmp_path)
     rows = load_kernels(tmp_path, "kernels")["gemm"]
     x, t_roof = design(rows, default_table())
-    cfg = TrainConfig(steps=60, batch=64, hidden=(16, 16))
+    cfg = TrainConfig(steps=120, batch=64, hidden=(16, 16))  # 60 sufficed before log2_align varied here
     a = fit("gemm", x, t_roof, rows.latency_us, cfg)
     b = fit("gemm", x, t_roof, rows.latency_us, cfg)
     for wa, wb in zip(a.weights, b.weights):
         np.testing.assert_array_equal(wa, wb)
     pred = a.predict_from_features(x, t_roof)
-    assert np.all(pred >= t_roof / 2.0 * 0.999)  # never faster than roofline / e_max
+    assert np.all(pred >= t_roof * (1 - 1e-12))  # never faster than the roofline
     assert np.all(pred >= a.launch_floor_us)
     err = np.mean(np.abs(pred - rows.latency_us) / rows.latency_us)
     # the synthetic times are 10-400 us against a 0.01-5 us roofline (~98 % error): a fit that

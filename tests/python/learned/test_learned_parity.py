@@ -26,16 +26,20 @@ def _random_shapes(family: str, n: int, rng: np.random.Generator) -> dict[str, n
         s.update(b=dims(1, 64), m=dims(1, 8192), n=dims(1, 8192), k=dims(1, 8192))
     elif family == "conv":
         s.update(batch=dims(1, 64), cin=dims(3, 512), cout=dims(8, 512), kernel=rng.choice([1.0, 3.0, 7.0], n),
-                 size=dims(8, 224), stride=rng.choice([1.0, 2.0], n), padding=rng.choice([0.0, 1.0, 3.0], n))
+                 size=dims(8, 224), stride=rng.choice([1.0, 2.0], n), padding=rng.choice([0.0, 1.0, 3.0], n),
+                 grad=rng.choice([0.0, 1.0, 2.0], n))
     elif family == "elementwise":
         s.update(n=dims(1, 1e9), inputs=rng.choice([1.0, 2.0, 3.0], n), transcendental=rng.choice([0.0, 1.0], n))
+    elif family == "attention":
+        s.update(batch_heads=dims(1, 512), l=dims(16, 8192), s=dims(16, 8192), e=rng.choice([64.0, 128.0], n),
+                 causal=rng.choice([0.0, 1.0], n), backward=rng.choice([0.0, 1.0], n))
     else:
         s.update(rows=dims(1, 1e6), cols=dims(1, 65536))
     return s
 
 
 @pytest.mark.parametrize("family", feats.FAMILIES)
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp8"])
 def test_cpp_features_match_python(family: str, precision: str) -> None:
     rng = np.random.default_rng(7)
     shapes = _random_shapes(family, 40, rng)
@@ -51,17 +55,18 @@ def test_cpp_features_match_python(family: str, precision: str) -> None:
 
 @pytest.mark.skipif(not (WEIGHTS / "gemm.safetensors").is_file(), reason="weights not trained")
 @pytest.mark.parametrize("family", feats.FAMILIES)
-def test_cpp_predictions_match_python(family: str) -> None:
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
+def test_cpp_predictions_match_python(family: str, precision: str) -> None:
     cpp = _engine.load_learned_models(str(WEIGHTS))
     py = load_all(WEIGHTS)
     assert family in cpp.families()
     rng = np.random.default_rng(11)
     shapes = _random_shapes(family, 30, rng)
     for gpu in GPUS:
-        expected = py[family].predict(shapes, default_table().find(gpu), "fp32")
+        expected = py[family].predict(shapes, default_table().find(gpu), precision)
         for i in range(len(expected)):
             row = {c: float(v[i]) for c, v in shapes.items()}
-            got = cpp.predict_kernel_us(family, row, gpu, "fp32", str(DEFAULT_DB))
+            got = cpp.predict_kernel_us(family, row, gpu, precision, str(DEFAULT_DB))
             assert got == pytest.approx(expected[i], rel=1e-4)
 
 

@@ -20,6 +20,7 @@
 #include "bindings/trace_capsule.h"
 #include "device_registry.h"
 #include "habitat/forecast_rows.h"
+#include "habitat/learned_envelope.h"
 #include "habitat/learned_models.h"
 #include "habitat/predictor.h"
 #include "habitat/timeline.h"
@@ -112,7 +113,11 @@ std::shared_ptr<MemoContext> memo_context(const TraceOrigin& o, const std::strin
 Forecast forecast_for(const Step& step, const TraceOrigin& origin,
                       const std::vector<std::string>& targets, const std::string& weights_dir,
                       const TimelineSettings& timeline = {}) {
-  Predictor predictor(device_database(), learned_models(weights_dir));
+  const ShapeModel* learned = learned_models(weights_dir);
+  // A GPU at least as good on every figure is never forecast slower (learned_envelope.h).
+  std::optional<DominanceEnvelope> envelope;
+  if (learned != nullptr) envelope.emplace(*learned, device_database());
+  Predictor predictor(device_database(), envelope ? &*envelope : nullptr);
   TimelineOptions options;
   options.host_speed = timeline.host_speed;
   options.host_model = host_model(timeline.host_model_json);

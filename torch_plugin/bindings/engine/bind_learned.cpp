@@ -19,7 +19,7 @@ LearnedFamily family_or_throw(const std::string& name) {
   auto f = learned_family_from_string(name);
   if (!f) {
     throw py::value_error("unknown learned family '" + name +
-                          "': expected gemm, conv, elementwise, softmax or layernorm");
+                          "': expected gemm, conv, elementwise, softmax, layernorm or attention");
   }
   return *f;
 }

@@ -1,0 +1,55 @@
+// Physical sanity of the learned forecasts across GPUs. A learned model is a smooth fit, not a
+// law: on its own it can forecast a GPU that is better on every figure (an A100 80GB against
+// the 40GB) slower for the same op. The envelope forecasts each target as the least of the
+// model's forecasts for the target and for every database GPU it is at least as good as
+// (at_least_as_good, device.h), so that can no longer happen for any two GPUs of the database:
+// if A >= B, every GPU B dominates A dominates too, so A's minimum runs over a superset.
+//
+// Cost: a forecast for many targets asks the same op on every target, and the dominated GPUs
+// of one target are the targets of others. Each (op, database GPU) forecast is therefore
+// computed once per envelope and memoised (keyed by the op's content, as the predictor's own
+// memo), and each target's dominated set once per precision. Not thread-safe: use one
+// envelope per forecast (the engine binding does).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "habitat/device.h"
+#include "habitat/predictor.h"
+
+namespace habitat {
+
+class OpKey;
+
+class DominanceEnvelope : public ShapeModel {
+ public:
+  // Both must outlive the envelope (it holds references).
+  DominanceEnvelope(const ShapeModel& inner, const DeviceDatabase& db);
+  ~DominanceEnvelope() override;
+
+  std::optional<double> predict_us(const OpRecord& op, const OpCost& cost,
+                                   const Device& target) const override;
+
+ private:
+  // Database positions of the GPUs `target` is at least as good as for `p` (itself excluded).
+  std::vector<std::size_t> dominated_by(const Device& target, Precision p) const;
+
+  const ShapeModel& inner_;
+  const DeviceDatabase& db_;
+  std::unordered_map<std::string, std::size_t> index_of_;  // database name -> position
+  // dominated_by for database targets, by (position, precision).
+  mutable std::map<std::pair<std::size_t, Precision>, std::vector<std::size_t>> dominated_;
+  // Per op (OpKey plus the precision and work of its cost): the inner forecast per database GPU,
+  // filled as needed (outer nullopt: not computed yet).
+  mutable std::unordered_map<std::string, std::vector<std::optional<std::optional<double>>>> memo_;
+  mutable std::unique_ptr<OpKey> key_;
+};
+
+}  // namespace habitat
