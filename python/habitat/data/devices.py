@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 

@@ -8,6 +8,7 @@ in a single write, so a killed process leaves every line it finished.
 """
 from __future__ import annotations
 
+import gzip
 import os
 import tempfile
 from pathlib import Path
@@ -101,3 +102,28 @@ def read_lines(path: PathLike) -> list[str]:
     lines = data.split(b"\n")
     # The piece after the last newline is either empty or a line a crash cut short.
     return [line.decode("utf-8") for line in lines[:-1] if line]
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: PathLike) -> bool:
+    """Whether the file at `path` is gzip-compressed (by its first bytes, whatever its name)."""
+    with open(path, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+def read_trace_text(path: PathLike) -> str:
+    """A trace file's text, plain or gzip-compressed (`trace.json.gz`, as the GPU benchmark
+    writes them)."""
+    data = Path(path).read_bytes()
+    if data[:2] == GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise ValueError(f"'{path}' is a damaged gzip file ({e}): decompress it or record the trace again") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"'{path}' is not a habitat trace (not UTF-8 JSON text nor gzip: {e})") from None
+

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from habitat.data import engine
 from habitat.data.devices import get_device, target_names
-from habitat.data.files import atomic_write_text
+from habitat.data.files import atomic_write_text, is_gzip, read_trace_text
 from habitat.data.op_rows import OpRows
 from habitat.data.trace import tensor_args, trace_json_text
 
@@ -301,7 +301,9 @@ def _saved_targets(text: str) -> list[str] | None:
 def saved_targets_of_file(path: str | Path, tail_bytes: int = 1 << 20) -> list[str] | None:
     """The targets a saved forecast file names, read from the end of the file (where
     :meth:`Forecast.to_json` writes its "forecast" section) when it is there, so a large trace
-    is not read twice; the whole file otherwise."""
+    is not read twice; the whole file otherwise (and for a gzip-compressed trace)."""
+    if is_gzip(path):
+        return _saved_targets(read_trace_text(path))
     with open(path, "rb") as f:
         f.seek(0, 2)
         size = f.tell()
@@ -520,7 +522,7 @@ class Forecast:
         timeline (2.0: a host twice as fast)."""
         names = target_names(targets) if targets is not None else None
         if isinstance(trace, (str, Path)):
-            text = Path(trace).read_text(encoding="utf-8")
+            text = read_trace_text(trace)
             where = f" '{trace}'"
             if names is None:
                 names = _saved_targets(text)

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Union
 
 from habitat import _engine
+from habitat.data.files import is_gzip, read_trace_text
 
 __all__ = ["FORMAT_VERSION", "TraceFormatError", "load_trace", "save_trace", "tensor_args",
            "validate_trace"]
@@ -53,7 +54,10 @@ def load_trace(path: PathLike) -> TraceDocument:
 
     Raises OSError (FileNotFoundError, PermissionError, ...) when the file cannot be read and
     TraceFormatError when it is not a valid trace, including one written by a newer Habitat.
+    A gzip-compressed trace (``trace.json.gz``) is read too.
     """
+    if is_gzip(path):
+        return json.loads(_engine.validate_trace_json(read_trace_text(path)))
     return json.loads(_engine.load_trace(os.fspath(path)))
 
 

@@ -45,6 +45,10 @@ def test_cpu_origin_gets_a_modelled_timeline(monkeypatch: pytest.MonkeyPatch, tm
     step = Forecast.from_trace(_cpu_step(), ["H100"]).latest
     assert step.timeline["H100-SXM5-80GB"]["valid"] is False
     assert step.step_ms("H100") == step.time_ms("H100")
+    monkeypatch.delenv("HABITAT_HOST_MODEL")  # the default: off (not validated on real CPU traces)
+    assert Forecast.from_trace(_cpu_step(), ["H100"]).latest.timeline["H100-SXM5-80GB"]["valid"] is False
+    monkeypatch.setenv("HABITAT_HOST_MODEL", "packaged")
+    assert Forecast.from_trace(_cpu_step(), ["H100"]).latest.timeline["H100-SXM5-80GB"]["valid"]
 
 
 def test_a_bad_host_model_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -114,13 +114,16 @@ def test_load_parses_the_file_once(golden_trace: Path, monkeypatch: pytest.Monke
     import habitat.data.forecast as fc
 
     reads = []
-    real = Path.read_text
+    real_text, real_bytes = Path.read_text, Path.read_bytes
 
-    def counting(self: Path, *a, **k):  # noqa: ANN001, ANN002, ANN003
-        reads.append(self)
-        return real(self, *a, **k)
+    def counting(real):  # noqa: ANN001, ANN202
+        def read(self: Path, *a, **k):  # noqa: ANN002, ANN003, ANN202
+            reads.append(self)
+            return real(self, *a, **k)
+        return read
 
-    monkeypatch.setattr(Path, "read_text", counting)
+    monkeypatch.setattr(Path, "read_text", counting(real_text))
+    monkeypatch.setattr(Path, "read_bytes", counting(real_bytes))
     monkeypatch.setattr(fc.json, "loads", _counting(fc.json.loads, calls := []))
     forecast = Forecast.load(golden_trace)
     # the trace once; besides it only the timeline's host model (read once per process)
