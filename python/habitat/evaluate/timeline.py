@@ -182,7 +182,7 @@ def own_errors_with_constant(overhead_per_op_us: float, results: Path = RESULTS)
         origin = MACHINES[folder]
         _, steps = _engine.forecast_trace(json.dumps(doc), [origin], weights_dir(), 1.0, "",
                                           overhead_per_op_us)
-        timeline = json.loads(steps[-1][3])["timelines"][0]
+        timeline = steps[-1][3]["timelines"][0]
         out[(origin, workload)] = Row.error(timeline["step_ms"], doc["benchmark"]["measured"]["median_ms"])
     return out
 

@@ -65,3 +65,13 @@ def test_cross_gpu_errors_hold(rows: list[Row]) -> None:
     assert s["cross_mean_abs_pct"] <= 31.7 + 5
     assert s["cross_ref_host_mean_abs_pct"] <= 26.1 + 5
     assert "host difference: the H200 machine's host took" in host_difference(rows)
+
+
+def test_a_fixed_per_op_cost_is_evaluated_on_every_trace(rows: list[Row]) -> None:
+    from habitat import _engine
+    from habitat.evaluate.timeline import own_errors_with_constant
+
+    fixed = own_errors_with_constant(_engine.DEFAULT_OVERHEAD_PER_OP_US)
+    assert len(fixed) == len(rows) == 16
+    # the per-step estimate of Habitat's own cost beats one constant for every step
+    assert sum(abs(e) for e in fixed.values()) > sum(abs(r.own_error) for r in rows)
