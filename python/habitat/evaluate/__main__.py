@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     weights = Path(args.weights) if args.weights else P.default_weights_dir()
     start = time.time()
     if args.what == "precision":
-        results = precision.evaluate(Path(args.data) if args.data else precision.DEFAULT_DATA, weights, devices)
+        results = precision.evaluate(Path(args.data) if args.data else precision.default_data(), weights, devices)
         precision.print_report(results)
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)

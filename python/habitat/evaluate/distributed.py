@@ -39,6 +39,7 @@ from habitat.analysis.parallel import Parallelism, StepWork, parallel_step
 from habitat.evaluate import models as M
 from habitat.evaluate.megatron_layer import megatron_gpt
 from habitat.evaluate import predictors as P
+from habitat.evaluate.checkout import checkout_path
 from habitat.learned.devices import DeviceTable
 
 #: The repository's copy of the labels this evaluation needs (NeuSight's LICENSE beside them).
@@ -46,12 +47,8 @@ DATA_IN_REPO = Path("benchmarks") / "accuracy" / "neusight_distributed"
 
 
 def default_data() -> Path:
-    """The repository's copy: beside this source tree, else under the current directory (an
-    installed habitat run from a checkout)."""
-    for root in (Path(__file__).resolve().parents[3], Path.cwd()):
-        if (root / DATA_IN_REPO).is_dir():
-            return root / DATA_IN_REPO
-    raise FileNotFoundError(f"{DATA_IN_REPO} not found: run from a Habitat checkout or pass --data DIR")
+    """The repository's copy (see habitat.evaluate.checkout)."""
+    return checkout_path(DATA_IN_REPO)
 TARGET = "NVIDIA_A100-SXM4-40GB"
 ORIGIN = "NVIDIA_A100_80GB_PCIe"
 #: NeuSight's own errors on these three configurations, as issue #16 quotes them.

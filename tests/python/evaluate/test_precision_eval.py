@@ -27,7 +27,7 @@ def _recorded(family: str) -> dict:
 @pytest.mark.parametrize("family", ["gemm", "conv", "attention"])
 def test_held_out_errors_are_the_recorded_ones(family: str) -> None:
     meta = _recorded(family)
-    got = precision.evaluate(precision.DEFAULT_DATA, WEIGHTS, default_table(), (family,))[family]
+    got = precision.evaluate(precision.default_data(), WEIGHTS, default_table(), (family,))[family]
     recorded = next(iter(meta["validation_error_pct"]["held_out_shapes"].values()))
     assert got["rows"] == meta["split"]["test_rows"]
     for p, per_op in recorded.items():
@@ -45,6 +45,6 @@ BOUNDS = {"gemm": {"fp32": 18.0, "tf32": 21.0, "bf16": 21.0, "fp16": 21.0}, "con
 @pytest.mark.parametrize("family", ["gemm", "conv", "attention"])
 def test_held_out_errors_stay_within_their_bounds(family: str) -> None:
     _recorded(family)
-    got = precision.evaluate(precision.DEFAULT_DATA, WEIGHTS, default_table(), (family,))[family]
+    got = precision.evaluate(precision.default_data(), WEIGHTS, default_table(), (family,))[family]
     for p, bound in BOUNDS[family].items():
         assert got["all_rows"][p]["all"]["mean"] < bound, (family, p)
