@@ -108,9 +108,13 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def is_gzip(path: PathLike) -> bool:
-    """Whether the file at `path` is gzip-compressed (by its first bytes, whatever its name)."""
-    with open(path, "rb") as f:
-        return f.read(2) == GZIP_MAGIC
+    """Whether the file at `path` is gzip-compressed (by its first bytes, whatever its name);
+    False when it cannot be read (the reader that follows names that problem)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
 
 
 def read_trace_text(path: PathLike) -> str:
