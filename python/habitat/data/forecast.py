@@ -107,14 +107,13 @@ class StepForecast:
     timeline: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The per-op detail is built on first use (the totals are there at once): a loader of
     # (the step as captured, the engine's per-op forecasts). Dropped past the history.
-    _detail: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]] | None = field(
+    _detail: Callable[[], tuple[dict[str, Any], OpRows | None]] | None = field(
         default=None, repr=False, compare=False)
     _ops: list[OpForecast] = field(default_factory=list, repr=False)
     _trace: dict[str, Any] | None = field(default=None, repr=False)
-    # Loaded but not yet turned into OpForecast objects: the engine's per-op results (OpRows,
-    # a list of dicts, or their JSON bytes). Reading `trace` alone (memory analysis) never
-    # builds them.
-    _op_results: Any = field(default=None, repr=False, compare=False)
+    # Loaded but not yet turned into OpForecast objects: the engine's per-op rows. Reading
+    # `trace` alone (memory analysis) never builds them.
+    _op_results: OpRows | None = field(default=None, repr=False, compare=False)
     # The engine's per-op rows when known without loading the trace (op_table reads them).
     _rows: OpRows | None = field(default=None, repr=False, compare=False)
 
@@ -125,13 +124,7 @@ class StepForecast:
         self._load()
         with _detail_lock:
             if self._op_results is not None and self._trace is not None:
-                results = self._op_results
-                if isinstance(results, (bytes, str)):
-                    results = json.loads(results)
-                if isinstance(results, OpRows):
-                    self._ops = _op_forecasts_from_rows(self._trace, results)
-                else:
-                    self._ops = _op_forecasts(self._trace, results, self.targets)
+                self._ops = _op_forecasts_from_rows(self._trace, self._op_results)
                 self._op_results = None
         return self._ops
 
@@ -146,8 +139,7 @@ class StepForecast:
                 return self._rows
         self._load()
         with _detail_lock:
-            results = self._op_results
-        return results if isinstance(results, OpRows) else None
+            return self._op_results
 
     @property
     def trace(self) -> dict[str, Any] | None:
@@ -239,23 +231,6 @@ def _shapes_and_dtypes(op: dict[str, Any]) -> tuple[list[list[int]], list[str]]:
 
 
 _detail_lock = threading.Lock()
-
-
-def _op_forecasts(step: dict[str, Any], op_results: list[dict[str, Any]],
-                  targets: list[str]) -> list[OpForecast]:
-    ops = []
-    for op, fc in zip(step["ops"], op_results):
-        shapes, dtypes = _shapes_and_dtypes(op)
-        ops.append(OpForecast(
-            id=op["id"], name=op["name"], overload=op.get("overload", ""),
-            phase=op.get("phase", "other"), module_path=op.get("module_path", ""),
-            autograd_node=op.get("autograd_node", ""), parent=op.get("parent"),
-            depth=op.get("depth", 0), has_children=op.get("has_children", False),
-            measured_us=op.get("wall_us", 0.0), input_shapes=shapes, dtypes=dtypes,
-            op_class=fc.get("class"), flops=fc.get("flops", 0.0), bytes=fc.get("bytes", 0.0),
-            predictions={t: Prediction(*p) for t, p in zip(targets, fc["predictions"])},
-        ))
-    return ops
 
 
 def _op_forecasts_from_rows(step: dict[str, Any], rows: OpRows) -> list[OpForecast]:
