@@ -14,19 +14,15 @@
 
 #include "habitat/device.h"
 #include "habitat/occupancy.h"
+#include "test_devices.h"
 
 namespace habitat {
 namespace {
 
-const DeviceDatabase& database() {
-  static const DeviceDatabase db =
-      DeviceDatabase::load_file(HABITAT_SOURCE_DIR "/python/habitat/data/devices.json");
-  return db;
-}
 
 void expect_occupancy(const std::string& gpu, int threads, int regs, int smem, int blocks,
                       int warps, OccupancyLimit limit) {
-  const Device& d = database().find(gpu);
+  const Device& d = test::db().find(gpu);
   const Occupancy o = compute_occupancy(d, threads, regs, smem);
   SCOPED_TRACE(gpu + " threads=" + std::to_string(threads) + " regs=" + std::to_string(regs) +
                " smem=" + std::to_string(smem));
@@ -117,7 +113,7 @@ TEST(Occupancy, H100) {
 
 TEST(Occupancy, InvalidLaunchesGetZeroBlocks) {
   const auto expect_invalid = [](const std::string& gpu, int threads, int regs, int smem) {
-    const Occupancy o = compute_occupancy(database().find(gpu), threads, regs, smem);
+    const Occupancy o = compute_occupancy(test::db().find(gpu), threads, regs, smem);
     EXPECT_EQ(o.active_blocks_per_sm, 0) << gpu << " " << threads << " " << regs << " " << smem;
     EXPECT_EQ(o.limit, OccupancyLimit::Invalid);
     EXPECT_EQ(o.fraction, 0.0);

@@ -12,6 +12,7 @@
 #include "habitat/learned_features.h"
 #include "habitat/learned_models.h"
 #include "habitat/op_cost.h"
+#include "test_devices.h"
 
 namespace habitat {
 namespace {
@@ -20,11 +21,7 @@ namespace fs = std::filesystem;
 
 const std::string kWeights = std::string(HABITAT_SOURCE_DIR) + "/weights";
 
-const DeviceDatabase& db() {
-  static const DeviceDatabase instance =
-      DeviceDatabase::load_file(HABITAT_SOURCE_DIR "/python/habitat/data/devices.json");
-  return instance;
-}
+using test::db;
 
 // A weights folder holding only `stem`'s files of the shipped weights, renamed to `family`.
 std::string only(const std::string& stem, const std::string& family) {

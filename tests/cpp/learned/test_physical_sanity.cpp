@@ -19,6 +19,7 @@
 #include "habitat/learned_models.h"
 #include "habitat/op_cost.h"
 #include "hardware/roofline.h"
+#include "test_devices.h"
 
 namespace habitat {
 namespace {
@@ -26,11 +27,7 @@ namespace {
 using test::T;
 using test::tensor;
 
-const DeviceDatabase& db() {
-  static const DeviceDatabase instance =
-      DeviceDatabase::load_file(HABITAT_SOURCE_DIR "/python/habitat/data/devices.json");
-  return instance;
-}
+using test::db;
 
 const LearnedModels* models() {
   static const std::unique_ptr<LearnedModels> instance = [] {

@@ -6,6 +6,7 @@
 #include "habitat/predictor.h"
 #include "hardware/roofline.h"
 #include "predict/cuda_paths.h"
+#include "test_devices.h"
 
 namespace habitat {
 namespace {
@@ -13,11 +14,7 @@ namespace {
 using test::T;
 using test::tensor;
 
-const DeviceDatabase& db() {
-  static const DeviceDatabase instance =
-      DeviceDatabase::load_file(HABITAT_SOURCE_DIR "/python/habitat/data/devices.json");
-  return instance;
-}
+using test::db;
 
 OpRecord make(uint64_t id, std::string name, std::vector<Argument> args,
               std::vector<TensorMeta> outputs, std::optional<uint64_t> parent = std::nullopt) {

@@ -13,6 +13,7 @@
 #include "predict/shape_efficiency.h"
 #include "cost/test_op_cost_builders.h"
 #include "habitat/wave_scaling.h"
+#include "test_devices.h"
 
 namespace habitat {
 namespace {
@@ -20,11 +21,7 @@ namespace {
 using test::T;
 using test::tensor;
 
-const DeviceDatabase& db() {
-  static const DeviceDatabase instance =
-      DeviceDatabase::load_file(HABITAT_SOURCE_DIR "/python/habitat/data/devices.json");
-  return instance;
-}
+using test::db;
 
 OpRecord mm(uint64_t id, int64_t m, int64_t k, int64_t n) {
   OpRecord op;
