@@ -33,19 +33,33 @@ namespace py = pybind11;
 
 namespace {
 
-// Learned models by weights directory, loaded once: a step is forecast every training step.
+// What every forecast reads and is the same for the same key (a weights directory, a host
+// model's JSON), built once: a step is forecast every training step.
+template <class T>
+class OncePerKey {
+ public:
+  template <class Make>
+  const T* get(const std::string& key, Make make) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = objects_.find(key);
+    if (it == objects_.end()) it = objects_.emplace(key, make()).first;
+    return it->second.get();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<T>> objects_;
+};
+
+// The learned models in weights_dir; none (roofline only) for "" or a folder without models.
 const ShapeModel* learned_models(const std::string& weights_dir) {
   if (weights_dir.empty()) return nullptr;
-  static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<LearnedModels>> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(weights_dir);
-  if (it == cache.end()) {
+  static OncePerKey<LearnedModels> cache;
+  return cache.get(weights_dir, [&] {
     auto models = std::make_unique<LearnedModels>(LearnedModels::load(weights_dir));
     if (models->empty()) models.reset();
-    it = cache.emplace(weights_dir, std::move(models)).first;
-  }
-  return it->second.get();
+    return models;
+  });
 }
 
 // How the step's timeline is played: the host's speed relative to the origin's, and the
@@ -56,17 +70,11 @@ struct TimelineSettings {
   double overhead_per_op_us = -1;  // < 0: the engine's estimate (TimelineOptions)
 };
 
-// Host models by JSON text, parsed once (the same file is passed for every step).
+// The host model in a JSON text (the same file is passed for every step); none for "".
 const HostCostModel* host_model(const std::string& json) {
   if (json.empty()) return nullptr;
-  static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<HostCostModel>> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(json);
-  if (it == cache.end()) {
-    it = cache.emplace(json, std::make_unique<HostCostModel>(host_cost_model_from_json(json))).first;
-  }
-  return it->second.get();
+  static OncePerKey<HostCostModel> cache;
+  return cache.get(json, [&] { return std::make_unique<HostCostModel>(host_cost_model_from_json(json)); });
 }
 
 // HABITAT_OP_MEMO=0 turns the per-op memo off (benchmarks and tests compare the two).
