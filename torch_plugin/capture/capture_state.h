@@ -34,6 +34,9 @@ struct ThreadState {
   int optimizer_depth = 0;  // > 0 inside optimizer.step()
   // > 0 while torch.compile traces or autotunes on this thread: its ops are not step work.
   int suspended = 0;
+  // > 0 inside an op a detailed step did not record (over its op limit): its inner calls
+  // are not top-level ops of the step's fingerprint.
+  int unrecorded = 0;
   // The op this thread committed last: its id (raw sequence) and operator.
   uint64_t last_op_id = 0;
   bool last_op_is_compiled_graph = false;
