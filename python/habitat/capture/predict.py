@@ -314,6 +314,21 @@ def _close_abandoned(session: Any, detailed: bool, thread: int,
         _phase.release()
 
 
+def _settle_key() -> None:
+    """The capture key on the calling thread outside capture windows: off (ops skip Habitat
+    entirely) until dynamo has compiled code in this process, then on, since compiled code
+    guards on the thread's dispatch keys (compile._on_compile_start includes the key before
+    dynamo builds the guards; dynamo restores the thread's keys after compiling)."""
+    if _open_windows() != 0:
+        return
+    included = _C._capture_key_included()
+    if _modules.compiled_code_seen():
+        if not included:
+            _C._capture_include_key()
+    elif included:
+        _C._capture_release_thread()
+
+
 class _TimedStep:
     """A steady-state step of predict_on that is only timed (no capture session)."""
 
@@ -452,6 +467,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self.verbose = verbose
         self._lock = threading.Lock()
         self._sessions: dict[int, record_step] = {}  # by thread id
+        self._threads: set[int] = set()  # threads that ran a step since the last close()
         self._next_index = 0
         self._origin_fixed = False
         self._sinks: list[StepSink] = [*(log_dir_sinks(self.log_dir) if self.log_dir else ()),
@@ -477,6 +493,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                     "ops, nest a separate habitat.predict_on(...) instead)")
             if not self._origin_fixed:
                 self.forecast.origin.update(_precision_flags())
+            if thread not in self._threads:
+                self._threads.add(thread)
+                _modules.note_predicting(self)  # code compiled on this thread keeps the key
             kind = self._next_kind_locked()
             self._kind_counts[kind] += 1
             if kind == "timed":
@@ -486,8 +505,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if kind != "detailed" and _C.cupti_active():
             self._tracing.close()  # no kernel tracing (nor its per-op cost) in steady state
         if kind == "timed":
-            if _C._capture_key_included() and _open_windows() == 0 and not _modules.compiled_code_seen():
-                _C._capture_release_thread()  # the step's ops skip Habitat entirely
+            _settle_key()  # off: the step's ops skip Habitat entirely (eager code)
             timed.start = time.perf_counter()
             return self.forecast
         # The step's index is given when it ends normally, so a failed step leaves no gap.
@@ -512,9 +530,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             recording.__exit__(exc_type, exc, tb)
             if recording.captured is not None:
                 self._submit(recording)
-            # Code between steps (data loading, logging) does not reach Habitat either.
-            if _open_windows() == 0 and not _modules.compiled_code_seen():
-                _C._capture_release_thread()
+            _settle_key()  # code between steps (data loading, logging) skips Habitat too
         if self._messages or self._pending:
             self._raise_messages(wait=False)
         return False  # never swallow the user's exception
@@ -753,6 +769,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             worker.shutdown(wait=True)
         # Training with Habitat is over: no global hooks stay behind (module calls and
         # optimizer steps pay nothing), no kernel tracing, no NVTX ranges.
+        with self._lock:
+            self._threads.clear()
+        _modules.forget_predicting(self)
         if _open_windows() == 0:
             _modules.uninstall()
             _phase.uninstall()

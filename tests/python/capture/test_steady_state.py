@@ -389,6 +389,32 @@ def test_a_slow_worker_never_makes_training_wait() -> None:
     predictor.close()
 
 
+def test_steps_beyond_the_workers_queue_are_skipped_and_counted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from habitat.capture import predict as predict_module
+
+    monkeypatch.setattr(predict_module, "MAX_QUEUED_STEPS", 4)
+    release = threading.Event()
+
+    def stuck_sink(forecast: object, step: object) -> None:
+        release.wait(60)  # the worker is stuck on the first step it forecasts
+
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, on_step=stuck_sink)
+    for x in _batches(30):
+        with predictor:
+            _step(model, opt, x)
+    assert not release.is_set()  # the loop never waited for the worker
+    release.set()
+    counts = predictor.step_counts
+    assert sum(counts.values()) == 30
+    # Two detailed steps and a queue of 4 reused ones wait for the worker; the rest were
+    # measured, counted as skipped, never queued without bound.
+    assert counts["skipped"] >= 30 - 2 - 4 - 1 and counts["reused"] <= 5
+    assert len(predictor.forecast.steps) == counts["detailed"] + counts["reused"]
+    predictor.close()
+
+
 # ----- no cost outside predict_on --------------------------------------------------------
 def test_no_global_hooks_remain_after_close() -> None:
     model, opt = _setup()
@@ -441,6 +467,33 @@ def test_hooks_of_a_compiled_model_stay_idle_until_close_without_recompiles() ->
     assert _habitat_hooks()  # compiled code guards on them: kept, idle, while predicting
     predictor.close()
     assert not _habitat_hooks()
+    assert predictor.step_counts["reused"] > 0
+
+
+def test_code_compiled_between_steady_steps_never_recompiles() -> None:
+    import torch._dynamo
+
+    _forget_compiled_code()
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, fingerprint_every=2)
+    for x in _batches(8):  # eager training steps: detailed, then fingerprinted and timed
+        with predictor:
+            _step(model, opt, x)
+    assert not _C._capture_key_included()  # off between the steps of an eager model
+    evaluate = torch.compile(lambda x: model(x).sum(), backend="eager")
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        evaluate(x)  # validation, compiled between two steps (and run once, unguarded)
+    # The key went on before dynamo built its guards (dynamo then restored the thread's keys);
+    # from the next step on it stays on, so no step kind and no call between steps recompiles.
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for batch in _batches(8):
+            with predictor:
+                _step(model, opt, batch)
+            assert _C._capture_key_included()
+            with torch.no_grad():
+                evaluate(x)
+    predictor.close()
     assert predictor.step_counts["reused"] > 0
 
 
