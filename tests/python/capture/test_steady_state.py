@@ -98,6 +98,25 @@ def test_a_steady_step_records_no_ops_and_installs_no_hooks() -> None:
     assert rec.fingerprint_ops > 0
 
 
+def test_a_steady_window_inside_a_detailed_one_leaves_the_outer_step_complete() -> None:
+    model, opt = _setup()
+    x = torch.randn(4, 8)
+    inner = habitat.predict_on(TARGET, fingerprint_every=1)  # its steady steps: fingerprinted
+    for _ in range(4):
+        with inner:
+            _step(model, opt, x)
+    with record_step() as alone:
+        _step(model, opt, x)
+    with record_step() as outer:
+        with inner:
+            _step(model, opt, x)
+    names = [op["name"] for op in alone.step["ops"]]
+    assert [op["name"] for op in outer.step["ops"]] == names
+    assert outer.fingerprint == alone.fingerprint
+    assert inner.step_counts["reused"] >= 3
+    inner.close()
+
+
 # ----- reuse -----------------------------------------------------------------------------
 def test_repeated_steps_reuse_the_forecast_with_their_own_time() -> None:
     model, opt = _setup()
