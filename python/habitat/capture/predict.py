@@ -389,12 +389,13 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             entirely, and they reuse the forecast of the latest fingerprint. The gap starts
             at 1 step and doubles while the fingerprint repeats, up to N; a fingerprint that
             differs from the previous one (new shapes, or train and eval steps taking turns)
-            brings it back to 1, so steps that alternate are each fingerprinted. Three timed steps
-            in a row more than 50 % off their fingerprint's usual time make the next step a
-            fingerprinted one, so a shape change is caught within 3 steps when it shows in the
-            step time, and within N steps otherwise. Between steps the key is off the thread
-            too, so code outside the ``with`` block never reaches Habitat. (With
-            torch.compile'd code the key stays on the thread: dynamo guards on it.)
+            brings it back to 1, so steps that alternate are each fingerprinted. Three timed
+            steps in a row more than 50 % off their fingerprint's usual time make the next
+            step a fingerprinted one, so a shape change is caught within about 3 steps when
+            it shows in the step time, and within N steps otherwise. Between steps the key is
+            off the thread too, so code outside the ``with`` block never reaches Habitat.
+            (Once torch.compile has compiled code the key stays on the thread until
+            :meth:`close`: dynamo guards on it.)
         host_speed: the speed of the host the forecast assumes, relative to this one (default
             1.0: the same host). The timeline (``forecast.step_ms``) plays the step's launch
             cadence at this speed; device work is unaffected.
