@@ -187,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     p.add_argument("--turns", type=int, default=8, help="turns per mode (default 8)")
     p.add_argument("--burst", type=int, default=4, help="steps per burst (default 4)")
-    p.add_argument("--settle", type=int, default=6,
-                   help="steps each predictor runs before the timing (default 6)")
+    p.add_argument("--settle", type=int, default=32,
+                   help="steps each predictor runs before the timing (default 32: its "
+                        "fingerprint gap has grown to the default 20 by then)")
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu (a smoke run)")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: the workload's)")
     p.add_argument("--smoke", action="store_true",
