@@ -32,7 +32,7 @@ from habitat import _C, _engine
 from habitat._version import __version__
 from habitat.capture import modules as _modules, phase as _phase
 from habitat.capture.compile import install_compile_callbacks
-from habitat.capture.cupti import KernelTracing, origin_device
+from habitat.capture.cupti import KernelTracing, hold_nvtx, origin_device, release_nvtx
 from habitat.capture.sinks import StepSink, log_dir_sinks
 from habitat.data.engine import forecast_captured
 from habitat.data.forecast import Forecast, StepForecast
@@ -450,8 +450,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         # Steps begun per kind ('detailed', 'fingerprinted', 'timed'), for benchmarks.
         self._kind_counts = {"detailed": 0, "fingerprinted": 0, "timed": 0}
         self.detail_every = int(detail_every)
-        if nvtx:
-            _C.nvtx_request(True)
+        self._nvtx = nvtx
+        self._nvtx_held = False  # a hold_nvtx() of this predictor, until close()
         # Fingerprints of steady steps not known in detail, with the detailed steps left to
         # catch them: while any is wanted, steps are recorded in detail.
         self._wanted: dict[int, int] = {}
@@ -494,8 +494,11 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                     "ops, nest a separate habitat.predict_on(...) instead)")
             if not self._origin_fixed:
                 self.forecast.origin.update(_precision_flags())
-            if thread not in self._threads:
+            if thread not in self._threads:  # the first step on this thread since close()
                 self._threads.add(thread)
+                if self._nvtx and not self._nvtx_held:
+                    hold_nvtx()
+                    self._nvtx_held = True
                 _modules.note_predicting(self)  # code compiled on this thread keeps the key
             kind = self._next_kind_locked()
             self._kind_counts[kind] += 1
@@ -772,6 +775,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         # optimizer steps pay nothing), no kernel tracing, no NVTX ranges.
         with self._lock:
             self._threads.clear()
+            held, self._nvtx_held = self._nvtx_held, False
+        if held:
+            release_nvtx()
         _modules.forget_predicting(self)
         if _open_windows() == 0:
             _modules.uninstall()

@@ -516,16 +516,26 @@ def test_code_compiled_between_steady_steps_never_recompiles() -> None:
     assert predictor.step_counts["reused"] > 0
 
 
-def test_nvtx_ranges_only_on_request() -> None:
+def test_nvtx_ranges_only_on_request_and_only_until_close() -> None:
     assert not _C.nvtx_requested()  # the default: no per-op NVTX cost
     predictor = habitat.predict_on(TARGET, nvtx=True)
+    other = habitat.predict_on(TARGET, nvtx=True)
     try:
-        assert _C.nvtx_requested()
         with predictor:
+            assert _C.nvtx_requested()
             torch.add(torch.ones(2), 1)
-    finally:
-        _C.nvtx_request(False)
+        with other:
+            torch.add(torch.ones(2), 1)
         predictor.close()
+        assert _C.nvtx_requested()  # the other predictor still wants them
+        other.close()
+        assert not _C.nvtx_requested()  # nobody asks: the per-op cost is gone
+        with predictor:  # a predictor used again after close() asks again
+            assert _C.nvtx_requested()
+    finally:
+        predictor.close()
+        other.close()
+    assert not _C.nvtx_requested()
 
 
 def test_steady_steps_do_not_trace_kernels() -> None:
