@@ -337,8 +337,13 @@ void bind_engine(py::module_& m) {
           f = forecast_for(captured->steps.front(), origin.origin, targets, weights_dir,
                            {host_speed, host_model_json});
           rows = forecast_ops_to_rows(f);
+          // The rows hold the per-op part: free it before Python copies the rows (a step of
+          // a million ops would hold both at its peak).
+          f.ops = {};
         }
-        return py::make_tuple(summary_dict(f), py::bytes(rows));
+        py::bytes rows_bytes(rows);
+        rows = {};
+        return py::make_tuple(summary_dict(f), std::move(rows_bytes));
       },
       py::arg("captured"), py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
