@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -277,7 +278,9 @@ void bind_engine(py::module_& m) {
 
   m.def(
       "forecast_trace",
-      [](const std::string& trace_json, const std::vector<std::string>& targets,
+      // A view of the caller's str (alive through the call): a 200k-op document is not
+      // copied once more while it is parsed and forecast.
+      [](std::string_view trace_json, const std::vector<std::string>& targets,
          const std::string& weights_dir, double host_speed, const std::string& host_model_json,
          double overhead_per_op_us) {
         // Parsed once, every step forecast; each step is kept as C++ structs in a capsule
@@ -337,13 +340,8 @@ void bind_engine(py::module_& m) {
           f = forecast_for(captured->steps.front(), origin.origin, targets, weights_dir,
                            {host_speed, host_model_json});
           rows = forecast_ops_to_rows(f);
-          // The rows hold the per-op part: free it before Python copies the rows (a step of
-          // a million ops would hold both at its peak).
-          f.ops = {};
         }
-        py::bytes rows_bytes(rows);
-        rows = {};
-        return py::make_tuple(summary_dict(f), std::move(rows_bytes));
+        return py::make_tuple(summary_dict(f), py::bytes(rows));
       },
       py::arg("captured"), py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
