@@ -1,6 +1,6 @@
 """The forecast pipeline at scale (issue 14): every target of the issue, measured vs target.
 
-    PYTHONPATH=python python3 benchmarks/scale/scale.py [--quick] [--out FILE]
+    PYTHONPATH=python python3 benchmarks/scale/scale.py [--quick] [--only PARTS] [--out FILE]
 
 Traces are synthetic: the golden trace's first step (a real capture of a small MLP training
 step, tests/python/fixtures/golden_trace.json) repeated with fresh op ids until it has the
@@ -22,8 +22,9 @@ wanted number of ops, so shapes repeat as they do in real training steps. Rows:
 - TensorBoard: event-file bytes per step (scalars every step, detail every ``detail_every``).
 
 Times are the median of several runs; memory is the resident set size (a child's peak is
-its VmHWM: ru_maxrss would start at the parent's). --quick shrinks the
-subprocess workloads (the rows then say what was run) and the repeats.
+its VmHWM: ru_maxrss would start at the parent's; all in MiB, printed "MB"). --quick shrinks
+the subprocess workloads (the rows then say what was run) and the repeats; --only runs some
+parts (engine, load, cli, big, long, tensorboard), e.g. ``--only cli,big``.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ from habitat import _engine  # noqa: E402
 from habitat.data.devices import devices  # noqa: E402
 from habitat.data.engine import trace_document, weights_dir  # noqa: E402
 from habitat.data.forecast import Forecast  # noqa: E402
+from habitat.data.trace import save_trace  # noqa: E402
 
 GOLDEN = REPO / "tests" / "python" / "fixtures" / "golden_trace.json"
 
@@ -129,8 +131,6 @@ def main() -> int:
                 steps.append(s)
                 size = len(json.dumps(trace_document(origin, steps)))
             Forecast(["A100"], origin)  # warm
-            from habitat.data.trace import save_trace
-
             save_trace(trace_document(origin, steps), big)
             mb = big.stat().st_size / 1e6
             ms = timed(lambda: Forecast.load(big, targets=["A100"]), max(1, repeat // 2))
