@@ -1,8 +1,7 @@
-// Peak device memory of one training step, estimated from its trace alone: the C++ twin of
-// python/habitat/analysis/memory.py's estimate_step_memory (same method, same numbers; its
-// docstring explains the method). It exists so a large saved step (a 200k-op trace in
-// `habitat compare`) is estimated from the engine's structs, without decoding every op into
-// Python objects first.
+// Peak device memory of one training step, estimated from its trace alone (the method is
+// explained in python/habitat/analysis/memory.py's docstring, which calls this). In the engine
+// so a large saved step (a 200k-op trace in `habitat compare`) is estimated from the engine's
+// structs, without decoding every op into Python objects.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,5 @@
-// The step's peak memory from its trace: a line-for-line port of
-// python/habitat/analysis/memory.py (estimate_step_memory), which documents the method.
-// Both must give the same numbers (tests/python/analysis/test_memory_engine.py checks them
-// against each other on every committed trace).
+// The step's peak memory from its trace, the only implementation of the method that
+// python/habitat/analysis/memory.py documents (its estimate_step_memory calls this one).
 #include "habitat/step_memory.h"
 
 #include <algorithm>
@@ -15,7 +13,7 @@
 namespace habitat {
 namespace {
 
-// memory.py's DTYPE_BYTES: the element size of each dtype name a trace may hold.
+// The element size of each dtype name a trace may hold.
 int64_t dtype_bytes(std::string_view dtype, bool* known) {
   static const std::unordered_map<std::string_view, int64_t> kBytes = {
       {"float64", 8},       {"double", 8},         {"float32", 4},         {"float", 4},
@@ -64,7 +62,7 @@ bool in_place(const OpRecord& op) {
   return base.ends_with("_") && !base.ends_with("__");
 }
 
-// The arguments an op updates in place (memory.py's _mutable_args).
+// The arguments an op updates in place.
 struct Mutable {
   enum class Kind { None, Out, Self, SelfAndFusedState } kind = Kind::None;
   bool contains(std::string_view arg) const {
@@ -106,7 +104,7 @@ bool contiguous(const TensorMeta& t) {
   return true;
 }
 
-// Bytes from the storage's start to the tensor's last element (memory.py's _storage_bytes).
+// Bytes from the storage's start to the tensor's last element.
 int64_t storage_bytes(const TensorMeta& t) {
   const int64_t size = dtype_bytes(t.dtype, nullptr);
   if (std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d == 0; })) return 0;
@@ -158,7 +156,7 @@ struct Makers {
   bool increasing = true;
 };
 
-// Storage ids among an op's tensor arguments (0 included, as memory.py's set is).
+// Storage ids among an op's tensor arguments (0 included).
 std::unordered_set<uint64_t> input_storages(const OpRecord& op) {
   std::unordered_set<uint64_t> ids;
   for_each_tensor_arg(op, [&](const std::string&, const TensorMeta& m) { ids.insert(m.storage); });
@@ -180,7 +178,7 @@ std::unordered_map<uint64_t, Makers> made_by_composites(const std::vector<OpReco
   return made;
 }
 
-// The composite op that made `sid` most recently at or before op `op_id` (memory.py's _maker).
+// The composite op that made `sid` most recently at or before op `op_id`.
 const OpRecord* maker(uint64_t op_id, uint64_t sid,
                       const std::unordered_map<uint64_t, Makers>& made_by) {
   const auto it = made_by.find(sid);

@@ -1,6 +1,6 @@
-"""The engine's memory estimate (csrc/src/memory/step_memory.cpp) gives exactly the numbers of
-the Python one (habitat.analysis.memory.estimate_step_memory) on every committed trace, and
-compare() reads it without decoding the step's ops."""
+"""The memory estimate (csrc/src/memory/step_memory.cpp) of a step dict and of the same step
+held by the engine (a capsule, no per-op decoding) are the same on every committed trace, and
+compare() reads it without decoding the step's ops. What the estimate is: test_memory.py."""
 from __future__ import annotations
 
 import json
@@ -18,7 +18,7 @@ GPU_TRACES = sorted(ROOT.glob("benchmarks/results/*/traces/*.json.gz"))
 
 
 def both(doc: dict) -> list[tuple[object, object]]:
-    """(Python estimate, engine estimate) of each step of a trace document."""
+    """(estimate of the step dict, estimate of the engine's copy) of each step of a document."""
     forecast = Forecast.from_trace(doc, ["A100"], keep_steps=None)
     pairs = []
     for step, fc in zip(doc["steps"], forecast.steps):
@@ -28,13 +28,13 @@ def both(doc: dict) -> list[tuple[object, object]]:
 
 
 @pytest.mark.parametrize("path", [GOLDEN] + GPU_TRACES, ids=lambda p: "/".join(p.parts[-3:]))
-def test_engine_estimate_matches_python(path: Path) -> None:
+def test_captured_estimate_matches_the_step_dicts(path: Path) -> None:
     doc = load_trace(path)
-    for python, engine in both(doc):
-        assert engine == python
+    for from_dict, captured in both(doc):
+        assert captured == from_dict
 
 
-def test_engine_estimate_matches_python_on_edge_cases() -> None:
+def test_captured_estimate_matches_the_step_dicts_on_edge_cases() -> None:
     """Recycled storage ids, composites that make storages, views, undefined and meta tensors,
     a cut-short step (dropped ops), a strided view and the device filter of a GPU step."""
     doc = json.loads(GOLDEN.read_text())
@@ -56,16 +56,16 @@ def test_engine_estimate_matches_python_on_edge_cases() -> None:
                          {"name": "alpha", "tensor": {"shape": [2], "dtype": "float32", "device": "meta",
                                                       "storage": 99}}],
                 "outputs": [{"shape": [0, 3], "dtype": "float32", "device": "cpu", "storage": 12345}]})
-    (python, engine), = both(doc)
-    assert engine == python
-    assert any("7 op(s)" in n for n in engine.notes)
+    (from_dict, captured), = both(doc)
+    assert captured == from_dict
+    assert any("7 op(s)" in n for n in captured.notes)
     # The same step as on a GPU: only CUDA tensors count.
     for op in ops:
         for meta in [a.get("tensor") for a in op.get("args", [])] + op.get("outputs", []):
             if meta and meta.get("device") == "cpu" and meta.get("storage", 0) % 2:
                 meta["device"] = "cuda:0"
-    (python, engine), = both(doc)
-    assert engine == python
+    (from_dict, captured), = both(doc)
+    assert captured == from_dict
 
 
 def test_compare_reads_the_engine_estimate_without_decoding() -> None:
