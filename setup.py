@@ -136,7 +136,8 @@ if torch is not None:
             include_dirs.append(cupti["NVTX_INCLUDE_DIR"])
             macros.append(("HABITAT_WITH_NVTX", "1"))
     # The capture needs only the trace structs and the kernel matching of the engine.
-    plugin_engine = _sources("csrc/src/trace/trace.cpp", "csrc/src/hardware/precision.cpp",
+    plugin_engine = _sources("csrc/src/trace/trace.cpp", "csrc/src/trace/interned_string.cpp",
+                             "csrc/src/hardware/precision.cpp",
                              "csrc/src/kernels/*.cpp", "csrc/src/cost/fused_cost.cpp")
     extensions.append(CppExtension(
         name="habitat._C",

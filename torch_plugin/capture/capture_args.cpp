@@ -5,6 +5,7 @@
 #include <c10/core/DispatchKeySet.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <optional>
 #include <unordered_map>
@@ -124,16 +125,49 @@ const char* memory_format_name(int64_t v) {
   }
 }
 
-void set_device(const c10::Device& d, std::string& out) {
-  if (d.is_cpu()) {
-    out = "cpu";
-  } else if (d.has_index()) {
-    out = c10::DeviceTypeName(d.type(), /*lower_case=*/true);
+std::string device_name(const c10::Device& d) {
+  if (d.is_cpu()) return "cpu";
+  std::string out = c10::DeviceTypeName(d.type(), /*lower_case=*/true);
+  if (d.has_index()) {
     out += ':';
     out += std::to_string(d.index());
-  } else {
-    out = c10::DeviceTypeName(d.type(), /*lower_case=*/true);
   }
+  return out;
+}
+
+// The interned name of a device, cached per thread for the last device seen (a step's
+// tensors live on one or two devices): no pool lookup per tensor.
+InternedString interned_device(const c10::Device& d) {
+  struct Last {
+    c10::Device device{c10::DeviceType::CPU};
+    InternedString name{"cpu"};
+  };
+  thread_local Last last;
+  if (d != last.device) last = {d, InternedString(device_name(d))};
+  return last.name;
+}
+
+// The interned dtype name, cached per thread by scalar type.
+InternedString interned_dtype(c10::ScalarType t) {
+  thread_local std::unordered_map<int, InternedString> names;
+  const int key = static_cast<int>(t);
+  if (key >= 0 && key < 64) {
+    thread_local std::array<InternedString, 64> common;
+    InternedString& slot = common[static_cast<std::size_t>(key)];
+    if (slot.empty()) slot = dtype_name(t);
+    return slot;
+  }
+  auto& slot = names[key];
+  if (slot.empty()) slot = dtype_name(t);
+  return slot;
+}
+
+// A fixed name (a string literal) interned once per thread: no pool lookup per argument.
+InternedString interned_literal(const char* literal) {
+  thread_local std::unordered_map<const char*, InternedString> names;
+  InternedString& slot = names[literal];
+  if (slot.empty()) slot = literal;
+  return slot;
 }
 
 thread_local StorageRefs* t_storage_sink = nullptr;
@@ -155,8 +189,8 @@ void read_tensor(const at::Tensor& t, TensorMeta& m) {
       m.contiguous = false;
     }
   }
-  m.dtype = dtype_name(t.scalar_type());
-  set_device(t.device(), m.device);
+  m.dtype = interned_dtype(t.scalar_type());
+  m.device = interned_device(t.device());
   if (impl->has_storage()) {
     // The StorageImpl's address identifies the storage while it lives (the whole step for
     // anything the step uses) without touching the data pointer.
@@ -204,15 +238,15 @@ void read_value(const c10::IValue& v, IntMeaning meaning, ArgValue& out) {
     switch (meaning) {
       case IntMeaning::ScalarType:
         out.kind = Kind::String;
-        out.text = dtype_name(static_cast<c10::ScalarType>(i));
+        out.text = interned_dtype(static_cast<c10::ScalarType>(i));
         break;
       case IntMeaning::Layout:
         out.kind = Kind::String;
-        out.text = layout_name(i);
+        out.text = interned_literal(layout_name(i));
         break;
       case IntMeaning::MemoryFormat:
         out.kind = Kind::String;
-        out.text = memory_format_name(i);
+        out.text = interned_literal(memory_format_name(i));
         break;
       case IntMeaning::Number:
         out.kind = Kind::Int;
@@ -264,7 +298,7 @@ void read_value(const c10::IValue& v, IntMeaning meaning, ArgValue& out) {
     out.text = v.toStringRef();
   } else if (v.isDevice()) {
     out.kind = Kind::String;
-    set_device(v.toDevice(), out.text);
+    out.text = interned_device(v.toDevice());
   } else if (const auto group = compat::process_group_size_rank(v)) {
     // c10d collectives: the trace keeps the group's size and this rank (trace format 1's
     // "other" text, so older readers still load it).

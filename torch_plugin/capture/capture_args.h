@@ -19,14 +19,14 @@ enum class IntMeaning : uint8_t { Number, ScalarType, Layout, MemoryFormat };
 
 // What the capture needs of an operator, computed once per operator.
 struct OpInfo {
-  std::string name;      // "aten::addmm"
-  std::string overload;  // "out", "" for the default overload
+  InternedString name;      // "aten::addmm"
+  InternedString overload;  // "out", "" for the default overload
   bool skip = false;     // never recorded (profiler:: ops)
   bool compiled_graph = false;  // habitat::compiled_graph (csrc/compiled_kernels.h)
   uint64_t name_hash = 0;  // of "name.overload", stable across runs (the step fingerprint)
   size_t num_arguments = 0;
   size_t num_returns = 0;
-  std::vector<std::string> argument_names;
+  std::vector<InternedString> argument_names;  // interned once per operator, copied per op
   std::vector<IntMeaning> int_meanings;
 };
 

@@ -47,15 +47,15 @@ void label(OpRecord& rec, ThreadState& ts, bool requires_grad) {
     rec.autograd_node = ts.node_name;
     // Only a region entered on this thread during backward (a compiled backward graph, or a
     // module re-run by activation checkpointing) names backward ops.
-    if (!ts.modules.empty()) rec.module_path = *ts.modules.back();
+    if (!ts.modules.empty()) rec.module_path = ts.modules.back();
     return;
   }
   if (ts.optimizer_depth > 0) {
     rec.phase = Phase::Optimizer;
-    if (!ts.modules.empty()) rec.module_path = *ts.modules.back();  // a compiled step's region
+    if (!ts.modules.empty()) rec.module_path = ts.modules.back();  // a compiled step's region
   } else if (!ts.modules.empty()) {
     rec.phase = Phase::Forward;
-    rec.module_path = *ts.modules.back();
+    rec.module_path = ts.modules.back();
   } else if (requires_grad && c10::GradMode::is_enabled()) {
     rec.phase = Phase::Forward;  // e.g. a loss computed outside any module
   }

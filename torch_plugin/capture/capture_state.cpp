@@ -32,7 +32,7 @@ void ThreadState::reset_context() {
   storages.clear();
   node = nullptr;
   node_sequence = 0;
-  node_name.clear();
+  node_name = {};
 }
 
 ThreadState& thread_state() { return t_state; }

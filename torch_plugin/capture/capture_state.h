@@ -31,7 +31,7 @@ struct OpenOp {
 struct ThreadState {
   std::vector<OpenOp> open;  // innermost last
   // The nn.Module forward calls in progress, as qualified paths (from Python hooks).
-  std::vector<std::shared_ptr<const std::string>> modules;
+  std::vector<InternedString> modules;  // interned once per module call, copied per op
   int optimizer_depth = 0;  // > 0 inside optimizer.step()
   // > 0 while torch.compile traces or autotunes on this thread: its ops are not step work.
   int suspended = 0;
@@ -46,7 +46,7 @@ struct ThreadState {
   // The last backward node seen, to name it once per node rather than once per op.
   const void* node = nullptr;
   uint64_t node_sequence = 0;
-  std::string node_name;
+  InternedString node_name;
 
   ThreadState() { open.reserve(64); }
   void reset_context();

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "habitat/interned_string.h"
+
 namespace habitat {
 
 // The peak-throughput columns of the device database. Element-wise work in any
@@ -40,8 +42,9 @@ enum class MatrixFamily { Matmul, Conv, Attention, Rnn };
 struct PrecisionFlags {
   bool matmul_allow_tf32 = false;  // torch.backends.cuda.matmul.allow_tf32 (torch default False)
   bool cudnn_allow_tf32 = true;    // torch.backends.cudnn.allow_tf32 (torch default True)
-  std::string float32_matmul_precision = "highest";  // "highest", "high" or "medium"
-  std::string autocast_dtype;  // dtype autocast casts eligible ops to ("bfloat16"); "" = off
+  // Interned: ops recorded under other switches than their origin's each hold a copy.
+  InternedString float32_matmul_precision = "highest";  // "highest", "high" or "medium"
+  InternedString autocast_dtype;  // dtype autocast casts eligible ops to ("bfloat16"); "" = off
 
   bool autocast() const { return !autocast_dtype.empty(); }
   // True when float32 work of `family` may use TF32 tensor cores under these switches.

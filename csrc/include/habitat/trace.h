@@ -9,15 +9,19 @@
 #include <string_view>
 #include <vector>
 
+#include "habitat/interned_string.h"
 #include "habitat/precision.h"
+#include "habitat/small_ints.h"
 
 namespace habitat {
 
+// Strings that repeat from op to op are InternedStrings (interned_string.h), and shapes are
+// inline small vectors (small_ints.h): a captured step of a million ops is held in memory.
 struct TensorMeta {
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
-  std::string dtype;   // torch name without the "torch." prefix: "float32", "bfloat16", ...
-  std::string device;  // "cpu", "cuda:0", "meta", ...
+  Dims shape;
+  Dims strides;
+  InternedString dtype;   // torch name without the "torch." prefix: "float32", "bfloat16", ...
+  InternedString device;  // "cpu", "cuda:0", "meta", ...
   bool contiguous = true;
   bool defined = true;  // false for an undefined (None-like) tensor in a list
   uint64_t storage = 0;  // identifies the underlying storage within a step (0 = unknown)
@@ -30,22 +34,22 @@ struct TensorMeta {
 
 // One schema argument's value, reduced to what cost models need.
 struct ArgValue {
-  enum class Kind { None, Tensor, TensorList, Int, IntList, Double, Bool, BoolList, String, Other };
+  enum class Kind : uint8_t { None, Tensor, TensorList, Int, IntList, Double, Bool, BoolList, String, Other };
   Kind kind = Kind::None;
   std::vector<TensorMeta> tensors;  // Tensor: one entry; TensorList: each element
-  std::vector<int64_t> ints;        // Int: one; IntList: each; Bool/BoolList: 0 or 1 each
+  SmallInts<2> ints;                // Int: one; IntList: each; Bool/BoolList: 0 or 1 each
   double real = 0;                  // Double
-  std::string text;                 // String; for Other the type name
+  InternedString text;              // String; for Other the type name
 };
 
 struct Argument {
-  std::string name;  // schema argument name ("self", "stride", "dim", ...)
+  InternedString name;  // schema argument name ("self", "stride", "dim", ...)
   ArgValue value;
 };
 
 // A CUDA kernel launched by an op (from CUPTI), with what occupancy needs.
 struct KernelLaunch {
-  std::string name;
+  InternedString name;
   int grid[3] = {1, 1, 1};
   int block[3] = {1, 1, 1};
   int registers_per_thread = 0;
@@ -64,7 +68,7 @@ struct KernelLaunch {
   int shared_bytes() const { return static_shared_bytes + dynamic_shared_bytes; }
 };
 
-enum class Phase { Forward, Backward, Optimizer, Other };
+enum class Phase : uint8_t { Forward, Backward, Optimizer, Other };
 const char* to_string(Phase p);
 std::optional<Phase> phase_from_string(const std::string& s);
 
@@ -73,13 +77,13 @@ struct OpRecord {
   std::optional<uint64_t> parent;   // id of the op that called this one (composite ops)
   int depth = 0;                    // 0 for ops called by user code or autograd directly
   bool has_children = false;        // some op names this one as parent: its work is theirs
-  std::string name;                 // "aten::addmm"
-  std::string overload;             // "out", "Tensor", "" for the default overload
+  Phase phase = Phase::Other;
+  InternedString name;              // "aten::addmm"
+  InternedString overload;          // "out", "Tensor", "" for the default overload
   std::vector<Argument> args;       // every schema argument, in schema order
   std::vector<TensorMeta> outputs;
-  Phase phase = Phase::Other;
-  std::string module_path;          // "encoder.layers.3.attn" for forward ops
-  std::string autograd_node;        // "AddmmBackward0" for backward ops
+  InternedString module_path;       // "encoder.layers.3.attn" for forward ops
+  InternedString autograd_node;     // "AddmmBackward0" for backward ops
   uint64_t thread = 0;              // small per-step thread number
   double start_us = 0;              // from the step's start
   double wall_us = 0;               // measured inclusive wall time on the origin

@@ -108,8 +108,8 @@ std::optional<OpCost> fused_kernel_cost(const OpRecord& op, bool allow_tf32) {
   for (const auto& t : *read) cost.bytes_read += span_bytes(t);
   for (const auto& t : *written) cost.bytes_written += span_bytes(t);
   cost.flops = op_args::number(op.args, "flops").value_or(0);
-  const std::string& dtype = !written->empty() ? written->front().dtype
-                             : !read->empty()  ? read->front().dtype
+  const std::string& dtype = !written->empty() ? written->front().dtype.str()
+                             : !read->empty()  ? read->front().dtype.str()
                                                : std::string();
   const std::string* sources = op_args::text(op.args, "sources");
   const std::string_view src = sources != nullptr ? std::string_view(*sources) : "";

@@ -129,7 +129,7 @@ MatrixFamily matrix_family(std::string_view stem) {
 }
 
 Precision matrix_precision(const OpContext& c, const TensorMeta* operand) {
-  return matmul_precision(operand != nullptr ? operand->dtype : op_dtype(c), matrix_family(c.stem),
+  return matmul_precision(operand != nullptr ? operand->dtype.str() : op_dtype(c), matrix_family(c.stem),
                           c.flags);
 }
 
@@ -152,7 +152,7 @@ std::string op_dtype(const OpContext& c) {
   for (const auto* t : inputs) {
     if (is_floating(t->dtype)) return t->dtype;
   }
-  return inputs.empty() ? std::string("float32") : inputs.front()->dtype;
+  return inputs.empty() ? std::string("float32") : inputs.front()->dtype.str();
 }
 
 OpCost make_cost(OpClass cls, double flops, double read, double written, Precision p, int kernels) {

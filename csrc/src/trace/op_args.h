@@ -91,7 +91,7 @@ inline int64_t first_int(Args args, std::string_view name, int64_t fallback) {
 // A str argument; nullptr when absent or not a string.
 inline const std::string* text(Args args, std::string_view name) {
   const ArgValue* v = find(args, name);
-  return v != nullptr && v->kind == ArgValue::Kind::String ? &v->text : nullptr;
+  return v != nullptr && v->kind == ArgValue::Kind::String ? &v->text.str() : nullptr;
 }
 
 }  // namespace habitat::op_args

@@ -81,7 +81,7 @@ void bind_capture(py::module_& m) {
   m.def(
       "_capture_enter_module",
       [](std::string path, uint64_t hook_ns) {
-        thread_state().modules.push_back(std::make_shared<const std::string>(std::move(path)));
+        thread_state().modules.emplace_back(path);
         if (capture::Recorder* r = capture::active_recorder(); r != nullptr && hook_ns > 0) {
           r->add_hook_ns(hook_ns);
         }
