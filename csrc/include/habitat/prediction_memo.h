@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -10,10 +11,18 @@
 
 #include "habitat/device.h"
 #include "habitat/op_cost.h"
+#include "habitat/trace.h"
 
 namespace habitat {
 
 struct OpPrediction;
+struct Forecast;
+
+// Whether two steps do the same device work: equal in every field but their host times (an
+// op's start_us, wall_us, overhead_us, its kernels' launch_us and device_start_us; the step's
+// index, wall time, syncs and hook time), which only the timeline reads. Two such steps get
+// the same per-op forecasts and totals; only their timelines can differ.
+bool same_work(const Step& a, const Step& b);
 
 // What the predictor computed for one distinct op (Predictor's op key): its cost, the origin
 // side of a ratio method (computed once per op, not once per target) and its prediction on
@@ -44,7 +53,22 @@ class PredictionMemo {
 
   std::size_t size() const { return entries_.size(); }
 
+  // The last step forecast through this memo whose every op was already in it (a training
+  // loop's steady state), kept to answer the next step that does the same work (same_work)
+  // for the same targets without forecasting op by op. Its forecast has no timelines: the
+  // predictor plays the new step's own host times. Null when there is none.
+  std::shared_ptr<const Forecast> repeat_of(const Step& step,
+                                            const std::vector<const Device*>& targets) const;
+  void remember(const Step& step, const std::vector<const Device*>& targets,
+                std::shared_ptr<const Forecast> forecast);
+
  private:
+  struct LastStep {
+    Step step;
+    std::vector<const Device*> targets;
+    std::shared_ptr<const Forecast> forecast;
+  };
+  std::optional<LastStep> last_;
   std::unordered_map<std::string, Entry> entries_;
   std::unordered_map<const Device*, std::size_t> slots_;
   std::size_t max_ops_;

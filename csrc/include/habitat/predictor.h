@@ -91,7 +91,9 @@ class Predictor {
   // Keeps the memo in `memo` across calls (steps), not just within one step. The caller owns
   // it and keeps one per context (device database, learned models, trace origin: everything
   // a prediction reads besides the op and the target), used by one thread at a time.
-  // Null (the default): a fresh memo per call.
+  // Null (the default): a fresh memo per call. With a memo, a step doing the same work as
+  // the last fully known step (same_work, prediction_memo.h) reuses its per-op forecasts and
+  // totals wholesale; only its timeline is played again from its own host times.
   void set_memo(PredictionMemo* memo) { shared_memo_ = memo; }
 
  private:

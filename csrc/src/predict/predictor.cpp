@@ -1,6 +1,7 @@
 #include "habitat/predictor.h"
 
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -236,6 +237,17 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
   const Device* origin_gpu = origin.device == "cpu" ? nullptr : db_.try_find(origin.device);
   const OpPredictor op_predictor(origin_gpu, model_);
 
+  // A step doing the same work as the last one this memo saw in full: the same per-op
+  // forecasts and totals (they read no host time), only the timeline is the new step's own.
+  const bool keep_steps = memoize_ && shared_memo_ != nullptr;
+  if (keep_steps) {
+    if (const std::shared_ptr<const Forecast> last = shared_memo_->repeat_of(step, devices)) {
+      Forecast again = *last;
+      if (timeline_on_) add_timelines(again, step, origin, timeline_);
+      return again;
+    }
+  }
+
   const std::size_t n_ops = step.ops.size();
   const std::size_t n_targets = devices.size();
   std::unordered_map<uint64_t, std::size_t> index_of;
@@ -256,6 +268,7 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
   std::vector<std::size_t> slots(n_targets);
   for (std::size_t t = 0; t < n_targets; ++t) slots[t] = memo.slot(devices[t]);
   OpKey op_key;
+  bool all_known = true;  // every op was in the memo already: a step seen before
   std::vector<std::vector<OpPrediction>> own(n_ops);
   for (std::size_t i = 0; i < n_ops; ++i) {
     const OpRecord& op = step.ops[i];
@@ -270,6 +283,7 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
       m = entry;
       cached = !inserted;
     }
+    all_known = all_known && cached;
     if (!cached) m->cost = estimate_cost(op, op_precision(op, origin));
     of.cost = m->cost;
     const bool composite_only =
@@ -358,6 +372,8 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
     }
   }
   f.unsupported.assign(unsupported.begin(), unsupported.end());
+  // Kept only once a step repeats (every op known): a one-off step costs no copy.
+  if (keep_steps && all_known) shared_memo_->remember(step, devices, std::make_shared<const Forecast>(f));
   if (timeline_on_) add_timelines(f, step, origin, timeline_);
   return f;
 }
