@@ -57,16 +57,20 @@ class PredictionMemo {
   // loop's steady state), kept to answer the next step that does the same work (same_work)
   // for the same targets without forecasting op by op. Its forecast has no timelines: the
   // predictor plays the new step's own host times. Null when there is none.
-  std::shared_ptr<const Forecast> repeat_of(const Step& step,
-                                            const std::vector<const Device*>& targets) const;
-  void remember(const Step& step, const std::vector<const Device*>& targets,
-                std::shared_ptr<const Forecast> forecast);
+  struct Repeat {
+    std::shared_ptr<const Forecast> forecast;
+    std::shared_ptr<const std::string> rows;  // its ops as rows (forecast_rows.h), once asked for
+    std::vector<double> shares;               // shares_by_target (predictor.h), once asked for
+  };
+  Repeat* repeat_of(const Step& step, const std::vector<const Device*>& targets);
+  Repeat* remember(const Step& step, const std::vector<const Device*>& targets,
+                   std::shared_ptr<const Forecast> forecast);
 
  private:
   struct LastStep {
-    Step step;
+    std::string work;  // the step's work as bytes (what same_work compares)
     std::vector<const Device*> targets;
-    std::shared_ptr<const Forecast> forecast;
+    Repeat repeat;
   };
   std::optional<LastStep> last_;
   std::unordered_map<std::string, Entry> entries_;

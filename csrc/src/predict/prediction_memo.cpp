@@ -8,49 +8,140 @@
 namespace habitat {
 namespace {
 
-bool same_tensor(const TensorMeta& a, const TensorMeta& b) {
-  return a.contiguous == b.contiguous && a.defined == b.defined && a.storage == b.storage &&
-         a.storage_offset == b.storage_offset && a.shape == b.shape && a.strides == b.strides &&
-         a.dtype == b.dtype && a.device == b.device;
+// Walks a step's work (everything but its host times, see same_work) as a flat sequence of
+// bytes: a Writer appends them, a Reader compares them with bytes written before, field by
+// field, without building anything. One walk (visit_work) serves both, so the two cannot
+// disagree on what is compared.
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+  void bytes(const void* p, std::size_t n) { out_.append(static_cast<const char*>(p), n); }
+  bool ok() const { return true; }
+
+ private:
+  std::string& out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& in) : at_(in.data()), end_(in.data() + in.size()) {}
+  void bytes(const void* p, std::size_t n) {
+    if (!ok_ || static_cast<std::size_t>(end_ - at_) < n || std::memcmp(at_, p, n) != 0) {
+      ok_ = false;
+      return;
+    }
+    at_ += n;
+  }
+  bool ok() const { return ok_; }
+  bool done() const { return ok_ && at_ == end_; }
+
+ private:
+  const char* at_;
+  const char* end_;
+  bool ok_ = true;
+};
+
+template <class Sink, class T>
+void value(Sink& sink, const T& v) {
+  sink.bytes(&v, sizeof v);
 }
 
-bool same_tensors(const std::vector<TensorMeta>& a, const std::vector<TensorMeta>& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), same_tensor);
+template <class Sink>
+void text(Sink& sink, const std::string& s) {
+  value(sink, s.size());
+  sink.bytes(s.data(), s.size());
 }
 
-bool same_arg(const Argument& a, const Argument& b) {
-  const ArgValue& x = a.value;
-  const ArgValue& y = b.value;
-  // Doubles compared by their bits, as the op key does: -0.0 and 0.0 stay apart.
-  return x.kind == y.kind && std::memcmp(&x.real, &y.real, sizeof x.real) == 0 && x.ints == y.ints &&
-         a.name == b.name && x.text == y.text && same_tensors(x.tensors, y.tensors);
+template <class Sink>
+void numbers(Sink& sink, const std::vector<int64_t>& v) {
+  value(sink, v.size());
+  sink.bytes(v.data(), v.size() * sizeof(int64_t));
 }
 
-bool same_kernel(const KernelLaunch& a, const KernelLaunch& b) {
-  return std::equal(a.grid, a.grid + 3, b.grid) && std::equal(a.block, a.block + 3, b.block) &&
-         a.registers_per_thread == b.registers_per_thread &&
-         a.static_shared_bytes == b.static_shared_bytes &&
-         a.dynamic_shared_bytes == b.dynamic_shared_bytes &&
-         std::memcmp(&a.duration_us, &b.duration_us, sizeof a.duration_us) == 0 &&
-         a.stream == b.stream && a.name == b.name;
+template <class Sink>
+void tensors(Sink& sink, const std::vector<TensorMeta>& ts) {
+  value(sink, ts.size());
+  for (const TensorMeta& t : ts) {
+    numbers(sink, t.shape);
+    numbers(sink, t.strides);
+    text(sink, t.dtype);
+    text(sink, t.device);
+    const unsigned char flags = static_cast<unsigned char>(t.contiguous) | static_cast<unsigned char>(t.defined << 1);
+    value(sink, flags);
+    value(sink, t.storage);
+    value(sink, t.storage_offset);
+  }
 }
 
-bool same_op_work(const OpRecord& a, const OpRecord& b) {
-  return a.id == b.id && a.parent == b.parent && a.depth == b.depth &&
-         a.has_children == b.has_children && a.phase == b.phase && a.thread == b.thread &&
-         a.name == b.name && a.overload == b.overload && a.module_path == b.module_path &&
-         a.autograd_node == b.autograd_node && a.precision == b.precision &&
-         std::equal(a.args.begin(), a.args.end(), b.args.begin(), b.args.end(), same_arg) &&
-         same_tensors(a.outputs, b.outputs) &&
-         std::equal(a.kernels.begin(), a.kernels.end(), b.kernels.begin(), b.kernels.end(), same_kernel);
+// Doubles go by their bits (as in the op key): -0.0 and 0.0 differ.
+template <class Sink>
+bool visit_work(Sink& sink, const Step& step) {
+  value(sink, step.measured_peak_bytes);
+  value(sink, step.dropped_ops);
+  value(sink, step.ops.size());
+  for (const OpRecord& op : step.ops) {
+    if (!sink.ok()) return false;
+    value(sink, op.id);
+    const uint64_t parent = op.parent.value_or(0);
+    const unsigned char flags = static_cast<unsigned char>(op.parent.has_value()) |
+                                static_cast<unsigned char>(op.has_children << 1) |
+                                static_cast<unsigned char>(op.precision.has_value() << 2);
+    value(sink, parent);
+    value(sink, flags);
+    value(sink, op.depth);
+    value(sink, op.phase);
+    value(sink, op.thread);
+    text(sink, op.name);
+    text(sink, op.overload);
+    text(sink, op.module_path);
+    text(sink, op.autograd_node);
+    if (op.precision) {
+      const unsigned char switches = static_cast<unsigned char>(op.precision->matmul_allow_tf32) |
+                                     static_cast<unsigned char>(op.precision->cudnn_allow_tf32 << 1);
+      value(sink, switches);
+      text(sink, op.precision->float32_matmul_precision);
+      text(sink, op.precision->autocast_dtype);
+    }
+    value(sink, op.args.size());
+    for (const Argument& a : op.args) {
+      text(sink, a.name);
+      value(sink, a.value.kind);
+      tensors(sink, a.value.tensors);
+      numbers(sink, a.value.ints);
+      value(sink, a.value.real);
+      text(sink, a.value.text);
+    }
+    tensors(sink, op.outputs);
+    value(sink, op.kernels.size());
+    for (const KernelLaunch& k : op.kernels) {
+      text(sink, k.name);
+      sink.bytes(k.grid, sizeof k.grid);
+      sink.bytes(k.block, sizeof k.block);
+      value(sink, k.registers_per_thread);
+      value(sink, k.static_shared_bytes);
+      value(sink, k.dynamic_shared_bytes);
+      value(sink, k.duration_us);
+      value(sink, k.stream);
+    }
+  }
+  return sink.ok();
+}
+
+std::string work_of(const Step& step) {
+  std::string out;
+  Writer w(out);
+  visit_work(w, step);
+  return out;
+}
+
+bool has_work(const std::string& work, const Step& step) {
+  Reader r(work);
+  return visit_work(r, step) && r.done();
 }
 
 }  // namespace
 
-bool same_work(const Step& a, const Step& b) {
-  return a.measured_peak_bytes == b.measured_peak_bytes && a.dropped_ops == b.dropped_ops &&
-         std::equal(a.ops.begin(), a.ops.end(), b.ops.begin(), b.ops.end(), same_op_work);
-}
+bool same_work(const Step& a, const Step& b) { return has_work(work_of(a), b); }
 
 std::pair<PredictionMemo::Entry*, bool> PredictionMemo::find_or_add(const std::string& key) {
   if (const auto it = entries_.find(key); it != entries_.end()) return {&it->second, false};
@@ -62,15 +153,16 @@ std::size_t PredictionMemo::slot(const Device* target) {
   return slots_.try_emplace(target, slots_.size()).first->second;
 }
 
-std::shared_ptr<const Forecast> PredictionMemo::repeat_of(const Step& step,
-                                                         const std::vector<const Device*>& targets) const {
-  if (!last_ || last_->targets != targets || !same_work(last_->step, step)) return nullptr;
-  return last_->forecast;
+PredictionMemo::Repeat* PredictionMemo::repeat_of(const Step& step,
+                                                  const std::vector<const Device*>& targets) {
+  if (!last_ || last_->targets != targets || !has_work(last_->work, step)) return nullptr;
+  return &last_->repeat;
 }
 
-void PredictionMemo::remember(const Step& step, const std::vector<const Device*>& targets,
-                              std::shared_ptr<const Forecast> forecast) {
-  last_ = LastStep{step, targets, std::move(forecast)};
+PredictionMemo::Repeat* PredictionMemo::remember(const Step& step, const std::vector<const Device*>& targets,
+                                                 std::shared_ptr<const Forecast> forecast) {
+  last_ = LastStep{work_of(step), targets, Repeat{std::move(forecast), nullptr, {}}};
+  return &last_->repeat;
 }
 
 }  // namespace habitat

@@ -83,24 +83,39 @@ class LaunchScaling {
 void add_timelines(Forecast& f, const Step& step, const TraceOrigin& origin,
                    const TimelineOptions& options) {
   f.timelines.clear();
-  const std::size_t n_ops = step.ops.size();
-  if (f.ops.size() != n_ops) return;
-  const HostSchedule schedule = build_host_schedule(step, origin, options);
-  const std::size_t n_targets = f.targets.size();
-  // Op shares by target, read op by op (each op's shares are contiguous).
+  if (f.ops.size() != step.ops.size()) return;
+  f.timelines = step_timelines(shares_by_target(f.ops, f.targets.size()), f.targets.size(), step,
+                               origin, options);
+}
+
+std::vector<double> shares_by_target(const std::vector<OpForecast>& ops, std::size_t n_targets) {
+  const std::size_t n_ops = ops.size();
   std::vector<double> share(n_targets * n_ops, 0.0);
   for (std::size_t i = 0; i < n_ops; ++i) {
-    const std::vector<OpPrediction>& op_share = f.ops[i].share;
+    const std::vector<OpPrediction>& op_share = ops[i].share;
     const std::size_t known = std::min(n_targets, op_share.size());
     for (std::size_t t = 0; t < known; ++t) share[t * n_ops + i] = op_share[t].time_us;
   }
+  return share;
+}
+
+std::vector<TimelineResult> step_timelines(const std::vector<double>& shares, std::size_t n_targets,
+                                           const Step& step, const TraceOrigin& origin,
+                                           const TimelineOptions& options) {
+  const std::size_t n_ops = step.ops.size();
+  if (shares.size() != n_targets * n_ops) {
+    throw std::invalid_argument("step_timelines: one share per op and target is needed");
+  }
+  const HostSchedule schedule = build_host_schedule(step, origin, options);
   const LaunchScaling scaling(schedule, step);
   std::vector<double> launch_us;
-  f.timelines.reserve(n_targets);
+  std::vector<TimelineResult> out;
+  out.reserve(n_targets);
   for (std::size_t t = 0; t < n_targets; ++t) {
-    scaling.durations(share.data() + t * n_ops, launch_us);
-    f.timelines.push_back(simulate_timeline(schedule, launch_us, options));
+    scaling.durations(shares.data() + t * n_ops, launch_us);
+    out.push_back(simulate_timeline(schedule, launch_us, options));
   }
+  return out;
 }
 
 nlohmann::json timelines_json(const Forecast& f) {

@@ -117,10 +117,14 @@ std::shared_ptr<MemoContext> memo_context(const TraceOrigin& o, const std::strin
 }
 
 // Forecasts one step for each target with the learned models in weights_dir (none: roofline
-// only); per-op predictions are memoised across steps and targets. Call without the GIL.
-Forecast forecast_for(const Step& step, const TraceOrigin& origin,
-                      const std::vector<std::string>& targets, const std::string& weights_dir,
-                      const TimelineSettings& timeline = {}) {
+// only) through `predict` (a Predictor member): per-op predictions are memoised across steps
+// and targets. Call without the GIL.
+template <class Result>
+Result forecast_with(Result (Predictor::*predict)(const Step&, const TraceOrigin&,
+                                                  const std::vector<std::string>&) const,
+                     const Step& step, const TraceOrigin& origin,
+                     const std::vector<std::string>& targets, const std::string& weights_dir,
+                     const TimelineSettings& timeline) {
   const ShapeModel* learned = learned_models(weights_dir);
   // A GPU at least as good on every figure is never forecast slower (learned_envelope.h).
   std::optional<DominanceEnvelope> envelope;
@@ -132,11 +136,25 @@ Forecast forecast_for(const Step& step, const TraceOrigin& origin,
   options.overhead_per_op_us = timeline.overhead_per_op_us;
   predictor.set_timeline(true, options);
   predictor.set_memoize(memo_enabled());
-  if (!memo_enabled()) return predictor.predict(step, origin, targets);
+  if (!memo_enabled()) return (predictor.*predict)(step, origin, targets);
   const std::shared_ptr<MemoContext> context = memo_context(origin, weights_dir);
   std::lock_guard<std::mutex> lock(context->mutex);
   predictor.set_memo(&context->memo);
-  return predictor.predict(step, origin, targets);
+  return (predictor.*predict)(step, origin, targets);
+}
+
+// The whole forecast, per-op part included.
+Forecast forecast_for(const Step& step, const TraceOrigin& origin,
+                      const std::vector<std::string>& targets, const std::string& weights_dir,
+                      const TimelineSettings& timeline = {}) {
+  return forecast_with(&Predictor::predict, step, origin, targets, weights_dir, timeline);
+}
+
+// The forecast as totals and per-op rows (what Python reads).
+ForecastParts forecast_parts(const Step& step, const TraceOrigin& origin,
+                             const std::vector<std::string>& targets, const std::string& weights_dir,
+                             const TimelineSettings& timeline = {}) {
+  return forecast_with(&Predictor::predict_parts, step, origin, targets, weights_dir, timeline);
 }
 
 // A JSON value as Python objects, built here so that Python never parses the engine's results.
@@ -188,14 +206,14 @@ std::string forecast_step(const std::string& trace_json, const std::vector<std::
                    {host_speed, host_model_json}));
 }
 
-Forecast forecast_one_step(const std::string& trace_json, const std::vector<std::string>& targets,
-                           const std::string& weights_dir, const TimelineSettings& timeline) {
+ForecastParts forecast_one_step(const std::string& trace_json, const std::vector<std::string>& targets,
+                                const std::string& weights_dir, const TimelineSettings& timeline) {
   const Trace trace = trace_from_json(trace_json);
   if (trace.steps.size() != 1) {
     throw py::value_error("forecast_step_parts takes a trace document of one step, got " +
                           std::to_string(trace.steps.size()));
   }
-  return forecast_for(trace.steps.front(), trace.origin, targets, weights_dir, timeline);
+  return forecast_parts(trace.steps.front(), trace.origin, targets, weights_dir, timeline);
 }
 
 // Habitat's wave scaling of kernels known only by their time, work and (when known) launch
@@ -261,14 +279,12 @@ void bind_engine(py::module_& m) {
       "forecast_step_parts",
       [](const std::string& trace_json, const std::vector<std::string>& targets,
          const std::string& weights_dir, double host_speed, const std::string& host_model_json) {
-        Forecast f;
-        std::string rows;
+        ForecastParts f;
         {
           py::gil_scoped_release release;
           f = forecast_one_step(trace_json, targets, weights_dir, {host_speed, host_model_json});
-          rows = forecast_ops_to_rows(f);
         }
-        return py::make_tuple(summary_dict(f), py::bytes(rows));
+        return py::make_tuple(summary_dict(f.summary), py::bytes(*f.rows));
       },
       py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
@@ -284,8 +300,7 @@ void bind_engine(py::module_& m) {
         // (captured_trace_json encodes it when its detail is read).
         struct Part {
           SharedTrace step;
-          Forecast forecast;
-          std::string rows;
+          ForecastParts forecast;
         };
         std::vector<Part> parts;
         std::string origin;
@@ -297,23 +312,21 @@ void bind_engine(py::module_& m) {
           origin = trace_to_json(origin_only);
           parts.reserve(trace.steps.size());
           for (Step& step : trace.steps) {
-            Forecast f = forecast_for(step, trace.origin, targets, weights_dir,
-                                      {host_speed, host_model_json, overhead_per_op_us});
-            std::string rows = forecast_ops_to_rows(f);
-            f.ops = {};  // the rows hold the per-op part; keep only the totals
+            ForecastParts f = forecast_parts(step, trace.origin, targets, weights_dir,
+                                             {host_speed, host_model_json, overhead_per_op_us});
             auto one = std::make_shared<Trace>();
             one->origin = trace.origin;
             one->steps.push_back(std::move(step));
-            parts.push_back({std::move(one), std::move(f), std::move(rows)});
+            parts.push_back({std::move(one), std::move(f)});
           }
         }
         py::list steps;
         for (Part& part : parts) {
           const Step& step = part.step->steps.front();
           steps.append(py::make_tuple(make_trace_capsule(std::move(part.step)), step.index,
-                                      step.wall_ms, summary_dict(part.forecast),
-                                      py::bytes(part.rows)));
-          part.rows = {};
+                                      step.wall_ms, summary_dict(part.forecast.summary),
+                                      py::bytes(*part.forecast.rows)));
+          part.forecast.rows.reset();
         }
         return py::make_tuple(origin, steps);
       },
@@ -329,16 +342,14 @@ void bind_engine(py::module_& m) {
          const std::vector<std::string>& targets, const std::string& weights_dir,
          double host_speed, const std::string& host_model_json) {
         const SharedTrace captured = trace_from_capsule(capsule);
-        Forecast f;
-        std::string rows;
+        ForecastParts f;
         {
           py::gil_scoped_release release;
           const Trace origin = trace_from_json(origin_trace_json);
-          f = forecast_for(captured->steps.front(), origin.origin, targets, weights_dir,
-                           {host_speed, host_model_json});
-          rows = forecast_ops_to_rows(f);
+          f = forecast_parts(captured->steps.front(), origin.origin, targets, weights_dir,
+                             {host_speed, host_model_json});
         }
-        return py::make_tuple(summary_dict(f), py::bytes(rows));
+        return py::make_tuple(summary_dict(f.summary), py::bytes(*f.rows));
       },
       py::arg("captured"), py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
