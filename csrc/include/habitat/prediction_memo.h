@@ -18,10 +18,13 @@ namespace habitat {
 struct OpPrediction;
 struct Forecast;
 
-// Whether two steps do the same device work: equal in every field but their host times (an
-// op's start_us, wall_us, overhead_us, its kernels' launch_us and device_start_us; the step's
-// index, wall time, syncs and hook time), which only the timeline reads. Two such steps get
-// the same per-op forecasts and totals; only their timelines can differ.
+// Whether two steps do the same device work: equal in every field the per-op forecasts and
+// totals read. That is every field but their host times (an op's start_us, wall_us,
+// overhead_us, its kernels' launch_us and device_start_us; the step's index, wall time, syncs
+// and hook time), which only the timeline reads, and the labels no forecast reads (an op's
+// module_path, autograd_node and thread). Two such steps get the same per-op forecasts and
+// totals; only their timelines can differ. A predictor that starts reading one of the fields
+// left out must add it here (prediction_memo.cpp, visit_work).
 bool same_work(const Step& a, const Step& b);
 
 // What the predictor computed for one distinct op (Predictor's op key): its cost, the origin

@@ -1,6 +1,7 @@
 #include "habitat/prediction_memo.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "habitat/predictor.h"
@@ -16,6 +17,10 @@ class Writer {
  public:
   explicit Writer(std::string& out) : out_(out) {}
   void bytes(const void* p, std::size_t n) { out_.append(static_cast<const char*>(p), n); }
+  template <std::size_t N>
+  void fixed(const void* p) {
+    bytes(p, N);
+  }
   bool ok() const { return true; }
 
  private:
@@ -26,16 +31,44 @@ class Reader {
  public:
   explicit Reader(const std::string& in) : at_(in.data()), end_(in.data() + in.size()) {}
   void bytes(const void* p, std::size_t n) {
-    if (!ok_ || static_cast<std::size_t>(end_ - at_) < n || std::memcmp(at_, p, n) != 0) {
+    if (!ok_ || static_cast<std::size_t>(end_ - at_) < n) {
       ok_ = false;
       return;
     }
+    // Most of a step's variable-length fields (names, shapes) are short: a loop is cheaper
+    // than a call for each.
+    const auto* q = static_cast<const char*>(p);
+    if (n <= 64) {
+      uint64_t diff = 0;
+      std::size_t i = 0;
+      for (; i + 8 <= n; i += 8) diff |= word(at_ + i) ^ word(q + i);
+      for (; i < n; ++i) diff |= static_cast<unsigned char>(at_[i] ^ q[i]);
+      ok_ = diff == 0;
+    } else {
+      ok_ = std::memcmp(at_, p, n) == 0;
+    }
     at_ += n;
+  }
+  // A value of a size known when compiled (compared inline).
+  template <std::size_t N>
+  void fixed(const void* p) {
+    if (!ok_ || static_cast<std::size_t>(end_ - at_) < N) {
+      ok_ = false;
+      return;
+    }
+    ok_ = std::memcmp(at_, p, N) == 0;
+    at_ += N;
   }
   bool ok() const { return ok_; }
   bool done() const { return ok_ && at_ == end_; }
 
  private:
+  static uint64_t word(const char* p) {
+    uint64_t w;
+    std::memcpy(&w, p, sizeof w);
+    return w;
+  }
+
   const char* at_;
   const char* end_;
   bool ok_ = true;
@@ -43,7 +76,7 @@ class Reader {
 
 template <class Sink, class T>
 void value(Sink& sink, const T& v) {
-  sink.bytes(&v, sizeof v);
+  sink.template fixed<sizeof v>(&v);
 }
 
 template <class Sink>
@@ -90,11 +123,8 @@ bool visit_work(Sink& sink, const Step& step) {
     value(sink, flags);
     value(sink, op.depth);
     value(sink, op.phase);
-    value(sink, op.thread);
     text(sink, op.name);
     text(sink, op.overload);
-    text(sink, op.module_path);
-    text(sink, op.autograd_node);
     if (op.precision) {
       const unsigned char switches = static_cast<unsigned char>(op.precision->matmul_allow_tf32) |
                                      static_cast<unsigned char>(op.precision->cudnn_allow_tf32 << 1);
@@ -115,8 +145,8 @@ bool visit_work(Sink& sink, const Step& step) {
     value(sink, op.kernels.size());
     for (const KernelLaunch& k : op.kernels) {
       text(sink, k.name);
-      sink.bytes(k.grid, sizeof k.grid);
-      sink.bytes(k.block, sizeof k.block);
+      sink.template fixed<sizeof k.grid>(k.grid);
+      sink.template fixed<sizeof k.block>(k.block);
       value(sink, k.registers_per_thread);
       value(sink, k.static_shared_bytes);
       value(sink, k.dynamic_shared_bytes);

@@ -157,38 +157,86 @@ ForecastParts forecast_parts(const Step& step, const TraceOrigin& origin,
   return forecast_with(&Predictor::predict_parts, step, origin, targets, weights_dir, timeline);
 }
 
-// A JSON value as Python objects, built here so that Python never parses the engine's results.
-py::object to_python(const nlohmann::json& j) {
-  switch (j.type()) {
-    case nlohmann::json::value_t::object: {
-      py::dict d;
-      for (const auto& [key, value] : j.items()) d[py::str(key)] = to_python(value);
-      return d;
-    }
-    case nlohmann::json::value_t::array: {
-      py::list l;
-      for (const auto& value : j) l.append(to_python(value));
-      return l;
-    }
-    case nlohmann::json::value_t::string:
-      return py::str(j.get_ref<const std::string&>());
-    case nlohmann::json::value_t::boolean:
-      return py::bool_(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-      return py::int_(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned:
-      return py::int_(j.get<uint64_t>());
-    case nlohmann::json::value_t::number_float:
-      return py::float_(j.get<double>());
-    default:
-      return py::none();
+// A number of the summary as its JSON document gave it: a non-finite one is null.
+py::object number(double v) { return std::isfinite(v) ? py::object(py::float_(v)) : py::object(py::none()); }
+
+// A dict with its keys in sorted order, as the summary's JSON objects (std::map) list them.
+py::dict sorted_dict(std::vector<std::pair<std::string, py::object>> items) {
+  std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  py::dict d;
+  for (auto& [key, value] : items) d[py::str(key)] = std::move(value);
+  return d;
+}
+
+py::list str_list(const std::vector<std::string>& v) {
+  py::list l;
+  for (const auto& s : v) l.append(py::str(s));
+  return l;
+}
+
+py::dict timeline_dict(const std::string& target, const TimelineResult& r) {
+  std::vector<std::pair<std::string, py::object>> phases;
+  for (const auto& [phase, p] : r.phases) {
+    phases.emplace_back(to_string(phase), sorted_dict({{"host_ms", number(p.host_us / 1000.0)},
+                                                       {"device_ms", number(p.device_us / 1000.0)},
+                                                       {"host_bound", py::bool_(p.host_bound)}}));
   }
+  return sorted_dict({{"target", py::str(target)},
+                      {"valid", py::bool_(r.valid)},
+                      {"step_ms", number(r.step_us / 1000.0)},
+                      {"host_ms", number(r.host_us / 1000.0)},
+                      {"kernel_sum_ms", number(r.kernel_sum_us / 1000.0)},
+                      {"device_busy_ms", number(r.device_busy_us / 1000.0)},
+                      {"gpu_busy_fraction", number(r.gpu_busy_fraction)},
+                      {"host_bound", py::bool_(r.host_bound)},
+                      {"host_speed", number(r.host_speed)},
+                      {"phases", sorted_dict(std::move(phases))},
+                      {"launch_source", py::str(to_string(r.launch_source))},
+                      {"overhead_source", py::str(to_string(r.overhead_source))},
+                      {"overhead_per_op_us", number(r.overhead_per_op_us)},
+                      {"overhead_removed_ms", number(r.overhead_removed_us / 1000.0)},
+                      {"syncs", py::int_(r.syncs)},
+                      {"notes", str_list(r.notes)}});
 }
 
 // A forecast's summary (the forecast document without its ops: totals per target and phase,
-// timelines) as Python objects; small (per target, not per op).
+// timelines) as Python objects, built from the forecast directly: the same dicts, keys and
+// numbers as forecast_summary_to_json's document parsed (tests/python/data checks that).
 py::object summary_dict(const Forecast& f) {
-  return to_python(nlohmann::json::parse(forecast_summary_to_json(f)));
+  py::list totals;
+  for (std::size_t t = 0; t < f.targets.size(); ++t) {
+    const TargetTotals& tt = f.totals[t];
+    std::vector<std::pair<std::string, py::object>> phases;
+    for (const auto& [phase, us] : tt.phase_us) phases.emplace_back(to_string(phase), number(us / 1000.0));
+    std::vector<std::pair<std::string, py::object>> methods;
+    for (const auto& [method, n] : tt.method_ops) methods.emplace_back(to_string(method), py::int_(n));
+    totals.append(sorted_dict({{"target", py::str(f.targets[t])},
+                               {"total_ms", number(tt.total_us / 1000.0)},
+                               {"phases", sorted_dict(std::move(phases))},
+                               {"methods", sorted_dict(std::move(methods))}}));
+  }
+  std::vector<std::pair<std::string, py::object>> doc{
+      {"targets", str_list(f.targets)}, {"totals", totals}, {"unsupported", str_list(f.unsupported)}};
+  if (!f.timelines.empty()) {
+    py::list timelines;
+    for (std::size_t t = 0; t < f.timelines.size() && t < f.targets.size(); ++t) {
+      timelines.append(timeline_dict(f.targets[t], f.timelines[t]));
+    }
+    doc.emplace_back("timelines", timelines);
+  }
+  return sorted_dict(std::move(doc));
+}
+
+
+// Per-op rows (forecast_rows.h) as Python sees them: a read-only bytes-like buffer shared with
+// the engine (a repeated step's rows are the last one's), read by numpy.frombuffer without a
+// copy; bytes(rows) copies them.
+struct OpRowsBuffer {
+  std::shared_ptr<const std::string> data;
+};
+
+py::object rows_object(std::shared_ptr<const std::string> rows) {
+  return py::cast(OpRowsBuffer{std::move(rows)});
 }
 
 std::string forecast_step(const std::string& trace_json, const std::vector<std::string>& targets,
@@ -271,6 +319,20 @@ void bind_engine(py::module_& m) {
         "Forecast one step of a trace document for each target with the learned models in\n"
         "weights_dir (none: roofline only); returns the forecast as JSON.");
 
+  py::class_<OpRowsBuffer>(m, "OpRowsBuffer", py::buffer_protocol(),
+                           "A step's per-op rows (read-only bytes, shared with the engine).")
+      .def_buffer([](OpRowsBuffer& r) {
+        return py::buffer_info(const_cast<char*>(r.data->data()), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(r.data->size())}, {py::ssize_t{1}}, true);
+      })
+      .def("__len__", [](const OpRowsBuffer& r) { return r.data->size(); })
+      .def("__bytes__", [](const OpRowsBuffer& r) { return py::bytes(*r.data); })
+      .def("__reduce__", [](const OpRowsBuffer& r) {
+        // Pickled as the bytes it holds.
+        return py::make_tuple(py::module_::import("builtins").attr("bytes"),
+                              py::make_tuple(py::bytes(*r.data)));
+      });
+
   m.attr("OP_ROW_METHODS") = method_names();
   m.attr("OP_ROW_CLASSES") = op_class_names();
   m.attr("OP_ROW_PRECISIONS") = precision_names();
@@ -284,12 +346,13 @@ void bind_engine(py::module_& m) {
           py::gil_scoped_release release;
           f = forecast_one_step(trace_json, targets, weights_dir, {host_speed, host_model_json});
         }
-        return py::make_tuple(summary_dict(f.summary), py::bytes(*f.rows));
+        return py::make_tuple(summary_dict(f.summary), rows_object(std::move(f.rows)));
       },
       py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
       "Forecasts the one step of a trace document: (the forecast document without its ops,\n"
-      "the per-op rows as bytes (forecast_rows.h), read as columns only when detail is read).");
+      "the per-op rows (forecast_rows.h; an OpRowsBuffer, bytes-like), read as columns only when\n"
+      "detail is read).");
 
   m.def(
       "forecast_trace",
@@ -325,8 +388,7 @@ void bind_engine(py::module_& m) {
           const Step& step = part.step->steps.front();
           steps.append(py::make_tuple(make_trace_capsule(std::move(part.step)), step.index,
                                       step.wall_ms, summary_dict(part.forecast.summary),
-                                      py::bytes(*part.forecast.rows)));
-          part.forecast.rows.reset();
+                                      rows_object(std::move(part.forecast.rows))));
         }
         return py::make_tuple(origin, steps);
       },
@@ -349,13 +411,13 @@ void bind_engine(py::module_& m) {
           f = forecast_parts(captured->steps.front(), origin.origin, targets, weights_dir,
                              {host_speed, host_model_json});
         }
-        return py::make_tuple(summary_dict(f.summary), py::bytes(*f.rows));
+        return py::make_tuple(summary_dict(f.summary), rows_object(std::move(f.rows)));
       },
       py::arg("captured"), py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
       "Forecasts a step captured by habitat._C (its .capsule; the origin comes from a trace\n"
       "document whose steps are ignored): (the forecast document without its ops, the per-op\n"
-      "rows as bytes).");
+      "rows, an OpRowsBuffer).");
 
   m.attr("DEFAULT_OVERHEAD_PER_OP_US") = kDefaultOverheadPerOpUs;
   m.def(
