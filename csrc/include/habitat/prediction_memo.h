@@ -60,6 +60,10 @@ class PredictionMemo {
   // loop's steady state), kept to answer the next step that does the same work (same_work)
   // for the same targets without forecasting op by op. Its forecast has no timelines: the
   // predictor plays the new step's own host times. Null when there is none.
+  // Steps of more ops are not kept (the copy of a step's work and forecast grows with it; a
+  // step of a million ops would hold hundreds of MB for one memo).
+  static constexpr std::size_t kMaxRepeatOps = std::size_t{1} << 18;
+
   struct Repeat {
     std::shared_ptr<const Forecast> forecast;
     std::shared_ptr<const std::string> rows;  // its ops as rows (forecast_rows.h), once asked for

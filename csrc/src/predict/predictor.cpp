@@ -419,7 +419,7 @@ Forecast Predictor::predict_ops(const Step& step, const TraceOrigin& origin,
   }
   f.unsupported.assign(unsupported.begin(), unsupported.end());
   // Kept (by the caller) only once a step repeats, every op known: a one-off step costs no copy.
-  repeats = all_known && shared_memo_ != nullptr;
+  repeats = all_known && shared_memo_ != nullptr && n_ops <= PredictionMemo::kMaxRepeatOps;
   return f;
 }
 
