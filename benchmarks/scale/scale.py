@@ -97,8 +97,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller CLI trace, fewer repeats")
     parser.add_argument("--out", help="also write the table to this file")
-    parser.add_argument("--engine-only", action="store_true",
-                        help="only the in-process engine, from_trace and repeated-step rows")
     args = parser.parse_args()
     repeat = 3 if args.quick else 5
     gpus = [d.name for d in devices()][:20]
@@ -160,8 +158,6 @@ def main() -> int:
     forecast.add_step(step)
     ms = timed(lambda: forecast.add_step(step), repeat)
     row("  the same step as a trace dict again (add_step)", f"{ms:.1f} ms", "-", None)
-    if args.engine_only:
-        return write_table(args.out, rows)
 
     with tempfile.TemporaryDirectory() as tmp:
         # ~25 MB: 10k-op steps until the file is that large
@@ -245,12 +241,8 @@ def main() -> int:
             row("  => 100k steps, detail every 100 steps", f"{(per_step * 1e5 + detail * 1e3) / 1e6:.0f} MB",
                 "<= 500 MB", (per_step * 1e5 + detail * 1e3) <= 500e6)
     row("peak RSS of this benchmark process", f"{peak_rss_mb():.0f} MB", "-", None)
-    return write_table(args.out, rows)
-
-
-def write_table(out: str | None, rows: list[tuple[str, str, str, str]]) -> int:
-    if out:
-        Path(out).write_text("\n".join(f"{a:<58} {b:>14} {c:>12} {d:>7}" for a, b, c, d in rows) + "\n")
+    if args.out:
+        Path(args.out).write_text("\n".join(f"{a:<58} {b:>14} {c:>12} {d:>7}" for a, b, c, d in rows) + "\n")
     return 0
 
 
