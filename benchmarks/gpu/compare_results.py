@@ -108,7 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     text = report(header, rows, args.recorded, args.against)
     print(text)
     if args.out:
-        args.out.write_text(text)
+        # The report carries the command that made it, so a committed copy can be reproduced.
+        command = " ".join(["python", "benchmarks/gpu/compare_results.py", *(argv or sys.argv[1:])])
+        title, rest = text.split("\n", 1)
+        args.out.write_text(f"{title}\n\nProduced from the repository root (prefix `PYTHONPATH=python` "
+                            f"to use the tree's `python/` with its built extensions):\n\n"
+                            f"```bash\n{command}\n```\n{rest}")
         args.out.with_suffix(".json").write_text(json.dumps({"pair": header, "rows": rows}, indent=1))
     return 0
 

@@ -8,6 +8,8 @@
 #   build: pip install --no-build-isolation . (CUPTI + NVTX compiled in when found)
 #   test:  pytest tests/python (the GPU tests run here), log + junit XML
 #   bench: benchmarks/gpu/run_gpu_benchmark.py for the given models (default: all four)
+#   overhead: issue 13's overhead table (benchmarks/overhead/gpu_table.py) for the given
+#          models (default: resnet50 gpt2_small dcgan), fp32 and bf16; ~1 min per model
 # Everything is written under $OUT (default: benchmarks/results): logs/ and <gpu>/.
 set -uo pipefail
 
@@ -75,10 +77,24 @@ bench() {
   return $rc
 }
 
+overhead() {
+  installed || build || return 1
+  log "overhead table: ${*:-resnet50 gpt2_small dcgan}"
+  local args=()
+  [ $# -gt 0 ] && args=(--models "$@")
+  local t0=$SECONDS
+  PYTHONPATH=python timeout 570 "$PY" benchmarks/overhead/gpu_table.py --out "$OUT/overhead" "${args[@]}" \
+    2>&1 | tee "$LOGS/overhead${1:+_$1}.log"
+  local rc=${PIPESTATUS[0]}
+  log "overhead exit $rc in $((SECONDS - t0)) s (table: $OUT/overhead/gpu-overhead.md)"
+  return $rc
+}
+
 case "$STAGE" in
   build) build ;;
   test) run_tests ;;
   bench) bench "$@" ;;
+  overhead) overhead "$@" ;;
   all)
     build || exit 1
     run_tests
@@ -87,5 +103,5 @@ case "$STAGE" in
     bench_rc=$?
     exit $((test_rc != 0 || bench_rc != 0))
     ;;
-  *) echo "usage: $0 [all|build|test|bench] [model ...]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|build|test|bench|overhead] [model ...]" >&2; exit 2 ;;
 esac

@@ -22,8 +22,9 @@ forecast worker competing for the GIL and the cores; the wall row does):
   predict_on 21  habitat.predict_on with every GPU of the database (21)
 
 Steady state: predict_on after its detail steps (the step repeats, so it reuses the forecast):
-by default one step in 10 hashes each op's name, shapes and dtypes (the fingerprint) and the
-others are only timed, with the capture key off the thread; "fingerprint every step" is
+by default at most one step in 20 hashes each top-level op's name, shapes and dtypes (the
+fingerprint; the gap grows 1, 2, 4, ... 20 while it repeats) and the others are only timed,
+with the capture key off the thread; "fingerprint every step" is
 predict_on(fingerprint_every=1), and "capture only (steady)" is record_step(detailed=False),
 the fingerprint alone. "fingerprint us/op added" = (capture only (steady) - plain) / ops. Detailed: every step recorded in full
 (predict_on(detail_every=1)); the worker is drained between detailed steps, outside the

@@ -1,6 +1,6 @@
 """The forecast pipeline at scale (issue 14): every target of the issue, measured vs target.
 
-    PYTHONPATH=python python3 benchmarks/scale/scale.py [--quick] [--out FILE]
+    PYTHONPATH=python python3 benchmarks/scale/scale.py [--quick] [--only PARTS] [--out FILE]
 
 Traces are synthetic: the golden trace's first step (a real capture of a small MLP training
 step, tests/python/fixtures/golden_trace.json) repeated with fresh op ids until it has the
@@ -22,8 +22,9 @@ wanted number of ops, so shapes repeat as they do in real training steps. Rows:
 - TensorBoard: event-file bytes per step (scalars every step, detail every ``detail_every``).
 
 Times are the median of several runs; memory is the resident set size (a child's peak is
-its VmHWM: ru_maxrss would start at the parent's). --quick shrinks the
-subprocess workloads (the rows then say what was run) and the repeats.
+its VmHWM: ru_maxrss would start at the parent's; all in MiB, printed "MB"). --quick shrinks
+the subprocess workloads (the rows then say what was run) and the repeats; --only runs some
+parts (engine, load, cli, big, long, tensorboard), e.g. ``--only cli,big``.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ from habitat import _engine  # noqa: E402
 from habitat.data.devices import devices  # noqa: E402
 from habitat.data.engine import trace_document, weights_dir  # noqa: E402
 from habitat.data.forecast import Forecast  # noqa: E402
+from habitat.data.trace import save_trace  # noqa: E402
 
 GOLDEN = REPO / "tests" / "python" / "fixtures" / "golden_trace.json"
 
@@ -97,7 +99,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller CLI trace, fewer repeats")
     parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--only", metavar="PARTS",
+                        help="run only these parts, comma-separated: " + ", ".join(PARTS))
     args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else set(PARTS)
+    if not only <= set(PARTS):
+        parser.error(f"--only: unknown part(s) {', '.join(sorted(only - set(PARTS)))}; "
+                     f"choose from {', '.join(PARTS)}")
     repeat = 3 if args.quick else 5
     gpus = [d.name for d in devices()][:20]
     rows: list[tuple[str, str, str, str]] = []
@@ -109,6 +117,101 @@ def main() -> int:
 
     print(f"{'measure':<58} {'value':>14} {'target':>12} {'':>7}")
     origin, step = synthetic_step(10_000)
+    if "engine" in only:
+        engine_rows(row, origin, step, gpus, repeat)
+    with tempfile.TemporaryDirectory() as tmp:
+        if "load" in only:
+            # ~25 MB: 10k-op steps until the file is that large
+            big = Path(tmp) / "trace25.json"
+            steps = []
+            size = 0
+            while size < 25e6:
+                s = copy.deepcopy(step)
+                s["index"] = len(steps)
+                steps.append(s)
+                size = len(json.dumps(trace_document(origin, steps)))
+            Forecast(["A100"], origin)  # warm
+            save_trace(trace_document(origin, steps), big)
+            mb = big.stat().st_size / 1e6
+            ms = timed(lambda: Forecast.load(big, targets=["A100"]), max(1, repeat // 2))
+            row(f"Forecast.load of a {mb:.1f} MB trace ({len(steps)} steps), 1 GPU", f"{ms / 1e3:.2f} s",
+                "<= 1 s", ms <= 1000)
+
+        if "cli" in only:
+            n_cli = 50_000 if args.quick else 200_000
+            _, cli_step = synthetic_step(n_cli)
+            cli_trace = Path(tmp) / "trace200k.json"
+            save_trace(trace_document(origin, [cli_step]), cli_trace)
+            del cli_step
+            env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+            code = ("import resource, sys, time\n"
+                    "from habitat.cli import main\n"
+                    "start = time.perf_counter()\n"
+                    "rc = main(['compare', sys.argv[1]])\n"
+                    "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
+                    "sys.stderr.write(f'@@ {time.perf_counter() - start:.3f} '\n"
+                    "                 f'{int(hwm.split()[1]) / 1024:.0f}\\n')\n"
+                    "sys.exit(rc)\n")
+            out = subprocess.run([sys.executable, "-c", code, str(cli_trace)], env=env,
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                print(out.stderr[-2000:], file=sys.stderr)
+                return 1
+            secs, rss = (float(x) for x in out.stderr.rsplit("@@", 1)[1].split())
+            row(f"CLI compare of a {n_cli // 1000}k-op trace ({len(devices())} GPUs): time",
+                f"{secs:.1f} s", "<= 10 s", secs <= 10)
+            row(f"CLI compare of a {n_cli // 1000}k-op trace: peak RSS", f"{rss:.0f} MB", "<= 1024 MB",
+                rss <= 1024)
+
+        if "big" in only:
+            n_big = 150_000 if args.quick else 1_500_000
+            big_step = subprocess_json(BIG_STEP, str(n_big))
+            if big_step is not None:
+                row(f"{n_big / 1e6:g}M-op step: totals read after the step", f"{big_step['totals_s']:.2f} s",
+                    "<= 5 s", big_step["totals_s"] <= 5)
+                row(f"{n_big / 1e6:g}M-op step: memory added at peak", f"{big_step['peak_added_mb']:.0f} MB",
+                    "<= 2048 MB", big_step["peak_added_mb"] <= 2048)
+                row("  capture of the step (torch + recording)", f"{big_step['capture_s']:.1f} s", "-", None)
+                row("  process peak RSS (torch included)", f"{big_step['peak_mb']:.0f} MB", "-", None)
+
+        if "long" in only:
+            n_long = 10_000 if args.quick else 100_000
+            long_run = subprocess_json(LONG_RUN, str(n_long), str(Path(tmp) / "long"))
+            if long_run is not None:
+                row(f"{n_long // 1000}k steps with log_dir: RSS growth after warm-up",
+                    f"{long_run['growth_mb']:.1f} MB", "<= 50 MB", long_run["growth_mb"] <= 50)
+                counts = long_run["counts"]
+                logged = counts["detailed"] + counts["reused"]
+                mb = long_run["event_bytes"] / 1e6
+                row(f"{n_long // 1000}k steps with log_dir: TensorBoard event file", f"{mb:.0f} MB", "-", None)
+                # Steps the forecast thread could not keep up with are skipped (counted, not
+                # logged): the file size per logged step, for 100k logged steps.
+                per_100k = long_run["event_bytes"] / max(1, logged) * 100_000 / 1e6
+                row("  => 100k logged steps (bytes per logged step x 100k)", f"{per_100k:.0f} MB",
+                    "<= 500 MB", per_100k <= 500)
+                row("  steps detailed / reused / skipped (step_counts)",
+                    f"{counts['detailed']}/{counts['reused']}/{counts['skipped']}", "-", None)
+                row("  run time (model + habitat)", f"{long_run['seconds']:.0f} s", "-", None)
+                row("  forecast.json / steps.jsonl", f"{long_run['forecast_json'] / 1e6:.1f} / "
+                    f"{long_run['history'] / 1e6:.0f} MB", "-", None)
+
+        if "tensorboard" in only:
+            tb = tensorboard_bytes(Path(tmp) / "tb", origin)
+            if tb is not None:
+                per_step, detail = tb
+                row("TensorBoard: bytes per step, 3 GPUs (scalars)", f"{per_step:.0f} B", "-", None)
+                row("TensorBoard: bytes of one detail step (table, hist.)", f"{detail / 1e3:.1f} KB", "-", None)
+                row("  => 100k steps, detail every 100 steps", f"{(per_step * 1e5 + detail * 1e3) / 1e6:.0f} MB",
+                    "<= 500 MB", (per_step * 1e5 + detail * 1e3) <= 500e6)
+    row("peak RSS of this benchmark process", f"{peak_rss_mb():.0f} MB", "-", None)
+    if args.out:
+        Path(args.out).write_text("\n".join(f"{a:<58} {b:>14} {c:>12} {d:>7}" for a, b, c, d in rows) + "\n")
+    return 0
+
+
+def engine_rows(row: Callable[..., None], origin: dict[str, Any], step: dict[str, Any],
+                gpus: list[str], repeat: int) -> None:
+    """The engine, Python API and repeated-step rows (10k ops x 20 GPUs)."""
     text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
     wdir = weights_dir()
     g = len(gpus)
@@ -159,92 +262,8 @@ def main() -> int:
     ms = timed(lambda: forecast.add_step(step), repeat)
     row("  the same step as a trace dict again (add_step)", f"{ms:.1f} ms", "-", None)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        # ~25 MB: 10k-op steps until the file is that large
-        big = Path(tmp) / "trace25.json"
-        steps = []
-        size = 0
-        while size < 25e6:
-            s = copy.deepcopy(step)
-            s["index"] = len(steps)
-            steps.append(s)
-            size = len(json.dumps(trace_document(origin, steps)))
-        Forecast(["A100"], origin)  # warm
-        from habitat.data.trace import save_trace
 
-        save_trace(trace_document(origin, steps), big)
-        mb = big.stat().st_size / 1e6
-        ms = timed(lambda: Forecast.load(big, targets=["A100"]), max(1, repeat // 2))
-        row(f"Forecast.load of a {mb:.1f} MB trace ({len(steps)} steps), 1 GPU", f"{ms / 1e3:.2f} s",
-            "<= 1 s", ms <= 1000)
-
-        n_cli = 50_000 if args.quick else 200_000
-        _, cli_step = synthetic_step(n_cli)
-        cli_trace = Path(tmp) / "trace200k.json"
-        save_trace(trace_document(origin, [cli_step]), cli_trace)
-        del cli_step
-        env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
-        code = ("import resource, sys, time\n"
-                "from habitat.cli import main\n"
-                "start = time.perf_counter()\n"
-                "rc = main(['compare', sys.argv[1]])\n"
-                "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
-                "sys.stderr.write(f'@@ {time.perf_counter() - start:.3f} '\n"
-                "                 f'{int(hwm.split()[1]) / 1024:.0f}\\n')\n"
-                "sys.exit(rc)\n")
-        out = subprocess.run([sys.executable, "-c", code, str(cli_trace)], env=env,
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            print(out.stderr[-2000:], file=sys.stderr)
-            return 1
-        secs, rss = (float(x) for x in out.stderr.rsplit("@@", 1)[1].split())
-        row(f"CLI compare of a {n_cli // 1000}k-op trace ({len(devices())} GPUs): time",
-            f"{secs:.1f} s", "<= 10 s", secs <= 10)
-        row(f"CLI compare of a {n_cli // 1000}k-op trace: peak RSS", f"{rss:.0f} MB", "<= 1024 MB",
-            rss <= 1024)
-
-        n_big = 150_000 if args.quick else 1_500_000
-        big_step = subprocess_json(BIG_STEP, str(n_big))
-        if big_step is not None:
-            row(f"{n_big / 1e6:g}M-op step: totals read after the step", f"{big_step['totals_s']:.2f} s",
-                "<= 5 s", big_step["totals_s"] <= 5)
-            row(f"{n_big / 1e6:g}M-op step: memory added at peak", f"{big_step['peak_added_mb']:.0f} MB",
-                "<= 2048 MB", big_step["peak_added_mb"] <= 2048)
-            row("  capture of the step (torch + recording)", f"{big_step['capture_s']:.1f} s", "-", None)
-            row("  process peak RSS (torch included)", f"{big_step['peak_mb']:.0f} MB", "-", None)
-
-        n_long = 10_000 if args.quick else 100_000
-        long_run = subprocess_json(LONG_RUN, str(n_long), str(Path(tmp) / "long"))
-        if long_run is not None:
-            row(f"{n_long // 1000}k steps with log_dir: RSS growth after warm-up",
-                f"{long_run['growth_mb']:.1f} MB", "<= 50 MB", long_run["growth_mb"] <= 50)
-            counts = long_run["counts"]
-            logged = counts["detailed"] + counts["reused"]
-            mb = long_run["event_bytes"] / 1e6
-            row(f"{n_long // 1000}k steps with log_dir: TensorBoard event file", f"{mb:.0f} MB", "-", None)
-            # Steps the forecast thread could not keep up with are skipped (counted, not
-            # logged): the file size per logged step, for 100k logged steps.
-            per_100k = long_run["event_bytes"] / max(1, logged) * 100_000 / 1e6
-            row("  => 100k logged steps (bytes per logged step x 100k)", f"{per_100k:.0f} MB",
-                "<= 500 MB", per_100k <= 500)
-            row("  steps detailed / reused / skipped (step_counts)",
-                f"{counts['detailed']}/{counts['reused']}/{counts['skipped']}", "-", None)
-            row("  run time (model + habitat)", f"{long_run['seconds']:.0f} s", "-", None)
-            row("  forecast.json / steps.jsonl", f"{long_run['forecast_json'] / 1e6:.1f} / "
-                f"{long_run['history'] / 1e6:.0f} MB", "-", None)
-
-        tb = tensorboard_bytes(Path(tmp) / "tb", origin)
-        if tb is not None:
-            per_step, detail = tb
-            row("TensorBoard: bytes per step, 3 GPUs (scalars)", f"{per_step:.0f} B", "-", None)
-            row("TensorBoard: bytes of one detail step (table, hist.)", f"{detail / 1e3:.1f} KB", "-", None)
-            row("  => 100k steps, detail every 100 steps", f"{(per_step * 1e5 + detail * 1e3) / 1e6:.0f} MB",
-                "<= 500 MB", (per_step * 1e5 + detail * 1e3) <= 500e6)
-    row("peak RSS of this benchmark process", f"{peak_rss_mb():.0f} MB", "-", None)
-    if args.out:
-        Path(args.out).write_text("\n".join(f"{a:<58} {b:>14} {c:>12} {d:>7}" for a, b, c, d in rows) + "\n")
-    return 0
-
+PARTS = ("engine", "load", "cli", "big", "long", "tensorboard")
 
 BIG_STEP = """
 import json, resource, sys, time
@@ -252,9 +271,9 @@ import torch
 import habitat
 torch.set_num_threads(1)
 
-def rss_mb():
+def rss_mb():  # MiB, as VmHWM below (the base was once in MB: the row read 11 MB low)
     with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096 / 1e6
+        return int(f.read().split()[1]) * 4096 / 2**20
 
 n = int(sys.argv[1])
 x = torch.ones(4)

@@ -1,6 +1,7 @@
 // The boxed fallback on kCaptureKey: records each op of a recording window, then runs it
 // unchanged by redispatching below the key.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/function.h>
@@ -70,6 +71,12 @@ PrecisionFlags precision_flags(const compat::PrecisionState& s) {
   return flags;
 }
 
+// Leaves an unrecorded op however its redispatch ends.
+struct UnrecordedScope {
+  int& depth;
+  ~UnrecordedScope() { --depth; }
+};
+
 // Pops the op's frame however the redispatch ends, so an exception leaves the thread's
 // stack as it was; the exception itself propagates untouched.
 struct FramePop {
@@ -89,10 +96,24 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   if (!scan.plain || tracing_mode_active()) return op.redispatchBoxed(below, stack);
   ThreadState& ts = thread_state();
   if (ts.suspended > 0) return op.redispatchBoxed(below, stack);
-  // Every op of the step counts in its fingerprint, detailed or not, so a steady-state step
-  // is compared with the detailed steps on equal terms. A steady-state step stops here.
-  recorder->add_fingerprint(hash_mix(info.name_hash, scan.shape_hash));
-  if (!recorder->detailed() || !recorder->admit()) return op.redispatchBoxed(below, stack);
+  // The fingerprint hashes the ops called from the top (Python, autograd, the optimizer),
+  // not the calls their kernels make: those follow from the outer op and its shapes. The
+  // same rule in detailed and steady steps, so the two compare on equal terms.
+  if (ts.open.empty() && ts.unrecorded == 0) {
+    recorder->add_fingerprint(hash_mix(info.name_hash, scan.shape_hash));
+  }
+  if (!recorder->detailed()) {
+    // A steady-state step stops here, and the op's inner calls skip this fallback altogether
+    // (no boxing, no lookups): a fingerprinted step pays per top-level op only.
+    const c10::impl::ExcludeDispatchKeyGuard inner_calls_skip_capture(kCaptureKey);
+    return op.redispatchBoxed(below, stack);
+  }
+  if (!recorder->admit()) {
+    // Over the step's op limit: not recorded, and its inner calls are not top-level ops.
+    ++ts.unrecorded;
+    const UnrecordedScope scope{ts.unrecorded};
+    return op.redispatchBoxed(below, stack);
+  }
   // Habitat's own time around the op (reading arguments and outputs, labels, the record):
   // the timeline model removes it from the traced cadence (OpRecord::overhead_us).
   const auto entry = Clock::now();

@@ -56,7 +56,11 @@ void Session::begin() {
   }
   include_key_on_this_thread();
   if (Session* outer = current_session()) outer_ = outer->shared_from_this();
-  outermost_ = outer_ == nullptr || outer_->live_recorder() == nullptr;
+  Recorder* enclosing = outer_ == nullptr ? nullptr : outer_->live_recorder();
+  outermost_ = enclosing == nullptr;
+  // Inside a detailed window a steady-state one records in detail too: its ops are the
+  // enclosing step's as well (absorbed at end()), which a fingerprint alone would lose.
+  if (enclosing != nullptr && enclosing->detailed()) detailed_ = true;
   if (outermost_) thread_state().reset_context();
   recorder_ = std::make_unique<Recorder>(max_ops_, detailed_);
   cupti_start_us_ = cupti::KernelTracer::instance().active() ? cupti::timestamp_us() : 0.0;

@@ -1,8 +1,9 @@
 // Per-thread capture state and the recording window (a Session).
 //
-// Enabling: the first Session begun on a thread includes kCaptureKey in that thread's TLS
-// dispatch key set and leaves it included, so later steps do not change the TLS key set
-// (torch.compile guards on it); outside a window the fallback is a pass-through.
+// Enabling: a Session begun on a thread includes kCaptureKey in that thread's TLS dispatch
+// key set and leaves it included; outside a window the fallback is a pass-through. Python
+// decides when to take it off again (predict_on: between steps and for timed steps, until
+// dynamo has compiled code, which guards on the TLS key set).
 // Gating: a Session is pushed as c10::ThreadLocalDebugInfo, which at::ThreadLocalState
 // carries into autograd's engine threads (and at::launch) together with the included key,
 // so backward ops run on other threads reach the same recorder.
@@ -34,6 +35,9 @@ struct ThreadState {
   int optimizer_depth = 0;  // > 0 inside optimizer.step()
   // > 0 while torch.compile traces or autotunes on this thread: its ops are not step work.
   int suspended = 0;
+  // > 0 inside an op a detailed step did not record (over its op limit): its inner calls
+  // are not top-level ops of the step's fingerprint.
+  int unrecorded = 0;
   // The op this thread committed last: its id (raw sequence) and operator.
   uint64_t last_op_id = 0;
   bool last_op_is_compiled_graph = false;
@@ -56,7 +60,8 @@ extern std::atomic<int> g_active_sessions;
 class Session : public c10::DebugInfoBase, public std::enable_shared_from_this<Session> {
  public:
   // `detailed` false: a steady-state step, of which only the wall time and the fingerprint
-  // (op names, shapes, dtypes) are kept; its ops are not recorded and no kernels are joined.
+  // (names, shapes, dtypes of the ops called from the top) are kept; its ops are not
+  // recorded and no kernels are joined. Begun inside a detailed window, it records in detail.
   explicit Session(size_t max_ops, bool detailed = true);
   ~Session() override;
   Session(const Session&) = delete;
@@ -70,7 +75,7 @@ class Session : public c10::DebugInfoBase, public std::enable_shared_from_this<S
 
   size_t dropped() const { return recorder_ == nullptr ? 0 : recorder_->dropped(); }
   bool open() const { return open_; }
-  bool detailed() const { return detailed_; }
+  bool detailed() const { return detailed_; }  // after begin(): as it records
   // After end(): the step's fingerprint (0 for a step without ops) and how many ops it hashed.
   uint64_t fingerprint() const { return fingerprint_; }
   uint64_t fingerprint_ops() const { return fingerprint_ops_; }

@@ -2,6 +2,7 @@
 // The figures live in devices.json's "interconnects" section (every one cited there).
 #pragma once
 
+#include <array>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -11,6 +12,14 @@
 #include <vector>
 
 namespace habitat {
+
+// What NCCL achieves with one wire protocol on a tier, as nccl-tests measures it (devices.json
+// "achieved"; calibrated on published curves named there, never on the evaluation curves).
+// 0 = not calibrated: NCCL's tuner constant times the collective instead.
+struct AchievedProtocol {
+  double busbw_fraction = 0;   // share of bandwidth_gbs a single-node ring's bus bandwidth reaches
+  double step_latency_us = 0;  // per ring step, on top of NCCL's per-call base latency
+};
 
 // One tier of the fabric as one GPU sees it: its NVLink, its PCIe slot, or its NIC.
 struct LinkTier {
@@ -24,6 +33,12 @@ struct LinkTier {
   bool switched = false;         // every GPU reaches every other at full rate (NVSwitch)
   double nvls_algbw_fraction = 0;  // > 0: NVLink SHARP all_reduce, algbw = this x bandwidth
   double nvls_latency_us = 0;
+  // Achieved (see AchievedProtocol): LL, LL128, Simple; NVLS's per-call latency, the overhead
+  // of one NVLS chunk on one (channel, head) pair, and NCCL's NVLS channel count.
+  std::array<AchievedProtocol, 3> achieved{};
+  double achieved_nvls_latency_us = 0;
+  double achieved_nvls_chunk_overhead_us = 0;
+  int nvls_channels = 0;
   std::map<std::string, std::string> sources;
 
   // The bus bandwidth a ring reaches over this tier, bytes/s.

@@ -25,7 +25,8 @@ std::optional<CollectiveAlgorithm> algorithm_from_name(std::string_view name);
 double bus_factor(Collective c, int ranks);
 
 struct CollectiveEstimate {
-  double time_us = 0;
+  double time_us = 0;         // what the collective takes: the achieved model where the tier has one
+  double tuner_time_us = 0;   // NCCL's own tuner estimate for the same pick (its selection heuristic)
   double algbw_gbs = 0;  // bytes / time, 1e9 B/s
   double busbw_gbs = 0;  // algbw x bus_factor
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
@@ -37,7 +38,11 @@ struct CollectiveEstimate {
 // reduce_scatter's whole input, the message of broadcast/send. `ranks` consecutive ranks of
 // `cluster` take part (1 = no communication, 0 us). Auto picks the fastest algorithm the
 // fabric offers, as NCCL's tuner does: every algorithm x protocol (LL, LL128, Simple) is
-// costed with NCCL's latency + bytes / bandwidth model and the smallest time wins. Throws ClusterError on a group the cluster cannot hold.
+// costed with NCCL's latency + bytes / bandwidth model and the smallest time wins. NCCL's
+// tuner numbers are a selection heuristic, not achieved bandwidth: on one node of a tier with
+// an "achieved" calibration the pick is then timed with what that protocol achieves (per-step
+// latency and bus bandwidth; NVLS with NCCL's chunk size for the message). Throws ClusterError
+// on a group the cluster cannot hold.
 CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks,
                                        const Cluster& cluster,
                                        CollectiveAlgorithm algorithm = CollectiveAlgorithm::Auto);

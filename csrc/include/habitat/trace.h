@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "habitat/precision.h"
@@ -164,7 +165,8 @@ class TraceFormatError : public std::runtime_error {
 // every field and throws TraceFormatError naming the problem (corrupt, missing field,
 // newer version than this build understands).
 std::string trace_to_json(const Trace& trace);
-Trace trace_from_json(const std::string& text);
+// A view: a caller holding the document elsewhere (a Python str) lends it without a copy.
+Trace trace_from_json(std::string_view text);
 void save_trace(const Trace& trace, const std::string& path);
 Trace load_trace(const std::string& path);
 

@@ -65,9 +65,17 @@ inline GemmDims gemm_dims(const GemmOperands& g, const TensorMeta& a, const Tens
   const auto dim = [](const TensorMeta& t, std::size_t from_end) {
     return t.shape.size() >= 2 ? static_cast<double>(t.shape[t.shape.size() - from_end]) : 1.0;
   };
-  if (g.weight_nk) {
+  // torch.matmul of a >= 3-D left operand by a 2-D right one folds the batch into the rows
+  // (at::matmul's fold: one [B*M, K] x [K, N] GEMM, aten::mm on the GPU), so it is one GEMM
+  // that reads the right operand once, not a batch of B products each reading it.
+  const bool folds = g.stem == "matmul" && a.shape.size() >= 3 && b.shape.size() == 2;
+  if (g.weight_nk || folds) {
     d.m = d.k > 0 ? static_cast<double>(a.numel()) / d.k : 0.0;
-    d.n = b.shape.size() >= 2 ? static_cast<double>(b.shape.front()) : 1.0;
+    if (folds) {
+      d.n = dim(b, 1);
+    } else {
+      d.n = b.shape.size() >= 2 ? static_cast<double>(b.shape.front()) : 1.0;
+    }
   } else {
     d.m = dim(a, 2);
     d.n = dim(b, 1);

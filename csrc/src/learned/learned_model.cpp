@@ -66,19 +66,33 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
   const TensorMeta* x = first_of(op, {"input"});
   const TensorMeta* w = first_of(op, {"weight"});
   if (x == nullptr || w == nullptr || x->shape.size() != 4 || w->shape.size() != 4) return {};
-  if (bool_arg(op, "transposed")) return {};  // not in the training data
-  const double h = static_cast<double>(x->shape[2]), wd = static_cast<double>(x->shape[3]);
+  const bool transposed = bool_arg(op, "transposed") || name.find("transpose") != std::string::npos;
   const double r = static_cast<double>(w->shape[2]), s = static_cast<double>(w->shape[3]);
-  LearnedShape shape{{"batch", static_cast<double>(x->shape[0])},
-                     {"cin", static_cast<double>(w->shape[1])},
-                     {"cout", static_cast<double>(w->shape[0])},
+  // A transposed convolution of x [N, Ci, H, W] by w [Ci, Co, R, S] is the data gradient of
+  // the convolution of its output y [N, Co, H', W'] by w read as [out Ci, in Co, R, S]; its
+  // input gradient is that convolution's forward pass and its weight gradient the same
+  // convolution's weight gradient. cuDNN runs them as those passes (dgrad kernels for a
+  // transposed forward), so they are forecast as the direct convolution's passes.
+  const TensorMeta* y = nullptr;
+  if (transposed) {
+    y = backward ? first_of(op, {"grad_output"}) : (op.outputs.empty() ? nullptr : &op.outputs.front());
+    if (y == nullptr || y->shape.size() != 4) return {};
+  }
+  const TensorMeta& image = transposed ? *y : *x;  // the direct convolution's input
+  const double h = static_cast<double>(image.shape[2]), wd = static_cast<double>(image.shape[3]);
+  LearnedShape shape{{"batch", static_cast<double>(image.shape[0])},
+                     {"cin", static_cast<double>(w->shape[1])},  // transposed: Co
+                     {"cout", static_cast<double>(w->shape[0])},  // transposed: Ci
                      {"kernel", std::sqrt(r * s)},
                      {"size", std::sqrt(h * wd)},
                      {"stride", static_cast<double>(int_arg(op, "stride", 1))},
                      {"padding", static_cast<double>(int_arg(op, "padding", 0))},
                      {"elem_bytes", elem_bytes(*x)},
                      {"grad", 0.0}};
-  if (!backward) return {{LearnedFamily::Conv, shape}};
+  if (!backward) {
+    if (transposed) shape["grad"] = 1.0;
+    return {{LearnedFamily::Conv, shape}};
+  }
   // The input and weight gradients are measured passes of their own (grad 1 and 2), each run
   // only when output_mask asks for it; the bias gradient is a reduction the model leaves out.
   const std::vector<int64_t> mask = op_args::ints(op.args, "output_mask");
@@ -87,7 +101,8 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
     const std::size_t bit = static_cast<std::size_t>(grad - 1);
     if (bit < mask.size() && mask[bit] == 0) continue;
     LearnedShape pass = shape;
-    pass["grad"] = grad;
+    // A transposed convolution's input gradient is the direct convolution's forward pass.
+    pass["grad"] = transposed && grad == 1 ? 0 : grad;
     parts.push_back({LearnedFamily::Conv, std::move(pass)});
   }
   return parts;

@@ -1,6 +1,7 @@
 #include "habitat/cluster.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <sstream>
 
@@ -24,6 +25,43 @@ double read_number(const json& v, const Loc& at, bool positive) {
   const double x = v.get<double>();
   if (positive ? !(x > 0) : !(x >= 0)) bad(at, positive ? "must be > 0" : "must be >= 0");
   return x;
+}
+
+// The "achieved" block of a tier: per protocol {busbw_fraction, step_latency_us}, and NVLS's
+// latency_us, chunk_overhead_us and channels; descriptive keys (calibrated_on, notes, _...) are skipped.
+void apply_achieved(LinkTier& t, const json& obj, const Loc& at) {
+  if (!obj.is_object()) bad(at, "must be an object");
+  static constexpr std::array<const char*, 3> kProtocols{"LL", "LL128", "Simple"};
+  for (const auto& [key, v] : obj.items()) {
+    const Loc k = at.child(key);
+    const auto proto = std::find(kProtocols.begin(), kProtocols.end(), key);
+    if (is_comment(key) || key == "notes" || key == "calibrated_on" || key == "sources") {
+      continue;
+    } else if (proto != kProtocols.end()) {
+      if (!v.is_object()) bad(k, "must be an object {busbw_fraction, step_latency_us}");
+      AchievedProtocol& p = t.achieved[static_cast<std::size_t>(proto - kProtocols.begin())];
+      for (const auto& [field, x] : v.items()) {
+        if (field == "busbw_fraction") {
+          p.busbw_fraction = read_number(x, k.child(field), true);
+          if (p.busbw_fraction > 1.0) bad(k.child(field), "must be <= 1 (a share of the spec)");
+        } else if (field == "step_latency_us") {
+          p.step_latency_us = read_number(x, k.child(field), false);
+        } else if (!is_comment(field)) {
+          bad(k.child(field), "unknown field (known: busbw_fraction, step_latency_us)");
+        }
+      }
+      if (!(p.busbw_fraction > 0)) bad(k, "needs \"busbw_fraction\"");
+    } else if (key == "nvls_latency_us") {
+      t.achieved_nvls_latency_us = read_number(v, k, false);
+    } else if (key == "nvls_chunk_overhead_us") {
+      t.achieved_nvls_chunk_overhead_us = read_number(v, k, false);
+    } else if (key == "nvls_channels") {
+      t.nvls_channels = static_cast<int>(read_number(v, k, true));
+    } else {
+      bad(k, "unknown field (known: LL, LL128, Simple, nvls_latency_us, nvls_chunk_overhead_us, "
+              "nvls_channels, calibrated_on, notes)");
+    }
+  }
 }
 
 void apply_link(LinkTier& t, const json& obj, const Loc& at, bool is_new) {
@@ -55,13 +93,15 @@ void apply_link(LinkTier& t, const json& obj, const Loc& at, bool is_new) {
       t.nvls_algbw_fraction = read_number(v, k, false);
     } else if (key == "nvls_latency_us") {
       t.nvls_latency_us = read_number(v, k, false);
+    } else if (key == "achieved") {
+      apply_achieved(t, v, k);
     } else if (key == "sources") {
       if (!v.is_object()) bad(k, "must be an object of field -> source tags");
       for (const auto& [f, s] : v.items())
         if (s.is_string()) t.sources[f] = s.get<std::string>();
     } else {
       bad(k, "unknown field (known: kind, bandwidth_gbs, efficiency, hop_latency_us, "
-              "base_latency_us, switch, nvls_algbw_fraction, nvls_latency_us, sources, notes)");
+              "base_latency_us, switch, nvls_algbw_fraction, nvls_latency_us, achieved, sources, notes)");
     }
   }
   if (is_new) {

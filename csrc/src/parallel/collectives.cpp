@@ -53,6 +53,7 @@ struct Candidate {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
   std::string protocol = "Simple";
   std::string bottleneck;
+  int proto = 2;  // index into kProtoNames
 };
 
 // NCCL's cost model, from NVIDIA/nccl src/graph/tuning.cc (commit 5067397, 2026-06-11):
@@ -179,7 +180,7 @@ Candidate ring(Collective c, double bytes, const Shape& s, const Cluster& cl, in
   if (p == Simple && s.k > 1 && c == Collective::AllReduce && bytes / (s.channels * s.n) >= 64)
     latency *= s.family >= 1 ? 1.4 : 1.9;
   const double busbw = bus * 1e9;
-  return {latency + bytes * bus_factor(c, s.n) / busbw * 1e6, CollectiveAlgorithm::Ring, kProtoNames[p], s.tier};
+  return {latency + bytes * bus_factor(c, s.n) / busbw * 1e6, CollectiveAlgorithm::Ring, kProtoNames[p], s.tier, p};
 }
 
 // NCCL's tree all_reduce: a chain inside each node, a binary tree across nodes; every byte
@@ -198,7 +199,7 @@ Candidate tree(double bytes, const Shape& s, const Cluster& cl, int p) {
   const double intra_lat = tree_hops(intra_tier)[p];
   const double inter_lat = tree_hops(cl.inter)[p];
   const double latency = kTreeBaseLat[p] + 2 * ((s.g - 1) * intra_lat + std::log2(s.k) * inter_lat);
-  return {latency + bytes / (0.5 * bus * 1e9) * 1e6, CollectiveAlgorithm::Tree, kProtoNames[p], s.tier};
+  return {latency + bytes / (0.5 * bus * 1e9) * 1e6, CollectiveAlgorithm::Tree, kProtoNames[p], s.tier, p};
 }
 
 // NVLink SHARP: each GPU sends its buffer to the switch and receives the reduced one, so the
@@ -209,7 +210,7 @@ Candidate nvls(double bytes, int n, const Cluster& cl) {
   if (cl.nodes_spanned(n) > 1 || cl.intra.nvls_algbw_fraction <= 0) return none;
   const double algbw = cl.intra.nvls_algbw_fraction * cl.intra.bandwidth_gbs * 1e9;
   return {cl.intra.nvls_latency_us + bytes / algbw * 1e6, CollectiveAlgorithm::Nvls, "Simple",
-          cl.intra.name + " (NVLS)"};
+          cl.intra.name + " (NVLS)", Simple};
 }
 
 // All-to-all: every rank sends (n-1)/n of its buffer, (g-1)/n over its intra link and
@@ -221,7 +222,45 @@ Candidate all_to_all(double bytes, int n, const Cluster& cl) {
   double t_inter = k > 1 ? bytes * (n - g) / n / cl.inter.ring_bytes_per_s() : 0;
   const LinkTier& slow = t_inter > t_intra ? cl.inter : cl.intra;
   const double latency = cl.intra.base_latency_us + slow.hop_latency_us;
-  return {latency + std::max(t_intra, t_inter) * 1e6, CollectiveAlgorithm::Ring, "Simple", slow.name};
+  return {latency + std::max(t_intra, t_inter) * 1e6, CollectiveAlgorithm::Ring, "Simple", slow.name, Simple};
+}
+
+// NCCL's NVLS chunk for a message (enqueue.cc): NVLS_CHUNKSIZE (128 KiB) shrinks to 64, 32 and
+// 16 KiB below 64, 8 and 2 x (channels x heads x chunk) bytes, so mid-size messages move in
+// small chunks, each paying the same synchronisation with the switch.
+constexpr double kNvlsMaxChunk = 131072;
+double nvls_chunk(double bytes, double concurrent_ops) {
+  double chunk = kNvlsMaxChunk;
+  if (bytes < 64 * concurrent_ops * chunk && chunk > 65536) chunk = 65536;
+  if (bytes < 8 * concurrent_ops * chunk && chunk > 32768) chunk = 32768;
+  if (bytes < 2 * concurrent_ops * chunk && chunk > 16384) chunk = 16384;
+  return chunk;
+}
+
+// The time NCCL achieves for the tuner's pick, where the tier carries a calibration and the
+// group fits one node; otherwise the tuner's own estimate stands. Ring: NCCL's base latency +
+// 2(n-1) (or n-1) steps x the achieved per-step latency + bus bytes / the achieved bus
+// bandwidth of the protocol. NVLS: per-call latency + bytes / algbw(chunk), where each
+// (channel, head) pays `overhead` per chunk on top of streaming at the full-chunk rate:
+// 1/algbw(c) = 1/algbw(128K) + overhead / (channels x heads) x (1/c - 1/128K).
+double achieved_time_us(Collective c, double bytes, const Shape& s, const Cluster& cl, const Candidate& pick) {
+  if (s.k != 1 || s.g < 2) return pick.time_us;
+  const LinkTier& t = cl.intra;
+  if (pick.algorithm == CollectiveAlgorithm::Nvls) {
+    if (t.achieved_nvls_chunk_overhead_us <= 0 || t.nvls_channels <= 0) return pick.time_us;
+    const double ops = static_cast<double>(t.nvls_channels) * s.g;
+    const double full = t.nvls_algbw_fraction * t.bandwidth_gbs * 1e9;
+    const double per_byte = 1.0 / full + t.achieved_nvls_chunk_overhead_us * 1e-6 / ops *
+                                             (1.0 / nvls_chunk(bytes, ops) - 1.0 / kNvlsMaxChunk);
+    return t.achieved_nvls_latency_us + bytes * per_byte * 1e6;
+  }
+  if (pick.algorithm != CollectiveAlgorithm::Ring || c == Collective::AllToAll) return pick.time_us;
+  const AchievedProtocol& a = t.achieved[static_cast<std::size_t>(pick.proto)];
+  if (a.busbw_fraction <= 0) return pick.time_us;
+  const int steps = ring_steps(c, s.n, 1).first;
+  const double base = pick.proto == Simple ? t.base_latency_us : kRingBaseLat[pick.proto];
+  const double bus = a.busbw_fraction * t.bandwidth_gbs * 1e9;
+  return base + steps * a.step_latency_us + bytes * bus_factor(c, s.n) / bus * 1e6;
 }
 
 void check(const Cluster& cl, int ranks, double bytes) {
@@ -299,6 +338,7 @@ CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks, co
   if (ranks == 1 || bytes == 0) return out;
 
   std::vector<Candidate> candidates;
+  const Shape shape = shape_of(cluster, ranks);
   const bool reduces = c == Collective::AllReduce;
   auto wanted = [&](CollectiveAlgorithm a) {
     return algorithm == CollectiveAlgorithm::Auto || algorithm == a;
@@ -306,7 +346,6 @@ CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks, co
   if (c == Collective::AllToAll) {
     candidates.push_back(all_to_all(bytes, ranks, cluster));
   } else {
-    const Shape shape = shape_of(cluster, ranks);
     // NCCL's point-to-point path (send/recv) is not tuned per protocol; collectives are.
     for (int p : {LL, LL128, Simple}) {
       if (c == Collective::SendRecv && p != Simple) continue;
@@ -325,11 +364,12 @@ CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks, co
   }
   const Candidate& best = *std::min_element(candidates.begin(), candidates.end(),
       [](const Candidate& a, const Candidate& b) { return a.time_us < b.time_us; });
-  out.time_us = best.time_us;
+  out.tuner_time_us = best.time_us;
+  out.time_us = achieved_time_us(c, bytes, shape, cluster, best);
   out.algorithm = best.algorithm;
   out.protocol = best.protocol;
   out.bottleneck = best.bottleneck;
-  out.algbw_gbs = bytes / (best.time_us * 1e-6) / 1e9;
+  out.algbw_gbs = bytes / (out.time_us * 1e-6) / 1e9;
   out.busbw_gbs = out.algbw_gbs * bus_factor(c, ranks);
   return out;
 }

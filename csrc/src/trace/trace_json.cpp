@@ -627,7 +627,7 @@ TraceOrigin decode_origin(const json& j, const Loc& loc) {
   return o;
 }
 
-Trace decode_trace(const std::string& text) {
+Trace decode_trace(std::string_view text) {
   const json_reader::Document document = json_reader::parse_document(text);
   const json& doc = document.root();
   const Loc root;
@@ -696,7 +696,7 @@ std::string trace_to_json(const Trace& trace) {
   return doc.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
-Trace trace_from_json(const std::string& text) {
+Trace trace_from_json(std::string_view text) {
   try {
     return decode_trace(text);
   } catch (const DecodeError& e) {

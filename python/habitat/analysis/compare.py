@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from habitat.analysis.memory import DEFAULT_RESERVE_BYTES, MemoryEstimate, estimate_step_memory, format_bytes
+from habitat.analysis.memory import DEFAULT_RESERVE_BYTES, MemoryEstimate, format_bytes, step_memory
 from habitat.analysis.pricing import Price, PriceTable, price_table
 
 from habitat.data.devices import devices, get_device, target_names
@@ -259,7 +259,7 @@ def _target_names(targets: str | Sequence[str]) -> list[str]:
 
 def _detailed_step(forecast: "Forecast") -> "StepForecast":
     for step in reversed(forecast.steps):
-        if step.trace is not None:
+        if step.holds_trace:  # without decoding it
             return step
     raise RuntimeError("compare needs a step whose ops are still held: run a step inside "
                        "`with habitat.predict_on(...)` or load a saved trace")
@@ -301,7 +301,7 @@ def compare(forecast: "Forecast", targets: str | Sequence[str] = "all", *, itera
     step = _detailed_step(forecast)
     if not set(names) <= set(step.targets):
         step = Forecast.from_trace(trace_document(forecast.origin, [step.trace]), names).latest
-    memory = estimate_step_memory(step.trace) if step.trace is not None else None
+    memory = step_memory(step)
 
     rows = []
     for name in sorted(names, key=lambda n: step.total_ms[n]):

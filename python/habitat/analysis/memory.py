@@ -215,6 +215,31 @@ def _mutable_args(op: dict[str, Any]) -> set[str]:
     return {"self"} | (FUSED_STATE_ARGS if _base_name(op["name"]).startswith("_fused_") else set())
 
 
+def estimate_captured_memory(capsule: Any) -> MemoryEstimate:
+    """:func:`estimate_step_memory` of a step the engine holds (``StepForecast.captured``),
+    computed by the engine (csrc/src/memory/step_memory.cpp, the same method and numbers)
+    without an object per op."""
+    from habitat import _engine
+
+    r = _engine.estimate_step_memory(capsule)
+    return MemoryEstimate(
+        parameters=r["parameters"], gradients=r["gradients"], optimizer_state=r["optimizer_state"],
+        inputs=r["inputs"], activations=r["activations"], live_peak=r["live_peak"],
+        peak_op=r["peak_op"], peak_phase=r["peak_phase"], uses_matmul=r["uses_matmul"],
+        measured_peak_bytes=r["measured_peak_bytes"] or None, notes=list(r["notes"]))
+
+
+def step_memory(step: Any) -> MemoryEstimate | None:
+    """The memory estimate of a :class:`~habitat.data.forecast.StepForecast`: from the
+    engine's copy of the step when it holds one (no per-op decoding), else from its trace;
+    None when the step's ops are no longer held."""
+    capsule = getattr(step, "captured", None)
+    if capsule is not None:
+        return estimate_captured_memory(capsule)
+    trace = step.trace
+    return estimate_step_memory(trace) if trace is not None else None
+
+
 def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
     """Estimates the peak memory of one trace step (a step dict of docs/trace-format.md)."""
     all_ops: list[dict[str, Any]] = list(step.get("ops", []))
@@ -288,9 +313,12 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
                 s.mutated_in.add(phase)
         # A composite op's results exist from its start: its first leaf. (A storage it made
         # could otherwise seem to start at its first use, after the composite's inputs died.)
+        # (Those the composite made: made_by's test, by the composite's own inputs, since
+        # scanning made_by's list of one storage per output was quadratic on long steps.)
         outputs = list(op.get("outputs", [])) + [
-            meta for ancestor in started for meta in ancestor.get("outputs", [])
-            if any(maker is ancestor for maker in made_by.get(meta.get("storage", 0), ()))]
+            meta for ancestor in started if ancestor.get("has_children", False)
+            for made in [_made_storages(ancestor)]
+            for meta in ancestor.get("outputs", []) if meta.get("storage", 0) in made]
         made_here: set[int] = set()  # nested composites return the same storage: one storage
         for meta in outputs:
             if not counted(meta):
@@ -362,6 +390,12 @@ def estimate_step_memory(step: dict[str, Any]) -> MemoryEstimate:
         peak_phase=ops[peak_at].get("phase", "other") if ops else "",
         uses_matmul=uses_matmul, measured_peak_bytes=measured, notes=notes,
     )
+
+
+def _made_storages(op: dict[str, Any]) -> set[int]:
+    """Storage ids among `op`'s outputs that are none of its inputs (what a composite made)."""
+    inputs = {meta.get("storage", 0) for _, meta in tensor_args(op)}
+    return {sid for meta in op.get("outputs", []) if (sid := meta.get("storage", 0)) and sid not in inputs}
 
 
 def _made_by_composites(all_ops: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:

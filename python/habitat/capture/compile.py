@@ -162,6 +162,12 @@ def _capture_suspended() -> Iterator[None]:
 
 def _on_compile_start(args: Any) -> None:
     _modules.note_compiled()  # code compiled now guards on Habitat's hooks if installed
+    # Dynamo guards on the thread's dispatch keys. predict_on takes the capture key off the
+    # thread between and during timed steps until it sees compiled code, then leaves it on
+    # (dynamo restores the thread's keys after compiling; predict_on includes it again at its
+    # next step): code compiled with the key off would recompile once it is back on.
+    if not _C._capture_key_included() and _modules.predicting_here():
+        _C._capture_include_key()
     suspend = getattr(_C, "_capture_suspend", None)
     if suspend is not None:
         suspend()

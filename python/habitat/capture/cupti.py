@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +32,33 @@ __all__ = [
 ]
 
 _warned: set[str] = set()
+
+# NVTX ranges cost per op, so they stay on only while someone asked for them: each
+# predict_on(nvtx=True) or KernelTracing(record_nvtx=True) holds a request until it closes.
+_nvtx_lock = threading.Lock()
+_nvtx_holds = 0
+
+
+def _nvtx_by_env() -> bool:
+    value = os.environ.get("HABITAT_NVTX", "")
+    return value not in ("", "0")
+
+
+def hold_nvtx() -> None:
+    """Emits an NVTX range per captured op until the matching :func:`release_nvtx`."""
+    global _nvtx_holds
+    with _nvtx_lock:
+        _nvtx_holds += 1
+        _C.nvtx_request(True)
+
+
+def release_nvtx() -> None:
+    """Ends one :func:`hold_nvtx`; with none left, NVTX is back to ``HABITAT_NVTX``'s choice."""
+    global _nvtx_holds
+    with _nvtx_lock:
+        _nvtx_holds = max(0, _nvtx_holds - 1)
+        if _nvtx_holds == 0:
+            _C.nvtx_request(_nvtx_by_env())
 
 
 class CuptiWarning(UserWarning):
@@ -138,8 +167,8 @@ class KernelTracing:
     def __init__(self, *, enabled: bool = True, record_nvtx: bool = False) -> None:
         self.enabled = enabled
         self.record_nvtx = record_nvtx
-        if record_nvtx:  # collecting the ranges implies emitting them (off by default: per-op cost)
-            _C.nvtx_request(True)
+        self._nvtx_held = False
+        self._hold_nvtx()
         self._restart = False
         self._tracing = False
         self._prepared = False
@@ -151,6 +180,7 @@ class KernelTracing:
 
     def begin_step(self) -> bool:
         self._tracing = self._prepared = False
+        self._hold_nvtx()  # again after a close()
         if not self.enabled:
             return False
         if not torch.cuda.is_available():
@@ -208,10 +238,18 @@ class KernelTracing:
             self._restart = True
         return kernels
 
+    def _hold_nvtx(self) -> None:
+        if self.record_nvtx and not self._nvtx_held:  # collecting the ranges implies emitting them
+            hold_nvtx()
+            self._nvtx_held = True
+
     def close(self) -> None:
         self._tracing = self._prepared = False
         if _C.cupti_active():
             _C.cupti_stop()
+        if self._nvtx_held:
+            release_nvtx()
+            self._nvtx_held = False
 
 
 @atexit.register

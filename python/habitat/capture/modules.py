@@ -15,6 +15,7 @@ import sys
 import time
 import threading
 import warnings
+import weakref
 from typing import Any
 
 import torch
@@ -115,6 +116,27 @@ def note_compiled() -> None:
     with _lock:
         if _handles:
             _keep = True
+
+
+# predict_on objects between their first step and close(), with the threads they ran on.
+_predicting: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def note_predicting(predictor: Any) -> None:
+    """`predictor` (with a ``_threads`` set) runs steps: see :func:`predicting_here`."""
+    _predicting.add(predictor)
+
+
+def forget_predicting(predictor: Any) -> None:
+    _predicting.discard(predictor)
+
+
+def predicting_here() -> bool:
+    """Whether a predictor not closed yet has run a step on the calling thread: code dynamo
+    compiles here then runs inside and between its steps, so it should guard on the capture
+    key being included (the key then stays included until the predictor closes)."""
+    thread = threading.get_ident()
+    return any(thread in p._threads for p in list(_predicting))
 
 
 def compiled_code_seen() -> bool:

@@ -32,7 +32,7 @@ from habitat import _C, _engine
 from habitat._version import __version__
 from habitat.capture import modules as _modules, phase as _phase
 from habitat.capture.compile import install_compile_callbacks
-from habitat.capture.cupti import KernelTracing, origin_device
+from habitat.capture.cupti import KernelTracing, hold_nvtx, origin_device, release_nvtx
 from habitat.capture.sinks import StepSink, log_dir_sinks
 from habitat.data.engine import forecast_captured
 from habitat.data.forecast import Forecast, StepForecast
@@ -85,11 +85,15 @@ MAX_QUEUED_STEPS = 256
 #: is created, caches warm up); later steps are detailed only when their fingerprint is new.
 DEFAULT_DETAIL_STEPS = 2
 #: Steady-state steps between two whose fingerprint is computed (see predict_on's
-#: fingerprint_every); the others are only timed, with the capture key off their thread.
-DEFAULT_FINGERPRINT_EVERY = 10
+#: fingerprint_every); the others are only timed, with the capture key off their thread. A
+#: fingerprinted step costs +12-18 % of a launch-bound step (benchmarks/overhead/steady_ab.py
+#: --fingerprint-every 1, CPU proxies), so one in 20 keeps the amortised cost under 1 %.
+DEFAULT_FINGERPRINT_EVERY = 20
 #: TIME_CHANGE_STEPS timed steps in a row this far (relative, same direction) from their
-#: fingerprint's usual time make the next step a fingerprinted one: a new batch size or an eval step often shows
-#: in the step time first (not in a launch-bound step, whose time does not follow shapes).
+#: fingerprint's usual time make the next step a fingerprinted one: a new batch size or an
+#: eval step often shows in the step time first (not in a launch-bound step, whose time does
+#: not follow shapes). The new time becomes the usual one at once, so a lasting change (also
+#: a busier machine) costs one fingerprinted step, not one per step until it is forgotten.
 TIME_CHANGE = 0.5
 TIME_CHANGE_STEPS = 3
 #: Steady-state steps whose reused forecast waits before the worker is woken for them (all
@@ -310,6 +314,21 @@ def _close_abandoned(session: Any, detailed: bool, thread: int,
         _phase.release()
 
 
+def _settle_key() -> None:
+    """The capture key on the calling thread outside capture windows: off (ops skip Habitat
+    entirely) until dynamo has compiled code in this process, then on, since compiled code
+    guards on the thread's dispatch keys (compile._on_compile_start includes the key before
+    dynamo builds the guards; dynamo restores the thread's keys after compiling)."""
+    if _open_windows() != 0:
+        return
+    included = _C._capture_key_included()
+    if _modules.compiled_code_seen():
+        if not included:
+            _C._capture_include_key()
+    elif included:
+        _C._capture_release_thread()
+
+
 class _TimedStep:
     """A steady-state step of predict_on that is only timed (no capture session)."""
 
@@ -365,13 +384,18 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             step you run is one replica's (one rank's batch). Read them with
             ``forecast.on_clusters()``; ``print(forecast)`` lists them.
         fingerprint_every: in steady state, compute the fingerprint of every N-th step only
-            (default 10; 1 = every step). The steps between are only timed: on an eager model
+            (default 20; 1 = every step). The steps between are only timed: on an eager model
             the capture key is taken off the thread for them, so their ops skip Habitat
-            entirely, and they reuse the forecast of the latest fingerprint. Three timed steps
-            in a row more than 50 % off their fingerprint's usual time make the next step a
-            fingerprinted one, so a shape change is caught within 3 steps when it shows in the
-            step time, and within N steps otherwise. (With torch.compile'd code the key
-            stays on the thread: dynamo guards on it.)
+            entirely, and they reuse the forecast of the latest fingerprint. The gap starts
+            at 1 step and doubles while the fingerprint repeats, up to N; a fingerprint that
+            differs from the previous one (new shapes, or train and eval steps taking turns)
+            brings it back to 1, so steps that alternate are each fingerprinted. Three timed
+            steps in a row more than 50 % off their fingerprint's usual time make the next
+            step a fingerprinted one, so a shape change is caught within about 3 steps when
+            it shows in the step time, and within N steps otherwise. Between steps the key is
+            off the thread too, so code outside the ``with`` block never reaches Habitat.
+            (Once torch.compile has compiled code the key stays on the thread until
+            :meth:`close`: dynamo guards on it.)
         host_speed: the speed of the host the forecast assumes, relative to this one (default
             1.0: the same host). The timeline (``forecast.step_ms``) plays the step's launch
             cadence at this speed; device work is unaffected.
@@ -415,13 +439,19 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self.fingerprint_every = int(fingerprint_every)
         self._last_fingerprint: int | None = None  # of the latest fingerprinted step
         self._last_fingerprinted = -1  # its index
+        # Steps from one fingerprinted step to the next: 1 after a step whose fingerprint
+        # differs from the one before (shapes changed, or train and eval steps alternate),
+        # doubling while it repeats, up to fingerprint_every.
+        self._fingerprint_interval = 1
         self._check_next = False  # timed steps' time changed: fingerprint the next one
         self._last_shift = 0  # the latest timed step: +1 / -1 off its usual time, 0 not
         self._shifts = 0  # timed steps in a row with that shift
         self._usual_ms: dict[int, float] = {}  # timed steps' time per fingerprint (moving)
+        # Steps begun per kind ('detailed', 'fingerprinted', 'timed'), for benchmarks.
+        self._kind_counts = {"detailed": 0, "fingerprinted": 0, "timed": 0}
         self.detail_every = int(detail_every)
-        if nvtx:
-            _C.nvtx_request(True)
+        self._nvtx = nvtx
+        self._nvtx_held = False  # a hold_nvtx() of this predictor, until close()
         # Fingerprints of steady steps not known in detail, with the detailed steps left to
         # catch them: while any is wanted, steps are recorded in detail.
         self._wanted: dict[int, int] = {}
@@ -438,6 +468,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self.verbose = verbose
         self._lock = threading.Lock()
         self._sessions: dict[int, record_step] = {}  # by thread id
+        self._threads: set[int] = set()  # threads that ran a step since the last close()
         self._next_index = 0
         self._origin_fixed = False
         self._sinks: list[StepSink] = [*(log_dir_sinks(self.log_dir) if self.log_dir else ()),
@@ -463,15 +494,22 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                     "ops, nest a separate habitat.predict_on(...) instead)")
             if not self._origin_fixed:
                 self.forecast.origin.update(_precision_flags())
-        kind = self._next_kind()
+            if thread not in self._threads:  # the first step on this thread since close()
+                self._threads.add(thread)
+                if self._nvtx and not self._nvtx_held:
+                    hold_nvtx()
+                    self._nvtx_held = True
+                _modules.note_predicting(self)  # code compiled on this thread keeps the key
+            kind = self._next_kind_locked()
+            self._kind_counts[kind] += 1
+            if kind == "timed":
+                # The common steady-state step: only timed, one lock, no capture session.
+                timed = _TimedStep()
+                self._sessions[thread] = timed  # type: ignore[assignment]
         if kind != "detailed" and _C.cupti_active():
             self._tracing.close()  # no kernel tracing (nor its per-op cost) in steady state
         if kind == "timed":
-            timed = _TimedStep()
-            if _open_windows() == 0 and _C._capture_key_included() and not _modules.compiled_code_seen():
-                _C._capture_release_thread()  # the step's ops skip Habitat entirely
-            with self._lock:
-                self._sessions[thread] = timed  # type: ignore[assignment]
+            _settle_key()  # off: the step's ops skip Habitat entirely (eager code)
             timed.start = time.perf_counter()
             return self.forecast
         # The step's index is given when it ends normally, so a failed step leaves no gap.
@@ -490,15 +528,15 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             if exc_type is None:
                 recording.index = self._next_index
                 self._next_index += 1
-        if isinstance(recording, _TimedStep):
-            if exc_type is None:
-                self._submit_timed(recording.index, (stop - recording.start) * 1e3)
+                if type(recording) is _TimedStep:
+                    self._submit_timed_locked(recording.index, (stop - recording.start) * 1e3)
+        if type(recording) is not _TimedStep:
+            recording.__exit__(exc_type, exc, tb)
+            if recording.captured is not None:
+                self._submit(recording)
+            _settle_key()  # code between steps (data loading, logging) skips Habitat too
+        if self._messages or self._pending:
             self._raise_messages(wait=False)
-            return False
-        recording.__exit__(exc_type, exc, tb)
-        if recording.captured is not None:
-            self._submit(recording)
-        self._raise_messages(wait=False)
         return False  # never swallow the user's exception
 
     @property
@@ -511,46 +549,53 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         return self._counts
 
     # ----- which steps are detailed ----------------------------------------------------
-    def _next_kind(self) -> str:
-        """'detailed', 'fingerprinted' (steady state) or 'timed' (steady state, no capture)."""
-        with self._lock:
-            n = self._next_index  # steps that ended normally: a failed one takes no slot
-            wanted = (n < self.detail_steps or bool(self._wanted)
-                      or (self.detail_every > 0 and n % self.detail_every == 0))
-            # The worker is behind on detailed steps: record this one in steady state instead
-            # (a later step is detailed once it caught up), never wait for it.
-            if wanted and self._queued_detailed < MAX_PENDING_STEPS:
-                return "detailed"
-            if (self.fingerprint_every <= 1 or self._check_next or self._last_fingerprint is None
-                    or n - self._last_fingerprinted >= self.fingerprint_every):
-                return "fingerprinted"
-            return "timed"
+    def _next_kind_locked(self) -> str:
+        """'detailed', 'fingerprinted' (steady state) or 'timed' (steady state, no capture).
+        Hold the lock."""
+        n = self._next_index  # steps that ended normally: a failed one takes no slot
+        wanted = (n < self.detail_steps or bool(self._wanted)
+                  or (self.detail_every > 0 and n % self.detail_every == 0))
+        # The worker is behind on detailed steps: record this one in steady state instead
+        # (a later step is detailed once it caught up), never wait for it.
+        if wanted and self._queued_detailed < MAX_PENDING_STEPS:
+            return "detailed"
+        if (self._check_next or self._last_fingerprint is None
+                or n - self._last_fingerprinted >= self._fingerprint_interval):
+            return "fingerprinted"
+        return "timed"
 
-    def _submit_timed(self, index: int, wall_ms: float) -> None:
-        """A timed step: the forecast of the latest fingerprint, with the step's own time."""
-        with self._lock:
-            fingerprint = self._last_fingerprint
-            usual = self._usual_ms.get(fingerprint)  # type: ignore[arg-type]
-            # Timed steps in a row off the usual time in the same direction: a change, not a
-            # one-off (a busy machine, a garbage collection).
-            shift = 0 if usual is None or abs(wall_ms / usual - 1) <= TIME_CHANGE else (
-                1 if wall_ms > usual else -1)
-            self._shifts = self._shifts + 1 if shift != 0 and shift == self._last_shift else 1
-            self._last_shift = shift
-            if shift != 0 and self._shifts >= TIME_CHANGE_STEPS:
-                self._check_next = True
+    def _submit_timed_locked(self, index: int, wall_ms: float) -> None:
+        """A timed step: the forecast of the latest fingerprint, with the step's own time.
+        Hold the lock."""
+        fingerprint = self._last_fingerprint
+        usual = self._usual_ms.get(fingerprint)  # type: ignore[arg-type]
+        # Timed steps in a row off the usual time in the same direction: a change, not a
+        # one-off (a busy machine, a garbage collection).
+        shift = 0 if usual is None or abs(wall_ms / usual - 1) <= TIME_CHANGE else (
+            1 if wall_ms > usual else -1)
+        self._shifts = self._shifts + 1 if shift != 0 and shift == self._last_shift else 1
+        self._last_shift = shift
+        if shift != 0 and self._shifts >= TIME_CHANGE_STEPS:
+            self._check_next = True
+            # The new time is the usual one from now on: a lasting change is checked once.
+            self._usual_ms[fingerprint] = wall_ms  # type: ignore[index]
+            self._shifts = self._last_shift = 0
+        else:
             self._usual_ms[fingerprint] = wall_ms if usual is None else 0.8 * usual + 0.2 * wall_ms  # type: ignore[index]
-            if fingerprint not in self._known or len(self._queue) >= MAX_QUEUED_STEPS:
-                self._counts["skipped"] += 1
-                return
-            self._queue.append(("reuse", index, wall_ms, fingerprint))
-            if len(self._queue) >= REUSE_BATCH:
-                self._schedule_drain()
+        if fingerprint not in self._known or len(self._queue) >= MAX_QUEUED_STEPS:
+            self._counts["skipped"] += 1
+            return
+        self._queue.append(("reuse", index, wall_ms, fingerprint))
+        if len(self._queue) >= REUSE_BATCH:
+            self._schedule_drain()
 
     # ----- forecasting, off the training thread --------------------------------------
     def _submit(self, recording: record_step) -> None:
         fingerprint = recording.fingerprint
         with self._lock:
+            self._fingerprint_interval = (
+                min(2 * self._fingerprint_interval, self.fingerprint_every)
+                if fingerprint == self._last_fingerprint else 1)
             self._last_fingerprint, self._last_fingerprinted = fingerprint, recording.index
             self._check_next = False
             if recording.detailed:
@@ -728,6 +773,12 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             worker.shutdown(wait=True)
         # Training with Habitat is over: no global hooks stay behind (module calls and
         # optimizer steps pay nothing), no kernel tracing, no NVTX ranges.
+        with self._lock:
+            self._threads.clear()
+            held, self._nvtx_held = self._nvtx_held, False
+        if held:
+            release_nvtx()
+        _modules.forget_predicting(self)
         if _open_windows() == 0:
             _modules.uninstall()
             _phase.uninstall()

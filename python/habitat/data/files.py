@@ -131,3 +131,26 @@ def read_trace_text(path: PathLike) -> str:
     except UnicodeDecodeError as e:
         raise ValueError(f"'{path}' is not a habitat trace (not UTF-8 JSON text nor gzip: {e})") from None
 
+
+
+def read_tail(path: PathLike, n: int) -> tuple[bytes, bool]:
+    """The last `n` bytes of a trace file's text (decompressed when it is gzip-compressed)
+    and whether that is the whole text. A compressed file is decompressed in chunks, holding
+    only the tail: a saved forecast's targets (at the end) cost no second copy of the trace."""
+    if is_gzip(path):
+        tail = b""
+        whole = True
+        try:
+            with gzip.open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    tail += chunk
+                    if len(tail) > n:
+                        tail, whole = tail[-n:], False
+        except (OSError, EOFError) as e:
+            raise ValueError(f"'{path}' is a damaged gzip file ({e}): decompress it or record the trace again") from None
+        return tail, whole
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - n))
+        return f.read(), size <= n

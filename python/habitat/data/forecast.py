@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from habitat.data import engine
 from habitat.data.devices import get_device, target_names
-from habitat.data.files import atomic_write_text, is_gzip, read_trace_text
+from habitat.data.files import atomic_write_text, read_tail, read_trace_text
 from habitat.data.op_rows import OpRows
 from habitat.data.trace import tensor_args, trace_json_text
 
@@ -116,6 +116,9 @@ class StepForecast:
     _op_results: OpRows | None = field(default=None, repr=False, compare=False)
     # The engine's per-op rows when known without loading the trace (op_table reads them).
     _rows: OpRows | None = field(default=None, repr=False, compare=False)
+    # The step as the engine holds it (C++ structs in a capsule), when it does: analyses of
+    # large steps (the memory estimate) read it without decoding the trace.
+    _capsule: Any = field(default=None, repr=False, compare=False)
 
     @property
     def ops(self) -> list[OpForecast]:
@@ -147,6 +150,19 @@ class StepForecast:
         self._load()
         return self._trace
 
+    @property
+    def captured(self) -> Any:
+        """The step as the engine holds it (a capsule habitat._engine reads), or None (a step
+        forecast from a dict, or past the history)."""
+        return self._capsule
+
+    @property
+    def holds_trace(self) -> bool:
+        """Whether the step as captured is still held (``trace`` is not None), without
+        decoding it."""
+        with _detail_lock:
+            return self._detail is not None or self._trace is not None
+
     def _load(self) -> None:
         with _detail_lock:
             if self._detail is None:
@@ -158,7 +174,7 @@ class StepForecast:
         """Keeps only the totals (a step that left the forecast's history)."""
         with _detail_lock:
             self._detail, self._ops, self._trace, self._op_results = None, [], None, None
-            self._rows = None
+            self._rows = self._capsule = None
 
     def time_ms(self, target: str | None = None) -> float:
         """Predicted time of this step on `target` (default: the first target), as
@@ -276,14 +292,9 @@ def _saved_targets(text: str) -> list[str] | None:
 def saved_targets_of_file(path: str | Path, tail_bytes: int = 1 << 20) -> list[str] | None:
     """The targets a saved forecast file names, read from the end of the file (where
     :meth:`Forecast.to_json` writes its "forecast" section) when it is there, so a large trace
-    is not read twice; the whole file otherwise (and for a gzip-compressed trace)."""
-    if is_gzip(path):
-        return _saved_targets(read_trace_text(path))
-    with open(path, "rb") as f:
-        f.seek(0, 2)
-        size = f.tell()
-        f.seek(max(0, size - tail_bytes))
-        tail = f.read()
+    is not read twice (a gzip-compressed one is decompressed holding only its tail); the whole
+    file otherwise."""
+    tail, whole = read_tail(path, tail_bytes)
     at = tail.rfind(b'"forecast"')
     if at >= 0:
         try:
@@ -293,15 +304,26 @@ def saved_targets_of_file(path: str | Path, tail_bytes: int = 1 << 20) -> list[s
                 return [t for t in targets if isinstance(t, str)] or None
         except ValueError:
             pass
-    if size <= tail_bytes:
+    if whole:
         return _saved_targets(tail.decode("utf-8", errors="replace"))
-    return _saved_targets(Path(path).read_text(encoding="utf-8"))
+    return _saved_targets(read_trace_text(path))
+
+
+class _StoredDetail:
+    """The detail loader of a step the engine holds as C++ structs: its trace step (decoded
+    on first use) and its per-op rows; `capsule` is the step itself (StepForecast.captured)."""
+
+    __slots__ = ("capsule", "rows")
+
+    def __init__(self, capsule: Any, rows: OpRows) -> None:
+        self.capsule, self.rows = capsule, rows
+
+    def __call__(self) -> tuple[dict[str, Any], Any]:
+        return engine.step_of_capsule(self.capsule), self.rows
 
 
 def _stored_detail(capsule: Any, rows: OpRows) -> Callable[[], tuple[dict[str, Any], Any]]:
-    """The detail loader of a step the engine holds as C++ structs: its trace step (decoded
-    on first use) and its per-op rows."""
-    return lambda: (engine.step_of_capsule(capsule), rows)
+    return _StoredDetail(capsule, rows)
 
 
 def _step_forecast(index: int, measured_ms: float, summary: dict[str, Any],
@@ -317,7 +339,7 @@ def _step_forecast(index: int, measured_ms: float, summary: dict[str, Any],
     return StepForecast(
         index=index, measured_ms=measured_ms, targets=targets, total_ms=total_ms,
         phase_ms=phase_ms, method_ops=method_ops, unsupported=unsupported, _detail=detail,
-        _rows=rows, timeline=timeline,
+        _rows=rows, timeline=timeline, _capsule=getattr(detail, "capsule", None),
     )
 
 

@@ -22,7 +22,8 @@ from habitat.learned.devices import DeviceTable
 from habitat.learned.model import EfficiencyMLP, soft_max
 from habitat.learned.neusight import load_precision_kernels, load_sdpa
 from habitat.learned.train import ape, design, summary
-from habitat.learned.train_precision import errors_by_precision, harness_prediction, leave_shapes_out
+from habitat.learned.train_precision import (errors_by_precision, harness_prediction, leave_shapes_out,
+                                             measured_sharpness)
 
 DEFAULT_DATA = Path("benchmarks") / "results" / "kernels" / "H100-SXM5-80GB"  # in the checkout
 
@@ -83,7 +84,7 @@ def _served_fp32(weights: Path, family: str, held, devices: DeviceTable, floors,
     floor = np.array([floors[o][g] for o, g in zip(held.op, held.device)])
     served = pred.copy()
     served[use] = soft_max(floor[use], fp32_model.kernel_from_features(x[use], t_roof[use]),
-                           model.metadata["harness_floor_us"]["sharpness"])
+                           measured_sharpness(model))
     return served
 
 

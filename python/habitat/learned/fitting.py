@@ -129,14 +129,16 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         cfg: TrainConfig = TrainConfig(), floor_us: np.ndarray | None = None,
         groups: np.ndarray | None = None, val_groups: np.ndarray | None = None,
         stop_at: int | None = None, sample_weight: np.ndarray | None = None,
-        pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None) -> EfficiencyMLP:
+        pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+        sharpness: np.ndarray | None = None) -> EfficiencyMLP:
     """See _fit. Torch's thread count and deterministic mode are set for the fit and restored
     after it: a process that trains (a test, a notebook) keeps its own settings."""
     import torch
 
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     try:
-        return _fit(family, x, t_roof, t_meas, cfg, floor_us, groups, val_groups, stop_at, sample_weight, pairs)
+        return _fit(family, x, t_roof, t_meas, cfg, floor_us, groups, val_groups, stop_at, sample_weight, pairs,
+                    sharpness)
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)
@@ -146,7 +148,8 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
          cfg: TrainConfig, floor_us: np.ndarray | None, groups: np.ndarray | None,
          val_groups: np.ndarray | None, stop_at: int | None,
          sample_weight: np.ndarray | None = None,
-         pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None) -> EfficiencyMLP:
+         pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+         sharpness: np.ndarray | None = None) -> EfficiencyMLP:
     """Fits the floor-free kernel time k = t_roof / (E_MAX * sigmoid(mlp(x))) so that the
     harness time (floor^p + k^p)^(1/p) matches t_meas, with an L1 loss on log time (a
     relative-error loss). Rows at the floor then only bound k from above.
@@ -161,7 +164,9 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     dimension doubled, on the same GPU and precision) adds a penalty wherever the larger
     problem's kernel time comes out below the smaller's (MONOTONE_WEIGHT x the log-time
     shortfall, over a batch of pairs each step): time should not fall as a problem grows. Their
-    features are clamped to the training range, as the exported model's input layer does."""
+    features are clamped to the training range, as the exported model's input layer does.
+    `sharpness` (default cfg.floor_sharpness for every row) is each row's harness exponent p: a
+    source whose harness adds its floor to the kernel (one call between CUDA events) has p = 1."""
     import torch
 
     torch.manual_seed(cfg.seed)
@@ -170,9 +175,12 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     rng = np.random.default_rng(cfg.seed)
     if floor_us is None:
         floor_us = np.zeros(len(x))
+    if sharpness is None:
+        sharpness = np.full(len(x), cfg.floor_sharpness)
     if len(x) > cfg.max_rows:
         keep = np.sort(rng.choice(len(x), cfg.max_rows, replace=False))
         x, t_roof, t_meas, floor_us = x[keep], t_roof[keep], t_meas[keep], floor_us[keep]
+        sharpness = sharpness[keep]
         sample_weight = None if sample_weight is None else sample_weight[keep]
         groups = None if groups is None else groups[keep]
         val_groups = None if val_groups is None else val_groups[keep]
@@ -187,8 +195,6 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     mean = x[~val].mean(axis=0)
     std = x[~val].std(axis=0)
     std[std < 1e-6] = 1.0
-    p = cfg.floor_sharpness
-
     def tensor(a: np.ndarray) -> "torch.Tensor":
         return torch.tensor(a, dtype=torch.float32)
     unused = [i for i, n in enumerate(feats.FEATURE_NAMES[family]) if n in cfg.ignore_features]
@@ -209,6 +215,7 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     log_roof = tensor(np.log(t_roof))
     log_meas = tensor(np.log(t_meas))
     log_floor = tensor(np.log(np.maximum(floor_us, 1e-9)))
+    p = tensor(sharpness)
     train_idx = torch.tensor(np.nonzero(~val)[0])
     draw_p = None if sample_weight is None else torch.tensor(sample_weight[~val], dtype=torch.float64)
     val_idx = torch.tensor(np.nonzero(val)[0])
@@ -234,7 +241,7 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
 
         def loss_of(idx: "torch.Tensor") -> "torch.Tensor":
             log_kernel = log_roof[idx] - log_emax - torch.nn.functional.logsigmoid(net(xs[idx])[:, 0])
-            log_harness = torch.logaddexp(p * log_floor[idx], p * log_kernel) / p
+            log_harness = torch.logaddexp(p[idx] * log_floor[idx], p[idx] * log_kernel) / p[idx]
             return (log_harness - log_meas[idx]).abs().mean()
 
         def monotone_penalty(idx: "torch.Tensor") -> "torch.Tensor":

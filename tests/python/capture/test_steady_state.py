@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from typing import Callable
 
 import pytest
 import torch
@@ -95,6 +96,25 @@ def test_a_steady_step_records_no_ops_and_installs_no_hooks() -> None:
         model(torch.randn(2, 8)).sum()
     assert rec.captured.num_ops == 0 and rec.captured.wall_ms > 0
     assert rec.fingerprint_ops > 0
+
+
+def test_a_steady_window_inside_a_detailed_one_leaves_the_outer_step_complete() -> None:
+    model, opt = _setup()
+    x = torch.randn(4, 8)
+    inner = habitat.predict_on(TARGET, fingerprint_every=1)  # its steady steps: fingerprinted
+    for _ in range(4):
+        with inner:
+            _step(model, opt, x)
+    with record_step() as alone:
+        _step(model, opt, x)
+    with record_step() as outer:
+        with inner:
+            _step(model, opt, x)
+    names = [op["name"] for op in alone.step["ops"]]
+    assert [op["name"] for op in outer.step["ops"]] == names
+    assert outer.fingerprint == alone.fingerprint
+    assert inner.step_counts["reused"] >= 3
+    inner.close()
 
 
 # ----- reuse -----------------------------------------------------------------------------
@@ -266,6 +286,102 @@ def test_a_new_shape_is_caught_within_fingerprint_every_steps() -> None:
     predictor.close()
 
 
+def _kinds(predictor: habitat.predict_on, run: Callable[[], None], steps: int) -> str:
+    """The kind of each of the next `steps` steps: D detailed, F fingerprinted, T timed."""
+    out = []
+    for _ in range(steps):
+        before = dict(predictor._kind_counts)
+        with predictor:
+            run()
+        kind = next(k for k, v in predictor._kind_counts.items() if v != before[k])
+        out.append(kind[0].upper())
+    return "".join(out)
+
+
+def test_the_fingerprint_gap_doubles_up_to_fingerprint_every() -> None:
+    model, opt = _setup()
+    x = torch.randn(4, 8)
+    predictor = habitat.predict_on(TARGET, fingerprint_every=8)
+    kinds = _kinds(predictor, lambda: model(x).sum(), 40)  # no optimizer: every step alike
+    # Two detailed steps, then gaps of 2, 4, 8, 8, ... between fingerprinted steps while the
+    # fingerprint repeats (a timed step off its usual time may add one, never remove one).
+    assert kinds.startswith("DD"), kinds
+    hashed = [i for i, kind in enumerate(kinds) if kind != "T"]
+    gaps = [b - a for a, b in zip(hashed, hashed[1:])]
+    assert gaps[1] <= 2 and gaps[2] <= 4, kinds  # short gaps first (the back-off)
+    assert max(gaps) == 8 and gaps.count(8) >= 2, kinds
+    assert kinds.count("F") <= 12, kinds
+    predictor.close()
+
+
+def test_defaults_follow_a_new_batch_size_within_fingerprint_every_steps() -> None:
+    from habitat.capture.predict import DEFAULT_FINGERPRINT_EVERY
+
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET)
+    for x in _batches(40, batch=4):  # long enough for the longest gap
+        with predictor:
+            _step(model, opt, x)
+    small = predictor.forecast.latest.total_ms
+    big_x = _batches(1, batch=256)[0]
+    for _ in range(DEFAULT_FINGERPRINT_EVERY + 2):  # fingerprinted, then recorded in detail
+        with predictor:
+            _step(model, opt, big_x)
+    latest = predictor.forecast.latest
+    assert latest.total_ms != small
+    assert any(256 in s for op in latest.ops for s in op.input_shapes)
+    predictor.close()
+
+
+def test_defaults_follow_alternating_train_and_eval_steps() -> None:
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET)  # the default fingerprint_every
+    x = torch.randn(4, 8)
+    train, evals = [], []
+    for _ in range(12):
+        model.train()
+        with predictor:
+            _step(model, opt, x)
+        train.append(predictor.forecast.latest.time_ms())
+        model.eval()
+        with predictor, torch.no_grad():
+            model(x)
+        evals.append(predictor.forecast.latest.time_ms())
+    # Fingerprints that differ from one step to the next keep every step fingerprinted: each
+    # kind of step keeps its own forecast.
+    assert train[-1] != evals[-1]
+    assert len(set(train[3:])) == 1 and len(set(evals[3:])) == 1
+    assert predictor._kind_counts["timed"] == 0
+    predictor.close()
+
+
+def test_a_jump_in_step_time_is_checked_at_once_and_only_once() -> None:
+    import time
+
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, fingerprint_every=1000)
+    x4 = torch.randn(4, 8)
+    for _ in range(12):  # reaches timed steps
+        with predictor:
+            _step(model, opt, x4)
+    # A bigger batch whose step is much slower: caught after 3 timed steps, not 1000.
+    big = torch.randn(20_000, 8)
+    kinds = _kinds(predictor, lambda: _step(model, opt, big), 8)
+    # TTTFD: three slow timed steps, then a fingerprinted one (new: measured, not forecast),
+    # then one in detail. A shared machine's hiccups move the check a step or two either
+    # way (a slow step just before the change counts towards the three; a spike inflates
+    # the usual time), never to fingerprint_every.
+    assert "FD" in kinds[:7], kinds
+    latest = predictor.forecast.latest
+    assert any(20_000 in s for op in latest.ops for s in op.input_shapes)
+    # A lasting slowdown without new shapes (a busier machine) costs one fingerprinted step,
+    # not one per step until the usual time catches up.
+    fast = _kinds(predictor, lambda: model(x4).sum(), 12)
+    slow = _kinds(predictor, lambda: (model(x4).sum(), time.sleep(0.03)), 24)
+    assert slow.count("F") <= fast.count("F") + 2, (fast, slow)
+    predictor.close()
+
+
 # ----- the worker never blocks training --------------------------------------------------
 def test_a_slow_worker_never_makes_training_wait() -> None:
     model, opt = _setup()
@@ -292,6 +408,32 @@ def test_a_slow_worker_never_makes_training_wait() -> None:
     predictor.close()
 
 
+def test_steps_beyond_the_workers_queue_are_skipped_and_counted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from habitat.capture import predict as predict_module
+
+    monkeypatch.setattr(predict_module, "MAX_QUEUED_STEPS", 4)
+    release = threading.Event()
+
+    def stuck_sink(forecast: object, step: object) -> None:
+        release.wait(60)  # the worker is stuck on the first step it forecasts
+
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, on_step=stuck_sink)
+    for x in _batches(30):
+        with predictor:
+            _step(model, opt, x)
+    assert not release.is_set()  # the loop never waited for the worker
+    release.set()
+    counts = predictor.step_counts
+    assert sum(counts.values()) == 30
+    # Two detailed steps and a queue of 4 reused ones wait for the worker; the rest were
+    # measured, counted as skipped, never queued without bound.
+    assert counts["skipped"] >= 30 - 2 - 4 - 1 and counts["reused"] <= 5
+    assert len(predictor.forecast.steps) == counts["detailed"] + counts["reused"]
+    predictor.close()
+
+
 # ----- no cost outside predict_on --------------------------------------------------------
 def test_no_global_hooks_remain_after_close() -> None:
     model, opt = _setup()
@@ -309,14 +451,15 @@ def test_no_global_hooks_remain_after_close() -> None:
     assert predictor.forecast.latest.ops[0].module_path is not None
 
 
-def test_close_takes_the_capture_key_off_the_thread() -> None:
+def test_the_capture_key_is_off_the_thread_between_steps_and_after_close() -> None:
     _forget_compiled_code()
     model, opt = _setup()
     predictor = habitat.predict_on(TARGET, fingerprint_every=1)
     for x in _batches(3):
         with predictor:
+            assert _C._capture_key_included()  # every step is captured or fingerprinted
             _step(model, opt, x)
-    assert _C._capture_key_included()
+        assert not _C._capture_key_included()  # code between steps skips Habitat entirely
     predictor.close()
     assert not _C._capture_key_included()  # ops after training skip Habitat entirely
     x = _batches(1)[0]
@@ -346,16 +489,53 @@ def test_hooks_of_a_compiled_model_stay_idle_until_close_without_recompiles() ->
     assert predictor.step_counts["reused"] > 0
 
 
-def test_nvtx_ranges_only_on_request() -> None:
+def test_code_compiled_between_steady_steps_never_recompiles() -> None:
+    import torch._dynamo
+
+    _forget_compiled_code()
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, fingerprint_every=2)
+    for x in _batches(8):  # eager training steps: detailed, then fingerprinted and timed
+        with predictor:
+            _step(model, opt, x)
+    assert not _C._capture_key_included()  # off between the steps of an eager model
+    evaluate = torch.compile(lambda x: model(x).sum(), backend="eager")
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        evaluate(x)  # validation, compiled between two steps (and run once, unguarded)
+    # The key went on before dynamo built its guards (dynamo then restored the thread's keys);
+    # from the next step on it stays on, so no step kind and no call between steps recompiles.
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for batch in _batches(8):
+            with predictor:
+                _step(model, opt, batch)
+            assert _C._capture_key_included()
+            with torch.no_grad():
+                evaluate(x)
+    predictor.close()
+    assert predictor.step_counts["reused"] > 0
+
+
+def test_nvtx_ranges_only_on_request_and_only_until_close() -> None:
     assert not _C.nvtx_requested()  # the default: no per-op NVTX cost
     predictor = habitat.predict_on(TARGET, nvtx=True)
+    other = habitat.predict_on(TARGET, nvtx=True)
     try:
-        assert _C.nvtx_requested()
         with predictor:
+            assert _C.nvtx_requested()
             torch.add(torch.ones(2), 1)
-    finally:
-        _C.nvtx_request(False)
+        with other:
+            torch.add(torch.ones(2), 1)
         predictor.close()
+        assert _C.nvtx_requested()  # the other predictor still wants them
+        other.close()
+        assert not _C.nvtx_requested()  # nobody asks: the per-op cost is gone
+        with predictor:  # a predictor used again after close() asks again
+            assert _C.nvtx_requested()
+    finally:
+        predictor.close()
+        other.close()
+    assert not _C.nvtx_requested()
 
 
 def test_steady_steps_do_not_trace_kernels() -> None:

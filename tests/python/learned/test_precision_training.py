@@ -96,3 +96,36 @@ def test_precision_features() -> None:
               "elem_bytes": np.array([2.0]), "grad": np.array([3.0])}
     with pytest.raises(ValueError, match="grad"):
         feats.compute("conv", shapes, a100, "bf16")
+
+
+def test_measured_harness_floor_adds_to_the_kernel_where_validation_chose_it() -> None:
+    """The measured collection's floor (one call between CUDA events) adds to the kernel for the
+    families whose validation loss chose p = 1 (conv); NeuSight's rows keep the soft maximum."""
+    from habitat.learned.fitting import LAUNCH_FLOOR_US, TrainConfig
+    from habitat.learned.model import soft_max
+    from habitat.learned.train_precision import MEASURED_SHARPNESS, _additive_floors, _row_sharpness
+
+    cfg = TrainConfig()
+    source = np.array(["neusight", "measured:NVIDIA H100 80GB HBM3"], dtype=object)
+    assert MEASURED_SHARPNESS["conv"] == 1.0
+    assert _row_sharpness("conv", source, cfg).tolist() == [cfg.floor_sharpness, 1.0]
+    assert _row_sharpness("gemm", source, cfg).tolist() == [cfg.floor_sharpness, cfg.floor_sharpness]
+    floors = {"conv": {"NVIDIA H100 80GB HBM3": 47.0, "Tesla T4": 316.0}}
+    gpu = {"NVIDIA H100 80GB HBM3"}
+    assert _additive_floors(floors, gpu, 1.0)["conv"] == {"NVIDIA H100 80GB HBM3": 47.0 - LAUNCH_FLOOR_US,
+                                                          "Tesla T4": 316.0}
+    assert _additive_floors(floors, gpu, 4.0) is floors
+    # p = 1: a 20 us kernel behind a 45 us floor is measured at 65 us; p = 4 would say 45.4 us.
+    assert soft_max(np.array([45.0]), np.array([20.0]), 1.0)[0] == pytest.approx(65.0)
+    assert soft_max(np.array([45.0]), np.array([20.0]), 4.0)[0] == pytest.approx(45.4, abs=0.1)
+
+
+def test_shipped_models_record_the_harness_they_were_fitted_with() -> None:
+    import json
+
+    root = Path(__file__).resolve().parents[3] / "weights"
+    conv = json.loads((root / "conv.json").read_text())["harness_floor_us"]
+    assert conv["measured_sharpness"] == 1.0 and conv["sharpness"] == 4.0
+    for family in ("gemm", "attention"):  # trained before the per-family choice: p = 4 throughout
+        harness = json.loads((root / f"{family}.json").read_text())["harness_floor_us"]
+        assert harness.get("measured_sharpness", harness["sharpness"]) == 4.0

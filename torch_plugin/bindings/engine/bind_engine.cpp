@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -356,7 +357,9 @@ void bind_engine(py::module_& m) {
 
   m.def(
       "forecast_trace",
-      [](const std::string& trace_json, const std::vector<std::string>& targets,
+      // A view of the caller's str (alive through the call): a 200k-op document is not
+      // copied once more while it is parsed and forecast.
+      [](std::string_view trace_json, const std::vector<std::string>& targets,
          const std::string& weights_dir, double host_speed, const std::string& host_model_json,
          double overhead_per_op_us) {
         // Parsed once, every step forecast; each step is kept as C++ structs in a capsule

@@ -25,6 +25,21 @@ py::dict tier_dict(const LinkTier& t) {
   d["base_latency_us"] = t.base_latency_us;
   d["switch"] = t.switched;
   d["nvls_algbw_fraction"] = t.nvls_algbw_fraction;
+  py::dict achieved;
+  const char* names[] = {"LL", "LL128", "Simple"};
+  for (std::size_t p = 0; p < t.achieved.size(); ++p) {
+    if (t.achieved[p].busbw_fraction <= 0) continue;
+    py::dict a;
+    a["busbw_fraction"] = t.achieved[p].busbw_fraction;
+    a["step_latency_us"] = t.achieved[p].step_latency_us;
+    achieved[names[p]] = a;
+  }
+  if (t.achieved_nvls_chunk_overhead_us > 0) {
+    achieved["nvls_latency_us"] = t.achieved_nvls_latency_us;
+    achieved["nvls_chunk_overhead_us"] = t.achieved_nvls_chunk_overhead_us;
+    achieved["nvls_channels"] = t.nvls_channels;
+  }
+  d["achieved"] = achieved;
   d["sources"] = t.sources;
   return d;
 }
@@ -63,6 +78,7 @@ void bind_parallel(py::module_& m) {
             py::dict d;
             d["collective"] = to_string(coll);
             d["time_us"] = e.time_us;
+            d["tuner_time_us"] = e.tuner_time_us;
             d["algbw_gbs"] = e.algbw_gbs;
             d["busbw_gbs"] = e.busbw_gbs;
             d["algorithm"] = to_string(e.algorithm);

@@ -10,5 +10,6 @@ void bind_trace(pybind11::module_& m);    // bind_trace.cpp: trace documents (lo
 void bind_engine(pybind11::module_& m);   // bind_engine.cpp: the predictor
 void bind_learned(pybind11::module_& m);  // bind_learned.cpp: learned models (MLP runtime)
 void bind_parallel(pybind11::module_& m); // bind_parallel.cpp: clusters, collective cost model
+void bind_memory(pybind11::module_& m);   // bind_memory.cpp: a step's peak-memory estimate
 
 }  // namespace habitat::python

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_engine, m) {
   habitat::python::bind_engine(m);
   habitat::python::bind_learned(m);
   habitat::python::bind_parallel(m);
+  habitat::python::bind_memory(m);
 }

@@ -1,0 +1,411 @@
+// The step's peak memory from its trace: a line-for-line port of
+// python/habitat/analysis/memory.py (estimate_step_memory), which documents the method.
+// Both must give the same numbers (tests/python/analysis/test_memory_engine.py checks them
+// against each other on every committed trace).
+#include "habitat/step_memory.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace habitat {
+namespace {
+
+// memory.py's DTYPE_BYTES: the element size of each dtype name a trace may hold.
+int64_t dtype_bytes(std::string_view dtype, bool* known) {
+  static const std::unordered_map<std::string_view, int64_t> kBytes = {
+      {"float64", 8},       {"double", 8},         {"float32", 4},         {"float", 4},
+      {"float16", 2},       {"half", 2},           {"bfloat16", 2},        {"complex128", 16},
+      {"complex64", 8},     {"complex32", 4},      {"int64", 8},           {"long", 8},
+      {"int32", 4},         {"int", 4},            {"int16", 2},           {"short", 2},
+      {"int8", 1},          {"uint8", 1},          {"uint16", 2},          {"uint32", 4},
+      {"uint64", 8},        {"bool", 1},           {"float8_e4m3fn", 1},   {"float8_e5m2", 1},
+      {"float8_e4m3fnuz", 1}, {"float8_e5m2fnuz", 1}, {"float8_e8m0fnu", 1}, {"qint8", 1},
+      {"quint8", 1},        {"qint32", 4},
+  };
+  const auto it = kBytes.find(dtype);
+  if (known != nullptr) *known = it != kBytes.end();
+  return it == kBytes.end() ? 0 : it->second;
+}
+
+// Ops that make a new tensor without computing it from data: how optimizers create state.
+bool is_factory(std::string_view base) {
+  static const std::unordered_set<std::string_view> kFactory = {
+      "zeros", "zeros_like", "empty", "empty_like", "empty_strided", "full", "full_like",
+      "ones", "ones_like", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "clone",
+      "new_zeros", "new_empty", "new_full", "new_ones", "_to_copy", "tensor"};
+  return kFactory.count(base) != 0;
+}
+
+bool is_matmul(std::string_view base) {
+  static const std::unordered_set<std::string_view> kMatmul = {
+      "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_addmm_activation",
+      "addbmm", "_scaled_mm", "_int_mm", "addmv", "mv"};
+  return kMatmul.count(base) != 0;
+}
+
+// Fused optimizer kernels update these list arguments in place besides "self".
+bool is_fused_state_arg(std::string_view name) {
+  return name == "exp_avgs" || name == "exp_avg_sqs" || name == "max_exp_avg_sqs" ||
+         name == "momentum_buffer_list" || name == "state_sums";
+}
+
+std::string_view base_name(std::string_view name) {
+  const auto at = name.find("::");
+  return at == std::string_view::npos ? name : name.substr(at + 2);
+}
+
+bool in_place(const OpRecord& op) {
+  const std::string_view base = base_name(op.name);
+  return base.ends_with("_") && !base.ends_with("__");
+}
+
+// The arguments an op updates in place (memory.py's _mutable_args).
+struct Mutable {
+  enum class Kind { None, Out, Self, SelfAndFusedState } kind = Kind::None;
+  bool contains(std::string_view arg) const {
+    switch (kind) {
+      case Kind::None: return false;
+      case Kind::Out: return arg == "out";
+      case Kind::Self: return arg == "self";
+      case Kind::SelfAndFusedState: return arg == "self" || is_fused_state_arg(arg);
+    }
+    return false;
+  }
+};
+
+Mutable mutable_args(const OpRecord& op) {
+  if (op.overload.starts_with("out")) return {Mutable::Kind::Out};
+  if (!in_place(op)) return {};
+  return {base_name(op.name).starts_with("_fused_") ? Mutable::Kind::SelfAndFusedState
+                                                   : Mutable::Kind::Self};
+}
+
+// Each tensor among an op's arguments, in order (trace.py's tensor_args).
+template <class Fn>
+void for_each_tensor_arg(const OpRecord& op, Fn&& fn) {
+  for (const Argument& arg : op.args) {
+    if (arg.value.kind != ArgValue::Kind::Tensor && arg.value.kind != ArgValue::Kind::TensorList) {
+      continue;
+    }
+    for (const TensorMeta& meta : arg.value.tensors) fn(arg.name, meta);
+  }
+}
+
+bool contiguous(const TensorMeta& t) {
+  if (t.strides.size() != t.shape.size()) return false;
+  int64_t step = 1;
+  for (std::size_t i = t.shape.size(); i-- > 0;) {
+    if (t.strides[i] != step) return false;
+    step *= std::max<int64_t>(t.shape[i], 1);
+  }
+  return true;
+}
+
+// Bytes from the storage's start to the tensor's last element (memory.py's _storage_bytes).
+int64_t storage_bytes(const TensorMeta& t) {
+  const int64_t size = dtype_bytes(t.dtype, nullptr);
+  if (std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d == 0; })) return 0;
+  int64_t extent = 1;
+  if (contiguous(t)) {  // a trace file omits row-major strides
+    for (int64_t d : t.shape) extent *= d;
+  } else {
+    for (std::size_t i = 0; i < t.shape.size() && i < t.strides.size(); ++i) {
+      extent += (t.shape[i] - 1) * std::abs(t.strides[i]);
+    }
+  }
+  return (t.storage_offset + extent) * size;
+}
+
+using Phases = unsigned;  // a set of phases, one bit each
+Phases bit(Phase p) { return 1u << static_cast<unsigned>(p); }
+
+struct Storage {
+  int64_t nbytes = 0;
+  std::size_t first = 0;
+  std::size_t last = 0;
+  bool created = false;   // first seen as an output of an op of this step
+  uint64_t last_id = 0;   // id of the last op that used it
+  std::string_view created_by;
+  Phase created_phase = Phase::Other;
+  Phases read_in = 0;
+  Phases mutated_in = 0;
+};
+
+enum class Category { Parameters, Gradients, OptimizerState, Inputs, Activations };
+
+Category category(const Storage& s) {
+  if (!s.created && (s.mutated_in & bit(Phase::Optimizer)) && (s.read_in & bit(Phase::Forward))) {
+    return Category::Parameters;
+  }
+  const bool written_by_backward = (s.created && s.created_phase == Phase::Backward) ||
+                                   (s.mutated_in & bit(Phase::Backward));
+  if (written_by_backward && (s.read_in & bit(Phase::Optimizer))) return Category::Gradients;
+  if ((s.mutated_in & bit(Phase::Optimizer)) && (!s.created || is_factory(s.created_by))) {
+    return Category::OptimizerState;
+  }
+  return s.created ? Category::Activations : Category::Inputs;
+}
+
+// Per storage id, the composite ops (in order) that returned it without receiving it, and
+// whether their ids increase (then searched by bisection).
+struct Makers {
+  std::vector<const OpRecord*> ops;
+  bool increasing = true;
+};
+
+// Storage ids among an op's tensor arguments (0 included, as memory.py's set is).
+std::unordered_set<uint64_t> input_storages(const OpRecord& op) {
+  std::unordered_set<uint64_t> ids;
+  for_each_tensor_arg(op, [&](const std::string&, const TensorMeta& m) { ids.insert(m.storage); });
+  return ids;
+}
+
+std::unordered_map<uint64_t, Makers> made_by_composites(const std::vector<OpRecord>& ops) {
+  std::unordered_map<uint64_t, Makers> made;
+  for (const OpRecord& op : ops) {
+    if (!op.has_children) continue;
+    const auto inputs = input_storages(op);
+    for (const TensorMeta& meta : op.outputs) {
+      if (meta.storage == 0 || inputs.count(meta.storage)) continue;
+      Makers& m = made[meta.storage];
+      if (!m.ops.empty() && m.ops.back()->id > op.id) m.increasing = false;
+      m.ops.push_back(&op);
+    }
+  }
+  return made;
+}
+
+// The composite op that made `sid` most recently at or before op `op_id` (memory.py's _maker).
+const OpRecord* maker(uint64_t op_id, uint64_t sid,
+                      const std::unordered_map<uint64_t, Makers>& made_by) {
+  const auto it = made_by.find(sid);
+  if (it == made_by.end()) return nullptr;
+  const auto& ops = it->second.ops;
+  if (it->second.increasing) {
+    const auto at = std::upper_bound(ops.begin(), ops.end(), op_id,
+                                     [](uint64_t id, const OpRecord* m) { return id < m->id; });
+    return at == ops.begin() ? nullptr : *(at - 1);
+  }
+  for (auto m = ops.rbegin(); m != ops.rend(); ++m) {
+    if ((*m)->id <= op_id) return *m;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+StepMemory estimate_step_memory(const Step& step) {
+  StepMemory result;
+  result.measured_peak_bytes = step.measured_peak_bytes;
+  // Leaf ops allocate; a composite op's outputs are its sub-ops' (or views of its inputs).
+  std::vector<const OpRecord*> ops;
+  std::unordered_map<uint64_t, const OpRecord*> by_id;
+  by_id.reserve(step.ops.size());
+  for (const OpRecord& op : step.ops) {
+    by_id[op.id] = &op;
+    if (!op.has_children) ops.push_back(&op);
+  }
+  // On a GPU capture only CUDA tensors occupy device memory; on a CPU capture all count.
+  bool only_cuda = false;
+  for (const OpRecord* op : ops) {
+    const auto cuda = [](const TensorMeta& m) { return m.device.starts_with("cuda"); };
+    for_each_tensor_arg(*op, [&](const std::string&, const TensorMeta& m) { only_cuda |= cuda(m); });
+    only_cuda |= std::any_of(op->outputs.begin(), op->outputs.end(), cuda);
+    if (only_cuda) break;
+  }
+  std::set<std::string> unknown_dtypes;
+  const auto counted = [&](const TensorMeta& m) {
+    if (!m.defined || m.device == "meta") return false;
+    bool known = false;
+    dtype_bytes(m.dtype, &known);
+    if (!known) unknown_dtypes.insert(m.dtype.empty() ? "(none)" : m.dtype);
+    return !only_cuda || m.device.starts_with("cuda");
+  };
+  const auto root = [&](const OpRecord* op) {  // the op user code or autograd called
+    while (op->parent) {
+      const auto it = by_id.find(*op->parent);
+      if (it == by_id.end()) break;
+      op = it->second;
+    }
+    return op;
+  };
+
+  const auto made_by = made_by_composites(step.ops);
+  std::vector<Storage> storages;
+  std::unordered_map<uint64_t, std::size_t> current;  // storage id -> its live generation
+  std::vector<int64_t> anonymous(ops.size() + 1, 0);  // outputs without a storage id
+  std::unordered_set<uint64_t> applied;  // composite ops whose in-place updates are counted
+
+  struct Input {
+    const std::string* name;
+    const TensorMeta* meta;
+    Mutable mutable_here;
+  };
+  std::vector<Input> inputs;
+  std::vector<const OpRecord*> started;
+  std::vector<const TensorMeta*> outputs;
+  std::unordered_set<uint64_t> input_ids, made_here;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const OpRecord& op = *ops[i];
+    const Phase phase = op.phase;
+    result.uses_matmul = result.uses_matmul || is_matmul(base_name(op.name));
+    inputs.clear();
+    const Mutable own = mutable_args(op);
+    for_each_tensor_arg(op, [&](const std::string& name, const TensorMeta& m) {
+      if (counted(m)) inputs.push_back({&name, &m, own});
+    });
+    input_ids.clear();
+    for (const Input& in : inputs) input_ids.insert(in.meta->storage);
+    // A composite op's arguments are used at its first leaf (its kernel may read or update
+    // them itself).
+    started.clear();
+    const OpRecord* ancestor = &op;
+    while (ancestor->parent) {
+      const auto it = by_id.find(*ancestor->parent);
+      if (it == by_id.end()) break;
+      ancestor = it->second;
+      if (!applied.insert(ancestor->id).second) break;
+      started.push_back(ancestor);
+      const Mutable outer = mutable_args(*ancestor);
+      for_each_tensor_arg(*ancestor, [&](const std::string& name, const TensorMeta& m) {
+        if (counted(m)) inputs.push_back({&name, &m, outer});
+      });
+    }
+    for (const Input& in : inputs) {
+      const uint64_t sid = in.meta->storage;
+      if (sid == 0) continue;
+      const OpRecord* made = maker(op.id, sid, made_by);
+      auto cur = current.find(sid);
+      if (cur != current.end() && made != nullptr && made->id > storages[cur->second].last_id) {
+        current.erase(cur);
+        cur = current.end();
+      }
+      if (cur == current.end()) {  // existed before the step, unless a composite made it
+        Storage s;
+        s.nbytes = storage_bytes(*in.meta);
+        s.first = s.last = i;
+        s.created = made != nullptr;
+        if (made != nullptr) {
+          s.created_by = base_name(made->name);
+          s.created_phase = made->phase;
+        }
+        cur = current.emplace(sid, storages.size()).first;
+        storages.push_back(s);
+      }
+      Storage& s = storages[cur->second];
+      s.nbytes = std::max(s.nbytes, storage_bytes(*in.meta));
+      s.last = i;
+      s.last_id = op.id;
+      s.read_in |= bit(phase);
+      if (in.mutable_here.contains(*in.name)) s.mutated_in |= bit(phase);
+    }
+    // A composite op's results exist from its start: its first leaf.
+    outputs.clear();
+    for (const TensorMeta& m : op.outputs) outputs.push_back(&m);
+    for (const OpRecord* a : started) {
+      if (!a->has_children) continue;
+      const auto a_inputs = input_storages(*a);
+      for (const TensorMeta& m : a->outputs) {
+        if (m.storage != 0 && !a_inputs.count(m.storage)) outputs.push_back(&m);
+      }
+    }
+    made_here.clear();  // nested composites return the same storage: one storage
+    for (const TensorMeta* m : outputs) {
+      if (!counted(*m)) continue;
+      const uint64_t sid = m->storage;
+      if (sid == 0) {
+        anonymous[i] += storage_bytes(*m);
+        continue;
+      }
+      if (!made_here.insert(sid).second) continue;
+      auto cur = current.find(sid);
+      if (cur != current.end() && !input_ids.count(sid)) {  // a new storage at a freed address
+        current.erase(cur);
+        cur = current.end();
+      }
+      if (cur == current.end()) {
+        Storage s;
+        s.nbytes = storage_bytes(*m);
+        s.first = s.last = i;
+        s.created = true;
+        s.created_by = base_name(root(&op)->name);
+        s.created_phase = phase;
+        cur = current.emplace(sid, storages.size()).first;
+        storages.push_back(s);
+      }
+      Storage& s = storages[cur->second];
+      s.nbytes = std::max(s.nbytes, storage_bytes(*m));
+      s.last = i;
+      s.last_id = op.id;
+    }
+  }
+
+  if (!ops.empty() && std::none_of(ops.begin(), ops.end(), [](const OpRecord* op) {
+        return op->phase == Phase::Optimizer;
+      })) {
+    result.notes.push_back("no optimizer step in this step: parameters are counted with inputs");
+  }
+  if (step.dropped_ops != 0) {
+    result.notes.push_back(std::to_string(step.dropped_ops) +
+                           " op(s) were not recorded (capture cap): the estimate misses their tensors");
+  }
+  if (!unknown_dtypes.empty()) {
+    std::string note = "tensors of unknown dtype counted as 0 bytes: ";
+    bool first = true;
+    for (const std::string& d : unknown_dtypes) {
+      note += (first ? "" : ", ") + d;
+      first = false;
+    }
+    result.notes.push_back(note);
+  }
+
+  const std::size_t n = ops.size();
+  std::vector<int64_t> delta_live(n + 1, 0), delta_act(n + 1, 0);
+  for (const Storage& s : storages) {
+    switch (category(s)) {
+      case Category::Activations:
+        for (auto* delta : {&delta_act, &delta_live}) {
+          (*delta)[s.first] += s.nbytes;
+          (*delta)[s.last + 1] -= s.nbytes;
+        }
+        continue;
+      case Category::Parameters: result.parameters += s.nbytes; break;
+      case Category::Gradients: result.gradients += s.nbytes; break;
+      case Category::OptimizerState: result.optimizer_state += s.nbytes; break;
+      case Category::Inputs: result.inputs += s.nbytes; break;
+    }
+    // pre-existing storages live all step; ones made in the step live from creation on
+    delta_live[s.created ? s.first : 0] += s.nbytes;
+  }
+  for (std::size_t at = 0; at < n; ++at) {
+    for (auto* delta : {&delta_act, &delta_live}) {
+      (*delta)[at] += anonymous[at];
+      (*delta)[at + 1] -= anonymous[at];
+    }
+  }
+  int64_t live = 0, act = 0, peak = 0, act_peak = 0;
+  std::size_t peak_at = 0;
+  for (std::size_t t = 0; t < n; ++t) {
+    live += delta_live[t];
+    act += delta_act[t];
+    if (live > peak) {
+      peak = live;
+      peak_at = t;
+    }
+    act_peak = std::max(act_peak, act);
+  }
+  result.activations = act_peak;
+  result.live_peak = peak;
+  if (n != 0) {
+    result.peak_op = ops[peak_at]->name;
+    result.peak_phase = to_string(ops[peak_at]->phase);
+  }
+  return result;
+}
+
+}  // namespace habitat

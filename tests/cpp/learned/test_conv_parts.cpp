@@ -1,0 +1,74 @@
+// A transposed convolution is forecast as the direct convolution whose passes it runs: its
+// forward is that convolution's data gradient, its input gradient the forward pass, its
+// weight gradient the weight gradient (before, transposed convolutions had no learned parts
+// and fell back to the roofline: DCGAN's generator at a third of its measured H100 time).
+#include <gtest/gtest.h>
+
+#include "cost/test_op_cost_builders.h"
+#include "habitat/learned_models.h"
+#include "habitat/op_cost.h"
+
+namespace habitat {
+namespace {
+
+using namespace habitat::test;
+
+// x [8, 64, 8, 8] -> y [8, 32, 16, 16] by w [64, 32, 4, 4], stride 2, padding 1.
+const TensorMeta kX = T({8, 64, 8, 8});
+const TensorMeta kW = T({64, 32, 4, 4});
+const TensorMeta kY = T({8, 32, 16, 16});
+
+OpRecord transposed_forward(const std::string& name, bool flag) {
+  std::vector<Argument> args{tensor("input", kX), tensor("weight", kW), ints("stride", {2, 2}),
+                             ints("padding", {1, 1})};
+  if (flag) args.push_back(boolean("transposed", true));
+  return op(name, "", args, {kY});
+}
+
+void expect_direct_pass(const LearnedShape& s, double grad) {
+  EXPECT_EQ(s.at("batch"), 8);
+  EXPECT_EQ(s.at("cin"), 32);   // the direct convolution reads y's 32 channels
+  EXPECT_EQ(s.at("cout"), 64);  // and writes x's 64
+  EXPECT_EQ(s.at("size"), 16);
+  EXPECT_EQ(s.at("kernel"), 4);
+  EXPECT_EQ(s.at("stride"), 2);
+  EXPECT_EQ(s.at("padding"), 1);
+  EXPECT_EQ(s.at("grad"), grad);
+}
+
+TEST(ConvParts, TransposedForwardIsTheDirectConvolutionsDataGradient) {
+  for (const auto& [name, flag] : {std::pair{std::string("aten::convolution"), true},
+                                   std::pair{std::string("aten::conv_transpose2d"), false}}) {
+    SCOPED_TRACE(name);
+    const OpRecord o = transposed_forward(name, flag);
+    const auto parts = learned_parts(o, estimate_cost(o));
+    ASSERT_EQ(parts.size(), 1u);
+    EXPECT_EQ(parts[0].family, LearnedFamily::Conv);
+    expect_direct_pass(parts[0].shape, 1);
+  }
+}
+
+TEST(ConvParts, TransposedBackwardRunsTheForwardAndWeightGradientPasses) {
+  const OpRecord o = op("aten::convolution_backward", "",
+                        {tensor("grad_output", kY), tensor("input", kX), tensor("weight", kW),
+                         ints("stride", {2, 2}), ints("padding", {1, 1}), boolean("transposed", true),
+                         bools("output_mask", {1, 1, 0})},
+                        {kX, kW});
+  const auto parts = learned_parts(o, estimate_cost(o));
+  ASSERT_EQ(parts.size(), 2u);
+  expect_direct_pass(parts[0].shape, 0);
+  expect_direct_pass(parts[1].shape, 2);
+}
+
+// Its work is the direct convolution's: the cost rule counts the same FLOPs.
+TEST(ConvParts, TransposedAndDirectPassesCostTheSameFlops) {
+  const OpRecord t = transposed_forward("aten::convolution", true);
+  const OpRecord direct = op("aten::convolution", "",
+                             {tensor("input", kY), tensor("weight", kW), ints("stride", {2, 2}),
+                              ints("padding", {1, 1})},
+                             {kX});
+  EXPECT_DOUBLE_EQ(estimate_cost(t).flops, estimate_cost(direct).flops);
+}
+
+}  // namespace
+}  // namespace habitat

@@ -1,0 +1,66 @@
+"""The collective model against the published nccl-tests curves (benchmarks/collectives): the
+achieved constants in devices.json are what calibrate.py fits on the calibration curves, and
+the evaluation curves (never fitted to) stay where benchmarks/collectives/README.md reports."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from habitat.analysis.cluster import Cluster
+
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "collectives"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def comparison() -> dict[str, dict]:
+    return {c["name"]: c for c in _load("compare_nccl_tests").compare()}
+
+
+def test_every_curve_has_a_role_and_a_source() -> None:
+    curves = json.loads((BENCH / "nccl_tests_all_reduce.json").read_text())["curves"]
+    roles = {c["role"] for c in curves}
+    assert roles == {"calibration", "evaluation"}
+    for c in curves:
+        assert c["source"] and c["algorithm"] in ("auto", "nvls")
+
+
+def test_devices_json_holds_what_calibrate_fits() -> None:
+    curves = json.loads((BENCH / "nccl_tests_all_reduce.json").read_text())["curves"]
+    fit = _load("calibrate").fit_curve
+    for curve in (c for c in curves if c["role"] == "calibration"):
+        got = fit(curve)
+        achieved = Cluster(curve["device"], curve["ranks"]).intra["achieved"]
+        for proto in ("LL", "LL128", "Simple"):
+            if proto in got:
+                assert achieved[proto]["busbw_fraction"] == pytest.approx(got[proto]["busbw_fraction"], abs=1e-3)
+                assert achieved[proto]["step_latency_us"] == pytest.approx(got[proto]["step_latency_us"], abs=0.01)
+        if "nvls_chunk_overhead_us" in got:
+            assert achieved["nvls_latency_us"] == pytest.approx(got["nvls_latency_us"], abs=0.05)
+            assert achieved["nvls_chunk_overhead_us"] == pytest.approx(got["nvls_chunk_overhead_us"], abs=0.005)
+
+
+def test_evaluation_curves_stay_where_the_readme_reports(comparison: dict[str, dict]) -> None:
+    evaluation = [c for c in comparison.values() if c["role"] == "evaluation"]
+    assert len(evaluation) == 3 and all(c["points"] == 11 for c in evaluation)
+    by_gpu = {c["name"].split("(")[0].strip(): c for c in evaluation}
+    # Hopper: within the issue's 15% on both curves; the A100 curve misses it at 1-2 MiB, where its
+    # one-thread harness has a ~100 us floor (benchmarks/collectives/README.md).
+    assert by_gpu["8x H100 SXM5 80GB"]["mean_abs_error_pct"] <= 15
+    assert by_gpu["8x H200 SXM"]["mean_abs_error_pct"] <= 15
+    assert by_gpu["8x A100 SXM4"]["mean_abs_error_pct"] <= 20
+    for c in evaluation:  # the achieved model beats NCCL's tuner numbers on every curve
+        assert c["mean_abs_error_pct"] < c["nccl_tuner_mean_abs_error_pct"]
