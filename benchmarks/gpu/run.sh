@@ -64,29 +64,28 @@ run_tests() {
   return $rc
 }
 
-bench() {
+# One benchmark script over the models given (its own default set when none), logged.
+run_script() {  # name time-limit script out-dir [models...]
+  local name=$1 limit=$2 script=$3 dest=$4
+  shift 4
   installed || build || return 1
-  log "benchmark: ${*:-all models}"
+  log "$name: ${*:-default models}"
   local args=()
   [ $# -gt 0 ] && args=(--models "$@")
   local t0=$SECONDS
-  PYTHONPATH=python timeout 1500 "$PY" benchmarks/gpu/run_gpu_benchmark.py --out "$OUT" "${args[@]}" \
-    2>&1 | tee "$LOGS/bench${1:+_$1}.log"
+  PYTHONPATH=python timeout "$limit" "$PY" "$script" --out "$dest" "${args[@]}" \
+    2>&1 | tee "$LOGS/$name${1:+_$1}.log"
   local rc=${PIPESTATUS[0]}
-  log "benchmark exit $rc in $((SECONDS - t0)) s"
+  log "$name exit $rc in $((SECONDS - t0)) s"
   return $rc
 }
 
+bench() { run_script bench 1500 benchmarks/gpu/run_gpu_benchmark.py "$OUT" "$@"; }
+
 overhead() {
-  installed || build || return 1
-  log "overhead table: ${*:-resnet50 gpt2_small dcgan}"
-  local args=()
-  [ $# -gt 0 ] && args=(--models "$@")
-  local t0=$SECONDS
-  PYTHONPATH=python timeout 570 "$PY" benchmarks/overhead/gpu_table.py --out "$OUT/overhead" "${args[@]}" \
-    2>&1 | tee "$LOGS/overhead${1:+_$1}.log"
-  local rc=${PIPESTATUS[0]}
-  log "overhead exit $rc in $((SECONDS - t0)) s (table: $OUT/overhead/gpu-overhead.md)"
+  run_script overhead 570 benchmarks/overhead/gpu_table.py "$OUT/overhead" "$@"
+  local rc=$?
+  log "overhead table: $OUT/overhead/gpu-overhead.md"
   return $rc
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -10,10 +11,21 @@
 
 #include "habitat/device.h"
 #include "habitat/op_cost.h"
+#include "habitat/trace.h"
 
 namespace habitat {
 
 struct OpPrediction;
+struct Forecast;
+
+// Whether two steps do the same device work: equal in every field the per-op forecasts and
+// totals read. That is every field but their host times (an op's start_us, wall_us,
+// overhead_us, its kernels' launch_us and device_start_us; the step's index, wall time, syncs
+// and hook time), which only the timeline reads, and the labels no forecast reads (an op's
+// module_path, autograd_node and thread). Two such steps get the same per-op forecasts and
+// totals; only their timelines can differ. A predictor that starts reading one of the fields
+// left out must add it here (prediction_memo.cpp, visit_work).
+bool same_work(const Step& a, const Step& b);
 
 // What the predictor computed for one distinct op (Predictor's op key): its cost, the origin
 // side of a ratio method (computed once per op, not once per target) and its prediction on
@@ -44,7 +56,30 @@ class PredictionMemo {
 
   std::size_t size() const { return entries_.size(); }
 
+  // The last step forecast through this memo whose every op was already in it (a training
+  // loop's steady state), kept to answer the next step that does the same work (same_work)
+  // for the same targets without forecasting op by op. Its forecast has no timelines: the
+  // predictor plays the new step's own host times. Null when there is none.
+  // Steps of more ops are not kept (the copy of a step's work and forecast grows with it; a
+  // step of a million ops would hold hundreds of MB for one memo).
+  static constexpr std::size_t kMaxRepeatOps = std::size_t{1} << 18;
+
+  struct Repeat {
+    std::shared_ptr<const Forecast> forecast;
+    std::shared_ptr<const std::string> rows;  // its ops as rows (forecast_rows.h), once asked for
+    std::vector<double> shares;               // shares_by_target (predictor.h), once asked for
+  };
+  Repeat* repeat_of(const Step& step, const std::vector<const Device*>& targets);
+  Repeat* remember(const Step& step, const std::vector<const Device*>& targets,
+                   std::shared_ptr<const Forecast> forecast);
+
  private:
+  struct LastStep {
+    std::string work;  // the step's work as bytes (what same_work compares)
+    std::vector<const Device*> targets;
+    Repeat repeat;
+  };
+  std::optional<LastStep> last_;
   std::unordered_map<std::string, Entry> entries_;
   std::unordered_map<const Device*, std::size_t> slots_;
   std::size_t max_ops_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,6 +69,20 @@ struct Forecast {
 // Plays the step's host schedule on every target of `f` from its op shares (see timeline.h).
 void add_timelines(Forecast& f, const Step& step, const TraceOrigin& origin,
                    const TimelineOptions& options);
+// The op shares of `ops` (aligned with a step's ops) target by target: [t * ops.size() + i].
+std::vector<double> shares_by_target(const std::vector<OpForecast>& ops, std::size_t n_targets);
+// The timelines of `step` on `n_targets` targets from its op shares (shares_by_target).
+std::vector<TimelineResult> step_timelines(const std::vector<double>& shares, std::size_t n_targets,
+                                           const Step& step, const TraceOrigin& origin,
+                                           const TimelineOptions& options);
+
+// A forecast for readers of totals and columns: everything but the per-op part (`summary.ops`
+// is empty), and that part as rows (forecast_rows.h). The rows of a repeated step are shared
+// with the last one's, not built again.
+struct ForecastParts {
+  Forecast summary;
+  std::shared_ptr<const std::string> rows;
+};
 
 class Predictor {
  public:
@@ -77,6 +92,9 @@ class Predictor {
   // Runtime-based for ops with kernels measured on a known GPU origin; shape-based otherwise.
   Forecast predict(const Step& step, const TraceOrigin& origin,
                    const std::vector<std::string>& targets) const;
+  // The same forecast as parts: what predict gives, its ops as rows.
+  ForecastParts predict_parts(const Step& step, const TraceOrigin& origin,
+                              const std::vector<std::string>& targets) const;
 
   // Per-op predictions are memoised within a step by everything they depend on (op name,
   // overload, arguments, outputs, kernels): bit-identical results, each distinct op computed
@@ -91,10 +109,20 @@ class Predictor {
   // Keeps the memo in `memo` across calls (steps), not just within one step. The caller owns
   // it and keeps one per context (device database, learned models, trace origin: everything
   // a prediction reads besides the op and the target), used by one thread at a time.
-  // Null (the default): a fresh memo per call.
+  // Null (the default): a fresh memo per call. With a memo, a step doing the same work as
+  // the last fully known step (same_work, prediction_memo.h) reuses its per-op forecasts and
+  // totals wholesale; only its timeline is played again from its own host times.
   void set_memo(PredictionMemo* memo) { shared_memo_ = memo; }
 
  private:
+  std::vector<const Device*> devices_of(const std::vector<std::string>& targets) const;
+  // The forecast without timelines; `repeats`: every op was in the shared memo already (the
+  // caller remembers the forecast there).
+  Forecast predict_ops(const Step& step, const TraceOrigin& origin,
+                       const std::vector<const Device*>& devices, bool& repeats) const;
+  // The shared memo's entry for a step doing the same work as the last one, or null.
+  PredictionMemo::Repeat* repeat_of(const Step& step, const std::vector<const Device*>& devices) const;
+
   const DeviceDatabase& db_;
   const ShapeModel* model_;
   bool memoize_ = true;

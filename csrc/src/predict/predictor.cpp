@@ -1,6 +1,7 @@
 #include "habitat/predictor.h"
 
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -13,6 +14,7 @@
 #include "predict/op_key.h"
 #include "predict/shape_efficiency.h"
 #include "predict/timeline_json.h"
+#include "habitat/forecast_rows.h"
 #include "habitat/wave_scaling.h"
 
 namespace habitat {
@@ -224,15 +226,71 @@ const char* to_string(Method m) {
   return "unknown";
 }
 
+std::vector<const Device*> Predictor::devices_of(const std::vector<std::string>& targets) const {
+  std::vector<const Device*> devices;
+  devices.reserve(targets.size());
+  for (const auto& name : targets) devices.push_back(&db_.find(name));
+  return devices;
+}
+
+PredictionMemo::Repeat* Predictor::repeat_of(const Step& step,
+                                             const std::vector<const Device*>& devices) const {
+  // A step doing the same work as the last one this memo saw in full: the same per-op
+  // forecasts and totals (they read no host time); only the timeline is the new step's own.
+  if (!memoize_ || shared_memo_ == nullptr) return nullptr;
+  return shared_memo_->repeat_of(step, devices);
+}
+
 Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
                             const std::vector<std::string>& targets) const {
-  Forecast f;
-  std::vector<const Device*> devices;
-  for (const auto& name : targets) {
-    const Device& d = db_.find(name);
-    devices.push_back(&d);
-    f.targets.push_back(d.name);
+  const std::vector<const Device*> devices = devices_of(targets);
+  if (const PredictionMemo::Repeat* repeat = repeat_of(step, devices)) {
+    Forecast again = *repeat->forecast;
+    if (timeline_on_) add_timelines(again, step, origin, timeline_);
+    return again;
   }
+  bool repeats = false;
+  Forecast f = predict_ops(step, origin, devices, repeats);
+  if (repeats) shared_memo_->remember(step, devices, std::make_shared<const Forecast>(f));
+  if (timeline_on_) add_timelines(f, step, origin, timeline_);
+  return f;
+}
+
+ForecastParts Predictor::predict_parts(const Step& step, const TraceOrigin& origin,
+                                       const std::vector<std::string>& targets) const {
+  const std::vector<const Device*> devices = devices_of(targets);
+  std::shared_ptr<const Forecast> whole;
+  PredictionMemo::Repeat* repeat = repeat_of(step, devices);
+  if (repeat != nullptr) {
+    whole = repeat->forecast;
+  } else {
+    bool repeats = false;
+    whole = std::make_shared<const Forecast>(predict_ops(step, origin, devices, repeats));
+    if (repeats) repeat = shared_memo_->remember(step, devices, whole);
+  }
+  ForecastParts out;
+  if (repeat != nullptr) {
+    if (repeat->rows == nullptr) repeat->rows = std::make_shared<const std::string>(forecast_ops_to_rows(*whole));
+    out.rows = repeat->rows;
+  } else {
+    out.rows = std::make_shared<const std::string>(forecast_ops_to_rows(*whole));
+  }
+  out.summary.targets = whole->targets;
+  out.summary.totals = whole->totals;
+  out.summary.unsupported = whole->unsupported;
+  if (timeline_on_ && whole->ops.size() == step.ops.size()) {
+    const std::size_t n_targets = whole->targets.size();
+    if (repeat != nullptr && repeat->shares.empty()) repeat->shares = shares_by_target(whole->ops, n_targets);
+    out.summary.timelines = step_timelines(repeat != nullptr ? repeat->shares : shares_by_target(whole->ops, n_targets),
+                                           n_targets, step, origin, timeline_);
+  }
+  return out;
+}
+
+Forecast Predictor::predict_ops(const Step& step, const TraceOrigin& origin,
+                                const std::vector<const Device*>& devices, bool& repeats) const {
+  Forecast f;
+  for (const Device* d : devices) f.targets.push_back(d->name);
   const Device* origin_gpu = origin.device == "cpu" ? nullptr : db_.try_find(origin.device);
   const OpPredictor op_predictor(origin_gpu, model_);
 
@@ -256,6 +314,7 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
   std::vector<std::size_t> slots(n_targets);
   for (std::size_t t = 0; t < n_targets; ++t) slots[t] = memo.slot(devices[t]);
   OpKey op_key;
+  bool all_known = true;  // every op was in the memo already: a step seen before
   std::vector<std::vector<OpPrediction>> own(n_ops);
   for (std::size_t i = 0; i < n_ops; ++i) {
     const OpRecord& op = step.ops[i];
@@ -270,6 +329,7 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
       m = entry;
       cached = !inserted;
     }
+    all_known = all_known && cached;
     if (!cached) m->cost = estimate_cost(op, op_precision(op, origin));
     of.cost = m->cost;
     const bool composite_only =
@@ -358,7 +418,8 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
     }
   }
   f.unsupported.assign(unsupported.begin(), unsupported.end());
-  if (timeline_on_) add_timelines(f, step, origin, timeline_);
+  // Kept (by the caller) only once a step repeats, every op known: a one-off step costs no copy.
+  repeats = all_known && shared_memo_ != nullptr && n_ops <= PredictionMemo::kMaxRepeatOps;
   return f;
 }
 

@@ -1,4 +1,5 @@
 // add_timelines and the timelines' JSON: the timeline model fed from a forecast.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -9,19 +10,112 @@
 
 namespace habitat {
 
+namespace {
+
+// launch_durations for every target at once: what each event's duration is made of is read
+// from the step once, then each target only multiplies its op shares (the same arithmetic,
+// in the same order, as launch_durations).
+class LaunchScaling {
+ public:
+  LaunchScaling(const HostSchedule& schedule, const Step& step) : events_(schedule.events.size()) {
+    std::vector<double> measured(step.ops.size(), 0.0);
+    for (std::size_t i = 0; i < step.ops.size(); ++i) {
+      for (const auto& k : step.ops[i].kernels) measured[i] += k.duration_us;
+    }
+    for (std::size_t e = 0; e < schedule.events.size(); ++e) {
+      const HostEvent& ev = schedule.events[e];
+      Part& p = events_[e];
+      if (ev.kind != HostEvent::Kind::Launch || ev.op >= step.ops.size()) continue;
+      p.op = ev.op;
+      if (ev.kernel == HostEvent::kModelled) {
+        p.kind = Part::Kind::Whole;
+        continue;
+      }
+      const OpRecord& op = step.ops[ev.op];
+      if (ev.kernel >= op.kernels.size()) continue;
+      if (measured[ev.op] > 0) {
+        p.kind = Part::Kind::Measured;
+        p.numerator = op.kernels[ev.kernel].duration_us;
+        p.denominator = measured[ev.op];
+      } else {
+        p.kind = Part::Kind::Even;
+        p.denominator = static_cast<double>(op.kernels.size());
+      }
+    }
+  }
+
+  // Each event's device time on a target whose op shares are `share` (one per op).
+  void durations(const double* share, std::vector<double>& out) const {
+    out.assign(events_.size(), 0.0);
+    for (std::size_t e = 0; e < events_.size(); ++e) {
+      const Part& p = events_[e];
+      if (p.kind == Part::Kind::None) continue;
+      const double s = std::max(0.0, share[p.op]);
+      switch (p.kind) {
+        case Part::Kind::Whole:
+          out[e] = s;
+          break;
+        case Part::Kind::Measured:
+          out[e] = p.numerator * s / p.denominator;
+          break;
+        case Part::Kind::Even:
+          out[e] = s / p.denominator;
+          break;
+        case Part::Kind::None:
+          break;
+      }
+    }
+  }
+
+ private:
+  struct Part {
+    enum class Kind : unsigned char { None, Whole, Measured, Even };
+    Kind kind = Kind::None;
+    std::size_t op = 0;
+    double numerator = 0;
+    double denominator = 1;
+  };
+  std::vector<Part> events_;
+};
+
+}  // namespace
+
 void add_timelines(Forecast& f, const Step& step, const TraceOrigin& origin,
                    const TimelineOptions& options) {
   f.timelines.clear();
   if (f.ops.size() != step.ops.size()) return;
-  const HostSchedule schedule = build_host_schedule(step, origin, options);
-  std::vector<double> share(step.ops.size(), 0.0);
-  f.timelines.reserve(f.targets.size());
-  for (std::size_t t = 0; t < f.targets.size(); ++t) {
-    for (std::size_t i = 0; i < step.ops.size(); ++i) {
-      share[i] = t < f.ops[i].share.size() ? f.ops[i].share[t].time_us : 0.0;
-    }
-    f.timelines.push_back(simulate_timeline(schedule, launch_durations(schedule, step, share), options));
+  f.timelines = step_timelines(shares_by_target(f.ops, f.targets.size()), f.targets.size(), step,
+                               origin, options);
+}
+
+std::vector<double> shares_by_target(const std::vector<OpForecast>& ops, std::size_t n_targets) {
+  const std::size_t n_ops = ops.size();
+  std::vector<double> share(n_targets * n_ops, 0.0);
+  for (std::size_t i = 0; i < n_ops; ++i) {
+    const std::vector<OpPrediction>& op_share = ops[i].share;
+    const std::size_t known = std::min(n_targets, op_share.size());
+    for (std::size_t t = 0; t < known; ++t) share[t * n_ops + i] = op_share[t].time_us;
   }
+  return share;
+}
+
+std::vector<TimelineResult> step_timelines(const std::vector<double>& shares, std::size_t n_targets,
+                                           const Step& step, const TraceOrigin& origin,
+                                           const TimelineOptions& options) {
+  const std::size_t n_ops = step.ops.size();
+  if (shares.size() != n_targets * n_ops) {
+    throw std::invalid_argument("step_timelines: one share per op and target is needed");
+  }
+  const HostSchedule schedule = build_host_schedule(step, origin, options);
+  const LaunchScaling scaling(schedule, step);
+  std::vector<double> launch_us;
+  std::vector<TimelineResult> out;
+  out.reserve(n_targets);
+  for (std::size_t t = 0; t < n_targets; ++t) {
+    scaling.durations(shares.data() + t * n_ops, launch_us);
+    out.push_back(simulate_timeline(schedule, launch_us, options));
+  }
+  return out;
 }
 
 nlohmann::json timelines_json(const Forecast& f) {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -14,7 +14,8 @@ namespace {
 
 // Length of the union of [start, end) intervals: time at least one stream is busy.
 double union_length(std::vector<std::pair<double, double>> spans) {
-  std::sort(spans.begin(), spans.end());
+  // One stream's kernels come in start order already: most steps need no sort.
+  if (!std::is_sorted(spans.begin(), spans.end())) std::sort(spans.begin(), spans.end());
   double total = 0;
   double open_start = 0;
   double open_end = -1;
@@ -31,9 +32,19 @@ double union_length(std::vector<std::pair<double, double>> spans) {
   return total;
 }
 
+// When each stream is next free. A step uses a few streams: a short list searched in order
+// is faster than a hash map for every launch of every repeat on every target.
 class Device {
  public:
-  double& free_at(uint32_t stream) { return free_[stream]; }
+  double& free_at(uint32_t stream) {
+    if (stream == last_stream_ && last_ < free_.size()) return free_[last_].second;
+    std::size_t i = 0;
+    while (i < free_.size() && free_[i].first != stream) ++i;
+    if (i == free_.size()) free_.emplace_back(stream, 0.0);
+    last_stream_ = stream;
+    last_ = i;
+    return free_[i].second;
+  }
   double all_done() const {
     double t = 0;
     for (const auto& [stream, at] : free_) t = std::max(t, at);
@@ -41,7 +52,27 @@ class Device {
   }
 
  private:
-  std::unordered_map<uint32_t, double> free_;
+  std::vector<std::pair<uint32_t, double>> free_;
+  uint32_t last_stream_ = 0;
+  std::size_t last_ = static_cast<std::size_t>(-1);
+};
+
+// The per-phase sums of the last repeat, by phase value, and which phases were seen (the
+// result lists only those, as a map filled on first use would).
+struct PhaseSums {
+  static constexpr std::size_t kPhases = static_cast<std::size_t>(Phase::Other) + 1;
+  PhaseTimeline& operator[](Phase p) {
+    const auto i = static_cast<std::size_t>(p);
+    seen[i] = true;
+    return sums[i];
+  }
+  void move_to(std::map<Phase, PhaseTimeline>& out) const {
+    for (std::size_t i = 0; i < kPhases; ++i) {
+      if (seen[i]) out[static_cast<Phase>(i)] = sums[i];
+    }
+  }
+  PhaseTimeline sums[kPhases];
+  bool seen[kPhases] = {};
 };
 
 }  // namespace
@@ -97,9 +128,11 @@ TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector
   const double speed = options.host_speed;
   const int repeats = std::max(2, options.repeats);
   Device device;
+  PhaseSums phases;
   double host = 0;
   std::vector<double> ends;
   std::vector<std::pair<double, double>> busy;  // the last step's kernels
+  busy.reserve(schedule.events.size());
   for (int rep = 0; rep < repeats; ++rep) {
     const bool last = rep == repeats - 1;
     double prev = 0;
@@ -108,7 +141,7 @@ TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector
       const double gap = (e.host_us - prev) / speed;
       host += gap;
       prev = e.host_us;
-      if (last) r.phases[e.phase].host_us += gap;
+      if (last) phases[e.phase].host_us += gap;
       if (e.kind == HostEvent::Kind::Launch) {
         const double d = launch_us[i];
         if (!(d > 0)) continue;
@@ -117,7 +150,7 @@ TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector
         free = start + d;
         if (last) {
           busy.emplace_back(start, free);
-          r.phases[e.phase].device_us += d;
+          phases[e.phase].device_us += d;
           r.kernel_sum_us += d;
         }
         continue;
@@ -141,9 +174,10 @@ TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector
     }
     const double tail = (schedule.host_end_us - prev) / speed;
     host += tail;
-    if (last && !schedule.events.empty()) r.phases[schedule.events.back().phase].host_us += tail;
+    if (last && !schedule.events.empty()) phases[schedule.events.back().phase].host_us += tail;
     ends.push_back(std::max(host, device.all_done()));
   }
+  phases.move_to(r.phases);
   r.step_us = ends[ends.size() - 1] - ends[ends.size() - 2];
   r.host_us = schedule.host_end_us / speed;
   r.device_busy_us = union_length(std::move(busy));

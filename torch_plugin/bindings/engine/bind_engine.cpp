@@ -118,10 +118,14 @@ std::shared_ptr<MemoContext> memo_context(const TraceOrigin& o, const std::strin
 }
 
 // Forecasts one step for each target with the learned models in weights_dir (none: roofline
-// only); per-op predictions are memoised across steps and targets. Call without the GIL.
-Forecast forecast_for(const Step& step, const TraceOrigin& origin,
-                      const std::vector<std::string>& targets, const std::string& weights_dir,
-                      const TimelineSettings& timeline = {}) {
+// only) through `predict` (a Predictor member): per-op predictions are memoised across steps
+// and targets. Call without the GIL.
+template <class Result>
+Result forecast_with(Result (Predictor::*predict)(const Step&, const TraceOrigin&,
+                                                  const std::vector<std::string>&) const,
+                     const Step& step, const TraceOrigin& origin,
+                     const std::vector<std::string>& targets, const std::string& weights_dir,
+                     const TimelineSettings& timeline) {
   const ShapeModel* learned = learned_models(weights_dir);
   // A GPU at least as good on every figure is never forecast slower (learned_envelope.h).
   std::optional<DominanceEnvelope> envelope;
@@ -133,45 +137,107 @@ Forecast forecast_for(const Step& step, const TraceOrigin& origin,
   options.overhead_per_op_us = timeline.overhead_per_op_us;
   predictor.set_timeline(true, options);
   predictor.set_memoize(memo_enabled());
-  if (!memo_enabled()) return predictor.predict(step, origin, targets);
+  if (!memo_enabled()) return (predictor.*predict)(step, origin, targets);
   const std::shared_ptr<MemoContext> context = memo_context(origin, weights_dir);
   std::lock_guard<std::mutex> lock(context->mutex);
   predictor.set_memo(&context->memo);
-  return predictor.predict(step, origin, targets);
+  return (predictor.*predict)(step, origin, targets);
 }
 
-// A JSON value as Python objects, built here so that Python never parses the engine's results.
-py::object to_python(const nlohmann::json& j) {
-  switch (j.type()) {
-    case nlohmann::json::value_t::object: {
-      py::dict d;
-      for (const auto& [key, value] : j.items()) d[py::str(key)] = to_python(value);
-      return d;
-    }
-    case nlohmann::json::value_t::array: {
-      py::list l;
-      for (const auto& value : j) l.append(to_python(value));
-      return l;
-    }
-    case nlohmann::json::value_t::string:
-      return py::str(j.get_ref<const std::string&>());
-    case nlohmann::json::value_t::boolean:
-      return py::bool_(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-      return py::int_(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned:
-      return py::int_(j.get<uint64_t>());
-    case nlohmann::json::value_t::number_float:
-      return py::float_(j.get<double>());
-    default:
-      return py::none();
+// The whole forecast, per-op part included.
+Forecast forecast_for(const Step& step, const TraceOrigin& origin,
+                      const std::vector<std::string>& targets, const std::string& weights_dir,
+                      const TimelineSettings& timeline = {}) {
+  return forecast_with(&Predictor::predict, step, origin, targets, weights_dir, timeline);
+}
+
+// The forecast as totals and per-op rows (what Python reads).
+ForecastParts forecast_parts(const Step& step, const TraceOrigin& origin,
+                             const std::vector<std::string>& targets, const std::string& weights_dir,
+                             const TimelineSettings& timeline = {}) {
+  return forecast_with(&Predictor::predict_parts, step, origin, targets, weights_dir, timeline);
+}
+
+// A number of the summary as its JSON document gave it: a non-finite one is null.
+py::object number(double v) { return std::isfinite(v) ? py::object(py::float_(v)) : py::object(py::none()); }
+
+// A dict with its keys in sorted order, as the summary's JSON objects (std::map) list them.
+py::dict sorted_dict(std::vector<std::pair<std::string, py::object>> items) {
+  std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  py::dict d;
+  for (auto& [key, value] : items) d[py::str(key)] = std::move(value);
+  return d;
+}
+
+py::list str_list(const std::vector<std::string>& v) {
+  py::list l;
+  for (const auto& s : v) l.append(py::str(s));
+  return l;
+}
+
+py::dict timeline_dict(const std::string& target, const TimelineResult& r) {
+  std::vector<std::pair<std::string, py::object>> phases;
+  for (const auto& [phase, p] : r.phases) {
+    phases.emplace_back(to_string(phase), sorted_dict({{"host_ms", number(p.host_us / 1000.0)},
+                                                       {"device_ms", number(p.device_us / 1000.0)},
+                                                       {"host_bound", py::bool_(p.host_bound)}}));
   }
+  return sorted_dict({{"target", py::str(target)},
+                      {"valid", py::bool_(r.valid)},
+                      {"step_ms", number(r.step_us / 1000.0)},
+                      {"host_ms", number(r.host_us / 1000.0)},
+                      {"kernel_sum_ms", number(r.kernel_sum_us / 1000.0)},
+                      {"device_busy_ms", number(r.device_busy_us / 1000.0)},
+                      {"gpu_busy_fraction", number(r.gpu_busy_fraction)},
+                      {"host_bound", py::bool_(r.host_bound)},
+                      {"host_speed", number(r.host_speed)},
+                      {"phases", sorted_dict(std::move(phases))},
+                      {"launch_source", py::str(to_string(r.launch_source))},
+                      {"overhead_source", py::str(to_string(r.overhead_source))},
+                      {"overhead_per_op_us", number(r.overhead_per_op_us)},
+                      {"overhead_removed_ms", number(r.overhead_removed_us / 1000.0)},
+                      {"syncs", py::int_(r.syncs)},
+                      {"notes", str_list(r.notes)}});
 }
 
 // A forecast's summary (the forecast document without its ops: totals per target and phase,
-// timelines) as Python objects; small (per target, not per op).
+// timelines) as Python objects, built from the forecast directly: the same dicts, keys and
+// numbers as forecast_summary_to_json's document parsed (tests/python/data checks that).
 py::object summary_dict(const Forecast& f) {
-  return to_python(nlohmann::json::parse(forecast_summary_to_json(f)));
+  py::list totals;
+  for (std::size_t t = 0; t < f.targets.size(); ++t) {
+    const TargetTotals& tt = f.totals[t];
+    std::vector<std::pair<std::string, py::object>> phases;
+    for (const auto& [phase, us] : tt.phase_us) phases.emplace_back(to_string(phase), number(us / 1000.0));
+    std::vector<std::pair<std::string, py::object>> methods;
+    for (const auto& [method, n] : tt.method_ops) methods.emplace_back(to_string(method), py::int_(n));
+    totals.append(sorted_dict({{"target", py::str(f.targets[t])},
+                               {"total_ms", number(tt.total_us / 1000.0)},
+                               {"phases", sorted_dict(std::move(phases))},
+                               {"methods", sorted_dict(std::move(methods))}}));
+  }
+  std::vector<std::pair<std::string, py::object>> doc{
+      {"targets", str_list(f.targets)}, {"totals", totals}, {"unsupported", str_list(f.unsupported)}};
+  if (!f.timelines.empty()) {
+    py::list timelines;
+    for (std::size_t t = 0; t < f.timelines.size() && t < f.targets.size(); ++t) {
+      timelines.append(timeline_dict(f.targets[t], f.timelines[t]));
+    }
+    doc.emplace_back("timelines", timelines);
+  }
+  return sorted_dict(std::move(doc));
+}
+
+
+// Per-op rows (forecast_rows.h) as Python sees them: a read-only bytes-like buffer shared with
+// the engine (a repeated step's rows are the last one's), read by numpy.frombuffer without a
+// copy; bytes(rows) copies them.
+struct OpRowsBuffer {
+  std::shared_ptr<const std::string> data;
+};
+
+py::object rows_object(std::shared_ptr<const std::string> rows) {
+  return py::cast(OpRowsBuffer{std::move(rows)});
 }
 
 std::string forecast_step(const std::string& trace_json, const std::vector<std::string>& targets,
@@ -189,14 +255,14 @@ std::string forecast_step(const std::string& trace_json, const std::vector<std::
                    {host_speed, host_model_json}));
 }
 
-Forecast forecast_one_step(const std::string& trace_json, const std::vector<std::string>& targets,
-                           const std::string& weights_dir, const TimelineSettings& timeline) {
+ForecastParts forecast_one_step(const std::string& trace_json, const std::vector<std::string>& targets,
+                                const std::string& weights_dir, const TimelineSettings& timeline) {
   const Trace trace = trace_from_json(trace_json);
   if (trace.steps.size() != 1) {
     throw py::value_error("forecast_step_parts takes a trace document of one step, got " +
                           std::to_string(trace.steps.size()));
   }
-  return forecast_for(trace.steps.front(), trace.origin, targets, weights_dir, timeline);
+  return forecast_parts(trace.steps.front(), trace.origin, targets, weights_dir, timeline);
 }
 
 // Habitat's wave scaling of kernels known only by their time, work and (when known) launch
@@ -254,6 +320,20 @@ void bind_engine(py::module_& m) {
         "Forecast one step of a trace document for each target with the learned models in\n"
         "weights_dir (none: roofline only); returns the forecast as JSON.");
 
+  py::class_<OpRowsBuffer>(m, "OpRowsBuffer", py::buffer_protocol(),
+                           "A step's per-op rows (read-only bytes, shared with the engine).")
+      .def_buffer([](OpRowsBuffer& r) {
+        return py::buffer_info(const_cast<char*>(r.data->data()), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(r.data->size())}, {py::ssize_t{1}}, true);
+      })
+      .def("__len__", [](const OpRowsBuffer& r) { return r.data->size(); })
+      .def("__bytes__", [](const OpRowsBuffer& r) { return py::bytes(*r.data); })
+      .def("__reduce__", [](const OpRowsBuffer& r) {
+        // Pickled as the bytes it holds.
+        return py::make_tuple(py::module_::import("builtins").attr("bytes"),
+                              py::make_tuple(py::bytes(*r.data)));
+      });
+
   m.attr("OP_ROW_METHODS") = method_names();
   m.attr("OP_ROW_CLASSES") = op_class_names();
   m.attr("OP_ROW_PRECISIONS") = precision_names();
@@ -262,19 +342,18 @@ void bind_engine(py::module_& m) {
       "forecast_step_parts",
       [](const std::string& trace_json, const std::vector<std::string>& targets,
          const std::string& weights_dir, double host_speed, const std::string& host_model_json) {
-        Forecast f;
-        std::string rows;
+        ForecastParts f;
         {
           py::gil_scoped_release release;
           f = forecast_one_step(trace_json, targets, weights_dir, {host_speed, host_model_json});
-          rows = forecast_ops_to_rows(f);
         }
-        return py::make_tuple(summary_dict(f), py::bytes(rows));
+        return py::make_tuple(summary_dict(f.summary), rows_object(std::move(f.rows)));
       },
       py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
       "Forecasts the one step of a trace document: (the forecast document without its ops,\n"
-      "the per-op rows as bytes (forecast_rows.h), read as columns only when detail is read).");
+      "the per-op rows (forecast_rows.h; an OpRowsBuffer, bytes-like), read as columns only when\n"
+      "detail is read).");
 
   m.def(
       "forecast_trace",
@@ -287,8 +366,7 @@ void bind_engine(py::module_& m) {
         // (captured_trace_json encodes it when its detail is read).
         struct Part {
           SharedTrace step;
-          Forecast forecast;
-          std::string rows;
+          ForecastParts forecast;
         };
         std::vector<Part> parts;
         std::string origin;
@@ -300,23 +378,20 @@ void bind_engine(py::module_& m) {
           origin = trace_to_json(origin_only);
           parts.reserve(trace.steps.size());
           for (Step& step : trace.steps) {
-            Forecast f = forecast_for(step, trace.origin, targets, weights_dir,
-                                      {host_speed, host_model_json, overhead_per_op_us});
-            std::string rows = forecast_ops_to_rows(f);
-            f.ops = {};  // the rows hold the per-op part; keep only the totals
+            ForecastParts f = forecast_parts(step, trace.origin, targets, weights_dir,
+                                             {host_speed, host_model_json, overhead_per_op_us});
             auto one = std::make_shared<Trace>();
             one->origin = trace.origin;
             one->steps.push_back(std::move(step));
-            parts.push_back({std::move(one), std::move(f), std::move(rows)});
+            parts.push_back({std::move(one), std::move(f)});
           }
         }
         py::list steps;
         for (Part& part : parts) {
           const Step& step = part.step->steps.front();
           steps.append(py::make_tuple(make_trace_capsule(std::move(part.step)), step.index,
-                                      step.wall_ms, summary_dict(part.forecast),
-                                      py::bytes(part.rows)));
-          part.rows = {};
+                                      step.wall_ms, summary_dict(part.forecast.summary),
+                                      rows_object(std::move(part.forecast.rows))));
         }
         return py::make_tuple(origin, steps);
       },
@@ -332,22 +407,20 @@ void bind_engine(py::module_& m) {
          const std::vector<std::string>& targets, const std::string& weights_dir,
          double host_speed, const std::string& host_model_json) {
         const SharedTrace captured = trace_from_capsule(capsule);
-        Forecast f;
-        std::string rows;
+        ForecastParts f;
         {
           py::gil_scoped_release release;
           const Trace origin = trace_from_json(origin_trace_json);
-          f = forecast_for(captured->steps.front(), origin.origin, targets, weights_dir,
-                           {host_speed, host_model_json});
-          rows = forecast_ops_to_rows(f);
+          f = forecast_parts(captured->steps.front(), origin.origin, targets, weights_dir,
+                             {host_speed, host_model_json});
         }
-        return py::make_tuple(summary_dict(f), py::bytes(rows));
+        return py::make_tuple(summary_dict(f.summary), rows_object(std::move(f.rows)));
       },
       py::arg("captured"), py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
       "Forecasts a step captured by habitat._C (its .capsule; the origin comes from a trace\n"
       "document whose steps are ignored): (the forecast document without its ops, the per-op\n"
-      "rows as bytes).");
+      "rows, an OpRowsBuffer).");
 
   m.attr("DEFAULT_OVERHEAD_PER_OP_US") = kDefaultOverheadPerOpUs;
   m.def(
