@@ -63,7 +63,6 @@ class SmallInts {
   ~SmallInts() { release(); }
 
   operator std::vector<int64_t>() const { return {begin(), end()}; }  // NOLINT: reads as the vector it replaced
-  operator std::span<const int64_t>() const { return {data(), size()}; }  // NOLINT
 
   size_type size() const { return size_; }
   bool empty() const { return size_ == 0; }

@@ -1,5 +1,6 @@
 // Argument lookups and the compulsory-traffic accounting every cost rule shares.
 #include <algorithm>
+#include <span>
 #include <set>
 #include <tuple>
 
@@ -34,7 +35,7 @@ bool mask_bit(const OpContext& c, const std::string& name, std::size_t i) {
 
 double numel(const TensorMeta& t) { return static_cast<double>(t.numel()); }
 
-double numel(const std::vector<int64_t>& shape) {
+double numel(std::span<const int64_t> shape) {
   double n = 1;
   for (int64_t d : shape) n *= static_cast<double>(d);
   return n;

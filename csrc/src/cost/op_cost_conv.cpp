@@ -4,6 +4,7 @@
 // giving 2 * elements(input) * elements(weight) / weight.size(0); both match
 // torch.utils.flop_counter. The bias add is not counted as FLOPs (epilogue), only read.
 #include <algorithm>
+#include <span>
 
 #include "cost/op_cost_detail.h"
 
@@ -11,7 +12,7 @@ namespace habitat::op_cost {
 namespace {
 
 // SymInt[] arguments of convolutions may hold one value for all spatial dimensions.
-int64_t per_dim(const std::vector<int64_t>& values, std::size_t d, int64_t fallback) {
+int64_t per_dim(std::span<const int64_t> values, std::size_t d, int64_t fallback) {
   if (values.empty()) return fallback;
   return values.size() == 1 ? values.front() : (d < values.size() ? values[d] : fallback);
 }

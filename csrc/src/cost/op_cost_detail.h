@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <span>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -98,7 +99,7 @@ bool mask_bit(const OpContext& c, const std::string& name, std::size_t i);
 // --- sizes and bytes -------------------------------------------------------------------
 
 double numel(const TensorMeta& t);
-double numel(const std::vector<int64_t>& shape);
+double numel(std::span<const int64_t> shape);
 int64_t element_size(const TensorMeta& t);  // 0 when the dtype is unknown
 // Bytes of memory the tensor's elements occupy: broadcast (stride-0) dimensions count once.
 double footprint_bytes(const TensorMeta& t);

@@ -2,6 +2,7 @@
 #include "learned/learned_model.h"
 
 #include <algorithm>
+#include <span>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -23,7 +24,7 @@ std::string strip_aten(const std::string& name) {
   return name.starts_with("aten::") ? name.substr(6) : name;
 }
 
-double numel(const std::vector<int64_t>& shape) {
+double numel(std::span<const int64_t> shape) {
   return std::accumulate(shape.begin(), shape.end(), 1.0,
                          [](double a, int64_t d) { return a * static_cast<double>(d); });
 }

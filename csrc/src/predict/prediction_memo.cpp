@@ -1,6 +1,7 @@
 #include "habitat/prediction_memo.h"
 
 #include <algorithm>
+#include <span>
 #include <cstdint>
 #include <cstring>
 
@@ -86,7 +87,7 @@ void text(Sink& sink, const std::string& s) {
 }
 
 template <class Sink>
-void numbers(Sink& sink, const std::vector<int64_t>& v) {
+void numbers(Sink& sink, std::span<const int64_t> v) {
   value(sink, v.size());
   sink.bytes(v.data(), v.size() * sizeof(int64_t));
 }

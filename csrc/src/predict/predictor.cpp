@@ -1,5 +1,6 @@
 #include "habitat/predictor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -50,6 +51,26 @@ bool has_complex_tensor(const OpRecord& op) {
   }
   return false;
 }
+
+// One value per op and target in one block: a step of a million ops forecast for a few
+// GPUs would otherwise hold a small heap vector per op for each of these tables.
+template <class T>
+class OpTargetTable {
+ public:
+  OpTargetTable(std::size_t n_ops, std::size_t n_targets, T fill)
+      : n_targets_(n_targets), cells_(n_ops * n_targets, fill) {}
+  T* operator[](std::size_t op) { return cells_.data() + op * n_targets_; }
+  const T* operator[](std::size_t op) const { return cells_.data() + op * n_targets_; }
+  void fill_row(std::size_t op, T value) { std::fill_n((*this)[op], n_targets_, value); }
+  template <class Range>
+  void set_row(std::size_t op, const Range& values) {
+    std::copy(values.begin(), values.end(), (*this)[op]);
+  }
+
+ private:
+  std::size_t n_targets_;
+  std::vector<T> cells_;
+};
 
 class OpPredictor {
  public:
@@ -140,13 +161,13 @@ std::vector<char> redispatch_wrappers(const Step& step,
 std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin,
                               const std::unordered_map<uint64_t, std::size_t>& index_of,
                               const OpPredictor& predictor, const std::vector<const Device*>& devices,
-                              Forecast& f, std::vector<std::vector<OpPrediction>>& own) {
+                              Forecast& f, OpTargetTable<OpPrediction>& own) {
   cuda_paths::Mapping cuda = cuda_paths::map_cpu_step(step, index_of, origin);
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     if (!cuda.host_only[i]) continue;
     f.ops[i].cost = OpCost{};
     f.ops[i].cost.op_class = OpClass::NoKernel;
-    own[i].assign(devices.size(), OpPrediction{0.0, Method::NoKernel});
+    own.fill_row(i, OpPrediction{0.0, Method::NoKernel});
   }
   for (const auto& group : cuda.foreach_groups) {
     const OpCost cost = estimate_cost(group.op, op_precision(group.op, origin));
@@ -184,7 +205,7 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin,
     }
     if (total.op_class == OpClass::Unknown) continue;
     f.ops[e.index].cost = total;
-    own[e.index] = sums;
+    own.set_row(e.index, sums);
   }
   for (const std::size_t i : cuda.attention) {
     OpRecord fused = step.ops[i];
@@ -315,7 +336,7 @@ Forecast Predictor::predict_ops(const Step& step, const TraceOrigin& origin,
   for (std::size_t t = 0; t < n_targets; ++t) slots[t] = memo.slot(devices[t]);
   OpKey op_key;
   bool all_known = true;  // every op was in the memo already: a step seen before
-  std::vector<std::vector<OpPrediction>> own(n_ops);
+  OpTargetTable<OpPrediction> own(n_ops, n_targets, OpPrediction{});
   for (std::size_t i = 0; i < n_ops; ++i) {
     const OpRecord& op = step.ops[i];
     index_of[op.id] = i;
@@ -337,10 +358,9 @@ Forecast Predictor::predict_ops(const Step& step, const TraceOrigin& origin,
     if (!of.cost.known() && !op.has_children) unsupported.insert(op.name);
     of.share.assign(n_targets, OpPrediction{0.0, Method::Composite});
     if (composite_only) {
-      own[i].assign(n_targets, OpPrediction{0.0, Method::Composite});
+      own.fill_row(i, OpPrediction{0.0, Method::Composite});
       continue;
     }
-    own[i].resize(n_targets);
     for (std::size_t t = 0; t < n_targets; ++t) {
       const std::size_t s = slots[t];
       if (m->method.size() <= s) {
@@ -367,12 +387,12 @@ Forecast Predictor::predict_ops(const Step& step, const TraceOrigin& origin,
   // except for a wrapper that re-dispatches itself (see redispatch_wrappers), whose children
   // are what ran.
   const std::vector<char> wrapper = redispatch_wrappers(step, index_of);
-  std::vector<std::vector<double>> children_us(n_ops, std::vector<double>(n_targets, 0.0));
-  std::vector<std::vector<char>> children_count(n_ops, std::vector<char>(n_targets, 1));
+  OpTargetTable<double> children_us(n_ops, n_targets, 0.0);
+  OpTargetTable<char> children_count(n_ops, n_targets, 1);
   for (std::size_t i = n_ops; i-- > 0;) {
     const OpRecord& op = step.ops[i];
     auto& final_prediction = f.ops[i].per_target;
-    final_prediction = own[i];
+    final_prediction.assign(own[i], own[i] + n_targets);
     if (op.has_children) {
       for (std::size_t t = 0; t < n_targets; ++t) {
         const OpPrediction& mine = own[i][t];
@@ -395,7 +415,7 @@ Forecast Predictor::predict_ops(const Step& step, const TraceOrigin& origin,
   }
 
   // Totals: walk down from the roots, counting each op's own share once.
-  std::vector<std::vector<char>> active(n_ops, std::vector<char>(n_targets, 1));
+  OpTargetTable<char> active(n_ops, n_targets, 1);
   for (std::size_t i = 0; i < n_ops; ++i) {
     const OpRecord& op = step.ops[i];
     const auto parent = op.parent ? index_of.find(*op.parent) : index_of.end();

@@ -8,6 +8,7 @@
 #include "habitat/trace.h"
 
 #include <cerrno>
+#include <span>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -49,7 +50,7 @@ constexpr std::pair<ArgValue::Kind, const char*> kArgKeys[] = {
 };
 
 // torch's contiguous strides: size-0 dimensions count as 1 so strides stay non-zero.
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t step = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
@@ -88,7 +89,7 @@ ojson encode_tensors(const std::vector<TensorMeta>& tensors) {
   return j;
 }
 
-ojson encode_bools(const std::vector<int64_t>& values) {
+ojson encode_bools(std::span<const int64_t> values) {
   ojson j = ojson::array();
   for (int64_t v : values) j.push_back(v != 0);
   return j;
