@@ -195,7 +195,7 @@ std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceO
 
 }  // namespace
 
-Mapping map_cpu_step(const Step& step, const std::unordered_map<uint64_t, std::size_t>& index_of,
+Mapping map_cpu_step(const Step& step, const OpIndex& index_of,
                      const TraceOrigin& origin) {
   const std::size_t n = step.ops.size();
   Mapping m;
@@ -207,8 +207,8 @@ Mapping map_cpu_step(const Step& step, const std::unordered_map<uint64_t, std::s
   std::vector<char> redispatches(n, 0);
   for (const OpRecord& op : step.ops) {
     if (!op.parent) continue;
-    const auto it = index_of.find(*op.parent);
-    if (it != index_of.end() && step.ops[it->second].name == op.name) redispatches[it->second] = 1;
+    const std::size_t p = index_of.find(*op.parent);
+    if (p != OpIndex::npos && step.ops[p].name == op.name) redispatches[p] = 1;
   }
   for (std::size_t i = 0; i < n; ++i) {
     const OpRecord& op = step.ops[i];
@@ -230,11 +230,10 @@ Mapping map_cpu_step(const Step& step, const std::unordered_map<uint64_t, std::s
       continue;
     }
     if (op.name == "aten::_scaled_dot_product_attention_math" && op.parent) {
-      const auto it = index_of.find(*op.parent);
-      if (it != index_of.end() &&
-          step.ops[it->second].name == "aten::scaled_dot_product_attention") {
-        m.parent_wins[it->second] = 1;
-        m.attention.push_back(it->second);
+      const std::size_t p = index_of.find(*op.parent);
+      if (p != OpIndex::npos && step.ops[p].name == "aten::scaled_dot_product_attention") {
+        m.parent_wins[p] = 1;
+        m.attention.push_back(p);
       }
     }
     if (op.name == "aten::_scaled_dot_product_flash_attention_for_cpu" ||

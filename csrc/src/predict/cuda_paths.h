@@ -25,6 +25,7 @@
 
 #include "habitat/device.h"
 #include "habitat/trace.h"
+#include "predict/op_index.h"
 
 namespace habitat::cuda_paths {
 
@@ -61,7 +62,7 @@ std::string cuda_attention_op(std::string_view dtype, const Device& target, bool
 
 // The mapping for a CPU-traced step (ops in start order; index_of maps ids to positions).
 // `origin` gives the switches of ops that carry none of their own.
-Mapping map_cpu_step(const Step& step, const std::unordered_map<uint64_t, std::size_t>& index_of,
+Mapping map_cpu_step(const Step& step, const OpIndex& index_of,
                      const TraceOrigin& origin = {});
 
 }  // namespace habitat::cuda_paths

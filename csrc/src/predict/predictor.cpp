@@ -62,6 +62,8 @@ class OpTargetTable {
   T* operator[](std::size_t op) { return cells_.data() + op * n_targets_; }
   const T* operator[](std::size_t op) const { return cells_.data() + op * n_targets_; }
   void fill_row(std::size_t op, T value) { std::fill_n((*this)[op], n_targets_, value); }
+  // Gives the memory back once the table is no longer read.
+  void release() { std::vector<T>().swap(cells_); }
   template <class Range>
   void set_row(std::size_t op, const Range& values) {
     std::copy(values.begin(), values.end(), (*this)[op]);
@@ -141,15 +143,14 @@ class OpPredictor {
 // capture records both), and any other layer that forwards an op to itself. The outer call's
 // arguments are not what ran (a float32 estimate where bfloat16 kernels ran): its work is its
 // children's, the casts and the inner op.
-std::vector<char> redispatch_wrappers(const Step& step,
-                                      const std::unordered_map<uint64_t, std::size_t>& index_of) {
+std::vector<char> redispatch_wrappers(const Step& step, const OpIndex& index_of) {
   std::vector<char> wrapper(step.ops.size(), 0);
   for (const OpRecord& op : step.ops) {
     if (!op.parent) continue;
-    const auto it = index_of.find(*op.parent);
-    if (it == index_of.end()) continue;
-    const OpRecord& parent = step.ops[it->second];
-    if (parent.name == op.name && parent.overload == op.overload) wrapper[it->second] = 1;
+    const std::size_t p = index_of.find(*op.parent);
+    if (p == OpIndex::npos) continue;
+    const OpRecord& parent = step.ops[p];
+    if (parent.name == op.name && parent.overload == op.overload) wrapper[p] = 1;
   }
   return wrapper;
 }
@@ -159,7 +160,7 @@ std::vector<char> redispatch_wrappers(const Step& step,
 // the _foreach_ op CUDA launches for their group. Returns which ops' own estimates stand for
 // their children too (cuda_paths::Mapping::parent_wins).
 std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin,
-                              const std::unordered_map<uint64_t, std::size_t>& index_of,
+                              const OpIndex& index_of,
                               const OpPredictor& predictor, const std::vector<const Device*>& devices,
                               Forecast& f, OpTargetTable<OpPrediction>& own) {
   cuda_paths::Mapping cuda = cuda_paths::map_cpu_step(step, index_of, origin);
@@ -317,8 +318,7 @@ Forecast Predictor::predict_ops(const Step& step, const TraceOrigin& origin,
 
   const std::size_t n_ops = step.ops.size();
   const std::size_t n_targets = devices.size();
-  std::unordered_map<uint64_t, std::size_t> index_of;
-  index_of.reserve(n_ops);
+  const OpIndex index_of(step);
   f.ops.resize(n_ops);
   f.totals.resize(n_targets);
   std::set<std::string> unsupported;
@@ -339,7 +339,6 @@ Forecast Predictor::predict_ops(const Step& step, const TraceOrigin& origin,
   OpTargetTable<OpPrediction> own(n_ops, n_targets, OpPrediction{});
   for (std::size_t i = 0; i < n_ops; ++i) {
     const OpRecord& op = step.ops[i];
-    index_of[op.id] = i;
     OpForecast& of = f.ops[i];
     of.op_id = op.id;
     PredictionMemo::Entry fresh;
@@ -409,21 +408,19 @@ Forecast Predictor::predict_ops(const Step& step, const TraceOrigin& origin,
       }
     }
     if (!op.parent) continue;
-    auto it = index_of.find(*op.parent);
-    if (it == index_of.end()) continue;
-    for (std::size_t t = 0; t < n_targets; ++t) children_us[it->second][t] += final_prediction[t].time_us;
+    const std::size_t p = index_of.find(*op.parent);
+    if (p == OpIndex::npos) continue;
+    for (std::size_t t = 0; t < n_targets; ++t) children_us[p][t] += final_prediction[t].time_us;
   }
+  children_us.release();
 
   // Totals: walk down from the roots, counting each op's own share once.
   OpTargetTable<char> active(n_ops, n_targets, 1);
   for (std::size_t i = 0; i < n_ops; ++i) {
     const OpRecord& op = step.ops[i];
-    const auto parent = op.parent ? index_of.find(*op.parent) : index_of.end();
+    const std::size_t p = op.parent ? index_of.find(*op.parent) : OpIndex::npos;
     for (std::size_t t = 0; t < n_targets; ++t) {
-      if (parent != index_of.end()) {
-        const std::size_t p = parent->second;
-        active[i][t] = active[p][t] && children_count[p][t];
-      }
+      if (p != OpIndex::npos) active[i][t] = active[p][t] && children_count[p][t];
       if (!active[i][t]) continue;
       // An op whose children carry its work adds only what it measured itself (GPU origin).
       const bool counts_children = op.has_children && children_count[i][t];

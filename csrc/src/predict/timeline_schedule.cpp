@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "habitat/timeline.h"
+#include "predict/op_index.h"
 
 namespace habitat {
 namespace {
@@ -159,17 +160,15 @@ const char* to_string(OverheadSource s) {
 }
 
 double estimate_overhead_per_op(const Step& step, std::size_t min_samples) {
-  std::unordered_map<uint64_t, std::size_t> index_of;
-  index_of.reserve(step.ops.size());
-  for (std::size_t i = 0; i < step.ops.size(); ++i) index_of[step.ops[i].id] = i;
+  const OpIndex index_of(step);
   std::vector<int> children(step.ops.size(), 0);
   std::vector<double> child_wall(step.ops.size(), 0.0);
   for (const auto& op : step.ops) {
     if (!op.parent) continue;
-    const auto it = index_of.find(*op.parent);
-    if (it == index_of.end()) continue;
-    ++children[it->second];
-    child_wall[it->second] += op.wall_us;
+    const std::size_t p = index_of.find(*op.parent);
+    if (p == OpIndex::npos) continue;
+    ++children[p];
+    child_wall[p] += op.wall_us;
   }
   std::vector<double> outside;
   for (std::size_t i = 0; i < step.ops.size(); ++i) {

@@ -138,8 +138,7 @@ Step per_tensor_optimizer(int params) {
 
 TEST(CudaPaths, PerTensorOptimizerOpsAreCostedAsOneForeachLaunch) {
   const Step step = per_tensor_optimizer(8);
-  std::unordered_map<uint64_t, std::size_t> index_of;
-  for (std::size_t i = 0; i < step.ops.size(); ++i) index_of[step.ops[i].id] = i;
+  const OpIndex index_of(step);
   const cuda_paths::Mapping m = cuda_paths::map_cpu_step(step, index_of);
   ASSERT_EQ(m.foreach_groups.size(), 1u);
   const auto& group = m.foreach_groups.front();
@@ -257,7 +256,7 @@ OpRecord rnn_layer_op(const std::string& dtype) {
 TEST(CudaPaths, OneDnnRnnLayerIsCostedAsCudnnsGemmsAndCellKernels) {
   Step step;
   step.ops = {rnn_layer_op("float32")};
-  std::unordered_map<uint64_t, std::size_t> index_of{{0, 0}};
+  const OpIndex index_of(step);
   const cuda_paths::Mapping m = cuda_paths::map_cpu_step(step, index_of);
   ASSERT_EQ(m.expansions.size(), 1u);
   const auto& parts = m.expansions[0].parts;
