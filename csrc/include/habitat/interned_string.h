@@ -38,6 +38,8 @@ class InternedString {
   size_type length() const { return size(); }
   bool empty() const { return s_ == nullptr; }
   void clear() { s_ = nullptr; }
+  // Appending interns the longer string (the old one stays in the pool).
+  InternedString& operator+=(std::string_view tail) { return *this = InternedString(concat(str(), tail)); }
   const_iterator begin() const { return str().begin(); }
   const_iterator end() const { return str().end(); }
   char operator[](size_type i) const { return str()[i]; }
