@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -50,6 +53,19 @@ bool has_complex_tensor(const OpRecord& op) {
     }
   }
   return false;
+}
+
+// The per-op forecasts of a big step are many small heap blocks; once freed, the allocator
+// keeps their pages, and the timeline's large arrays (one entry per host event, allocated
+// apart) cannot reuse them. Returning the free pages to the system keeps the step's peak
+// down (a step of a million ops: a few hundred MB). Only for big steps: trimming costs a
+// walk over the heap.
+void give_back_freed_memory(std::size_t n_ops) {
+#if defined(__GLIBC__)
+  if (n_ops >= (std::size_t{1} << 18)) malloc_trim(0);
+#else
+  (void)n_ops;
+#endif
 }
 
 // One value per op and target in one block: a step of a million ops forecast for a few
@@ -302,9 +318,19 @@ ForecastParts Predictor::predict_parts(const Step& step, const TraceOrigin& orig
   out.summary.unsupported = whole->unsupported;
   if (timeline_on_ && whole->ops.size() == step.ops.size()) {
     const std::size_t n_targets = whole->targets.size();
-    if (repeat != nullptr && repeat->shares.empty()) repeat->shares = shares_by_target(whole->ops, n_targets);
-    out.summary.timelines = step_timelines(repeat != nullptr ? repeat->shares : shares_by_target(whole->ops, n_targets),
-                                           n_targets, step, origin, timeline_);
+    std::vector<double> step_shares;
+    if (repeat != nullptr) {
+      if (repeat->shares.empty()) repeat->shares = shares_by_target(whole->ops, n_targets);
+    } else {
+      step_shares = shares_by_target(whole->ops, n_targets);
+    }
+    // The per-op forecasts are in the rows now: a step not kept for reuse gives them back
+    // before its timeline is played (a step of a million ops holds hundreds of MB in them).
+    const bool one_off = repeat == nullptr;
+    whole.reset();
+    if (one_off) give_back_freed_memory(step.ops.size());
+    out.summary.timelines = step_timelines(repeat != nullptr ? repeat->shares : step_shares, n_targets, step,
+                                           origin, timeline_);
   }
   return out;
 }
