@@ -348,6 +348,25 @@ def decode_step(captured: Any, peak_bytes: int = 0) -> dict[str, Any]:
     return step
 
 
+class _DecodedStep(dict):
+    """A detailed step decoded once for the steady-state steps that reuse its forecast: their
+    trace dicts (:class:`_ReusedStep`) share its ops, and the predictor caches it weakly, so it
+    lives only while some step still holds its detail."""
+
+    __slots__ = ("__weakref__",)
+
+
+class _ReusedStep(dict):
+    """The trace dict of a reused step: its own index and time, the decoded step's ops."""
+
+    __slots__ = ("_source",)
+
+    def __init__(self, source: _DecodedStep, index: int, wall_ms: float) -> None:
+        super().__init__(source)
+        self["index"], self["wall_ms"] = index, wall_ms
+        self._source = source  # keeps the shared decode alive while this step holds detail
+
+
 class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
     """Captures each ``with`` block as one training step and forecasts it on `targets`.
 
@@ -457,6 +476,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._wanted: dict[int, int] = {}
         self._known: dict[int, None] = {}  # fingerprints captured in detail, oldest first
         self._by_fingerprint: dict[int, tuple[Any, ...]] = {}  # worker side: forecast to reuse
+        # Worker side: the decoded detailed step per fingerprint, while reused steps hold it
+        # (saving forecast.json reads every kept step's trace: decode each fingerprint once).
+        self._decoded: "weakref.WeakValueDictionary[int, _DecodedStep]" = weakref.WeakValueDictionary()
         self._queue: deque[tuple[Any, ...]] = deque()  # steps for the worker, in order
         self._queued_detailed = 0
         self._draining = False
@@ -704,10 +726,12 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         summary, captured, peak_bytes, rows = cached
         _thread.forecasting = True
 
-        def detail() -> tuple[dict[str, Any], Any]:
-            step = decode_step(captured, peak_bytes)
-            step["index"], step["wall_ms"] = index, wall_ms
-            return step, rows
+        def detail() -> tuple[dict[str, Any], Any]:  # called under the detail lock
+            decoded = self._decoded.get(fingerprint)
+            if decoded is None:
+                decoded = _DecodedStep(decode_step(captured, peak_bytes))
+                self._decoded[fingerprint] = decoded
+            return _ReusedStep(decoded, index, wall_ms), rows
 
         forecast = self.forecast._add_forecast(index, wall_ms, summary, detail, rows)
         self._count("reused")
