@@ -51,7 +51,7 @@ def _forecast_blocks(forecast: "Forecast") -> list[Any]:
     if methods:
         blocks.append(("table", [["method", "meaning"],
                                  *([m, meaning] for m, meaning in view.method_legend(list(methods)))]))
-    if step.ops:
+    if step.op_count():
         blocks.append(("h", 3, f"Top {TOP_OPS} ops by their share of the step on {targets[0]}"))
         rows = [["op", "module", "phase", "input shapes", "measured (us)",
                  *(f"{t} (us)" for t in targets), "method"]]
