@@ -172,6 +172,33 @@ def _check_suffix(path: str | None, allowed: Sequence[str], what: str) -> None:
                         + ", ".join(allowed))
 
 
+def _check_output(path: str | None, what: str, *, directory: bool = False) -> None:
+    """An output file (or, with `directory`, a folder created if missing) that cannot be
+    written fails before the trace is loaded, not after minutes of work."""
+    if path is None:
+        return
+    p = Path(path)
+    if directory:
+        if p.exists() and not p.is_dir():
+            raise UserError(f"cannot write {what} to {path!r}: it is a file, not a folder; "
+                            "name a folder (it is created if missing)")
+        folder = p
+        while not folder.exists() and folder != folder.parent:  # the part that exists already
+            folder = folder.parent
+    else:
+        if p.is_dir():
+            raise UserError(f"cannot write {what} to {path!r}: it is a folder; give a file name")
+        folder = p.parent if str(p.parent) else Path(".")
+        if not folder.exists():
+            raise UserError(f"cannot write {what} to {path!r}: the folder {str(folder)!r} does "
+                            "not exist; create it first or choose another path")
+    if not folder.is_dir():
+        raise UserError(f"cannot write {what} to {path!r}: {str(folder)!r} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write {what} to {path!r}: no permission to write in "
+                        f"{str(folder)!r}; choose a writable folder")
+
+
 def _price_overrides(args: argparse.Namespace) -> dict[str, float]:
     overrides: dict[str, float] = {}
     for item in args.price or []:
@@ -237,6 +264,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    _check_output(args.save, "the forecast")
+    _check_output(args.log_dir, "TensorBoard logs", directory=True)
     targets = _resolve_targets(_chosen_targets(args), allow_all=False)  # before the long load
     if not targets:
         targets = _resolve_targets(_trace_targets(args.trace), allow_all=False)
@@ -301,6 +330,7 @@ def _compare_clusters(args: argparse.Namespace, clusters: list[Any]) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     _check_run(args)
     _check_suffix(args.plot, (".png", ".svg", ".pdf"), "a plot")
+    _check_output(args.plot, "a plot")
     targets = _resolve_targets(_chosen_targets(args), allow_all=True)  # before the long load
     if args.cluster or args.world_size:
         if args.plot:
@@ -326,6 +356,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     _check_run(args)
     _check_suffix(args.output, HTML_SUFFIXES + MARKDOWN_SUFFIXES, "the report")
+    _check_output(args.output, "the report")
     chosen = _chosen_targets(args)
     compared = _resolve_targets(chosen, allow_all=True)  # before the long load
     comparison = _compare(_forecast_file(args.trace, compared, args.host_speed), args)
