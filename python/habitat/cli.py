@@ -115,17 +115,19 @@ def _check_trace_path(path: str) -> Path:
     return p
 
 
-def _forecast_file(path: str, targets: list[str], host_speed: float = 1.0) -> "Forecast":
+def _forecast_file(path: str, targets: list[str], host_speed: float = 1.0, *,
+                   keep_all: bool = False) -> "Forecast":
     """Forecasts every step of the trace file: read once, parsed and forecast by the engine
     (no Python object per op unless an output reads per-op detail); a status line on stderr
     when it takes over a second."""
-    from habitat.data.forecast import Forecast
+    from habitat.data.forecast import DEFAULT_KEEP_STEPS, Forecast
     from habitat.present.progress import status
 
+    keep_steps = None if keep_all else DEFAULT_KEEP_STEPS  # keep_all: every step's detail (--save)
     p = _check_trace_path(path)
     try:
         with status(f"forecasting {path} ({p.stat().st_size / 1e6:.1f} MB) for {len(targets)} GPU(s)"):
-            forecast = Forecast.load(p, targets=targets, host_speed=host_speed)
+            forecast = Forecast.load(p, targets=targets, host_speed=host_speed, keep_steps=keep_steps)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         message = str(exc)
         raise UserError(message if path in message else f"cannot read trace {path!r}: {message}") from None
@@ -135,7 +137,7 @@ def _forecast_file(path: str, targets: list[str], host_speed: float = 1.0) -> "F
 
 
 def _forecast(doc: dict[str, Any], targets: list[str], path: str, *, steps: str = "all",
-              log_dir: str | None = None) -> "Forecast":
+              log_dir: str | None = None, keep_all: bool = False) -> "Forecast":
     """Forecasts the trace's steps (all, or only the last) with a progress bar."""
     from habitat.data.forecast import Forecast
     from habitat.present.progress import progress
@@ -143,7 +145,7 @@ def _forecast(doc: dict[str, Any], targets: list[str], path: str, *, steps: str 
     chosen = doc["steps"] if steps == "all" else doc["steps"][-1:]
     if not chosen:
         raise UserError(f"trace {path!r} holds no step: capture at least one training step")
-    forecast = Forecast(targets, doc["origin"])
+    forecast = Forecast(targets, doc["origin"], **({"keep_steps": None} if keep_all else {}))
     logger = None
     if log_dir is not None:
         from habitat.present.tensorboard import TensorBoardLogger
@@ -272,12 +274,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not targets:
         raise UsageError("name the GPU(s) to forecast for: --target A100 (repeat or comma-separate "
                         "for several; `habitat devices` lists them)")
+    # A saved forecast holds every step of the trace (not only the latest steps' detail).
+    keep_all = bool(args.save)
     if args.log_dir:  # step by step, each logged to TensorBoard as it is forecast
-        forecast = _forecast(_load_trace(args.trace), targets, args.trace, log_dir=args.log_dir)
+        forecast = _forecast(_load_trace(args.trace), targets, args.trace, log_dir=args.log_dir,
+                             keep_all=keep_all)
     else:
-        forecast = _forecast_file(args.trace, targets, args.host_speed)
+        forecast = _forecast_file(args.trace, targets, args.host_speed, keep_all=keep_all)
     if args.save:
         forecast.save(args.save)
+        print(f"forecast saved to {args.save}: {len(forecast.steps)} step(s), trace and totals, "
+              f"for {len(forecast.targets)} GPU(s)", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps({"targets": forecast.targets, "steps": [s.summary() for s in forecast.steps]},
                          indent=2))

@@ -215,3 +215,21 @@ def test_a_new_log_dir_and_save_file_are_fine(capsys, trace, tmp_path):
     code, _, err = run(capsys, "predict", trace, "-t", "A100", "--save", tmp_path / "f.json",
                        "--log-dir", tmp_path / "new" / "logs")
     assert code == 0 and (tmp_path / "f.json").exists() and (tmp_path / "new" / "logs").is_dir()
+
+
+@pytest.mark.parametrize("log_dir", [False, True])
+def test_predict_save_keeps_every_step_and_says_what_it_wrote(capsys, tmp_path, golden_trace, log_dir):
+    from habitat.data.forecast import DEFAULT_KEEP_STEPS
+    from habitat.data.trace import load_trace, save_trace
+
+    doc = load_trace(golden_trace)
+    steps = [dict(doc["steps"][i % 2], index=i) for i in range(DEFAULT_KEEP_STEPS + 4)]
+    long = tmp_path / "long.json"
+    save_trace({**doc, "steps": steps}, long)
+    out = tmp_path / "out.json"
+    extra = ["--log-dir", tmp_path / "tb"] if log_dir else []
+    code, printed, _ = run(capsys, "predict", long, "-t", "A100", "--save", out, *extra)
+    assert code == 0 and f"forecast saved to {out}: {len(steps)} step(s)" in printed
+    saved = json.loads(out.read_text())
+    assert [s["index"] for s in saved["steps"]] == list(range(len(steps)))  # no step's trace dropped
+    assert "note" not in saved["forecast"]
