@@ -208,3 +208,29 @@ def test_report_images_and_plots_are_replaced_atomically(golden_trace: Path, tmp
         render_markdown([("img", b"\x89PNG", "gpus")], image_dir=tmp_path / "r_files")
     leftovers = [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
     assert leftovers == []
+
+
+def test_a_long_run_of_repeated_steps_costs_a_few_hundred_bytes_per_step(golden_trace: Path):
+    # Bounded memory: 100k steps of a run in steady state (each reusing a forecast) must stay
+    # within tens of MB, so each step's record is small: the totals' dicts are shared.
+    import tracemalloc
+
+    from habitat.data import engine
+
+    doc = json.loads(golden_trace.read_text())
+    forecast = Forecast(["A100", "T4"], doc["origin"], keep_steps=2)
+    summary, rows = engine.forecast_step_parts(doc["origin"], doc["steps"][-1], forecast.targets)
+    step = doc["steps"][-1]
+    forecast._add_forecast(0, 1.0, summary, lambda: (step, rows), rows)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(1, 10_001):
+            forecast._add_forecast(i, 1.0, summary, lambda: (step, rows), rows)
+        per_step = (tracemalloc.get_traced_memory()[0] - before) / 10_000
+    finally:
+        tracemalloc.stop()
+    print(f"{per_step:.0f} bytes per step")
+    assert per_step < 400, per_step
+    assert forecast.steps[0].total_ms is forecast.steps[-1].total_ms  # shared, not copied
+    assert forecast.dropped_detail_steps == 10_001 - 2
