@@ -233,3 +233,23 @@ def test_predict_save_keeps_every_step_and_says_what_it_wrote(capsys, tmp_path, 
     saved = json.loads(out.read_text())
     assert [s["index"] for s in saved["steps"]] == list(range(len(steps)))  # no step's trace dropped
     assert "note" not in saved["forecast"]
+
+
+@pytest.mark.parametrize("command", [["predict"], ["compare"], ["report", "-o", "r.html"]])
+def test_an_unknown_gpu_is_reported_before_the_trace_is_read(capsys, trace, monkeypatch, command):
+    import habitat.cli as cli
+
+    def no_load(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the trace was read before the GPU names were checked")
+
+    monkeypatch.setattr(cli, "_forecast_file", no_load)
+    monkeypatch.setattr(cli, "_load_trace", no_load)
+    code, _, err = run(capsys, command[0], trace, *command[1:], "-t", "A100,A1000000")
+    assert code == 1 and 'unknown GPU "A1000000"' in err
+
+
+def test_all_gpus_in_compare_and_report(capsys, trace, tmp_path):
+    code, out, _ = run(capsys, "compare", trace, "-t", "all", "--json")
+    assert code == 0 and len(json.loads(out)["rows"]) == len(devices())
+    code, out, _ = run(capsys, "report", trace, "-t", "ALL", "-o", tmp_path / "r.md")
+    assert code == 0 and (tmp_path / "r.md").exists()
