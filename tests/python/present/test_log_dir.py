@@ -206,3 +206,35 @@ def test_tensorboard_bytes_per_step_stay_small_between_detail_steps(tmp_path: Pa
     assert first > 10_000  # a detail step is large ...
     assert per_step < 1_500, per_step  # ... the others are their scalars; 3 tables in 300 steps
     assert [e.step for e in _read(tmp_path).Tensors(f"{OPS_TABLE}/text_summary")] == [0, 100, 200, 300]
+
+
+def test_a_full_disk_is_one_report_and_the_next_save_tries_again(tmp_path: Path, monkeypatch, capsys):
+    from habitat.capture.sinks import LogDirError, history_handler
+
+    forecast = capture(TARGETS, steps=1)
+    step = forecast.latest
+    sinks = log_dir_sinks(tmp_path, run="r", save_every=1)
+    history, saver = sinks[0], sinks[1]
+    assert isinstance(history, history_handler)
+    real_save = Forecast.save
+    full = [True]
+
+    def save(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if full[0]:
+            raise OSError(28, "No space left on device")
+        return real_save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Forecast, "save", save)
+    with pytest.raises(LogDirError, match="No space left on device.*previous files are intact"):
+        saver(forecast, step)
+    saver(forecast, step)  # said once: later failures are silent
+    history(forecast, step)  # the other files go on
+    full[0] = False
+    saver(forecast, step)  # space again: written
+    assert Forecast.load(tmp_path / "forecast.json").steps
+    assert len(read_step_history(tmp_path / HISTORY_FILE)) == 1
+    full[0] = True
+    forecast._steps.append(step)
+    saver.close()  # never raises; says so on stderr
+    history.close()
+    assert "could not write the last log files" not in capsys.readouterr().err  # already reported
