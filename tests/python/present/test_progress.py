@@ -12,10 +12,19 @@ from habitat.present import progress as progress_module
 from habitat.present.progress import progress, status
 
 
+def _wait_for(capsys, text: str, seen: list[str], timeout: float = 10.0) -> None:  # noqa: ANN001
+    """Work that lasts until `text` is on stderr (timers may be late on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while text not in "".join(seen) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        seen.append(capsys.readouterr().err)
+
+
 def test_status_appears_once_work_takes_longer_than_the_delay(capsys):
+    seen: list[str] = []
     with status("loading big.json", enabled=True, delay=0.05):
-        time.sleep(0.3)
-    err = capsys.readouterr().err
+        _wait_for(capsys, "loading big.json ...", seen)
+    err = "".join(seen) + capsys.readouterr().err
     assert err.startswith("loading big.json ...") and " done in " in err and err.endswith(" s\n")
 
 
@@ -49,21 +58,23 @@ def test_cli_shows_a_status_line_while_a_slow_trace_is_forecast(capsys, monkeypa
     from habitat.data.forecast import Forecast
 
     real_load = Forecast.load
+    seen: list[str] = []
 
     def slow_load(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        time.sleep(0.3)
+        _wait_for(capsys, "GPU(s) ...", seen)
         return real_load(*args, **kwargs)
 
     monkeypatch.setattr(Forecast, "load", slow_load)
     monkeypatch.setattr(progress_module, "status",
                         functools.partial(progress_module.status, enabled=True, delay=0.05))
     assert main(["predict", str(golden_trace), "-t", "A100"]) == 0
-    err = capsys.readouterr().err
+    err = "".join(seen) + capsys.readouterr().err
     assert f"forecasting {golden_trace}" in err and "for 1 GPU(s) ..." in err and " done in " in err
 
 
 def test_status_line_ends_even_when_the_work_fails(capsys):
+    seen: list[str] = []
     with pytest.raises(ValueError), status("loading bad.json", enabled=True, delay=0.01):
-        time.sleep(0.1)
+        _wait_for(capsys, "loading bad.json ...", seen)
         raise ValueError("bad")
-    assert capsys.readouterr().err.endswith(" s\n")
+    assert ("".join(seen) + capsys.readouterr().err).endswith(" s\n")
