@@ -35,7 +35,7 @@ from habitat.capture.compile import install_compile_callbacks
 from habitat.capture.cupti import KernelTracing, hold_nvtx, origin_device, release_nvtx
 from habitat.capture.sinks import StepSink, log_dir_sinks
 from habitat.data.engine import forecast_captured
-from habitat.data.forecast import Forecast, StepForecast
+from habitat.data.forecast import DEFAULT_KEEP_STEPS, Forecast, StepForecast
 from habitat.data.trace import tensor_args
 
 #: Most ops recorded in one step by default, on a machine with memory to spare; the rest run
@@ -418,6 +418,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         host_speed: the speed of the host the forecast assumes, relative to this one (default
             1.0: the same host). The timeline (``forecast.step_ms``) plays the step's launch
             cadence at this speed; device work is unaffected.
+        keep_steps: the latest steps whose per-op detail is kept in memory (and saved in
+            ``forecast.json``'s trace); older steps keep their totals (default 8; None: every
+            step). ``print(forecast)`` and the saved file say how many steps lost their detail.
 
     How each step was handled is in :attr:`step_counts` (also ``forecast.step_counts``):
     ``detailed``, ``reused`` (a steady-state step counted with the forecast of a detailed step
@@ -442,7 +445,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                  world_size: int | None = None, interconnect: str | None = None,
                  network: str | None = None, gpus_per_node: int | None = None,
                  cluster: Any = None, parallel: str | Any = None,
-                 host_speed: float = 1.0) -> None:
+                 host_speed: float = 1.0, keep_steps: int | None = DEFAULT_KEEP_STEPS) -> None:
         self._default_max_ops = max_ops_per_step is None
         if max_ops_per_step is None:
             max_ops_per_step = default_max_ops_per_step()
@@ -483,7 +486,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._queued_detailed = 0
         self._draining = False
         self._counts = {"detailed": 0, "reused": 0, "skipped": 0}
-        self.forecast: Forecast = Forecast(targets, _origin(), host_speed=host_speed)
+        self.forecast: Forecast = Forecast(targets, _origin(), host_speed=host_speed,
+                                           keep_steps=keep_steps)
         self._set_clusters(world_size, interconnect, network, gpus_per_node, cluster, parallel)
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.max_ops_per_step = int(max_ops_per_step)
