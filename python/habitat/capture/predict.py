@@ -353,7 +353,16 @@ class _DecodedStep(dict):
     trace dicts (:class:`_ReusedStep`) share its ops, and the predictor caches it weakly, so it
     lives only while some step still holds its detail."""
 
-    __slots__ = ("__weakref__",)
+    __slots__ = ("__weakref__", "_json_rest")
+
+    def json_rest(self) -> str:
+        """Its JSON without index and wall time, less the opening brace (encoded once)."""
+        try:
+            return self._json_rest
+        except AttributeError:
+            rest = {k: v for k, v in self.items() if k not in ("index", "wall_ms")}
+            self._json_rest = json.dumps(rest)[1:]
+            return self._json_rest
 
 
 class _ReusedStep(dict):
@@ -365,6 +374,12 @@ class _ReusedStep(dict):
         super().__init__(source)
         self["index"], self["wall_ms"] = index, wall_ms
         self._source = source  # keeps the shared decode alive while this step holds detail
+
+    def json_text(self) -> str:
+        """The step as JSON (Forecast.to_json), its ops encoded once for all reusing steps."""
+        rest = self._source.json_rest()
+        head = f'{{"index":{json.dumps(self["index"])},"wall_ms":{json.dumps(self["wall_ms"])}'
+        return head + ("," + rest if rest != "}" else "}")
 
 
 class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)

@@ -23,6 +23,9 @@ from habitat.data.files import atomic_write_text, read_tail, read_trace_text
 from habitat.data.op_rows import METHODS, OP_CLASSES, OpRows
 from habitat.data.trace import tensor_args, trace_json_text
 
+# Stands for the steps while the rest of a forecast document is encoded (Forecast.to_json).
+_STEPS_MARK = "\x00habitat-steps\x00"
+
 #: Steps whose per-op detail is kept in memory (``keep_steps``); older steps keep only their
 #: totals, so a forecast attached to a long training run stays small. ``save()`` writes the
 #: trace of these steps and the totals of every step, and says how many lost their detail.
@@ -555,7 +558,14 @@ class Forecast:
         note = self.detail_note()
         if note:
             doc["forecast"]["note"] = "the trace holds only the steps with detail: " + note
-        return json.dumps(doc, indent=indent)
+        if indent is not None:
+            return json.dumps(doc, indent=indent)
+        # Steps that share their ops with others (predict_on's reused steps) encode them once
+        # (`json_text`): a log_dir's forecast.json is rewritten every few steps while training.
+        steps_doc, doc["steps"] = doc["steps"], _STEPS_MARK
+        head, tail = json.dumps(doc).split(json.dumps(_STEPS_MARK), 1)
+        body = ",".join(s.json_text() if hasattr(s, "json_text") else json.dumps(s) for s in steps_doc)
+        return f"{head}[{body}]{tail}"
 
     def save(self, path: str | Path, *, last_steps: int | None = None) -> Path:
         """Writes :meth:`to_json`; :meth:`Forecast.load` re-forecasts it for any GPU.

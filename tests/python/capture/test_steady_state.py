@@ -2,6 +2,7 @@
 for repeated steps, no global hooks outside detailed steps, a worker that never blocks."""
 from __future__ import annotations
 
+import json
 import threading
 import warnings
 from typing import Callable
@@ -141,6 +142,23 @@ def test_repeated_steps_reuse_the_forecast_with_their_own_time() -> None:
     assert {op.phase for op in latest.ops} >= {"forward", "backward", "optimizer"}
     assert "Steps: 2 recorded in detail, 4 reused the forecast of an identical step" in str(forecast)
     predictor.close()
+
+
+def test_reused_steps_share_one_decode_and_save_the_same_document() -> None:
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, detail_steps=2, fingerprint_every=1)
+    for x in _batches(6):
+        with predictor:
+            _step(model, opt, x)
+    forecast = predictor.forecast
+    predictor.close()
+    reused = [s.trace for s in forecast.steps[2:]]
+    assert [t["index"] for t in reused] == [2, 3, 4, 5]
+    assert all(t["ops"] is reused[0]["ops"] for t in reused)  # decoded once, shared
+    # forecast.json encodes the shared ops once per fingerprint: the same document as a
+    # plain encoding of every step.
+    assert json.loads(forecast.to_json()) == json.loads(forecast.to_json(indent=1))
+    assert json.loads(forecast.to_json())["steps"][3]["wall_ms"] == forecast.steps[3].measured_ms
 
 
 def test_training_is_bitwise_identical_with_steady_steps() -> None:
