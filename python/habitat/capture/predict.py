@@ -99,6 +99,13 @@ TIME_CHANGE_STEPS = 3
 #: Steady-state steps whose reused forecast waits before the worker is woken for them (all
 #: of them are handled at once, in order; reading the forecast handles them at once too).
 REUSE_BATCH = 32
+#: A reused step's sinks (log_dir files, TensorBoard, on_step) run in Python on the forecast
+#: thread and hold the GIL the training loop needs: a tiny model's log_dir made its steps 4-8x
+#: slower. After SINK_ALLOWANCE_S of sink time, the sinks of reused steps get SINK_SHARE of
+#: the training time those steps took; the steps between are *coalesced*: forecast and
+#: counted (``forecast.steps``), not sent to the sinks. Detailed steps always reach them.
+SINK_SHARE = 0.02
+SINK_ALLOWANCE_S = 1.0
 #: Detailed steps that try to catch a new steady-state fingerprint before it is given up.
 WANTED_ATTEMPTS = 3
 #: Distinct step fingerprints whose forecast is kept for reuse (e.g. train and eval steps).
@@ -439,8 +446,11 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
 
     How each step was handled is in :attr:`step_counts` (also ``forecast.step_counts``):
     ``detailed``, ``reused`` (a steady-state step counted with the forecast of a detailed step
-    with the same fingerprint) and ``skipped`` (a steady-state step with a new fingerprint, or
-    one that found the worker too far behind: measured, not forecast).
+    with the same fingerprint), ``skipped`` (a steady-state step with a new fingerprint, or
+    one that found the worker too far behind: measured, not forecast) and ``coalesced`` (reused
+    steps forecast but not sent to ``log_dir`` / ``on_step``: after their first second of work,
+    the sinks of reused steps get 2 % of the training time, since they run in Python and hold
+    the GIL the training loop needs; detailed steps always reach them).
 
     ``__enter__`` returns the :class:`~habitat.data.forecast.Forecast`, the same object every step.
     Steps are forecast on a background thread and the training loop never waits for it (when it
@@ -500,7 +510,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._queue: deque[tuple[Any, ...]] = deque()  # steps for the worker, in order
         self._queued_detailed = 0
         self._draining = False
-        self._counts = {"detailed": 0, "reused": 0, "skipped": 0}
+        self._counts = {"detailed": 0, "reused": 0, "skipped": 0, "coalesced": 0}
+        self._sink_credit_s = SINK_ALLOWANCE_S  # sink time reused steps may still take
         self.forecast: Forecast = Forecast(targets, _origin(), host_speed=host_speed,
                                            keep_steps=keep_steps)
         self._set_clusters(world_size, interconnect, network, gpus_per_node, cluster, parallel)
@@ -754,7 +765,16 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
 
         forecast = self.forecast._add_forecast(index, wall_ms, summary, detail, rows)
         self._count("reused")
+        if not self._sinks and not self.verbose:
+            return
+        credit = min(SINK_ALLOWANCE_S, self._sink_credit_s + SINK_SHARE * wall_ms / 1e3)
+        if credit <= 0:
+            self._sink_credit_s = credit
+            self._count("coalesced")
+            return
+        start = time.thread_time()
         self._run_sinks(forecast, index)
+        self._sink_credit_s = credit - (time.thread_time() - start)
 
     def _forecast_step(self, captured: Any, peak_bytes: int, index: int,
                        fingerprint: int | None = None) -> None:
