@@ -115,17 +115,19 @@ def _check_trace_path(path: str) -> Path:
     return p
 
 
-def _forecast_file(path: str, targets: list[str], host_speed: float = 1.0) -> "Forecast":
+def _forecast_file(path: str, targets: list[str], host_speed: float = 1.0, *,
+                   keep_all: bool = False) -> "Forecast":
     """Forecasts every step of the trace file: read once, parsed and forecast by the engine
     (no Python object per op unless an output reads per-op detail); a status line on stderr
     when it takes over a second."""
-    from habitat.data.forecast import Forecast
+    from habitat.data.forecast import DEFAULT_KEEP_STEPS, Forecast
     from habitat.present.progress import status
 
+    keep_steps = None if keep_all else DEFAULT_KEEP_STEPS  # keep_all: every step's detail (--save)
     p = _check_trace_path(path)
     try:
         with status(f"forecasting {path} ({p.stat().st_size / 1e6:.1f} MB) for {len(targets)} GPU(s)"):
-            forecast = Forecast.load(p, targets=targets, host_speed=host_speed)
+            forecast = Forecast.load(p, targets=targets, host_speed=host_speed, keep_steps=keep_steps)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         message = str(exc)
         raise UserError(message if path in message else f"cannot read trace {path!r}: {message}") from None
@@ -135,7 +137,7 @@ def _forecast_file(path: str, targets: list[str], host_speed: float = 1.0) -> "F
 
 
 def _forecast(doc: dict[str, Any], targets: list[str], path: str, *, steps: str = "all",
-              log_dir: str | None = None) -> "Forecast":
+              log_dir: str | None = None, keep_all: bool = False) -> "Forecast":
     """Forecasts the trace's steps (all, or only the last) with a progress bar."""
     from habitat.data.forecast import Forecast
     from habitat.present.progress import progress
@@ -143,7 +145,7 @@ def _forecast(doc: dict[str, Any], targets: list[str], path: str, *, steps: str 
     chosen = doc["steps"] if steps == "all" else doc["steps"][-1:]
     if not chosen:
         raise UserError(f"trace {path!r} holds no step: capture at least one training step")
-    forecast = Forecast(targets, doc["origin"])
+    forecast = Forecast(targets, doc["origin"], **({"keep_steps": None} if keep_all else {}))
     logger = None
     if log_dir is not None:
         from habitat.present.tensorboard import TensorBoardLogger
@@ -170,6 +172,33 @@ def _check_suffix(path: str | None, allowed: Sequence[str], what: str) -> None:
     if path is not None and Path(path).suffix.lower() not in allowed:
         raise UsageError(f"cannot write {what} to {path!r}: use a file name ending in "
                         + ", ".join(allowed))
+
+
+def _check_output(path: str | None, what: str, *, directory: bool = False) -> None:
+    """An output file (or, with `directory`, a folder created if missing) that cannot be
+    written fails before the trace is loaded, not after minutes of work."""
+    if path is None:
+        return
+    p = Path(path)
+    if directory:
+        if p.exists() and not p.is_dir():
+            raise UserError(f"cannot write {what} to {path!r}: it is a file, not a folder; "
+                            "name a folder (it is created if missing)")
+        folder = p
+        while not folder.exists() and folder != folder.parent:  # the part that exists already
+            folder = folder.parent
+    else:
+        if p.is_dir():
+            raise UserError(f"cannot write {what} to {path!r}: it is a folder; give a file name")
+        folder = p.parent if str(p.parent) else Path(".")
+        if not folder.exists():
+            raise UserError(f"cannot write {what} to {path!r}: the folder {str(folder)!r} does "
+                            "not exist; create it first or choose another path")
+    if not folder.is_dir():
+        raise UserError(f"cannot write {what} to {path!r}: {str(folder)!r} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write {what} to {path!r}: no permission to write in "
+                        f"{str(folder)!r}; choose a writable folder")
 
 
 def _price_overrides(args: argparse.Namespace) -> dict[str, float]:
@@ -237,18 +266,25 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    _check_output(args.save, "the forecast")
+    _check_output(args.log_dir, "TensorBoard logs", directory=True)
     targets = _resolve_targets(_chosen_targets(args), allow_all=False)  # before the long load
     if not targets:
         targets = _resolve_targets(_trace_targets(args.trace), allow_all=False)
     if not targets:
         raise UsageError("name the GPU(s) to forecast for: --target A100 (repeat or comma-separate "
                         "for several; `habitat devices` lists them)")
+    # A saved forecast holds every step of the trace (not only the latest steps' detail).
+    keep_all = bool(args.save)
     if args.log_dir:  # step by step, each logged to TensorBoard as it is forecast
-        forecast = _forecast(_load_trace(args.trace), targets, args.trace, log_dir=args.log_dir)
+        forecast = _forecast(_load_trace(args.trace), targets, args.trace, log_dir=args.log_dir,
+                             keep_all=keep_all)
     else:
-        forecast = _forecast_file(args.trace, targets, args.host_speed)
+        forecast = _forecast_file(args.trace, targets, args.host_speed, keep_all=keep_all)
     if args.save:
         forecast.save(args.save)
+        print(f"forecast saved to {args.save}: {len(forecast.steps)} step(s), trace and totals, "
+              f"for {len(forecast.targets)} GPU(s)", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps({"targets": forecast.targets, "steps": [s.summary() for s in forecast.steps]},
                          indent=2))
@@ -301,6 +337,7 @@ def _compare_clusters(args: argparse.Namespace, clusters: list[Any]) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     _check_run(args)
     _check_suffix(args.plot, (".png", ".svg", ".pdf"), "a plot")
+    _check_output(args.plot, "a plot")
     targets = _resolve_targets(_chosen_targets(args), allow_all=True)  # before the long load
     if args.cluster or args.world_size:
         if args.plot:
@@ -326,6 +363,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     _check_run(args)
     _check_suffix(args.output, HTML_SUFFIXES + MARKDOWN_SUFFIXES, "the report")
+    _check_output(args.output, "the report")
     chosen = _chosen_targets(args)
     compared = _resolve_targets(chosen, allow_all=True)  # before the long load
     comparison = _compare(_forecast_file(args.trace, compared, args.host_speed), args)

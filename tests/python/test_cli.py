@@ -186,3 +186,70 @@ def test_python_dash_m_habitat_runs_the_cli(tmp_path):
     done = subprocess.run([sys.executable, "-m", "habitat", "predict", "missing.json", "-t", "A100"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert done.returncode == 1 and "does not exist" in done.stderr
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["predict", "{trace}", "-t", "A100", "--save", "{tmp}/no/such/f.json"], "does not exist"),
+    (["predict", "{trace}", "-t", "A100", "--save", "{tmp}"], "it is a folder"),
+    (["predict", "{trace}", "-t", "A100", "--log-dir", "{tmp}/file/logs"], "is a file, not a folder"),
+    (["predict", "{trace}", "-t", "A100", "--log-dir", "{tmp}/file"], "it is a file"),
+    (["compare", "{trace}", "--plot", "{tmp}/no/such/p.png"], "does not exist"),
+    (["report", "{trace}", "-o", "{tmp}/file/r.html"], "is a file, not a folder"),
+])
+def test_output_paths_are_checked_before_the_trace_is_read(capsys, trace, tmp_path, monkeypatch,
+                                                           argv, named):
+    import habitat.cli as cli
+
+    (tmp_path / "file").write_text("x")
+
+    def no_load(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the trace was read before the output path was checked")
+
+    monkeypatch.setattr(cli, "_forecast_file", no_load)
+    monkeypatch.setattr(cli, "_load_trace", no_load)
+    code, _, err = run(capsys, *(a.format(trace=trace, tmp=tmp_path) for a in argv))
+    assert code == 1 and named in err and str(tmp_path) in err and "Traceback" not in err
+
+
+def test_a_new_log_dir_and_save_file_are_fine(capsys, trace, tmp_path):
+    code, _, err = run(capsys, "predict", trace, "-t", "A100", "--save", tmp_path / "f.json",
+                       "--log-dir", tmp_path / "new" / "logs")
+    assert code == 0 and (tmp_path / "f.json").exists() and (tmp_path / "new" / "logs").is_dir()
+
+
+@pytest.mark.parametrize("log_dir", [False, True])
+def test_predict_save_keeps_every_step_and_says_what_it_wrote(capsys, tmp_path, golden_trace, log_dir):
+    from habitat.data.forecast import DEFAULT_KEEP_STEPS
+    from habitat.data.trace import load_trace, save_trace
+
+    doc = load_trace(golden_trace)
+    steps = [dict(doc["steps"][i % 2], index=i) for i in range(DEFAULT_KEEP_STEPS + 4)]
+    long = tmp_path / "long.json"
+    save_trace({**doc, "steps": steps}, long)
+    out = tmp_path / "out.json"
+    extra = ["--log-dir", tmp_path / "tb"] if log_dir else []
+    code, printed, _ = run(capsys, "predict", long, "-t", "A100", "--save", out, *extra)
+    assert code == 0 and f"forecast saved to {out}: {len(steps)} step(s)" in printed
+    saved = json.loads(out.read_text())
+    assert [s["index"] for s in saved["steps"]] == list(range(len(steps)))  # no step's trace dropped
+    assert "note" not in saved["forecast"]
+
+
+@pytest.mark.parametrize("command", [["predict"], ["compare"], ["report", "-o", "r.html"]])
+def test_an_unknown_gpu_is_reported_before_the_trace_is_read(capsys, trace, monkeypatch, command):
+    import habitat.cli as cli
+
+    def no_load(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the trace was read before the GPU names were checked")
+
+    monkeypatch.setattr(cli, "_forecast_file", no_load)
+    monkeypatch.setattr(cli, "_load_trace", no_load)
+    code, _, err = run(capsys, command[0], trace, *command[1:], "-t", "A100,A1000000")
+    assert code == 1 and 'unknown GPU "A1000000"' in err
+
+
+def test_all_gpus_in_compare_and_report(capsys, trace, tmp_path):
+    code, out, _ = run(capsys, "compare", trace, "-t", "all", "--json")
+    assert code == 0 and len(json.loads(out)["rows"]) == len(devices())
+    code, out, _ = run(capsys, "report", trace, "-t", "ALL", "-o", tmp_path / "r.md")
+    assert code == 0 and (tmp_path / "r.md").exists()

@@ -11,6 +11,7 @@ from habitat.analysis.memory import DEFAULT_RESERVE_BYTES, MemoryEstimate, forma
 from habitat.analysis.pricing import Price, PriceTable, price_table
 
 from habitat.data.devices import devices, get_device, target_names
+from habitat.data.files import atomic_write_bytes
 from habitat.data.engine import trace_document
 from habitat.data.forecast import SHAPE_BASED_METHODS, Forecast, StepForecast
 
@@ -197,8 +198,7 @@ class Comparison:
         if fmt is None:
             raise ValueError(f"cannot plot to {str(path)!r}: use a .png, .svg or .pdf file name")
         data = self.plot_bytes(fmt)
-        path.write_bytes(data)
-        return path
+        return atomic_write_bytes(path, data)  # a crash or a full disk leaves the previous plot
 
     def plot_bytes(self, fmt: str = "png") -> bytes:
         try:

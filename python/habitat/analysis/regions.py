@@ -57,10 +57,17 @@ def compiled_regions(step: "StepForecast", target: str) -> list[CompiledRegion]:
 
     A region's time counts each of its ops once: an op nested in another op of the region
     is part of that op's forecast already."""
-    trace_ops = {op["id"]: op for op in (step.trace or {}).get("ops", [])}
-    by_id = {op.id: op for op in step.ops}
+    all_ops = (step.trace or {}).get("ops", [])
+    # Only ops recorded inside a compiled region become objects (a step that compiled
+    # nothing builds none); an op's parent in the same region is one of them too.
+    inside = [i for i, op in enumerate(all_ops) if op.get("module_path", "").startswith(REGION_PREFIX)]
+    if not inside:
+        return []
+    trace_ops = {all_ops[i]["id"]: all_ops[i] for i in inside}
+    region_ops = step.ops_at(inside)
+    by_id = {op.id: op for op in region_ops}
     regions: dict[int, CompiledRegion] = {}
-    for op in step.ops:
+    for op in region_ops:
         graph_id = _graph_id(op.module_path)
         if graph_id is None:
             continue

@@ -35,7 +35,7 @@ from habitat.capture.compile import install_compile_callbacks
 from habitat.capture.cupti import KernelTracing, hold_nvtx, origin_device, release_nvtx
 from habitat.capture.sinks import StepSink, log_dir_sinks
 from habitat.data.engine import forecast_captured
-from habitat.data.forecast import Forecast, StepForecast
+from habitat.data.forecast import DEFAULT_KEEP_STEPS, Forecast, StepForecast
 from habitat.data.trace import tensor_args
 
 #: Most ops recorded in one step by default, on a machine with memory to spare; the rest run
@@ -99,6 +99,13 @@ TIME_CHANGE_STEPS = 3
 #: Steady-state steps whose reused forecast waits before the worker is woken for them (all
 #: of them are handled at once, in order; reading the forecast handles them at once too).
 REUSE_BATCH = 32
+#: A reused step's sinks (log_dir files, TensorBoard, on_step) run in Python on the forecast
+#: thread and hold the GIL the training loop needs: a tiny model's log_dir made its steps 4-8x
+#: slower. After SINK_ALLOWANCE_S of sink time, the sinks of reused steps get SINK_SHARE of
+#: the training time those steps took; the steps between are *coalesced*: forecast and
+#: counted (``forecast.steps``), not sent to the sinks. Detailed steps always reach them.
+SINK_SHARE = 0.02
+SINK_ALLOWANCE_S = 1.0
 #: Detailed steps that try to catch a new steady-state fingerprint before it is given up.
 WANTED_ATTEMPTS = 3
 #: Distinct step fingerprints whose forecast is kept for reuse (e.g. train and eval steps).
@@ -348,6 +355,40 @@ def decode_step(captured: Any, peak_bytes: int = 0) -> dict[str, Any]:
     return step
 
 
+class _DecodedStep(dict):
+    """A detailed step decoded once for the steady-state steps that reuse its forecast: their
+    trace dicts (:class:`_ReusedStep`) share its ops, and the predictor caches it weakly, so it
+    lives only while some step still holds its detail."""
+
+    __slots__ = ("__weakref__", "_json_rest")
+
+    def json_rest(self) -> str:
+        """Its JSON without index and wall time, less the opening brace (encoded once)."""
+        try:
+            return self._json_rest
+        except AttributeError:
+            rest = {k: v for k, v in self.items() if k not in ("index", "wall_ms")}
+            self._json_rest = json.dumps(rest)[1:]
+            return self._json_rest
+
+
+class _ReusedStep(dict):
+    """The trace dict of a reused step: its own index and time, the decoded step's ops."""
+
+    __slots__ = ("_source",)
+
+    def __init__(self, source: _DecodedStep, index: int, wall_ms: float) -> None:
+        super().__init__(source)
+        self["index"], self["wall_ms"] = index, wall_ms
+        self._source = source  # keeps the shared decode alive while this step holds detail
+
+    def json_text(self) -> str:
+        """The step as JSON (Forecast.to_json), its ops encoded once for all reusing steps."""
+        rest = self._source.json_rest()
+        head = f'{{"index":{json.dumps(self["index"])},"wall_ms":{json.dumps(self["wall_ms"])}'
+        return head + ("," + rest if rest != "}" else "}")
+
+
 class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
     """Captures each ``with`` block as one training step and forecasts it on `targets`.
 
@@ -399,11 +440,17 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         host_speed: the speed of the host the forecast assumes, relative to this one (default
             1.0: the same host). The timeline (``forecast.step_ms``) plays the step's launch
             cadence at this speed; device work is unaffected.
+        keep_steps: the latest steps whose per-op detail is kept in memory (and saved in
+            ``forecast.json``'s trace); older steps keep their totals (default 8; None: every
+            step). ``print(forecast)`` and the saved file say how many steps lost their detail.
 
     How each step was handled is in :attr:`step_counts` (also ``forecast.step_counts``):
     ``detailed``, ``reused`` (a steady-state step counted with the forecast of a detailed step
-    with the same fingerprint) and ``skipped`` (a steady-state step with a new fingerprint, or
-    one that found the worker too far behind: measured, not forecast).
+    with the same fingerprint), ``skipped`` (a steady-state step with a new fingerprint, or
+    one that found the worker too far behind: measured, not forecast) and ``coalesced`` (reused
+    steps forecast but not sent to ``log_dir`` / ``on_step``: after their first second of work,
+    the sinks of reused steps get 2 % of the training time, since they run in Python and hold
+    the GIL the training loop needs; detailed steps always reach them).
 
     ``__enter__`` returns the :class:`~habitat.data.forecast.Forecast`, the same object every step.
     Steps are forecast on a background thread and the training loop never waits for it (when it
@@ -423,7 +470,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                  world_size: int | None = None, interconnect: str | None = None,
                  network: str | None = None, gpus_per_node: int | None = None,
                  cluster: Any = None, parallel: str | Any = None,
-                 host_speed: float = 1.0) -> None:
+                 host_speed: float = 1.0, keep_steps: int | None = DEFAULT_KEEP_STEPS) -> None:
         self._default_max_ops = max_ops_per_step is None
         if max_ops_per_step is None:
             max_ops_per_step = default_max_ops_per_step()
@@ -457,11 +504,16 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._wanted: dict[int, int] = {}
         self._known: dict[int, None] = {}  # fingerprints captured in detail, oldest first
         self._by_fingerprint: dict[int, tuple[Any, ...]] = {}  # worker side: forecast to reuse
+        # Worker side: the decoded detailed step per fingerprint, while reused steps hold it
+        # (saving forecast.json reads every kept step's trace: decode each fingerprint once).
+        self._decoded: "weakref.WeakValueDictionary[int, _DecodedStep]" = weakref.WeakValueDictionary()
         self._queue: deque[tuple[Any, ...]] = deque()  # steps for the worker, in order
         self._queued_detailed = 0
         self._draining = False
-        self._counts = {"detailed": 0, "reused": 0, "skipped": 0}
-        self.forecast: Forecast = Forecast(targets, _origin(), host_speed=host_speed)
+        self._counts = {"detailed": 0, "reused": 0, "skipped": 0, "coalesced": 0}
+        self._sink_credit_s = SINK_ALLOWANCE_S  # sink time reused steps may still take
+        self.forecast: Forecast = Forecast(targets, _origin(), host_speed=host_speed,
+                                           keep_steps=keep_steps)
         self._set_clusters(world_size, interconnect, network, gpus_per_node, cluster, parallel)
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.max_ops_per_step = int(max_ops_per_step)
@@ -704,14 +756,25 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         summary, captured, peak_bytes, rows = cached
         _thread.forecasting = True
 
-        def detail() -> tuple[dict[str, Any], Any]:
-            step = decode_step(captured, peak_bytes)
-            step["index"], step["wall_ms"] = index, wall_ms
-            return step, rows
+        def detail() -> tuple[dict[str, Any], Any]:  # called under the detail lock
+            decoded = self._decoded.get(fingerprint)
+            if decoded is None:
+                decoded = _DecodedStep(decode_step(captured, peak_bytes))
+                self._decoded[fingerprint] = decoded
+            return _ReusedStep(decoded, index, wall_ms), rows
 
         forecast = self.forecast._add_forecast(index, wall_ms, summary, detail, rows)
         self._count("reused")
+        if not self._sinks and not self.verbose:
+            return
+        credit = min(SINK_ALLOWANCE_S, self._sink_credit_s + SINK_SHARE * wall_ms / 1e3)
+        if credit <= 0:
+            self._sink_credit_s = credit
+            self._count("coalesced")
+            return
+        start = time.thread_time()
         self._run_sinks(forecast, index)
+        self._sink_credit_s = credit - (time.thread_time() - start)
 
     def _forecast_step(self, captured: Any, peak_bytes: int, index: int,
                        fingerprint: int | None = None) -> None:

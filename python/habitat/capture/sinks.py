@@ -74,18 +74,22 @@ class _Guard:
     def __init__(self) -> None:
         self.reported = False
         self.unusable = False
+        self._made: set[Path] = set()  # directories created (once, not at every step)
 
     def run(self, directory: Path, work: Callable[[], Any]) -> Any:
         if self.unusable:
             return None
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            self.unusable = True
-            return self._report(_directory_problem(directory, exc))
+        if directory not in self._made:
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                self.unusable = True
+                return self._report(_directory_problem(directory, exc))
+            self._made.add(directory)
         try:
             return work()
         except OSError as exc:
+            self._made.discard(directory)  # removed under us? made again at the next turn
             return self._report(f"habitat: cannot write log files in {str(directory)!r} "
                                 f"({type(exc).__name__}: {exc}); the previous files are intact")
 

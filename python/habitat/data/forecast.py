@@ -20,8 +20,11 @@ from typing import Any, Callable, Sequence
 from habitat.data import engine
 from habitat.data.devices import get_device, target_names
 from habitat.data.files import atomic_write_text, read_tail, read_trace_text
-from habitat.data.op_rows import OpRows
+from habitat.data.op_rows import METHODS, OP_CLASSES, OpRows
 from habitat.data.trace import tensor_args, trace_json_text
+
+# Stands for the steps while the rest of a forecast document is encoded (Forecast.to_json).
+_STEPS_MARK = "\x00habitat-steps\x00"
 
 #: Steps whose per-op detail is kept in memory (``keep_steps``); older steps keep only their
 #: totals, so a forecast attached to a long training run stays small. ``save()`` writes the
@@ -209,10 +212,47 @@ class StepForecast:
         return [op for op in self.ops if op.predictions[name].share_us > 0]
 
     def top_ops(self, target: str, n: int = 10) -> list[OpForecast]:
-        """The `n` ops adding the most to the step's total on `target`."""
+        """The `n` ops adding the most to the step's total on `target` (ties in step order).
+        Chosen from the per-op columns: only those `n` ops become objects (``print(forecast)``
+        of a step of a million ops does not build a million)."""
         name = _canonical(target)
-        return sorted(self.counted_ops(name), key=lambda op: op.predictions[name].share_us,
-                      reverse=True)[:n]
+        with _detail_lock:
+            built = bool(self._ops)
+        table = None if built else self.op_table
+        trace = None if table is None else self.trace
+        if table is None or trace is None or name not in table.targets:
+            return sorted(self.counted_ops(name), key=lambda op: op.predictions[name].share_us,
+                          reverse=True)[:n]
+        import numpy as np
+
+        share = table.array["share_us"][:, table.targets.index(name)]
+        counted = np.flatnonzero(share > 0)
+        # A stable sort of the negated shares: equal shares keep step order, as sorted(reverse=True).
+        order = counted[np.argsort(-share[counted], kind="stable")][:max(0, n)]
+        return self.ops_at(order.tolist())
+
+    def ops_at(self, indices: Sequence[int]) -> list[OpForecast]:
+        """The ops at `indices` (positions in the step's op order) alone, as :attr:`ops` would
+        give them, without building an object for every other op."""
+        with _detail_lock:
+            built = self._ops
+        if built:
+            return [built[i] for i in indices]
+        table = self.op_table
+        trace = self.trace
+        if table is None or trace is None:
+            ops = self.ops
+            return [ops[i] for i in indices]
+        return _op_forecasts_at(trace, table, indices)
+
+    def op_count(self) -> int:
+        """How many ops the step holds in detail (0 past the history), without building an
+        object per op."""
+        with _detail_lock:
+            if self._ops:
+                return len(self._ops)
+        table = self.op_table
+        return len(table) if table is not None else len(self.ops)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -247,6 +287,30 @@ def _shapes_and_dtypes(op: dict[str, Any]) -> tuple[list[list[int]], list[str]]:
 
 
 _detail_lock = threading.Lock()
+
+
+def _op_forecasts_at(step: dict[str, Any], rows: OpRows, indices: Sequence[int]) -> list[OpForecast]:
+    """OpForecast objects of the ops at `indices` (row order is the step's op order) alone,
+    read from the rows' numpy columns: the top ops of a million-op step cost a few objects."""
+    a = rows.array
+    targets = rows.targets
+    ops = []
+    for i in indices:
+        op, row = step["ops"][i], a[i]
+        shapes, dtypes = _shapes_and_dtypes(op)
+        ops.append(OpForecast(
+            id=op["id"], name=op["name"], overload=op.get("overload", ""),
+            phase=op.get("phase", "other"), module_path=op.get("module_path", ""),
+            autograd_node=op.get("autograd_node", ""), parent=op.get("parent"),
+            depth=op.get("depth", 0), has_children=op.get("has_children", False),
+            measured_us=op.get("wall_us", 0.0), input_shapes=shapes, dtypes=dtypes,
+            op_class=OP_CLASSES[int(row["op_class"])], flops=float(row["flops"]),
+            bytes=float(row["bytes"]),
+            predictions={t: Prediction(float(row["time_us"][k]), METHODS[int(row["method"][k])],
+                                       float(row["share_us"][k]), METHODS[int(row["share_method"][k])])
+                         for k, t in enumerate(targets)},
+        ))
+    return ops
 
 
 def _op_forecasts_from_rows(step: dict[str, Any], rows: OpRows) -> list[OpForecast]:
@@ -494,7 +558,14 @@ class Forecast:
         note = self.detail_note()
         if note:
             doc["forecast"]["note"] = "the trace holds only the steps with detail: " + note
-        return json.dumps(doc, indent=indent)
+        if indent is not None:
+            return json.dumps(doc, indent=indent)
+        # Steps that share their ops with others (predict_on's reused steps) encode them once
+        # (`json_text`): a log_dir's forecast.json is rewritten every few steps while training.
+        steps_doc, doc["steps"] = doc["steps"], _STEPS_MARK
+        head, tail = json.dumps(doc).split(json.dumps(_STEPS_MARK), 1)
+        body = ",".join(s.json_text() if hasattr(s, "json_text") else json.dumps(s) for s in steps_doc)
+        return f"{head}[{body}]{tail}"
 
     def save(self, path: str | Path, *, last_steps: int | None = None) -> Path:
         """Writes :meth:`to_json`; :meth:`Forecast.load` re-forecasts it for any GPU.

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Union
 
 from habitat import _engine
-from habitat.data.files import is_gzip, read_trace_text
+from habitat.data.files import atomic_write_text, is_gzip, read_trace_text
 
 __all__ = ["FORMAT_VERSION", "TraceFormatError", "load_trace", "save_trace", "tensor_args",
            "validate_trace"]
@@ -64,9 +64,15 @@ def load_trace(path: PathLike) -> TraceDocument:
 def save_trace(doc: Mapping[str, Any], path: PathLike) -> None:
     """Validate ``doc`` and write it to ``path`` in canonical form.
 
-    The file is replaced atomically, so a reader never sees half a trace.
+    The file is replaced atomically (a temporary file in the same directory, fsynced, then
+    renamed over ``path``), so a reader, a crash or a full disk never leaves half a trace.
     """
-    _engine.save_trace_json(_to_json(doc), os.fspath(path))
+    text = _engine.validate_trace_json(_to_json(doc))  # an invalid document leaves the file alone
+    try:
+        atomic_write_text(path, text)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot write habitat trace '{os.fspath(path)}': "
+                      f"{e.strerror or e}") from None
 
 
 def trace_json_text(doc: Mapping[str, Any]) -> str:

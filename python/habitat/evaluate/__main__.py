@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from habitat.data.files import atomic_write_text
 from habitat.evaluate import distributed, kernels, models, precision
 from habitat.evaluate import predictors as P
 from habitat.learned.devices import DeviceTable, default_table
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         precision.print_report(results)
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+            atomic_write_text(args.json, json.dumps(results, indent=1, sort_keys=True) + "\n")
         return 0
     model_set = P.ModelSet(weights)
     if args.data is None and args.what != "distributed":
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n({args.what}: {time.time() - start:.0f}s)")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(args.json, json.dumps(results, indent=1, sort_keys=True) + "\n")
     return 0
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from habitat.analysis.memory import format_bytes
 from habitat.analysis.regions import compiled_regions
-from habitat.data.files import atomic_write_text
+from habitat.data.files import atomic_write_bytes, atomic_write_text
 from habitat.present import timeline_view, view
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def _forecast_blocks(forecast: "Forecast") -> list[Any]:
     if methods:
         blocks.append(("table", [["method", "meaning"],
                                  *([m, meaning] for m, meaning in view.method_legend(list(methods)))]))
-    if step.ops:
+    if step.op_count():
         blocks.append(("h", 3, f"Top {TOP_OPS} ops by their share of the step on {targets[0]}"))
         rows = [["op", "module", "phase", "input shapes", "measured (us)",
                  *(f"{t} (us)" for t in targets), "method"]]
@@ -175,7 +175,7 @@ def render_markdown(blocks: Sequence[Any], image_dir: Path | None = None) -> str
                 images += 1
                 name = "gpus.png" if images == 1 else f"image{images}.png"
                 image_dir.mkdir(parents=True, exist_ok=True)
-                (image_dir / name).write_bytes(block[1])
+                atomic_write_bytes(image_dir / name, block[1])
                 out.append(f"![{block[2]}]({image_dir.name}/{name})")
         out.append("")
     return "\n".join(out)

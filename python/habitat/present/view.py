@@ -98,7 +98,7 @@ def _count(n: int) -> str:
 
 def step_warnings(step: "StepForecast") -> list[str]:
     """Warnings every view prints above a step's numbers (an empty step, for one)."""
-    if not any(step.method_ops[t] for t in step.targets) and not step.ops:
+    if not any(step.method_ops[t] for t in step.targets) and not step.op_count():
         return [f"warning: step {step.index} captured no aten ops, so every forecast is 0 ms. "
                 "Check that the model runs inside `with habitat.predict_on(...)`, on the thread "
                 "that entered it (ops on threads the step starts itself are not captured), and "

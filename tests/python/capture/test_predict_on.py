@@ -264,3 +264,30 @@ def test_json_and_tensorboard_handlers(tmp_path: Path) -> None:
 def test_on_step_rejects_what_is_not_callable() -> None:
     with pytest.raises(TypeError, match="callables"):
         habitat.predict_on("A100", on_step=["not a sink"])
+
+
+@pytest.mark.parametrize("bad", [None, 5, "", [], ["A100", 3]])
+def test_bad_target_values_get_the_unknown_gpu_advice(bad) -> None:  # noqa: ANN001
+    from habitat.data.devices import UnknownDeviceError
+
+    with pytest.raises(UnknownDeviceError, match="pass a GPU name, a list of names or 'all'"):
+        habitat.predict_on(bad)
+
+
+def test_all_gpus_and_keep_steps() -> None:
+    work = make_workload("mlp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning on the way
+        predictor = habitat.predict_on("all", keep_steps=1, detail_steps=3)
+        for _ in range(3):
+            with predictor:
+                work.step()
+        predictor.close()
+    forecast = predictor.forecast
+    assert forecast.targets == [d.name for d in habitat.devices()]
+    assert [s.holds_trace for s in forecast.steps] == [False, False, True]
+    assert "per-op detail kept for the last 1 step" in str(forecast)
+    saved = json.loads(forecast.to_json())
+    assert len(saved["steps"]) == 1 and saved["forecast"]["dropped_detail_steps"] == 2
+    with pytest.raises(ValueError, match="keep_steps"):
+        habitat.predict_on("A100", keep_steps=-1)

@@ -2,7 +2,9 @@
 for repeated steps, no global hooks outside detailed steps, a worker that never blocks."""
 from __future__ import annotations
 
+import json
 import threading
+import time
 import warnings
 from typing import Callable
 
@@ -127,7 +129,7 @@ def test_repeated_steps_reuse_the_forecast_with_their_own_time() -> None:
             with predictor:
                 _step(model, opt, x)
     forecast = predictor.forecast
-    assert predictor.step_counts == {"detailed": 2, "reused": 4, "skipped": 0}
+    assert predictor.step_counts == {"detailed": 2, "reused": 4, "skipped": 0, "coalesced": 0}
     assert forecast.step_counts is predictor.step_counts
     assert [s.index for s in forecast.steps] == list(range(6))
     target = forecast.targets[0]
@@ -141,6 +143,49 @@ def test_repeated_steps_reuse_the_forecast_with_their_own_time() -> None:
     assert {op.phase for op in latest.ops} >= {"forward", "backward", "optimizer"}
     assert "Steps: 2 recorded in detail, 4 reused the forecast of an identical step" in str(forecast)
     predictor.close()
+
+
+def test_reused_steps_share_one_decode_and_save_the_same_document() -> None:
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, detail_steps=2, fingerprint_every=1)
+    for x in _batches(6):
+        with predictor:
+            _step(model, opt, x)
+    forecast = predictor.forecast
+    predictor.close()
+    reused = [s.trace for s in forecast.steps[2:]]
+    assert [t["index"] for t in reused] == [2, 3, 4, 5]
+    assert all(t["ops"] is reused[0]["ops"] for t in reused)  # decoded once, shared
+    # forecast.json encodes the shared ops once per fingerprint: the same document as a
+    # plain encoding of every step.
+    assert json.loads(forecast.to_json()) == json.loads(forecast.to_json(indent=1))
+    assert json.loads(forecast.to_json())["steps"][3]["wall_ms"] == forecast.steps[3].measured_ms
+
+
+def test_slow_sinks_of_reused_steps_are_coalesced_within_their_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    from habitat.capture import predict as predict_module
+
+    monkeypatch.setattr(predict_module, "SINK_ALLOWANCE_S", 0.02)
+    seen: list[int] = []
+
+    def slow_sink(forecast: object, step: object) -> None:  # 5 ms of CPU on the forecast thread
+        seen.append(step.index)  # type: ignore[attr-defined]
+        end = time.thread_time() + 0.005
+        while time.thread_time() < end:
+            pass
+
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET, detail_steps=2, on_step=slow_sink)
+    for x in _batches(40):
+        with predictor:
+            _step(model, opt, x)
+    predictor.close()
+    counts = predictor.step_counts
+    assert counts["coalesced"] > 0 and counts["skipped"] == 0
+    # Coalesced steps are forecast and counted, only not sent to the sinks; detailed ones are.
+    assert len(predictor.forecast.steps) == 40 == counts["detailed"] + counts["reused"]
+    assert len(seen) == 40 - counts["coalesced"] and seen[:2] == [0, 1]
+    assert f"{counts['coalesced']} of the reused not logged" in str(predictor.forecast)
 
 
 def test_training_is_bitwise_identical_with_steady_steps() -> None:
@@ -173,7 +218,7 @@ def test_forecast_follows_a_new_batch_size() -> None:
     counts = predictor.step_counts
     # The first step at the new size is measured, not forecast (its fingerprint is new); the
     # next one is recorded in detail, the rest reuse it.
-    assert counts == {"detailed": 3, "reused": 4, "skipped": 1}
+    assert counts == {"detailed": 3, "reused": 4, "skipped": 1, "coalesced": 0}
     big = forecast.latest.total_ms
     assert big != small
     assert forecast.latest.trace["ops"][0]  # detail of the new shape
@@ -259,7 +304,7 @@ def test_timed_steps_run_without_the_capture_key_and_reuse_the_forecast() -> Non
             keyed.append(_C._capture_key_included())
             _step(model, opt, x)
     counts = predictor.step_counts
-    assert counts == {"detailed": 2, "reused": 7, "skipped": 0}
+    assert counts == {"detailed": 2, "reused": 7, "skipped": 0, "coalesced": 0}
     # Steps 0-1 detailed, then at least every 3rd step fingerprinted (4, 7; more when a step's
     # time jumps), the rest only timed: their ops do not go through Habitat at all.
     assert keyed[:2] == [True, True] and False in keyed

@@ -160,3 +160,77 @@ def test_load_builds_per_op_detail_only_when_read(golden_trace: Path):
     assert forecast.steps[1].trace == load_trace(golden_trace)["steps"][1]
     assert forecast.steps[1]._ops == [] and forecast.steps[1]._op_results is not None  # not built
     assert len(forecast.steps[1].ops) == 189 and forecast.steps[0]._detail is not None
+
+
+def _failing_replace(*args: object) -> None:
+    raise OSError(28, "No space left on device")
+
+
+def test_save_trace_is_atomic_and_fsynced(golden_trace: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch):
+    from habitat.data.trace import load_trace, save_trace
+
+    doc = load_trace(golden_trace)
+    out = tmp_path / "trace.json"
+    synced = []
+    real_fsync = files.os.fsync
+    monkeypatch.setattr(files.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    save_trace(doc, out)
+    assert synced and load_trace(out) == doc
+    before = out.read_bytes()
+    monkeypatch.setattr(files.os, "replace", _failing_replace)
+    with pytest.raises(OSError, match="cannot write habitat trace .*No space"):
+        save_trace(doc, out)
+    assert out.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]  # no temp file left
+
+
+def test_report_images_and_plots_are_replaced_atomically(golden_trace: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("matplotlib")
+    from habitat.present.report import write_report
+
+    forecast = Forecast.load(golden_trace)
+    comparison = forecast.compare(["A100", "T4"])
+    report, plot = tmp_path / "r.md", tmp_path / "p.png"
+    write_report(forecast, report, comparison)
+    comparison.plot(plot)
+    written = {p: p.read_bytes() for p in [report, plot, *(tmp_path / "r_files").iterdir()]}
+    assert len(written) == 3  # the report, its image, the plot
+    monkeypatch.setattr(files.os, "replace", _failing_replace)
+    for write in (lambda: write_report(forecast, report, comparison), lambda: comparison.plot(plot)):
+        with pytest.raises(OSError, match="No space"):
+            write()
+    assert {p: p.read_bytes() for p in written} == written  # every file as it was
+    from habitat.present.report import render_markdown
+
+    with pytest.raises(OSError, match="No space"):  # the image itself goes through a rename
+        render_markdown([("img", b"\x89PNG", "gpus")], image_dir=tmp_path / "r_files")
+    leftovers = [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_a_long_run_of_repeated_steps_costs_a_few_hundred_bytes_per_step(golden_trace: Path):
+    # Bounded memory: 100k steps of a run in steady state (each reusing a forecast) must stay
+    # within tens of MB, so each step's record is small: the totals' dicts are shared.
+    import tracemalloc
+
+    from habitat.data import engine
+
+    doc = json.loads(golden_trace.read_text())
+    forecast = Forecast(["A100", "T4"], doc["origin"], keep_steps=2)
+    summary, rows = engine.forecast_step_parts(doc["origin"], doc["steps"][-1], forecast.targets)
+    step = doc["steps"][-1]
+    forecast._add_forecast(0, 1.0, summary, lambda: (step, rows), rows)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(1, 10_001):
+            forecast._add_forecast(i, 1.0, summary, lambda: (step, rows), rows)
+        per_step = (tracemalloc.get_traced_memory()[0] - before) / 10_000
+    finally:
+        tracemalloc.stop()
+    print(f"{per_step:.0f} bytes per step")
+    assert per_step < 400, per_step
+    assert forecast.steps[0].total_ms is forecast.steps[-1].total_ms  # shared, not copied
+    assert forecast.dropped_detail_steps == 10_001 - 2

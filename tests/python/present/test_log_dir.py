@@ -183,3 +183,58 @@ def test_forecast_file_keeps_the_latest_totals_only(tmp_path: Path):
     assert [s["index"] for s in saved["steps"]] == [3, 4, 5]
     assert saved["omitted_step_totals"] == 3
     assert Forecast.load(tmp_path / "forecast.json").steps  # still a loadable trace
+
+
+def test_tensorboard_bytes_per_step_stay_small_between_detail_steps(tmp_path: Path, golden_trace: Path):
+    # README: scalars every step (~1.2 KB for two GPUs), the per-op table every 100 steps.
+    forecast = Forecast.load(golden_trace, targets=["A100", "T4"])
+    step = forecast.latest
+
+    def size() -> int:
+        return sum(p.stat().st_size for p in tmp_path.rglob("events.out.tfevents.*"))
+
+    step.index = 0
+    with TensorBoardLogger(tmp_path, detail_every=100) as logger:
+        logger.log_step(forecast, step)
+        logger.flush()
+        first = size()  # the layout and one full per-op table (189 ops)
+        for i in range(1, 301):
+            step.index = i
+            logger.log_step(forecast, step)
+        logger.flush()
+    per_step = (size() - first) / 300
+    assert first > 10_000  # a detail step is large ...
+    assert per_step < 1_500, per_step  # ... the others are their scalars; 3 tables in 300 steps
+    assert [e.step for e in _read(tmp_path).Tensors(f"{OPS_TABLE}/text_summary")] == [0, 100, 200, 300]
+
+
+def test_a_full_disk_is_one_report_and_the_next_save_tries_again(tmp_path: Path, monkeypatch, capsys):
+    from habitat.capture.sinks import LogDirError, history_handler
+
+    forecast = capture(TARGETS, steps=1)
+    step = forecast.latest
+    sinks = log_dir_sinks(tmp_path, run="r", save_every=1)
+    history, saver = sinks[0], sinks[1]
+    assert isinstance(history, history_handler)
+    real_save = Forecast.save
+    full = [True]
+
+    def save(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if full[0]:
+            raise OSError(28, "No space left on device")
+        return real_save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Forecast, "save", save)
+    with pytest.raises(LogDirError, match="No space left on device.*previous files are intact"):
+        saver(forecast, step)
+    saver(forecast, step)  # said once: later failures are silent
+    history(forecast, step)  # the other files go on
+    full[0] = False
+    saver(forecast, step)  # space again: written
+    assert Forecast.load(tmp_path / "forecast.json").steps
+    assert len(read_step_history(tmp_path / HISTORY_FILE)) == 1
+    full[0] = True
+    forecast._steps.append(step)
+    saver.close()  # never raises; says so on stderr
+    history.close()
+    assert "could not write the last log files" not in capsys.readouterr().err  # already reported

@@ -1,0 +1,56 @@
+"""Printing a forecast and reading its top ops build objects for those ops only, not for every
+op of the step (a step of a million ops printed in well under a second, not minutes)."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from habitat.analysis.regions import compiled_regions
+from habitat.data.forecast import Forecast
+
+
+def _reference_top(step, target: str, n: int):  # noqa: ANN001, ANN202
+    """The object-per-op way: every op built, the counted ones sorted by share."""
+    counted = [op for op in step.ops if op.predictions[target].share_us > 0]
+    return sorted(counted, key=lambda op: op.predictions[target].share_us, reverse=True)[:n]
+
+
+def test_top_ops_from_the_columns_equal_the_object_per_op_ones(golden_trace: Path):
+    for n in (0, 1, 10, 10_000):
+        fresh = Forecast.load(golden_trace, targets=["A100", "T4"])
+        built = Forecast.load(golden_trace, targets=["A100", "T4"])
+        for target in fresh.targets:
+            top = fresh.latest.top_ops(target, n)
+            assert fresh.latest._ops == []  # only the chosen ops became objects
+            assert top == _reference_top(built.latest, target, n)  # same ops, order and values
+
+
+def test_print_builds_no_object_per_op(golden_trace: Path):
+    forecast = Forecast.load(golden_trace, targets=["A100", "H100"])
+    text = str(forecast)
+    assert "A100" in text and forecast.latest.op_count() == 189
+    assert forecast.latest._ops == [] and forecast.latest._op_results is not None
+    # the top ops printed are those of the object-per-op path
+    reference = Forecast.load(golden_trace, targets=["A100"])
+    for op in _reference_top(reference.latest, reference.targets[0], 3):
+        assert op.full_name in text
+
+
+def test_compiled_regions_build_only_the_ops_inside_them(golden_trace: Path):
+    doc = json.loads(golden_trace.read_text())
+    step = copy.deepcopy(doc["steps"][-1])
+    inside = [op["id"] for op in step["ops"][10:40]]
+    for op in step["ops"][10:40]:
+        op["module_path"] = "compiled/graph_3"
+    forecast = Forecast(["A100"], doc["origin"])
+    forecast.add_step(step)
+    a100 = forecast.targets[0]
+    regions = compiled_regions(forecast.latest, a100)
+    assert forecast.latest._ops == []
+    # the region's time: each op inside once, an op whose parent is inside too counted in it
+    ops = {op.id: op for op in forecast.latest.ops}
+    expected = sum(ops[i].time_us(a100) for i in inside
+                   if ops[i].parent is None or ops[i].parent not in inside)
+    assert [r.graph_id for r in regions] == [3]
+    assert abs(regions[0].time_us - expected) <= 1e-9 * expected
