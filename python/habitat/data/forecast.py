@@ -289,6 +289,19 @@ def _shapes_and_dtypes(op: dict[str, Any]) -> tuple[list[list[int]], list[str]]:
 _detail_lock = threading.Lock()
 
 
+def _op_forecast(op: dict[str, Any], op_class: str, flops: float, nbytes: float,
+                 predictions: dict[str, Prediction]) -> OpForecast:
+    """One op's OpForecast: its trace fields and its row's forecast."""
+    shapes, dtypes = _shapes_and_dtypes(op)
+    return OpForecast(
+        id=op["id"], name=op["name"], overload=op.get("overload", ""),
+        phase=op.get("phase", "other"), module_path=op.get("module_path", ""),
+        autograd_node=op.get("autograd_node", ""), parent=op.get("parent"),
+        depth=op.get("depth", 0), has_children=op.get("has_children", False),
+        measured_us=op.get("wall_us", 0.0), input_shapes=shapes, dtypes=dtypes,
+        op_class=op_class, flops=flops, bytes=nbytes, predictions=predictions)
+
+
 def _op_forecasts_at(step: dict[str, Any], rows: OpRows, indices: Sequence[int]) -> list[OpForecast]:
     """OpForecast objects of the ops at `indices` (row order is the step's op order) alone,
     read from the rows' numpy columns: the top ops of a million-op step cost a few objects."""
@@ -296,20 +309,12 @@ def _op_forecasts_at(step: dict[str, Any], rows: OpRows, indices: Sequence[int])
     targets = rows.targets
     ops = []
     for i in indices:
-        op, row = step["ops"][i], a[i]
-        shapes, dtypes = _shapes_and_dtypes(op)
-        ops.append(OpForecast(
-            id=op["id"], name=op["name"], overload=op.get("overload", ""),
-            phase=op.get("phase", "other"), module_path=op.get("module_path", ""),
-            autograd_node=op.get("autograd_node", ""), parent=op.get("parent"),
-            depth=op.get("depth", 0), has_children=op.get("has_children", False),
-            measured_us=op.get("wall_us", 0.0), input_shapes=shapes, dtypes=dtypes,
-            op_class=OP_CLASSES[int(row["op_class"])], flops=float(row["flops"]),
-            bytes=float(row["bytes"]),
-            predictions={t: Prediction(float(row["time_us"][k]), METHODS[int(row["method"][k])],
-                                       float(row["share_us"][k]), METHODS[int(row["share_method"][k])])
-                         for k, t in enumerate(targets)},
-        ))
+        row = a[i]
+        ops.append(_op_forecast(
+            step["ops"][i], OP_CLASSES[int(row["op_class"])], float(row["flops"]), float(row["bytes"]),
+            {t: Prediction(float(row["time_us"][k]), METHODS[int(row["method"][k])],
+                           float(row["share_us"][k]), METHODS[int(row["share_method"][k])])
+             for k, t in enumerate(targets)}))
     return ops
 
 
@@ -317,21 +322,11 @@ def _op_forecasts_from_rows(step: dict[str, Any], rows: OpRows) -> list[OpForeca
     c = rows.columns()
     targets = rows.targets
     n = len(targets)
-    ops = []
-    for i, op in enumerate(step["ops"]):
-        shapes, dtypes = _shapes_and_dtypes(op)
-        ops.append(OpForecast(
-            id=op["id"], name=op["name"], overload=op.get("overload", ""),
-            phase=op.get("phase", "other"), module_path=op.get("module_path", ""),
-            autograd_node=op.get("autograd_node", ""), parent=op.get("parent"),
-            depth=op.get("depth", 0), has_children=op.get("has_children", False),
-            measured_us=op.get("wall_us", 0.0), input_shapes=shapes, dtypes=dtypes,
-            op_class=c["op_class"][i], flops=c["flops"][i], bytes=c["bytes"][i],
-            predictions={targets[t]: Prediction(c["time_us"][t][i], c["method"][t][i],
-                                                c["share_us"][t][i], c["share_method"][t][i])
-                         for t in range(n)},
-        ))
-    return ops
+    return [_op_forecast(op, c["op_class"][i], c["flops"][i], c["bytes"][i],
+                         {targets[t]: Prediction(c["time_us"][t][i], c["method"][t][i],
+                                                 c["share_us"][t][i], c["share_method"][t][i])
+                          for t in range(n)})
+            for i, op in enumerate(step["ops"])]
 
 
 def _saved_targets(text: str) -> list[str] | None:
