@@ -33,7 +33,7 @@ from habitat._version import __version__
 from habitat.capture import modules as _modules, phase as _phase
 from habitat.capture.compile import install_compile_callbacks
 from habitat.capture.cupti import KernelTracing, hold_nvtx, origin_device, release_nvtx
-from habitat.capture.sinks import StepSink, log_dir_sinks
+from habitat.capture.sinks import StepSink, history_handler, log_dir_sinks
 from habitat.data.engine import forecast_captured
 from habitat.data.forecast import DEFAULT_KEEP_STEPS, Forecast, StepForecast
 from habitat.data.trace import tensor_args
@@ -102,8 +102,9 @@ REUSE_BATCH = 32
 #: A reused step's sinks (log_dir files, TensorBoard, on_step) run in Python on the forecast
 #: thread and hold the GIL the training loop needs: a tiny model's log_dir made its steps 4-8x
 #: slower. After SINK_ALLOWANCE_S of sink time, the sinks of reused steps get SINK_SHARE of
-#: the training time those steps took; the steps between are *coalesced*: forecast and
-#: counted (``forecast.steps``), not sent to the sinks. Detailed steps always reach them.
+#: the training time those steps took; the steps between are *coalesced*: forecast, counted
+#: (``forecast.steps``) and written to the step history, not sent to the other sinks.
+#: Detailed steps always reach them all.
 SINK_SHARE = 0.02
 SINK_ALLOWANCE_S = 1.0
 #: Detailed steps that try to catch a new steady-state fingerprint before it is given up.
@@ -448,9 +449,10 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
     ``detailed``, ``reused`` (a steady-state step counted with the forecast of a detailed step
     with the same fingerprint), ``skipped`` (a steady-state step with a new fingerprint, or
     one that found the worker too far behind: measured, not forecast) and ``coalesced`` (reused
-    steps forecast but not sent to ``log_dir`` / ``on_step``: after their first second of work,
-    the sinks of reused steps get 2 % of the training time, since they run in Python and hold
-    the GIL the training loop needs; detailed steps always reach them).
+    steps forecast and written to ``log_dir/steps.jsonl`` but not to TensorBoard,
+    ``forecast.json`` or ``on_step``: after their first second of work, the sinks of reused
+    steps get 2 % of the training time, since they run in Python and hold the GIL the
+    training loop needs; detailed steps always reach them all).
 
     ``__enter__`` returns the :class:`~habitat.data.forecast.Forecast`, the same object every step.
     Steps are forecast on a background thread and the training loop never waits for it (when it
@@ -768,12 +770,14 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if not self._sinks and not self.verbose:
             return
         credit = min(SINK_ALLOWANCE_S, self._sink_credit_s + SINK_SHARE * wall_ms / 1e3)
-        if credit <= 0:
-            self._sink_credit_s = credit
-            self._count("coalesced")
-            return
         start = time.thread_time()
-        self._run_sinks(forecast, index)
+        if credit <= 0:
+            # Coalesced: only the step history (steps.jsonl, one short line) is written, so
+            # every forecast step stays on disk; the history's time counts against the share.
+            self._count("coalesced")
+            self._run_sinks(forecast, index, [s for s in self._sinks if isinstance(s, history_handler)])
+        else:
+            self._run_sinks(forecast, index)
         self._sink_credit_s = credit - (time.thread_time() - start)
 
     def _forecast_step(self, captured: Any, peak_bytes: int, index: int,
@@ -815,15 +819,15 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                 cache.pop(next(iter(cache)))
         self._run_sinks(forecast, index)
 
-    def _run_sinks(self, forecast: StepForecast, index: int) -> None:
-        for sink in self._sinks:
+    def _run_sinks(self, forecast: StepForecast, index: int, sinks: list[StepSink] | None = None) -> None:
+        for sink in self._sinks if sinks is None else sinks:
             try:
                 sink(self.forecast, forecast)
             except Exception as e:  # nor must a sink's
                 self._messages.append(
                     f"habitat: {_sink_name(sink)} failed on step {index} ({type(e).__name__}: "
                     f"{e}); the training step itself ran normally")
-        if self.verbose:
+        if self.verbose and sinks is None:
             print(forecast)
 
     def close(self) -> None:

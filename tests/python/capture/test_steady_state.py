@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 import warnings
 from typing import Callable
 
@@ -18,6 +19,7 @@ import habitat
 from habitat import _C
 from habitat.capture import modules as habitat_modules, phase as habitat_phase
 from habitat.capture.predict import HabitatWarning, record_step
+from habitat.data.forecast import read_step_history
 
 TARGET = "A100"
 
@@ -162,7 +164,8 @@ def test_reused_steps_share_one_decode_and_save_the_same_document() -> None:
     assert json.loads(forecast.to_json())["steps"][3]["wall_ms"] == forecast.steps[3].measured_ms
 
 
-def test_slow_sinks_of_reused_steps_are_coalesced_within_their_share(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slow_sinks_of_reused_steps_are_coalesced_within_their_share(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
     from habitat.capture import predict as predict_module
 
     monkeypatch.setattr(predict_module, "SINK_ALLOWANCE_S", 0.02)
@@ -175,7 +178,7 @@ def test_slow_sinks_of_reused_steps_are_coalesced_within_their_share(monkeypatch
             pass
 
     model, opt = _setup()
-    predictor = habitat.predict_on(TARGET, detail_steps=2, on_step=slow_sink)
+    predictor = habitat.predict_on(TARGET, detail_steps=2, on_step=slow_sink, log_dir=tmp_path)
     for x in _batches(40):
         with predictor:
             _step(model, opt, x)
@@ -185,7 +188,9 @@ def test_slow_sinks_of_reused_steps_are_coalesced_within_their_share(monkeypatch
     # Coalesced steps are forecast and counted, only not sent to the sinks; detailed ones are.
     assert len(predictor.forecast.steps) == 40 == counts["detailed"] + counts["reused"]
     assert len(seen) == 40 - counts["coalesced"] and seen[:2] == [0, 1]
-    assert f"{counts['coalesced']} of the reused not logged" in str(predictor.forecast)
+    assert f"{counts['coalesced']} of the reused only in the step history" in str(predictor.forecast)
+    # The step history still has every step (crash-safe record of the run).
+    assert [r["index"] for r in read_step_history(tmp_path / "steps.jsonl")] == list(range(40))
 
 
 def test_training_is_bitwise_identical_with_steady_steps() -> None:
