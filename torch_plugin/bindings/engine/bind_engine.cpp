@@ -240,19 +240,23 @@ py::object rows_object(std::shared_ptr<const std::string> rows) {
   return py::cast(OpRowsBuffer{std::move(rows)});
 }
 
-std::string forecast_step(const std::string& trace_json, const std::vector<std::string>& targets,
-                          int step, const std::string& weights_dir, double host_speed,
-                          const std::string& host_model_json) {
-  const Trace trace = trace_from_json(trace_json);
+// The trace's step `step`, counted from the end when negative (Python's indexing).
+const Step& step_at(const Trace& trace, int step) {
   const auto count = static_cast<int>(trace.steps.size());
   const int index = step < 0 ? count + step : step;
   if (index < 0 || index >= count) {
     throw py::index_error("step " + std::to_string(step) + " is out of range: the trace has " +
                           std::to_string(count) + " step(s)");
   }
+  return trace.steps[static_cast<std::size_t>(index)];
+}
+
+std::string forecast_step(const std::string& trace_json, const std::vector<std::string>& targets,
+                          int step, const std::string& weights_dir, double host_speed,
+                          const std::string& host_model_json) {
+  const Trace trace = trace_from_json(trace_json);
   return forecast_to_json(
-      forecast_for(trace.steps[static_cast<std::size_t>(index)], trace.origin, targets, weights_dir,
-                   {host_speed, host_model_json}));
+      forecast_for(step_at(trace, step), trace.origin, targets, weights_dir, {host_speed, host_model_json}));
 }
 
 ForecastParts forecast_one_step(const std::string& trace_json, const std::vector<std::string>& targets,
@@ -426,14 +430,7 @@ void bind_engine(py::module_& m) {
   m.def(
       "estimate_overhead_per_op",
       [](const std::string& trace_json, int step) {
-        const Trace trace = trace_from_json(trace_json);
-        const auto count = static_cast<int>(trace.steps.size());
-        const int index = step < 0 ? count + step : step;
-        if (index < 0 || index >= count) {
-          throw py::index_error("step " + std::to_string(step) + " is out of range: the trace has " +
-                                std::to_string(count) + " step(s)");
-        }
-        const double c = estimate_overhead_per_op(trace.steps[static_cast<std::size_t>(index)]);
+        const double c = estimate_overhead_per_op(step_at(trace_from_json(trace_json), step));
         return c >= 0 ? c : kDefaultOverheadPerOpUs;
       },
       py::arg("trace_json"), py::arg("step") = 0,
