@@ -18,7 +18,18 @@ import importlib.util as _importlib_util
 import re as _re
 
 from habitat._version import SUPPORTED_TORCH, __version__
-from habitat import _engine  # noqa: F401
+
+# torch first: both extensions share pybind11's internals with torch, and whichever module
+# creates them installs the translator that every C++ exception raised in torch passes through.
+# Where our extension links its own libstdc++ statically (GCC builds that ship only
+# libstdc++.a), a translator from our copy crashes on torch's exceptions (seen on the H100
+# machine: a segfault in torch/_ops.py when habitat was imported before torch).
+try:
+    import torch as _torch
+except ImportError:
+    _torch = None
+
+from habitat import _engine  # noqa: F401,E402
 from habitat.data.devices import Device, devices, get_device, load_devices  # noqa: F401
 from habitat.data.forecast import Forecast, StepForecast, set_views as _set_views  # noqa: F401
 from habitat.data.trace import load_trace, save_trace, validate_trace  # noqa: F401
@@ -98,11 +109,6 @@ def _missing_torch(name: str):
     missing.__doc__ = message
     return missing
 
-
-try:
-    import torch as _torch
-except ImportError:
-    _torch = None
 
 if _torch is None:
     TORCH_AVAILABLE = False

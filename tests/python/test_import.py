@@ -61,6 +61,23 @@ def test_without_torch_the_engine_works_and_capture_says_what_it_needs(tmp_path)
                        f"habitat with {REBUILD}")
 
 
+def test_torch_is_loaded_before_the_engine(tmp_path):
+    # Where GCC links libstdc++ statically into our extensions, the engine must not be the
+    # module that creates pybind11's internals shared with torch: torch's own exceptions then
+    # went through our copy of libstdc++ and crashed (H100 machine, 2026-11-23).
+    out = _run("""
+        import habitat, torch
+        names = list(sys.modules)
+        print(names.index("torch") < names.index("habitat._engine"))
+        try:
+            torch.ops.aten.no_such_op
+        except AttributeError:
+            print("translated")
+        """, None, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "translated"]
+
+
 def test_an_old_torch_is_refused_before_the_plugin_loads(tmp_path):
     out = _run("""
         try:

@@ -128,7 +128,7 @@ const Device& find_device(const std::string& name, const std::optional<std::stri
 }
 
 void bind_devices(py::module_& m) {
-  py::register_exception<UnknownDeviceError>(m, "UnknownDeviceError", PyExc_ValueError);
+  py::register_local_exception<UnknownDeviceError>(m, "UnknownDeviceError", PyExc_ValueError);
 
   py::class_<Device>(m, "Device", "A GPU of the device database (read-only).")
       .def_readonly("name", &Device::name)

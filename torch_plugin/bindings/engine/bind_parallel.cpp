@@ -59,7 +59,7 @@ CollectiveAlgorithm algorithm_of(const std::string& name) {
 }  // namespace
 
 void bind_parallel(py::module_& m) {
-  py::register_exception<ClusterError>(m, "ClusterError", PyExc_ValueError);
+  py::register_local_exception<ClusterError>(m, "ClusterError", PyExc_ValueError);
 
   py::class_<Cluster>(m, "Cluster", "GPUs of one kind on nodes joined by two fabric tiers")
       .def_readonly("gpu", &Cluster::gpu)

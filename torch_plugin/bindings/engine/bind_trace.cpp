@@ -46,7 +46,7 @@ auto without_gil(const char* action, const std::string& path, Work&& work) {
 }  // namespace
 
 void bind_trace(py::module_& m) {
-  py::register_exception<TraceFormatError>(m, "TraceFormatError", PyExc_ValueError);
+  py::register_local_exception<TraceFormatError>(m, "TraceFormatError", PyExc_ValueError);
   m.attr("TRACE_FORMAT_NAME") = Trace::kFormatName;
   m.attr("TRACE_FORMAT_VERSION") = Trace::kFormatVersion;
 
