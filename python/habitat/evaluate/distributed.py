@@ -259,7 +259,7 @@ def compute_audit(data: Path, models: P.ModelSet, devices: DeviceTable, results:
         if label == "tp4":
             continue  # a TP rank runs a quarter of the matrix products: no single-GPU per-sample time
         e = results["configs"][label]
-        row = {"samples_per_rank": batch if label == "dp4" else 4}
+        row = {"samples_per_rank": batch}  # dp4: its own sample; pp4_1: the micro-batch of 4
         for method in ("shape", "runtime"):
             r = e[method]
             added = r["predicted_ms"] - r["single_gpu_fwd_bwd_ms"]
