@@ -45,6 +45,38 @@ def compare(data: Path = DATA) -> list[dict]:
     return out
 
 
+def side_by_side(device: str, data: Path = DATA, low: int = 32 << 10, high: int = 16 << 20) -> dict:
+    """Every curve of one GPU, time per call (us) from `low` to `high`, beside the model: where two
+    published curves of the same node type part, and how (the 8x A100 curves at 1-2 MiB)."""
+    curves = [c for c in json.loads(data.read_text())["curves"] if c["device"] == device]
+    cluster = Cluster(device, curves[0]["ranks"])
+    sizes = sorted({int(s) for c in curves for s in c["busbw_gbs"] if low <= int(s) <= high})
+    rows = []
+    for size in sizes:
+        e = cluster.collective("all_reduce", size)
+        row = {"bytes": size, "model_us": round(e["time_us"], 1), "model": f"{e['algorithm']}/{e['protocol']}"}
+        for c in curves:
+            bw = c["busbw_gbs"].get(str(size))
+            factor = 2 * (c["ranks"] - 1) / c["ranks"]
+            row[c["name"]] = round(size * factor / (bw * 1e9) * 1e6, 1) if bw else None
+        rows.append(row)
+    return {"device": device, "curves": [c["name"] for c in curves], "rows": rows}
+
+
+def print_side_by_side(t: dict) -> None:
+    print(f"\n{t['device']}: time per all_reduce call (us), every published curve beside the model")
+    names = t["curves"]
+    print(f"  {'size':>8s} " + " ".join(f"{'curve ' + str(i + 1):>9s}" for i in range(len(names))) +
+          f" {'model':>9s}  pick")
+    for r in t["rows"]:
+        size = r["bytes"] / 1024
+        label = f"{size:.0f}K" if size < 1024 else f"{size / 1024:.0f}M"
+        cells = " ".join(f"{r[n]:9.1f}" if r[n] is not None else f"{'-':>9s}" for n in names)
+        print(f"  {label:>8s} {cells} {r['model_us']:9.1f}  {r['model']}")
+    for i, n in enumerate(names):
+        print(f"  curve {i + 1}: {n}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--json", help="write the comparison here")
@@ -62,8 +94,11 @@ def main() -> None:
         print(f"  mean |error| {c['mean_abs_error_pct']}%, max {c['max_abs_error_pct']}%, "
               f"{c['within_15pct']}/{c['points']} sizes within 15% "
               f"(NCCL's tuner estimate alone: {c['nccl_tuner_mean_abs_error_pct']}%)")
+    a100 = side_by_side("A100-SXM4-80GB")
+    print_side_by_side(a100)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        Path(args.json).with_name("a100_side_by_side.json").write_text(json.dumps(a100, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -184,16 +184,22 @@ def step_work(nodes: list[_Node], layers: int, times: PhaseTimes, optimizer_us: 
                     tied_embedding_bytes=tied)
 
 
-def optimizer_us(params: float, predict: Callable[[M.Part], float], data_parallel: int = 1) -> float:
-    """Megatron's FP32 step: gradient clipping (an L2 norm read and a scale of every gradient)
-    and Adam (reads parameter, gradient and two moments, writes three), all memory-bound; plus
-    the upkeep of Megatron's contiguous gradient buffer (core_r0.5.0): ``zero_grad_buffer`` clears
-    it every step (training.py ``train_step``) and, with data parallelism, ``Bucket.start_grad_sync``
-    divides it by the data-parallel size before the all-reduce (``grad_buffer.py``)."""
-    zero = predict(M.Part("elementwise", M._elem(params, 0).shape, 1.0))
-    divide = predict(M._elem(params, 1)) if data_parallel > 1 else 0.0
-    return (predict(M._elem(params, 6)) + predict(M._elem(params, 1))
-            + predict(M.Part("elementwise", M._elem(params, 1).shape, 0.5)) + zero + divide)
+def optimizer_us(params: float, predict: Callable[[M.Part], float]) -> float:
+    """Megatron's FP32 step on one rank's `params`, every pass memory-bound over the FP32 state
+    (core_r0.5.0): apex ``FusedAdam`` (reads parameter, gradient and two moments, writes three:
+    7 streams); gradient clipping, ``multi_tensor_l2norm`` (reads every gradient: 1 stream) and
+    ``multi_tensor_scale`` (reads and writes it: 2; run when the norm exceeds 1.0, taken as run);
+    and the upkeep of the contiguous gradient buffer: ``zero_grad_buffer`` clears it every step
+    (training.py ``train_step``: 1 stream) and ``Bucket.start_grad_sync`` divides it by the
+    data-parallel size before the all-reduce (``grad_buffer.py``: 2). Every rank divides, a
+    data-parallel size of 1 included: Megatron wraps every model in its DDP and
+    ``finish_grad_sync`` (overlap off) always calls ``start_grad_sync``.
+    One stream = a write-only pass over the buffer, so the L2 norm's read is timed as one."""
+    one_stream = predict(M.Part("elementwise", M._elem(params, 0).shape, 1.0))
+    two_streams = predict(M._elem(params, 1))
+    adam = predict(M._elem(params, 6))
+    l2norm, scale, zero, divide = one_stream, two_streams, one_stream, two_streams
+    return adam + l2norm + scale + zero + divide
 
 
 def evaluate(data: Path, models: P.ModelSet, devices: DeviceTable, megatron: bool = True) -> dict:
@@ -222,7 +228,7 @@ def evaluate(data: Path, models: P.ModelSet, devices: DeviceTable, megatron: boo
                               ("runtime", _runtime_times(models, target, origin, TARGET))):
             work = step_work(nodes, layers, times, 0.0)
             params = work.gradient_bytes / 4.0
-            work.optimizer_us = optimizer_us(params, predict_target, parallelism.data)
+            work.optimizer_us = optimizer_us(params, predict_target)
             fc = parallel_step(work, cluster, parallelism)
             entry[method] = {"predicted_ms": round(fc.time_ms, 3),
                              "error_pct": round((fc.time_ms - measured) / measured * 100, 1),
@@ -230,7 +236,70 @@ def evaluate(data: Path, models: P.ModelSet, devices: DeviceTable, megatron: boo
                              "optimizer_ms": round(work.optimizer_us / 1e3, 3),
                              "breakdown": fc.to_dict()}
         results["configs"][label] = entry
+    results["compute_audit"] = compute_audit(data, models, devices, results)
     return results
+
+
+def compute_audit(data: Path, models: P.ModelSet, devices: DeviceTable, results: dict) -> dict:
+    """Where the per-rank compute forecast stands, checked against what was measured.
+
+    1. The forward and backward time per sample each label implies: the label minus what the
+       forecast adds to the single-GPU forward and backward (collectives, optimizer), over the
+       samples a rank runs (dp4: 1, pp4_1: the 4 of its one micro-batch, every stage in turn).
+    2. NeuSight's own per-node measurements of the HF trace on the A100 80GB PCIe (the GPU they were
+       measured on) against Habitat's shape-based forecast for that GPU, matrix products apart
+       from the rest: which kernels the shape-based forecast over- or under-estimates.
+    Nothing here changes a forecast; it locates the error (benchmarks/accuracy/neusight_distributed/README.md).
+    """
+    data = Path(data)
+    origin = devices.find(ORIGIN)
+    predict = M._model_predictor(models, origin, TARGET)
+    out: dict = {"implied_per_sample_ms": {}, "origin_kernels": {}}
+    for label, (batch, _) in CONFIGS.items():
+        if label == "tp4":
+            continue  # a TP rank runs a quarter of the matrix products: no single-GPU per-sample time
+        e = results["configs"][label]
+        row = {"samples_per_rank": batch}  # dp4: its own sample; pp4_1: the micro-batch of 4
+        for method in ("shape", "runtime"):
+            r = e[method]
+            added = r["predicted_ms"] - r["single_gpu_fwd_bwd_ms"]
+            row[f"{method}_forecast"] = round(r["single_gpu_fwd_bwd_ms"] / row["samples_per_rank"], 1)
+            row[f"implied_by_label_{method}_adds"] = round((e["measured_ms"] - added) / row["samples_per_rank"], 1)
+        out["implied_per_sample_ms"][label] = row
+    for batch in (1, 4):
+        nodes = M.load_config(data / ORIGIN / f"gpt2_large-train-1024-{batch}.csv", training=True)
+        sums = {k: [0.0, 0.0] for k in ("gemm", "other modelled", "not modelled")}
+        for n in nodes:
+            for phase in ("fw", "bw", "acc"):
+                measured = n.repeat * n.measured.get(phase, 0.0)
+                parts = n.parts.get(phase)
+                if not parts:
+                    sums["not modelled"][0] += measured
+                    continue
+                key = "gemm" if all(p.family == "gemm" for p in parts) else "other modelled"
+                sums[key][0] += measured
+                sums[key][1] += n.repeat * M._parts_time(parts, predict)
+        out["origin_kernels"][f"batch {batch}"] = {
+            k: {"measured_ms": round(m / 1e3, 1), "forecast_ms": round(f / 1e3, 1),
+                "forecast_over_measured": round(f / m, 3) if m > 0 and f > 0 else None}
+            for k, (m, f) in sums.items()}
+    return out
+
+
+def print_audit(audit: dict) -> None:
+    print("\n== Per-rank compute: forward + backward per sample (ms)")
+    print(f"{'config':7s} {'samples':>7s} | {'shape fc':>8s} {'label-implied':>13s} | "
+          f"{'runtime fc':>10s} {'label-implied':>13s}")
+    for label, r in audit["implied_per_sample_ms"].items():
+        print(f"{label:7s} {r['samples_per_rank']:7d} | {r['shape_forecast']:8.1f} "
+              f"{r['implied_by_label_shape_adds']:13.1f} | {r['runtime_forecast']:10.1f} "
+              f"{r['implied_by_label_runtime_adds']:13.1f}")
+    print(f"\n== NeuSight's measured HF nodes on the {ORIGIN} vs Habitat's shape-based forecast there (ms)")
+    for batch, groups in audit["origin_kernels"].items():
+        for k, g in groups.items():
+            ratio = f"{g['forecast_over_measured']:.3f}" if g["forecast_over_measured"] else "-"
+            print(f"{batch:8s} {k:15s} measured {g['measured_ms']:8.1f}  forecast {g['forecast_ms']:8.1f}  "
+                  f"forecast/measured {ratio}")
 
 
 def print_report(results: dict) -> None:
@@ -244,3 +313,5 @@ def print_report(results: dict) -> None:
               f"{e['neusight_error_pct']:.1f}%")
     print("shape: every node forecast from its shapes on the A100-SXM4-40GB; runtime: node times "
           "measured on an A100 80GB PCIe, scaled to it. Both add the collective and parallel models.")
+    if "compute_audit" in results:
+        print_audit(results["compute_audit"])

@@ -55,3 +55,29 @@ def test_megatron_rewrite_removes_the_fused_element_wise_work():
     hf_run = D.evaluate(data, models, table, megatron=False)["configs"]["dp4"]["shape"]
     mg_run = D.evaluate(data, models, table)["configs"]["dp4"]["shape"]
     assert mg_run["single_gpu_fwd_bwd_ms"] < hf_run["single_gpu_fwd_bwd_ms"]
+
+
+def test_optimizer_counts_every_pass_over_the_fp32_state_once():
+    """Adam 7 streams, L2 norm 1 (a read), clip scale 2, zero_grad 1, divide 2 (every DDP rank,
+    a data-parallel size of 1 included): 13 streams of 4-byte values, whatever a part's scale."""
+    from habitat.evaluate import models as M
+
+    def streams(p: M.Part) -> float:  # a stand-in predictor: 1 us per stream, scale ignored as the real one does
+        return p.shape["inputs"] + 1.0
+    assert D.optimizer_us(1e6, streams) == 13.0
+
+
+def test_compute_audit_locates_the_per_rank_compute_error():
+    data = Path(__file__).resolve().parents[3] / D.DATA_IN_REPO
+    results = D.evaluate(data, P.ModelSet(P.default_weights_dir()), default_table())
+    audit = results["compute_audit"]
+    dp, pp = audit["implied_per_sample_ms"]["dp4"], audit["implied_per_sample_ms"]["pp4_1"]
+    e = results["configs"]["dp4"]["shape"]
+    added = e["predicted_ms"] - e["single_gpu_fwd_bwd_ms"]
+    assert dp["implied_by_label_shape_adds"] == round(results["configs"]["dp4"]["measured_ms"] - added, 1)
+    assert dp["samples_per_rank"] == 1 and pp["samples_per_rank"] == 4
+    kernels = audit["origin_kernels"]
+    assert set(kernels) == {"batch 1", "batch 4"}
+    for groups in kernels.values():
+        assert groups["gemm"]["measured_ms"] > 0 and groups["gemm"]["forecast_ms"] > 0
+        assert groups["not modelled"]["forecast_ms"] == 0.0
