@@ -21,7 +21,7 @@ from habitat.data import engine
 from habitat.data.devices import get_device, target_names
 from habitat.data.files import atomic_write_text, read_tail, read_trace_text
 from habitat.data.op_rows import METHODS, OP_CLASSES, OpRows
-from habitat.data.trace import tensor_args, trace_json_text
+from habitat.data.trace import tensor_args, trace_document_dict
 
 # Stands for the steps while the rest of a forecast document is encoded (Forecast.to_json).
 _STEPS_MARK = "\x00habitat-steps\x00"
@@ -590,7 +590,10 @@ class Forecast:
             if names is None:
                 names = _saved_targets(text)
         else:
-            text = trace_json_text(trace)
+            # The dict itself goes to the engine, which reads it as it reads JSON text (same
+            # checks and messages) without the text: json.dumps of a real step cost more than
+            # forecasting it.
+            text = trace_document_dict(trace)
             where = ""
             if names is None:
                 saved = trace.get("forecast", {}).get("targets") if isinstance(trace, dict) else None

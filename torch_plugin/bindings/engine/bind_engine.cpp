@@ -26,7 +26,9 @@
 #include "habitat/predictor.h"
 #include "habitat/timeline.h"
 #include "habitat/trace.h"
+#include "habitat/trace_tree.h"
 #include "habitat/wave_scaling.h"
+#include "trace_tree_of.h"
 
 namespace habitat::python {
 
@@ -361,9 +363,10 @@ void bind_engine(py::module_& m) {
 
   m.def(
       "forecast_trace",
-      // A view of the caller's str (alive through the call): a 200k-op document is not
-      // copied once more while it is parsed and forecast.
-      [](std::string_view trace_json, const std::vector<std::string>& targets,
+      // A document (dict) is walked into a TraceTree with the GIL, never encoded to text; a
+      // str is viewed (alive through the call): a 200k-op document is not copied once more
+      // while it is parsed and forecast.
+      [](py::handle trace_doc, const std::vector<std::string>& targets,
          const std::string& weights_dir, double host_speed, const std::string& host_model_json,
          double overhead_per_op_us) {
         // Parsed once, every step forecast; each step is kept as C++ structs in a capsule
@@ -374,9 +377,20 @@ void bind_engine(py::module_& m) {
         };
         std::vector<Part> parts;
         std::string origin;
+        std::optional<TraceTree> tree;
+        std::string_view text;
+        if (PyDict_Check(trace_doc.ptr())) {
+          tree = trace_tree_of(trace_doc);
+        } else if (PyUnicode_Check(trace_doc.ptr()) || PyBytes_Check(trace_doc.ptr())) {
+          text = trace_doc.cast<std::string_view>();
+        } else {
+          throw py::type_error(std::string("forecast_trace takes a trace document (dict) or its "
+                                           "JSON text, got ") + Py_TYPE(trace_doc.ptr())->tp_name);
+        }
         {
           py::gil_scoped_release release;
-          Trace trace = trace_from_json(trace_json);
+          Trace trace = tree ? trace_from_tree(*tree) : trace_from_json(text);
+          tree.reset();  // the structs hold everything now
           Trace origin_only;
           origin_only.origin = trace.origin;
           origin = trace_to_json(origin_only);
@@ -399,9 +413,10 @@ void bind_engine(py::module_& m) {
         }
         return py::make_tuple(origin, steps);
       },
-      py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
+      py::arg("trace"), py::arg("targets"), py::arg("weights_dir") = "",
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "", py::arg("overhead_per_op_us") = -1.0,
-      "Forecasts every step of a trace document, parsed once: (the trace document without\n"
+      "Forecasts every step of a trace document (a dict, read without JSON text, or its JSON\n"
+      "text), read once: (the trace document without\n"
       "steps, [(step capsule, index, wall_ms, forecast document without ops, per-op rows)]).\n"
       "captured_trace_json(capsule) gives a step's trace when its detail is read.");
 
