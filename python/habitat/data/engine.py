@@ -79,8 +79,7 @@ def forecast_step_parts(origin: dict[str, Any], step: dict[str, Any], targets: S
                         host_speed: float = 1.0) -> tuple[dict[str, Any], OpRows]:
     """Runs the engine on one step: (the forecast document without its ops, the per-op
     forecasts as columns, read only when per-op detail is)."""
-    text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
-    summary, rows = _engine.forecast_step_parts(text, list(targets), weights_dir(),
+    summary, rows = _engine.forecast_step_parts(trace_document(origin, [step]), list(targets), weights_dir(),
                                                 check_host_speed(host_speed), host_model_json())
     return summary, OpRows(rows, summary["targets"])
 

@@ -84,25 +84,3 @@ def trace_document_dict(doc: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(doc, Mapping):
         raise TypeError(f"a trace document is a dict, got {type(doc).__name__}")
     return dict(doc)
-
-
-def trace_json_text(doc: Mapping[str, Any]) -> str:
-    """A trace document as compact JSON text for the engine (TraceFormatError for values
-    JSON cannot hold)."""
-    return _to_json(doc)
-
-
-def _to_json(doc: Mapping[str, Any]) -> str:
-    if not isinstance(doc, Mapping):
-        raise TypeError(f"a trace document is a dict, got {type(doc).__name__}")
-    try:
-        return json.dumps(doc, allow_nan=False, separators=(",", ":"))
-    except ValueError as e:
-        raise TraceFormatError(
-            f"invalid habitat trace: {e}; write non-finite floats as \"inf\", \"-inf\" or \"nan\""
-        ) from e
-    except TypeError as e:
-        raise TraceFormatError(
-            f"invalid habitat trace: {e}; documents hold only dicts, lists, str, int, float, bool "
-            "and None"
-        ) from e
