@@ -54,8 +54,10 @@ class Walker {
       PyObject* value = nullptr;
       while (PyDict_Next(obj, &pos, &key, &value)) {
         path_.push_back({key, -1, value});
-        const std::string name = key_text(key);
-        fill(node.member(i++, name), value, depth + 1);
+        // The member copies its key: str keys (all of a trace's) are read in place.
+        const TraceTree::Node member = PyUnicode_Check(key) ? node.member(i++, utf8(key))
+                                                            : node.member(i++, key_text(key));
+        fill(member, value, depth + 1);
         path_.pop_back();
       }
     } else {
@@ -113,9 +115,9 @@ class Walker {
     node.set_real(d);
   }
 
-  // A key as json.dumps writes it: str as is; int, float, bool and None as their JSON text.
+  // A key that is not a str as json.dumps writes it: int, float, bool and None as their JSON
+  // text; others are refused.
   std::string key_text(PyObject* key) {
-    if (PyUnicode_Check(key)) return std::string(utf8(key));
     if (key == Py_True) return "true";
     if (key == Py_False) return "false";
     if (key == Py_None) return "null";
