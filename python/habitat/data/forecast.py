@@ -578,7 +578,8 @@ class Forecast:
                    host_speed: float = 1.0) -> "Forecast":
         """Forecasts every step of a trace (a document or a path) for `targets`.
 
-        The document is parsed once, by the engine, which forecasts every step; the totals
+        The document is read once, by the engine (a dict directly, never encoded to JSON
+        text; a file's text is parsed), which forecasts every step; the totals
         are read at once, each step's trace and per-op detail only when used. Its saved
         targets are used when `targets` is None. `targets` is checked before the file is read
         (an unknown name fails at once). `host_speed` scales the origin host's cadence in the
@@ -586,6 +587,7 @@ class Forecast:
         names = target_names(targets) if targets is not None else None
         if isinstance(trace, (str, Path)):
             text = read_trace_text(trace)
+            source: str | dict[str, Any] = text
             where = f" '{trace}'"
             if names is None:
                 names = _saved_targets(text)
@@ -593,7 +595,7 @@ class Forecast:
             # The dict itself goes to the engine, which reads it as it reads JSON text (same
             # checks and messages) without the text: json.dumps of a real step cost more than
             # forecasting it.
-            text = trace_document_dict(trace)
+            source = trace_document_dict(trace)
             where = ""
             if names is None:
                 saved = trace.get("forecast", {}).get("targets") if isinstance(trace, dict) else None
@@ -602,7 +604,7 @@ class Forecast:
             raise ValueError("the trace names no targets: pass targets=['A100', ...]")
         names = target_names(names)
         try:
-            origin, steps = engine.forecast_trace(text, names, engine.check_host_speed(host_speed))
+            origin, steps = engine.forecast_trace(source, names, engine.check_host_speed(host_speed))
         except ValueError as e:  # TraceFormatError: name the file
             message = str(e)
             if where and message.startswith("invalid habitat trace"):
@@ -610,7 +612,7 @@ class Forecast:
             elif where:
                 message = f"invalid habitat trace{where}: {message}"
             raise type(e)(message) from None
-        del text
+        del source
         forecast = cls(names, origin, keep_steps=keep_steps, host_speed=host_speed)
         for capsule, index, wall_ms, summary, rows in steps:
             forecast._add_forecast(index, wall_ms, summary, _stored_detail(capsule, rows), rows)
