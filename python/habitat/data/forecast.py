@@ -585,12 +585,12 @@ class Forecast:
         (an unknown name fails at once). `host_speed` scales the origin host's cadence in the
         timeline (2.0: a host twice as fast)."""
         names = target_names(targets) if targets is not None else None
+        source: str | dict[str, Any]  # a file's text, or the document itself
         if isinstance(trace, (str, Path)):
-            text = read_trace_text(trace)
-            source: str | dict[str, Any] = text
+            source = read_trace_text(trace)
             where = f" '{trace}'"
             if names is None:
-                names = _saved_targets(text)
+                names = _saved_targets(source)
         else:
             # The dict itself goes to the engine, which reads it as it reads JSON text (same
             # checks and messages) without the text: json.dumps of a real step cost more than
