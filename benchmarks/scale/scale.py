@@ -10,7 +10,11 @@ wanted number of ops, so shapes repeat as they do in real training steps. Rows:
   predict_on hands the engine), the per-op memo cold (a fresh origin each run): forecast,
   totals and per-op rows;
 - engine, trace text: ``_engine.forecast_step_parts`` (parse + forecast + totals + rows);
-- from_trace: ``Forecast.from_trace(document in memory)`` and the totals read;
+- from_trace: ``Forecast.from_trace(document in memory)`` and the totals read; again for a step
+  of real ops: the recorded H100 steps of gpt2_small_bf16, gpt2_small_fp32 and resnet50_bf16
+  (benchmarks/results/h100-sxm5-80gb/traces) concatenated into one step of 11,362 ops, ids and
+  parents offset by 1e6 per source trace; beside it (interleaved) the same step sent as JSON text
+  (json.dumps + the engine's parse: how documents reached the engine before it read dicts);
 - repeated step: the same captured step forecast again (memo warm) and appended to a Forecast;
 - load: ``Forecast.load`` of a ~25 MB trace file (targets given);
 - CLI compare: ``python -m habitat compare TRACE`` of a 200k-op trace in a subprocess (every
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gzip
 import json
 import os
 import resource
@@ -46,11 +51,14 @@ sys.path.insert(0, str(REPO / "python"))
 
 from habitat import _engine  # noqa: E402
 from habitat.data.devices import devices  # noqa: E402
-from habitat.data.engine import trace_document, weights_dir  # noqa: E402
+from habitat.data.engine import forecast_trace, trace_document, weights_dir  # noqa: E402
 from habitat.data.forecast import Forecast  # noqa: E402
 from habitat.data.trace import save_trace  # noqa: E402
 
 GOLDEN = REPO / "tests" / "python" / "fixtures" / "golden_trace.json"
+# Recorded H100 steps whose ops make the real-ops row's step (11,362 ops, kernels and args).
+REAL_TRACES = [REPO / "benchmarks" / "results" / "h100-sxm5-80gb" / "traces" / f"{name}.json.gz"
+               for name in ("gpt2_small_bf16", "gpt2_small_fp32", "resnet50_bf16")]
 
 
 def synthetic_step(n_ops: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -79,6 +87,24 @@ def synthetic_step(n_ops: int) -> tuple[dict[str, Any], dict[str, Any]]:
     step = {k: v for k, v in base.items() if k != "ops"}
     step["ops"] = ops
     return doc["origin"], step
+
+
+def real_ops_document() -> dict[str, Any]:
+    """One step made of the ops of the recorded H100 traces in REAL_TRACES (their last step
+    each), in that order: the ids (and parents) of the k-th trace offset by k * 1e6 so they
+    stay unique. Real ops carry kernels and many arguments, unlike the synthetic step's."""
+    docs = [json.loads(gzip.decompress(path.read_bytes())) for path in REAL_TRACES]
+    ops: list[dict[str, Any]] = []
+    for k, doc in enumerate(docs):
+        offset = k * 1_000_000
+        for op in doc["steps"][-1]["ops"]:
+            new = dict(op)
+            new["id"] = op["id"] + offset
+            if op.get("parent") is not None:
+                new["parent"] = op["parent"] + offset
+            ops.append(new)
+    step = {"index": 0, "wall_ms": sum(d["steps"][-1]["wall_ms"] for d in docs), "ops": ops}
+    return {**{k: v for k, v in docs[0].items() if k != "steps"}, "steps": [step]}
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> float:
@@ -241,6 +267,27 @@ def engine_rows(row: Callable[..., None], origin: dict[str, Any], step: dict[str
         _ = [f.time_ms(g) for g in gpus]
     ms = timed(from_trace, repeat)
     row(f"Python API: from_trace 10k ops x {len(gpus)} GPUs, totals", f"{ms:.1f} ms", "<= 150 ms", ms <= 150)
+    real = real_ops_document()
+    n_real = len(real["steps"][0]["ops"])
+
+    def from_trace_real() -> None:
+        f = Forecast.from_trace(real, gpus)
+        _ = [f.time_ms(g) for g in gpus]
+    def from_text_real() -> None:  # the route before the engine read dicts: JSON text between
+        text = json.dumps(real, allow_nan=False, separators=(",", ":"))
+        _, steps = forecast_trace(text, gpus)
+        _ = [s[3]["totals"] for s in steps]
+    # Interleaved, so that both see the same machine load.
+    dict_ms: list[float] = []
+    text_ms: list[float] = []
+    for _ in range(max(repeat, 7)):
+        dict_ms.append(timed(from_trace_real, 1))
+        text_ms.append(timed(from_text_real, 1))
+    ms = statistics.median(dict_ms)
+    row(f"Python API: from_trace {n_real / 1000:.1f}k real ops x {len(gpus)} GPUs, totals",
+        f"{ms:.1f} ms", "<= 150 ms", ms <= 150)
+    row("  the same step as JSON text (json.dumps, engine parse)", f"{statistics.median(text_ms):.1f} ms",
+        "-", None)
 
     from habitat.data.engine import forecast_captured
     forecast = Forecast(gpus, origin)

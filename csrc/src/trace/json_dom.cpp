@@ -506,4 +506,76 @@ Document parse_document(std::string_view text) {
   return fallback;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Building a document value by value
+
+Document DocumentBuilder::make() {
+  Document doc;
+  Value* root = doc.arena_->allocate<Value>(1);
+  new (root) Value();
+  doc.root_ = root;
+  return doc;
+}
+
+Value& DocumentBuilder::root(Document& doc) { return const_cast<Value&>(*doc.root_); }
+
+void DocumentBuilder::set_null(Value& v) { v.type_ = Value::Type::Null; }
+
+void DocumentBuilder::set_bool(Value& v, bool b) {
+  v.type_ = Value::Type::Boolean;
+  v.boolean_ = b;
+}
+
+void DocumentBuilder::set_int(Value& v, int64_t i) {
+  if (i < 0) {
+    v.type_ = Value::Type::Integer;
+    v.integer_ = i;
+  } else {
+    set_uint(v, static_cast<uint64_t>(i));
+  }
+}
+
+void DocumentBuilder::set_uint(Value& v, uint64_t u) {
+  v.type_ = Value::Type::Unsigned;
+  v.unsigned_ = u;
+}
+
+void DocumentBuilder::set_real(Value& v, double d) {
+  v.type_ = Value::Type::Float;
+  v.float_ = d;
+}
+
+void DocumentBuilder::set_string(Document& doc, Value& v, std::string_view s) {
+  v.type_ = Value::Type::String;
+  v.string_ = &doc.arena_->strings.emplace_back(s);
+}
+
+Value* DocumentBuilder::set_array(Document& doc, Value& v, std::size_t n) {
+  Value* items = doc.arena_->allocate<Value>(n);
+  for (std::size_t i = 0; i < n; ++i) new (&items[i]) Value();
+  v.type_ = Value::Type::Array;
+  v.count_ = static_cast<uint32_t>(n);
+  v.items_ = items;
+  return items;
+}
+
+Member* DocumentBuilder::set_object(Document& doc, Value& v, std::size_t n) {
+  Member* members = doc.arena_->allocate<Member>(n);
+  for (std::size_t i = 0; i < n; ++i) new (&members[i]) Member{std::string_view{}, Value()};
+  v.type_ = Value::Type::Object;
+  v.count_ = static_cast<uint32_t>(n);
+  v.members_ = members;
+  return members;
+}
+
+Member& DocumentBuilder::member(Value& object, std::size_t i) {
+  return const_cast<Member&>(object.members_[i]);
+}
+
+void DocumentBuilder::set_key(Document& doc, Member& m, std::string_view key) {
+  char* text = doc.arena_->allocate<char>(key.size());
+  if (!key.empty()) std::memcpy(text, key.data(), key.size());
+  m.key = std::string_view(text, key.size());
+}
+
 }  // namespace habitat::json_reader

@@ -24,6 +24,7 @@
 namespace habitat::json_reader {
 
 struct Member;
+struct DocumentBuilder;
 
 class Value {
  public:
@@ -81,6 +82,7 @@ class Value {
 
  private:
   friend class Parser;
+  friend struct DocumentBuilder;
   Type type_ = Type::Null;
   uint32_t count_ = 0;
   union {
@@ -117,6 +119,7 @@ class Document {
 
  private:
   friend class Parser;
+  friend struct DocumentBuilder;
   friend Document parse_document(std::string_view text);
   struct Arena;
   std::unique_ptr<Arena> arena_;
@@ -126,5 +129,26 @@ class Document {
 // Parses `text`; DecodeError "not valid JSON (truncated or corrupt file?): ..." (nlohmann's
 // message) when it is not JSON, or when it nests deeper than a trace ever does.
 Document parse_document(std::string_view text);
+
+// A document built value by value instead of parsed (habitat/trace_tree.h: a caller holding
+// the document as objects). Values are filled in place, each once; keys and strings are
+// copied into the document's arena.
+struct DocumentBuilder {
+  // A document whose root is null.
+  static Document make();
+  static Value& root(Document& doc);
+  static void set_null(Value& v);
+  static void set_bool(Value& v, bool b);
+  static void set_int(Value& v, int64_t i);  // negative: Integer; otherwise Unsigned, as parsed
+  static void set_uint(Value& v, uint64_t u);
+  static void set_real(Value& v, double d);
+  static void set_string(Document& doc, Value& v, std::string_view s);
+  // n null elements / n members with empty keys and null values, to be filled.
+  static Value* set_array(Document& doc, Value& v, std::size_t n);
+  static Member* set_object(Document& doc, Value& v, std::size_t n);
+  static void set_key(Document& doc, Member& m, std::string_view key);
+  // Member i of an object made by set_object.
+  static Member& member(Value& object, std::size_t i);
+};
 
 }  // namespace habitat::json_reader

@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "habitat/file_io.h"
+#include "habitat/trace_tree.h"
 #include "trace/json_dom.h"
 #include "trace/json_reader.h"
 #include "habitat/precision.h"
@@ -628,9 +629,8 @@ TraceOrigin decode_origin(const json& j, const Loc& loc) {
   return o;
 }
 
-Trace decode_trace(std::string_view text) {
-  const json_reader::Document document = json_reader::parse_document(text);
-  const json& doc = document.root();
+// The one reader of trace documents, whether parsed from text or built as a TraceTree.
+Trace decode_document(const json& doc) {
   const Loc root;
   if (!doc.is_object()) {
     throw DecodeError{std::string("not a habitat trace: expected a JSON object, got ") +
@@ -662,6 +662,11 @@ Trace decode_trace(std::string_view text) {
     trace.steps.push_back(decode_step(steps[i], steps_loc.at(static_cast<int64_t>(i))));
   }
   return trace;
+}
+
+Trace decode_trace(std::string_view text) {
+  const json_reader::Document document = json_reader::parse_document(text);
+  return decode_document(document.root());
 }
 
 std::system_error io_error(const std::string& what, int err) {
@@ -700,6 +705,14 @@ std::string trace_to_json(const Trace& trace) {
 Trace trace_from_json(std::string_view text) {
   try {
     return decode_trace(text);
+  } catch (const DecodeError& e) {
+    throw TraceFormatError("invalid habitat trace: " + e.message);
+  }
+}
+
+Trace trace_from_tree(const TraceTree& tree) {
+  try {
+    return decode_document(tree.document().root());
   } catch (const DecodeError& e) {
     throw TraceFormatError("invalid habitat trace: " + e.message);
   }

@@ -79,17 +79,16 @@ def forecast_step_parts(origin: dict[str, Any], step: dict[str, Any], targets: S
                         host_speed: float = 1.0) -> tuple[dict[str, Any], OpRows]:
     """Runs the engine on one step: (the forecast document without its ops, the per-op
     forecasts as columns, read only when per-op detail is)."""
-    text = json.dumps(trace_document(origin, [step]), separators=(",", ":"))
-    summary, rows = _engine.forecast_step_parts(text, list(targets), weights_dir(),
+    summary, rows = _engine.forecast_step_parts(trace_document(origin, [step]), list(targets), weights_dir(),
                                                 check_host_speed(host_speed), host_model_json())
     return summary, OpRows(rows, summary["targets"])
 
 
-def forecast_trace(text: str, targets: Sequence[str], host_speed: float = 1.0) -> tuple[dict[str, Any], list[tuple[Any, int, float, dict[str, Any], OpRows]]]:
-    """Parses a trace document (JSON text) once and forecasts every step: (its origin,
-    [(step capsule, index, wall_ms, forecast document without ops, per-op rows)]).
-    Raises TraceFormatError naming the first invalid field."""
-    origin_json, steps = _engine.forecast_trace(text, list(targets), weights_dir(),
+def forecast_trace(trace: str | dict[str, Any], targets: Sequence[str], host_speed: float = 1.0) -> tuple[dict[str, Any], list[tuple[Any, int, float, dict[str, Any], OpRows]]]:
+    """Reads a trace document once (a dict, handed to the engine as it is, or its JSON text)
+    and forecasts every step: (its origin, [(step capsule, index, wall_ms, forecast document
+    without ops, per-op rows)]). Raises TraceFormatError naming the first invalid field."""
+    origin_json, steps = _engine.forecast_trace(trace, list(targets), weights_dir(),
                                                 check_host_speed(host_speed), host_model_json())
     origin = json.loads(origin_json)["origin"]
     return origin, [(c, i, w, summary, OpRows(rows, summary["targets"]))

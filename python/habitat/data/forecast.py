@@ -21,7 +21,7 @@ from habitat.data import engine
 from habitat.data.devices import get_device, target_names
 from habitat.data.files import atomic_write_text, read_tail, read_trace_text
 from habitat.data.op_rows import METHODS, OP_CLASSES, OpRows
-from habitat.data.trace import tensor_args, trace_json_text
+from habitat.data.trace import tensor_args, trace_document_dict
 
 # Stands for the steps while the rest of a forecast document is encoded (Forecast.to_json).
 _STEPS_MARK = "\x00habitat-steps\x00"
@@ -578,19 +578,24 @@ class Forecast:
                    host_speed: float = 1.0) -> "Forecast":
         """Forecasts every step of a trace (a document or a path) for `targets`.
 
-        The document is parsed once, by the engine, which forecasts every step; the totals
+        The document is read once, by the engine (a dict directly, never encoded to JSON
+        text; a file's text is parsed), which forecasts every step; the totals
         are read at once, each step's trace and per-op detail only when used. Its saved
         targets are used when `targets` is None. `targets` is checked before the file is read
         (an unknown name fails at once). `host_speed` scales the origin host's cadence in the
         timeline (2.0: a host twice as fast)."""
         names = target_names(targets) if targets is not None else None
+        source: str | dict[str, Any]  # a file's text, or the document itself
         if isinstance(trace, (str, Path)):
-            text = read_trace_text(trace)
+            source = read_trace_text(trace)
             where = f" '{trace}'"
             if names is None:
-                names = _saved_targets(text)
+                names = _saved_targets(source)
         else:
-            text = trace_json_text(trace)
+            # The dict itself goes to the engine, which reads it as it reads JSON text (same
+            # checks and messages) without the text: json.dumps of a real step cost more than
+            # forecasting it.
+            source = trace_document_dict(trace)
             where = ""
             if names is None:
                 saved = trace.get("forecast", {}).get("targets") if isinstance(trace, dict) else None
@@ -599,7 +604,7 @@ class Forecast:
             raise ValueError("the trace names no targets: pass targets=['A100', ...]")
         names = target_names(names)
         try:
-            origin, steps = engine.forecast_trace(text, names, engine.check_host_speed(host_speed))
+            origin, steps = engine.forecast_trace(source, names, engine.check_host_speed(host_speed))
         except ValueError as e:  # TraceFormatError: name the file
             message = str(e)
             if where and message.startswith("invalid habitat trace"):
@@ -607,7 +612,7 @@ class Forecast:
             elif where:
                 message = f"invalid habitat trace{where}: {message}"
             raise type(e)(message) from None
-        del text
+        del source
         forecast = cls(names, origin, keep_steps=keep_steps, host_speed=host_speed)
         for capsule, index, wall_ms, summary, rows in steps:
             forecast._add_forecast(index, wall_ms, summary, _stored_detail(capsule, rows), rows)

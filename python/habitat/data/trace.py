@@ -15,7 +15,7 @@ from habitat import _engine
 from habitat.data.files import atomic_write_text, is_gzip, read_trace_text
 
 __all__ = ["FORMAT_VERSION", "TraceFormatError", "load_trace", "save_trace", "tensor_args",
-           "validate_trace"]
+           "trace_document_dict", "validate_trace"]
 
 #: Raised for a document that is not a valid habitat trace; a subclass of ValueError.
 TraceFormatError = _engine.TraceFormatError
@@ -46,7 +46,7 @@ def validate_trace(doc: Mapping[str, Any]) -> TraceDocument:
     ``steps[0].ops[3] (aten::mm).args[0].tensor.shape[1]: must be >= 0, got -1``.
     Keys the format does not define (such as a report's ``"forecast"``) are dropped.
     """
-    return json.loads(_engine.validate_trace_json(_to_json(doc)))
+    return json.loads(_engine.validate_trace_doc(trace_document_dict(doc)))
 
 
 def load_trace(path: PathLike) -> TraceDocument:
@@ -67,7 +67,7 @@ def save_trace(doc: Mapping[str, Any], path: PathLike) -> None:
     The file is replaced atomically (a temporary file in the same directory, fsynced, then
     renamed over ``path``), so a reader, a crash or a full disk never leaves half a trace.
     """
-    text = _engine.validate_trace_json(_to_json(doc))  # an invalid document leaves the file alone
+    text = _engine.validate_trace_doc(trace_document_dict(doc))  # an invalid document leaves the file alone
     try:
         atomic_write_text(path, text)
     except OSError as e:
@@ -75,23 +75,12 @@ def save_trace(doc: Mapping[str, Any], path: PathLike) -> None:
                       f"{e.strerror or e}") from None
 
 
-def trace_json_text(doc: Mapping[str, Any]) -> str:
-    """A trace document as compact JSON text for the engine (TraceFormatError for values
-    JSON cannot hold)."""
-    return _to_json(doc)
-
-
-def _to_json(doc: Mapping[str, Any]) -> str:
+def trace_document_dict(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A trace document as the dict the engine reads without JSON text (habitat._engine walks
+    dicts, lists, str, int, float, bool and None as json.dumps would write them, and raises
+    TraceFormatError naming any other value)."""
+    if isinstance(doc, dict):
+        return doc
     if not isinstance(doc, Mapping):
         raise TypeError(f"a trace document is a dict, got {type(doc).__name__}")
-    try:
-        return json.dumps(doc, allow_nan=False, separators=(",", ":"))
-    except ValueError as e:
-        raise TraceFormatError(
-            f"invalid habitat trace: {e}; write non-finite floats as \"inf\", \"-inf\" or \"nan\""
-        ) from e
-    except TypeError as e:
-        raise TraceFormatError(
-            f"invalid habitat trace: {e}; documents hold only dicts, lists, str, int, float, bool "
-            "and None"
-        ) from e
+    return dict(doc)

@@ -26,7 +26,9 @@
 #include "habitat/predictor.h"
 #include "habitat/timeline.h"
 #include "habitat/trace.h"
+#include "habitat/trace_tree.h"
 #include "habitat/wave_scaling.h"
+#include "trace_tree_of.h"
 
 namespace habitat::python {
 
@@ -240,6 +242,34 @@ py::object rows_object(std::shared_ptr<const std::string> rows) {
   return py::cast(OpRowsBuffer{std::move(rows)});
 }
 
+// A trace argument from Python: a document (dict), walked into a TraceTree while the GIL is
+// held, or its JSON text (str or bytes), viewed (the caller's object outlives the call).
+// read() needs no GIL and frees the tree.
+class TraceArg {
+ public:
+  TraceArg(py::handle trace, const char* function) {
+    if (PyDict_Check(trace.ptr())) {
+      tree_ = trace_tree_of(trace);
+    } else if (PyUnicode_Check(trace.ptr()) || PyBytes_Check(trace.ptr())) {
+      text_ = trace.cast<std::string_view>();
+    } else {
+      throw py::type_error(std::string(function) + " takes a trace document (dict) or its JSON text, got " +
+                           Py_TYPE(trace.ptr())->tp_name);
+    }
+  }
+
+  Trace read() {
+    if (!tree_) return trace_from_json(text_);
+    Trace trace = trace_from_tree(*tree_);
+    tree_.reset();  // the structs hold everything now
+    return trace;
+  }
+
+ private:
+  std::optional<TraceTree> tree_;
+  std::string_view text_;
+};
+
 // The trace's step `step`, counted from the end when negative (Python's indexing).
 const Step& step_at(const Trace& trace, int step) {
   const auto count = static_cast<int>(trace.steps.size());
@@ -259,9 +289,9 @@ std::string forecast_step(const std::string& trace_json, const std::vector<std::
       forecast_for(step_at(trace, step), trace.origin, targets, weights_dir, {host_speed, host_model_json}));
 }
 
-ForecastParts forecast_one_step(const std::string& trace_json, const std::vector<std::string>& targets,
+ForecastParts forecast_one_step(TraceArg& trace_arg, const std::vector<std::string>& targets,
                                 const std::string& weights_dir, const TimelineSettings& timeline) {
-  const Trace trace = trace_from_json(trace_json);
+  const Trace trace = trace_arg.read();
   if (trace.steps.size() != 1) {
     throw py::value_error("forecast_step_parts takes a trace document of one step, got " +
                           std::to_string(trace.steps.size()));
@@ -344,26 +374,29 @@ void bind_engine(py::module_& m) {
 
   m.def(
       "forecast_step_parts",
-      [](const std::string& trace_json, const std::vector<std::string>& targets,
+      [](py::handle trace_doc, const std::vector<std::string>& targets,
          const std::string& weights_dir, double host_speed, const std::string& host_model_json) {
+        TraceArg trace(trace_doc, "forecast_step_parts");
         ForecastParts f;
         {
           py::gil_scoped_release release;
-          f = forecast_one_step(trace_json, targets, weights_dir, {host_speed, host_model_json});
+          f = forecast_one_step(trace, targets, weights_dir, {host_speed, host_model_json});
         }
         return py::make_tuple(summary_dict(f.summary), rows_object(std::move(f.rows)));
       },
-      py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
+      py::arg("trace"), py::arg("targets"), py::arg("weights_dir") = "",
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
-      "Forecasts the one step of a trace document: (the forecast document without its ops,\n"
+      "Forecasts the one step of a trace document (a dict, read without JSON text, or its JSON\n"
+      "text): (the forecast document without its ops,\n"
       "the per-op rows (forecast_rows.h; an OpRowsBuffer, bytes-like), read as columns only when\n"
       "detail is read).");
 
   m.def(
       "forecast_trace",
-      // A view of the caller's str (alive through the call): a 200k-op document is not
-      // copied once more while it is parsed and forecast.
-      [](std::string_view trace_json, const std::vector<std::string>& targets,
+      // A document (dict) is walked into a TraceTree with the GIL, never encoded to text; a
+      // str is viewed (alive through the call): a 200k-op document is not copied once more
+      // while it is parsed and forecast.
+      [](py::handle trace_doc, const std::vector<std::string>& targets,
          const std::string& weights_dir, double host_speed, const std::string& host_model_json,
          double overhead_per_op_us) {
         // Parsed once, every step forecast; each step is kept as C++ structs in a capsule
@@ -374,9 +407,10 @@ void bind_engine(py::module_& m) {
         };
         std::vector<Part> parts;
         std::string origin;
+        TraceArg trace_arg(trace_doc, "forecast_trace");
         {
           py::gil_scoped_release release;
-          Trace trace = trace_from_json(trace_json);
+          Trace trace = trace_arg.read();
           Trace origin_only;
           origin_only.origin = trace.origin;
           origin = trace_to_json(origin_only);
@@ -399,9 +433,10 @@ void bind_engine(py::module_& m) {
         }
         return py::make_tuple(origin, steps);
       },
-      py::arg("trace_json"), py::arg("targets"), py::arg("weights_dir") = "",
+      py::arg("trace"), py::arg("targets"), py::arg("weights_dir") = "",
       py::arg("host_speed") = 1.0, py::arg("host_model_json") = "", py::arg("overhead_per_op_us") = -1.0,
-      "Forecasts every step of a trace document, parsed once: (the trace document without\n"
+      "Forecasts every step of a trace document (a dict, read without JSON text, or its JSON\n"
+      "text), read once: (the trace document without\n"
       "steps, [(step capsule, index, wall_ms, forecast document without ops, per-op rows)]).\n"
       "captured_trace_json(capsule) gives a step's trace when its detail is read.");
 

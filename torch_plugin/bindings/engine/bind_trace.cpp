@@ -1,5 +1,6 @@
 // Trace documents for Python: validation, loading and saving go through the engine's reader
-// and writer so both languages accept exactly the same documents. Traces cross as JSON text;
+// and writer so both languages accept exactly the same documents. Traces come in as dicts
+// (walked into a TraceTree, never encoded to text) or JSON text and go out as JSON text;
 // python/habitat/trace.py turns them into dicts.
 #include <Python.h>
 
@@ -9,6 +10,8 @@
 
 #include "bindings.h"
 #include "habitat/trace.h"
+#include "habitat/trace_tree.h"
+#include "trace_tree_of.h"
 
 namespace habitat::python {
 namespace py = pybind11;
@@ -61,6 +64,17 @@ void bind_trace(py::module_& m) {
       "Raises TraceFormatError (a ValueError) naming the first invalid field.");
 
   m.def(
+      "validate_trace_doc",
+      [](py::handle doc) {
+        TraceTree tree = trace_tree_of(doc);
+        py::gil_scoped_release release;
+        return trace_to_json(trace_from_tree(tree));
+      },
+      py::arg("doc"),
+      "validate_trace_json of a document held as Python objects (a dict), read without JSON\n"
+      "text: the same checks and messages; returns the canonical compact JSON text.");
+
+  m.def(
       "load_trace",
       [](const std::string& path) {
         return without_gil("cannot read habitat trace", path,
@@ -69,6 +83,18 @@ void bind_trace(py::module_& m) {
       py::arg("path"),
       "Read and validate the trace file at `path`; return its canonical JSON text.\n"
       "Raises OSError if the file cannot be read, TraceFormatError if it is not a valid trace.");
+
+  m.def(
+      "save_trace_doc",
+      [](py::handle doc, const std::string& path) {
+        TraceTree tree = trace_tree_of(doc);
+        without_gil("cannot write habitat trace", path, [&] {
+          save_trace(trace_from_tree(tree), path);
+          return true;
+        });
+      },
+      py::arg("doc"), py::arg("path"),
+      "save_trace_json of a document held as Python objects (a dict), read without JSON text.");
 
   m.def(
       "save_trace_json",
