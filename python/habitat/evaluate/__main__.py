@@ -1,5 +1,6 @@
 """python -m habitat.evaluate {kernels,models,distributed} --data DIR [--quick] [--json OUT] [--origin G] [--target G]
-python -m habitat.evaluate precision [--data benchmarks/results/kernels/H100-SXM5-80GB] [--json OUT]"""
+python -m habitat.evaluate precision [--data benchmarks/results/kernels/H100-SXM5-80GB] [--json OUT]
+python -m habitat.evaluate cards --data DIR [--origin GPU --target GPU] [--json OUT]"""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +10,7 @@ import time
 from pathlib import Path
 
 from habitat.data.files import atomic_write_text
-from habitat.evaluate import distributed, kernels, models, precision
+from habitat.evaluate import cards, distributed, kernels, models, precision
 from habitat.evaluate import predictors as P
 from habitat.learned.devices import DeviceTable, default_table
 
@@ -17,10 +18,11 @@ from habitat.learned.devices import DeviceTable, default_table
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m habitat.evaluate",
                                 description="Accuracy of Habitat's predictors on NeuSight-format measurements.")
-    p.add_argument("what", choices=("kernels", "models", "distributed", "precision"),
+    p.add_argument("what", choices=("kernels", "models", "distributed", "precision", "cards"),
                    help="kernels: per-op CSVs (kernels/, test/); models: end-to-end labels/; "
                         "distributed: 4x A100 DP/TP/PP labels (default data: the repository's copy); "
-                        "precision: GEMM and conv on the measured multi-precision kernels' held-out shapes")
+                        "precision: GEMM and conv on the measured multi-precision kernels' held-out shapes; "
+                        "cards: two GPUs on the same test/ GEMM shapes, measured and forecast ratio")
     p.add_argument("--data", default=None, help="NeuSight-format data directory (precision: collect_kernels.py "
                                                 "output of one GPU; default the committed H100 set)")
     p.add_argument("--weights", default=None, help="weights directory (default: the packaged weights/)")
@@ -48,7 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     data = Path(args.data) if args.data else distributed.default_data()
     origins = set(args.origin) if args.origin else None
     targets = set(args.target) if args.target else None
-    if args.what == "kernels":
+    if args.what == "cards":
+        results = cards.evaluate(data, model_set, devices, *(args.origin or [cards.DEFAULT_ORIGIN])[:1],
+                                 *(args.target or [cards.DEFAULT_TARGET])[:1])
+        cards.print_report(results)
+    elif args.what == "kernels":
         groups = set(args.groups.split(",")) if args.groups else None
         unknown = (groups or set()) - set(kernels.GROUPS)
         if unknown:
