@@ -71,6 +71,13 @@ PrecisionFlags precision_flags(const compat::PrecisionState& s) {
   return flags;
 }
 
+// The op takes Habitat's time on its thread since the previous record (module hooks, the
+// previous commit): the timeline removes it before the op's start.
+void take_own_time_before(OpRecord& rec, ThreadState& ts) {
+  rec.own_before_us = ts.own_pending_us;
+  ts.own_pending_us = 0;
+}
+
 // Leaves an unrecorded op however its redispatch ends.
 struct UnrecordedScope {
   int& depth;
@@ -141,6 +148,7 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     rec.precision = precision_flags(precision);
   }
   rec.thread = recorder->thread_number();
+  take_own_time_before(rec, ts);
   const size_t depth = ts.open.size();
 
   Clock::time_point start;
@@ -172,11 +180,13 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     OpenOp& parent = ts.open[depth - 2];
     if (out.parent && parent.record.id == *out.parent) parent.record.has_children = true;
   }
-  out.overhead_us = std::chrono::duration<double, std::micro>((start - entry) + (Clock::now() - stop)).count();
+  const auto recorded = Clock::now();
+  out.overhead_us = std::chrono::duration<double, std::micro>((start - entry) + (recorded - stop)).count();
   ts.last_op_id = out.id;
   ts.last_op_is_compiled_graph = info.compiled_graph;
   // The buffer may also hold an enclosing op's storages: the same step keeps them all.
   recorder->commit(std::move(out), ts.storages);
+  add_own_time_us(ts, std::chrono::duration<double, std::micro>(Clock::now() - recorded).count());
 }
 
 std::mutex g_install_mutex;

@@ -33,6 +33,7 @@ void ThreadState::reset_context() {
   node = nullptr;
   node_sequence = 0;
   node_name = {};
+  own_pending_us = 0;
 }
 
 ThreadState& thread_state() { return t_state; }

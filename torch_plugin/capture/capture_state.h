@@ -47,12 +47,21 @@ struct ThreadState {
   const void* node = nullptr;
   uint64_t node_sequence = 0;
   InternedString node_name;
+  // Habitat's own time on this thread (us) that no record holds yet: module hooks, the last
+  // record's commit. The next op recorded on the thread takes it (OpRecord::own_before_us).
+  double own_pending_us = 0;
 
   ThreadState() { open.reserve(64); }
   void reset_context();
 };
 
 ThreadState& thread_state();
+
+// Habitat's own time spent on the calling thread outside any op's record (a Python module
+// hook's, a commit's), for the next op recorded there (OpRecord::own_before_us).
+inline void add_own_time_us(ThreadState& ts, double us) {
+  if (us > 0) ts.own_pending_us += us;
+}
 
 // Number of Sessions recording anywhere in the process; 0 lets the fallback skip all work.
 extern std::atomic<int> g_active_sessions;

@@ -20,7 +20,7 @@ struct Forecast;
 
 // Whether two steps do the same device work: equal in every field the per-op forecasts and
 // totals read. That is every field but their host times (an op's start_us, wall_us,
-// overhead_us, its kernels' launch_us and device_start_us; the step's index, wall time, syncs
+// overhead_us, own_before_us, its kernels' launch_us and device_start_us; the step's index, wall time, syncs
 // and hook time), which only the timeline reads, and the labels no forecast reads (an op's
 // module_path, autograd_node and thread). Two such steps get the same per-op forecasts and
 // totals; only their timelines can differ. A predictor that starts reading one of the fields

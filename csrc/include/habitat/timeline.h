@@ -30,6 +30,10 @@ const char* to_string(LaunchSource s);
 // How Habitat's own recording time was taken out of the traced host times.
 enum class OverheadSource {
   Measured,    // format 2: the plugin recorded its bookkeeping per op (OpRecord::overhead_us)
+  // Measured, plus the part of each op's capture the plugin cannot time itself (the boxed
+  // call into its fallback, its checks before its clock starts), estimated from the step's
+  // wrapper ops (estimate_untimed_overhead_per_op).
+  MeasuredPlusWrapperOps,
   WrapperOps,  // format 1: estimated from the trace itself (see estimate_overhead_per_op)
   Default,     // format 1, too few wrapper ops: the per-op cost measured by benchmarks (kDefault...)
   Given,       // TimelineOptions::overhead_per_op_us
@@ -93,7 +97,9 @@ struct HostSchedule {
   LaunchSource launch_source = LaunchSource::OpTimes;
   OverheadSource overhead_source = OverheadSource::None;
   double overhead_per_op_us = 0;   // the per-op cost removed (mean, for Measured)
+  double untimed_per_op_us = 0;    // of which estimated from wrapper ops (MeasuredPlusWrapperOps)
   double overhead_removed_us = 0;  // Habitat's time taken out of the step in all
+  int habitat_syncs = 0;           // syncs outside the ops' span: Habitat's window edges, dropped
   int syncs = 0;
   std::vector<std::string> notes;  // what the forecast should tell the user about its inputs
   bool empty() const { return events.empty() && host_end_us == 0; }
@@ -105,6 +111,13 @@ struct HostSchedule {
 // the recorder's bookkeeping around the inner op plus the wrapper's own dispatch (a slight
 // overestimate). Returns a negative value when the step has fewer than `min_samples` such ops.
 double estimate_overhead_per_op(const Step& step, std::size_t min_samples = 8);
+
+// The per-op capture cost a format-2 step's own timings miss: the same wrapper ops, the
+// time outside their only child less what the child recorded as Habitat's (overhead_us,
+// own_before_us). That leaves the boxed call into the capture and its checks before its
+// clock starts (plus the wrapper's own dispatch: a slight overestimate). Negative when the
+// step has fewer than `min_samples` such ops or records no overhead_us.
+double estimate_untimed_overhead_per_op(const Step& step, std::size_t min_samples = 8);
 
 // The step's host program on the origin host. GPU origins: launches at CUPTI's launch times
 // (format 2) or spread over each op's wall window (format 1), with Habitat's time removed.

@@ -91,6 +91,10 @@ struct OpRecord {
   // but inside its parent's window (format 2; absent when not measured). The timeline model
   // removes it to recover the cadence of the step without Habitat.
   std::optional<double> overhead_us;
+  // Habitat's own host time on this op's thread since the previous op recorded there took
+  // its record, in no op's overhead_us: Python module hooks, the previous record's commit
+  // (absent in traces before it was recorded). Spent before start_us; the timeline removes it.
+  std::optional<double> own_before_us;
   std::vector<KernelLaunch> kernels;
   // The precision switches in force when the op ran, where they differed from the trace
   // origin's (e.g. the ops inside an autocast region of a step that began outside it).

@@ -147,6 +147,8 @@ const char* to_string(OverheadSource s) {
   switch (s) {
     case OverheadSource::Measured:
       return "measured";
+    case OverheadSource::MeasuredPlusWrapperOps:
+      return "measured+wrapper_ops";
     case OverheadSource::WrapperOps:
       return "wrapper_ops";
     case OverheadSource::Default:
@@ -182,6 +184,33 @@ double estimate_overhead_per_op(const Step& step, std::size_t min_samples) {
   return *mid;
 }
 
+double estimate_untimed_overhead_per_op(const Step& step, std::size_t min_samples) {
+  const OpIndex index_of(step);
+  std::vector<int> children(step.ops.size(), 0);
+  std::vector<std::size_t> only_child(step.ops.size(), OpIndex::npos);
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    const OpRecord& op = step.ops[i];
+    if (!op.parent) continue;
+    const std::size_t p = index_of.find(*op.parent);
+    if (p == OpIndex::npos) continue;
+    ++children[p];
+    only_child[p] = i;
+  }
+  std::vector<double> untimed;
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    const OpRecord& op = step.ops[i];
+    if (children[i] != 1 || !op.kernels.empty() || op.wall_us <= 0) continue;
+    const OpRecord& child = step.ops[only_child[i]];
+    if (!child.overhead_us) continue;
+    untimed.push_back(std::max(0.0, op.wall_us - child.wall_us - *child.overhead_us -
+                                         child.own_before_us.value_or(0.0)));
+  }
+  if (untimed.size() < std::max<std::size_t>(min_samples, 1)) return -1.0;
+  const auto mid = untimed.begin() + static_cast<std::ptrdiff_t>(untimed.size() / 2);
+  std::nth_element(untimed.begin(), mid, untimed.end());
+  return *mid;
+}
+
 HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
                                  const TimelineOptions& options) {
   const uint32_t stream = dominant_stream(step);
@@ -197,8 +226,10 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
   HostSchedule s;
   bool any_launch_time = false;
   bool any_overhead = false;
+  bool any_own_before = false;  // module hooks recorded where they ran
   for (const auto& op : step.ops) {
     any_overhead = any_overhead || op.overhead_us.has_value();
+    any_own_before = any_own_before || op.own_before_us.has_value();
     for (const auto& k : op.kernels) any_launch_time = any_launch_time || k.launch_us.has_value();
   }
   s.launch_source = any_launch_time ? LaunchSource::Cupti : LaunchSource::OpTimes;
@@ -208,7 +239,9 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
     s.overhead_source = OverheadSource::Given;
     per_op = options.overhead_per_op_us;
   } else if (any_overhead) {
-    s.overhead_source = OverheadSource::Measured;
+    const double untimed = estimate_untimed_overhead_per_op(step);
+    s.overhead_source = untimed >= 0 ? OverheadSource::MeasuredPlusWrapperOps : OverheadSource::Measured;
+    s.untimed_per_op_us = std::max(0.0, untimed);
   } else {
     per_op = estimate_overhead_per_op(step);
     s.overhead_source = per_op >= 0 ? OverheadSource::WrapperOps : OverheadSource::Default;
@@ -221,8 +254,13 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
   double raw_end = 0;
   std::size_t top_level = 0;
   for (const auto& op : step.ops) top_level += op.depth == 0 ? 1 : 0;
-  const double hook_share =
-      step.hook_overhead_us && top_level > 0 ? *step.hook_overhead_us / static_cast<double>(top_level) : 0.0;
+  // Module hooks: where they ran when the ops record it (own_before_us), else the step's
+  // total spread over its top-level ops.
+  const double hook_share = !any_own_before && step.hook_overhead_us && top_level > 0
+                                ? *step.hook_overhead_us / static_cast<double>(top_level)
+                                : 0.0;
+  const bool measured = s.overhead_source == OverheadSource::Measured ||
+                        s.overhead_source == OverheadSource::MeasuredPlusWrapperOps;
   // No sync records (format 1, or a CUPTI without SYNCHRONIZATION records): infer them from ops.
   const bool infer_syncs = step.syncs.empty();
 
@@ -230,7 +268,8 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
     const OpRecord& op = step.ops[i];
     const double end = op.start_us + op.wall_us;
     raw_end = std::max(raw_end, end);
-    const double overhead = s.overhead_source == OverheadSource::Measured ? op.overhead_us.value_or(0.0) : per_op;
+    const double overhead =
+        measured ? op.overhead_us.value_or(0.0) + op.own_before_us.value_or(0.0) + s.untimed_per_op_us : per_op;
     removals.add(op.start_us, overhead);
     s.overhead_removed_us += overhead;
     if (op.depth == 0 && hook_share > 0) {
@@ -266,7 +305,19 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
       ++s.syncs;
     }
   }
+  // Habitat synchronises at its window's edges (CUPTI's start, the flush before the window
+  // closes): a sync wholly before the first op or after the last one is not the step's.
+  double ops_begin = std::numeric_limits<double>::infinity();
+  double ops_end = 0;
+  for (const auto& op : step.ops) {
+    ops_begin = std::min(ops_begin, op.start_us);
+    ops_end = std::max(ops_end, op.start_us + op.wall_us);
+  }
   for (const auto& sync : step.syncs) {
+    if (!step.ops.empty() && (sync.start_us + sync.wall_us <= ops_begin || sync.start_us >= ops_end)) {
+      ++s.habitat_syncs;
+      continue;
+    }
     HostEvent e;
     e.kind = HostEvent::Kind::Sync;
     e.sync = sync.kind;
@@ -320,9 +371,15 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
                                                          " ms of capture setup before the first op, "
                                                    : std::string()) +
                               fixed(s.overhead_per_op_us, 2) + " us per op, ";
+  const std::string hooks = any_own_before ? ", module hooks where they ran" : "";
   switch (s.overhead_source) {
     case OverheadSource::Measured:
-      s.notes.push_back(removed + "measured by the recorder)");
+      s.notes.push_back(removed + "measured by the recorder" + hooks + ")");
+      break;
+    case OverheadSource::MeasuredPlusWrapperOps:
+      s.notes.push_back(removed + "measured by the recorder" + hooks + ", and " +
+                        fixed(s.untimed_per_op_us, 2) +
+                        " us per op it cannot time itself, estimated from this step's wrapper ops)");
       break;
     case OverheadSource::WrapperOps:
       s.notes.push_back(removed + "estimated from this step's wrapper ops, which launch nothing)");
@@ -335,6 +392,10 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
       break;
     case OverheadSource::None:
       break;
+  }
+  if (s.habitat_syncs > 0) {
+    s.notes.push_back(std::to_string(s.habitat_syncs) +
+                      " synchronisation(s) outside the step's ops (Habitat's window start and flush) left out");
   }
   if (s.launch_source == LaunchSource::OpTimes) {
     s.notes.push_back(

@@ -192,6 +192,7 @@ ojson encode_op(const OpRecord& op) {
   if (op.start_us != 0) j["start_us"] = op.start_us;
   if (op.wall_us != 0) j["wall_us"] = op.wall_us;
   if (op.overhead_us) j["overhead_us"] = *op.overhead_us;
+  if (op.own_before_us) j["own_before_us"] = *op.own_before_us;
   if (!op.kernels.empty()) {
     ojson& kernels = j["kernels"] = ojson::array();
     for (const auto& k : op.kernels) kernels.push_back(encode_kernel(k));
@@ -517,6 +518,8 @@ OpRecord decode_op(const json& j, Loc loc) {
            [&](const json& v, const Loc& l) { op.wall_us = read_duration(v, l); });
   optional(j, loc, "overhead_us",
            [&](const json& v, const Loc& l) { op.overhead_us = read_duration(v, l); });
+  optional(j, loc, "own_before_us",
+           [&](const json& v, const Loc& l) { op.own_before_us = read_duration(v, l); });
   optional(j, loc, "kernels", [&](const json& v, const Loc& l) {
     expect_array(v, l);
     op.kernels.reserve(v.size());

@@ -39,6 +39,13 @@ def _results_dir() -> Path:
 
 RESULTS = _results_dir()
 MACHINES = {"h100-sxm5-80gb": "H100-SXM5-80GB", "h200-sxm-141gb": "H200-SXM-141GB"}
+# Later GPU runs (trace format 2: CUPTI launch times, syncs, Habitat's per-op cost) by folder;
+# each is evaluated on its own GPU and against the format-1 folder of the other GPU.
+LATER_RUNS = {"h100-sxm5-80gb-2026-11-23": "H100-SXM5-80GB"}
+# The folder a run is compared with on the other GPU.
+OTHER_FOLDER = {"h100-sxm5-80gb": "h200-sxm-141gb", "h200-sxm-141gb": "h100-sxm5-80gb",
+                "h100-sxm5-80gb-2026-11-23": "h200-sxm-141gb"}
+FOLDERS = {**MACHINES, **LATER_RUNS}
 
 
 @dataclass
@@ -63,6 +70,11 @@ class Row:
     cpu_proxy_host_ms: float | None = None    # its modelled host time
     cpu_proxy_kernel_ms: float | None = None  # its shape-based device time
     notes: list[str] = field(default_factory=list)
+    folder: str = ""        # the run's folder under benchmarks/results
+    trace_format: int = 1
+    steady_wall_ms: float = 0.0  # the trace's step wall time (a steady-state step of predict_on in format 2)
+    traced_host_ms: float = 0.0  # the traced step's host span before Habitat's time is removed
+    overhead_removed_ms: float = 0.0
 
     @staticmethod
     def error(forecast: float, measured: float) -> float:
@@ -89,10 +101,11 @@ class Row:
         return None if self.cpu_proxy_ms is None else self.error(self.cpu_proxy_ms, self.measured_ms)
 
 
-def recorded_traces(results: Path = RESULTS) -> dict[tuple[str, str], Path]:
-    """(machine folder, workload) -> trace path, for every recorded trace."""
+def recorded_traces(results: Path = RESULTS, later: bool = False) -> dict[tuple[str, str], Path]:
+    """(machine folder, workload) -> trace path, for every recorded trace (the format-1 runs;
+    with `later`, also the later runs of LATER_RUNS)."""
     out = {}
-    for folder in MACHINES:
+    for folder in (FOLDERS if later else MACHINES):
         for path in sorted((results / folder / "traces").glob("*.json.gz")):
             out[(folder, path.name.removesuffix(".json.gz"))] = path
     if not out:
@@ -136,15 +149,18 @@ class _HostModelFile:
         os.unlink(self.path)
 
 
-def evaluate(results: Path = RESULTS, cpu_proxy: bool = True) -> list[Row]:
-    traces = recorded_traces(results)
+def evaluate(results: Path = RESULTS, cpu_proxy: bool = True, later: bool = False) -> list[Row]:
+    """Rows of the format-1 runs (MACHINES); with `later`, also of the later runs (LATER_RUNS),
+    whose cross-GPU columns compare with the other GPU's format-1 run. The CPU-origin proxy's
+    host model is calibrated on the format-1 runs only, as before the later runs existed."""
+    traces = recorded_traces(results, later)
     docs = {key: load_document(path) for key, path in traces.items()}
     rows: dict[tuple[str, str], Row] = {}
     timelines: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for (folder, workload), doc in docs.items():
-        origin = MACHINES[folder]
-        other_folder = next(f for f in MACHINES if f != folder)
-        other = MACHINES[other_folder]
+        origin = FOLDERS[folder]
+        other_folder = OTHER_FOLDER[folder]
+        other = FOLDERS[other_folder]
         t = _timeline(doc, [origin, other])
         timelines[(folder, workload)] = t
         own = t[origin]
@@ -155,11 +171,15 @@ def evaluate(results: Path = RESULTS, cpu_proxy: bool = True) -> list[Row]:
             gpu_busy=own["gpu_busy_fraction"], host_bound=own["host_bound"],
             overhead_per_op_us=own["overhead_per_op_us"], overhead_source=own["overhead_source"],
             other=other, other_measured_ms=other_doc["benchmark"]["measured"]["median_ms"] if other_doc else 0.0,
-            cross_ms=t[other]["step_ms"], notes=list(own.get("notes", [])))
+            cross_ms=t[other]["step_ms"], notes=list(own.get("notes", [])),
+            folder=folder, trace_format=int(doc.get("version", 1)),
+            steady_wall_ms=float(doc["steps"][-1].get("wall_ms", 0.0)),
+            overhead_removed_ms=float(own.get("overhead_removed_ms", 0.0)),
+            traced_host_ms=max((op["start_us"] + op["wall_us"] for op in doc["steps"][-1]["ops"]), default=0.0) / 1000)
     # The other machine as the reference host, its speed from the other workloads only.
     for (folder, workload), row in rows.items():
-        other_folder = next(f for f in MACHINES if f != folder)
-        ratios = [timelines[(folder, w)][MACHINES[folder]]["host_ms"] / timelines[(other_folder, w)][MACHINES[other_folder]]["host_ms"]
+        other_folder = OTHER_FOLDER[folder]
+        ratios = [timelines[(folder, w)][FOLDERS[folder]]["host_ms"] / timelines[(other_folder, w)][FOLDERS[other_folder]]["host_ms"]
                   for (f, w) in rows if f == folder and w != workload and (other_folder, w) in timelines]
         if not ratios or (other_folder, workload) not in rows:
             continue
@@ -168,7 +188,8 @@ def evaluate(results: Path = RESULTS, cpu_proxy: bool = True) -> list[Row]:
     if cpu_proxy:
         for (folder, workload), row in rows.items():
             model_name = workload.rsplit("_", 1)[0]
-            held_in = [(f"{f}/{w}", d) for (f, w), d in docs.items() if w.rsplit("_", 1)[0] != model_name]
+            held_in = [(f"{f}/{w}", d) for (f, w), d in docs.items()
+                       if w.rsplit("_", 1)[0] != model_name and f in MACHINES]
             with _HostModelFile(calibrate(held_in)):
                 t = _timeline(_cpu_proxy(docs[(folder, workload)]), [row.machine])[row.machine]
             row.cpu_proxy_ms = t["step_ms"] if t.get("valid") else None
@@ -197,6 +218,7 @@ def own_errors_with_constant(overhead_per_op_us: float, results: Path = RESULTS)
 
 def host_difference(rows: list[Row]) -> str:
     """The two machines' host speeds compared on the same workloads (timeline host_ms)."""
+    rows = [r for r in rows if r.folder in MACHINES or not r.folder]  # the format-1 runs
     by = {(r.machine, r.workload): r for r in rows}
     ratios = []
     for r in rows:
@@ -209,21 +231,38 @@ def host_difference(rows: list[Row]) -> str:
             f"range {min(ratios):.2f}-{max(ratios):.2f}; timeline host_ms, Habitat's recording removed)")
 
 
+def host_breakdown(rows: list[Row]) -> str:
+    """Where the later runs' traced host time goes: the traced span, what was removed as
+    Habitat's, and the trace's own step wall time (a steady-state step of predict_on, which
+    records no ops: the plain step's host time when the host is the bottleneck). Not used by
+    any forecast."""
+    lines = ["| run | workload | traced host span ms | Habitat's time removed ms (us/op, source) "
+             "| host after removal ms | steady-state step wall ms | measured ms |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r.folder not in LATER_RUNS:
+            continue
+        lines.append(f"| {r.folder} | {r.workload} | {r.traced_host_ms:.1f} "
+                     f"| {r.overhead_removed_ms:.2f} ({r.overhead_per_op_us:.2f}, {r.overhead_source}) "
+                     f"| {r.host_ms:.1f} | {r.steady_wall_ms:.1f} | {r.measured_ms:.1f} |")
+    return "\n".join(lines)
+
+
 def _pct(v: float | None) -> str:
     return "" if v is None else f"{v:+.1f}%"
 
 
 def markdown(rows: list[Row]) -> str:
-    lines = ["| origin | workload | measured ms | kernel sum ms (err) | timeline ms (err) | host ms | GPU busy | bound "
+    lines = ["| origin | run (format) | workload | measured ms | kernel sum ms (err) | timeline ms (err) | host ms | GPU busy | bound "
              "| overhead us/op (source) | other GPU measured | cross, origin host (err) | cross, ref host x speed (err) "
              "| CPU-origin proxy ms (err) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         proxy = "" if r.cpu_proxy_ms is None else (
             f"{r.cpu_proxy_ms:.1f} ({_pct(r.cpu_proxy_error)}; host {r.cpu_proxy_host_ms:.1f}, "
             f"kernels {r.cpu_proxy_kernel_ms:.1f})")
         lines.append(
-            f"| {r.machine} | {r.workload} | {r.measured_ms:.1f} | {r.kernel_sum_ms:.1f} ({_pct(r.kernel_sum_error)}) "
+            f"| {r.machine} | {r.folder} ({r.trace_format}) | {r.workload} | {r.measured_ms:.1f} | {r.kernel_sum_ms:.1f} ({_pct(r.kernel_sum_error)}) "
             f"| {r.step_ms:.1f} ({_pct(r.own_error)}) | {r.host_ms:.1f} | {100 * r.gpu_busy:.0f}% "
             f"| {'host' if r.host_bound else 'device'} | {r.overhead_per_op_us:.2f} ({r.overhead_source}) "
             f"| {r.other_measured_ms:.1f} | {r.cross_ms:.1f} ({_pct(r.cross_error)}) "
@@ -232,6 +271,16 @@ def markdown(rows: list[Row]) -> str:
 
 
 def summary(rows: list[Row]) -> dict[str, Any]:
+    """Figures of the format-1 runs (as before the later runs existed), and under "later" the
+    same figures of the later runs' rows (LATER_RUNS), when there are any."""
+    later = [r for r in rows if r.folder in LATER_RUNS]
+    out = _summary([r for r in rows if r.folder not in LATER_RUNS])
+    if later:
+        out["later"] = _summary(later)
+    return out
+
+
+def _summary(rows: list[Row]) -> dict[str, Any]:
     def mean_abs(values: list[float]) -> float:
         return statistics.fmean(abs(v) for v in values) if values else float("nan")
 

@@ -147,6 +147,70 @@ TEST(Timeline, MeasuredOverheadIsRemovedFromTheCadence) {
   for (std::size_t i = 1; i < s.events.size(); ++i) EXPECT_GE(s.events[i].host_us, s.events[i - 1].host_us);
 }
 
+TEST(Timeline, HabitatTimeBeforeAnOpIsRemovedWhereItWasSpent) {
+  // Module hooks before op 2 (own_before_us): the cadence loses them from op 2 on, and the
+  // step's hook total is not spread over its top-level ops a second time.
+  Step step;
+  for (uint64_t i = 0; i < 4; ++i) {
+    step.ops.push_back(op_at(i, 100.0 * static_cast<double>(i), 10.0, {1.0}));
+    step.ops.back().overhead_us = 0.0;
+    step.ops.back().own_before_us = i == 2 ? 50.0 : 0.0;
+  }
+  step.hook_overhead_us = 50.0;
+  const HostSchedule s = build_host_schedule(step, gpu(), TimelineOptions{});
+  EXPECT_EQ(s.overhead_source, OverheadSource::Measured);
+  EXPECT_NEAR(s.overhead_removed_us, 50.0, 1e-9);
+  ASSERT_EQ(s.events.size(), 4u);
+  EXPECT_NEAR(s.events[1].host_us, 110.0, 1e-9);        // before the hooks: as traced
+  EXPECT_NEAR(s.events[2].host_us, 210.0 - 50.0, 1e-9);  // after them: 50 us earlier
+  EXPECT_NEAR(s.host_end_us, 310.0 - 50.0, 1e-9);
+}
+
+TEST(Timeline, UntimedCaptureCostIsEstimatedFromWrapperOpsOfAFormatTwoStep) {
+  // Ten wrappers 9 us around a 4 us child that recorded 2 us of its own and 1 us of
+  // Habitat's time before it: 2 us per op the capture did not time.
+  Step step;
+  uint64_t id = 0;
+  for (int i = 0; i < 10; ++i) {
+    OpRecord w = op_at(id++, 20.0 * i, 9.0, {});
+    w.has_children = true;
+    w.overhead_us = 0.0;
+    OpRecord c = op_at(id, 20.0 * i + 4, 4.0, {1.0});
+    c.parent = w.id;
+    c.depth = 1;
+    c.overhead_us = 2.0;
+    c.own_before_us = 1.0;
+    ++id;
+    step.ops.push_back(w);
+    step.ops.push_back(c);
+  }
+  EXPECT_NEAR(estimate_untimed_overhead_per_op(step), 2.0, 1e-9);
+  const HostSchedule s = build_host_schedule(step, gpu(), TimelineOptions{});
+  EXPECT_EQ(s.overhead_source, OverheadSource::MeasuredPlusWrapperOps);
+  EXPECT_NEAR(s.untimed_per_op_us, 2.0, 1e-9);
+  // Per op: its own 0 or 2 us, 0 or 1 us before it, and 2 us untimed.
+  EXPECT_NEAR(s.overhead_removed_us, 10 * (2.0 + 1.0) + 20 * 2.0, 1e-9);
+  // A format-1 step (no overhead_us) has nothing to subtract from: no estimate.
+  for (auto& op : step.ops) op.overhead_us.reset();
+  EXPECT_LT(estimate_untimed_overhead_per_op(step), 0);
+}
+
+TEST(Timeline, SyncsOutsideTheOpsAreHabitatsWindowEdges) {
+  // CUPTI's start and the flush before the window closes synchronise the device outside the
+  // step's ops: left out, so the host runs ahead into the next step as it does untraced.
+  Step step;
+  step.ops = {op_at(0, 100, 10, {500.0}), op_at(1, 120, 10, {500.0})};
+  step.syncs = {{SyncRecord::Kind::Device, 0, 20, 0, 0},
+                {SyncRecord::Kind::Device, 140, 870, 0, 0},
+                {SyncRecord::Kind::Stream, 125, 0, 7, 0}};
+  const HostSchedule s = build_host_schedule(step, gpu(), no_overhead());
+  EXPECT_EQ(s.habitat_syncs, 2);
+  EXPECT_EQ(s.syncs, 1);
+  // Device-bound steady state: the kernels back to back, no host wait between steps.
+  step.syncs.pop_back();
+  EXPECT_NEAR(play(step, no_overhead()).step_us, 1000.0, 1e-6);
+}
+
 TEST(Timeline, CaptureSetupBeforeTheFirstOpCountsAsOneTypicalGap) {
   // Top-level ops 10 us apart (5 us gaps), the first at 800 us: 795 us of setup removed.
   Step step;
@@ -243,6 +307,7 @@ TEST(Timeline, TraceFormatTwoFieldsRoundTrip) {
   step.wall_ms = 1;
   step.ops = {op_at(0, 1, 2, {3.0})};
   step.ops[0].overhead_us = 1.5;
+  step.ops[0].own_before_us = 0.75;
   step.ops[0].kernels[0].launch_us = 1.25;
   step.ops[0].kernels[0].device_start_us = 4.0;
   step.syncs = {{SyncRecord::Kind::Stream, 5, 2, 7, 0}, {SyncRecord::Kind::StreamWait, 6, 0, 13, 7}};
@@ -251,6 +316,7 @@ TEST(Timeline, TraceFormatTwoFieldsRoundTrip) {
   const Trace back = trace_from_json(trace_to_json(trace));
   const Step& s = back.steps.at(0);
   EXPECT_EQ(s.ops[0].overhead_us, 1.5);
+  EXPECT_EQ(s.ops[0].own_before_us, 0.75);
   EXPECT_EQ(s.ops[0].kernels[0].launch_us, 1.25);
   EXPECT_EQ(s.ops[0].kernels[0].device_start_us, 4.0);
   ASSERT_EQ(s.syncs.size(), 2u);
@@ -264,6 +330,7 @@ TEST(Timeline, TraceFormatTwoFieldsRoundTrip) {
     "kernels": [{"name": "k", "duration_us": 2}]}]}]})";
   const Trace old = trace_from_json(v1);
   EXPECT_FALSE(old.steps[0].ops[0].overhead_us.has_value());
+  EXPECT_FALSE(old.steps[0].ops[0].own_before_us.has_value());
   EXPECT_FALSE(old.steps[0].ops[0].kernels[0].launch_us.has_value());
   EXPECT_TRUE(old.steps[0].syncs.empty());
   EXPECT_THROW(trace_from_json(R"({"format": "habitat-trace", "version": 2, "origin": {},

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from habitat.evaluate.timeline import Row, evaluate, host_difference, markdown, summary
+from habitat.evaluate.timeline import LATER_RUNS, Row, evaluate, host_breakdown, host_difference, markdown, summary
 
 # Error on the own GPU (%) achieved by the committed model, per trace.
 ACHIEVED = {
@@ -24,14 +24,51 @@ ACHIEVED = {
     ("H200-SXM-141GB", "resnet50_bf16"): -3.2, ("H200-SXM-141GB", "resnet50_fp32"): 65.1,
 }
 EXCEEDING = {k for k, v in ACHIEVED.items() if abs(v) > 10}
+# The format-2 traces of the later H100 run (h100-sxm5-80gb-2026-11-23): own-GPU error (%)
+# after removing Habitat's measured, hook and untimed per-op time and its edge syncs (before
+# this: +63% to +165%, 90.7% mean). Still far over issue 15's 10%: their traced host has
+# stalls and CUPTI time the trace cannot separate (benchmarks/timeline/README.md).
+ACHIEVED_FORMAT2 = {
+    "dcgan_bf16": 43.8, "dcgan_fp32": 105.2, "gpt2_small_bf16": 65.3, "gpt2_small_fp32": 0.0,
+    "lstm_seq2seq_bf16": 73.8, "lstm_seq2seq_fp32": 31.1, "resnet50_bf16": 90.9, "resnet50_fp32": 120.8,
+}
 MARGIN_POINTS = 3.0
 
 
 @pytest.fixture(scope="module")
-def rows() -> list[Row]:
-    rows = evaluate(cpu_proxy=False)
-    print("\n" + markdown(rows) + "\n" + host_difference(rows))
+def all_rows() -> list[Row]:
+    rows = evaluate(cpu_proxy=False, later=True)
+    print("\n" + markdown(rows) + "\n" + host_difference(rows) + "\n" + host_breakdown(rows))
     return rows
+
+
+@pytest.fixture(scope="module")
+def rows(all_rows: list[Row]) -> list[Row]:
+    """The 16 format-1 traces."""
+    return [r for r in all_rows if r.folder not in LATER_RUNS]
+
+
+@pytest.fixture(scope="module")
+def format2_rows(all_rows: list[Row]) -> list[Row]:
+    return [r for r in all_rows if r.folder in LATER_RUNS]
+
+
+def test_format2_traces_are_evaluated_with_habitats_time_removed(format2_rows: list[Row]) -> None:
+    assert {r.workload for r in format2_rows} == set(ACHIEVED_FORMAT2)
+    for r in format2_rows:
+        assert r.trace_format == 2
+        assert r.overhead_source == "measured+wrapper_ops", r.workload
+        assert abs(r.own_error) <= abs(ACHIEVED_FORMAT2[r.workload]) + MARGIN_POINTS, (r.workload, r.own_error)
+        # Habitat's time came out of the traced span, and the forecast's host is never below
+        # the kernel-free minimum the trace allows (a positive host time).
+        assert 0 < r.host_ms < r.traced_host_ms, r.workload
+    assert summary(format2_rows)["later"]["own_mean_abs_pct"] <= 66.4 + 2
+
+
+def test_habitats_edge_syncs_no_longer_serialise_a_device_bound_step(format2_rows: list[Row]) -> None:
+    gpt2 = next(r for r in format2_rows if r.workload == "gpt2_small_fp32")
+    assert not gpt2.host_bound
+    assert gpt2.step_ms == pytest.approx(gpt2.kernel_sum_ms, rel=0.01)
 
 
 def test_every_recorded_trace_is_evaluated(rows: list[Row]) -> None:

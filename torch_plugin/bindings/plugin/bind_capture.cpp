@@ -84,6 +84,7 @@ void bind_capture(py::module_& m) {
         thread_state().modules.emplace_back(path);
         if (capture::Recorder* r = capture::active_recorder(); r != nullptr && hook_ns > 0) {
           r->add_hook_ns(hook_ns);
+          capture::add_own_time_us(thread_state(), static_cast<double>(hook_ns) / 1000.0);
         }
       },
       py::arg("path"), py::arg("hook_ns") = 0);
@@ -94,6 +95,7 @@ void bind_capture(py::module_& m) {
         if (!modules.empty()) modules.pop_back();
         if (capture::Recorder* r = capture::active_recorder(); r != nullptr && hook_ns > 0) {
           r->add_hook_ns(hook_ns);
+          capture::add_own_time_us(thread_state(), static_cast<double>(hook_ns) / 1000.0);
         }
       },
       py::arg("hook_ns") = 0);
