@@ -36,7 +36,6 @@ from habitat.capture.cupti import KernelTracing, hold_nvtx, origin_device, relea
 from habitat.capture.sinks import StepSink, history_handler, log_dir_sinks
 from habitat.data.engine import forecast_captured
 from habitat.data.forecast import DEFAULT_KEEP_STEPS, Forecast, StepForecast
-from habitat.data.trace import tensor_args
 
 #: Most ops recorded in one step by default, on a machine with memory to spare; the rest run
 #: untouched and are counted as dropped. The default is lower where memory is short (see
@@ -179,14 +178,12 @@ def _origin(device: str = "cpu") -> dict[str, Any]:
     }
 
 
-def _gpu_of(step: dict[str, Any]) -> str | None:
-    """The database name of the first CUDA device the step's ops touched, if any."""
-    for op in step.get("ops", []):
-        for _, meta in tensor_args(op):
-            device = meta.get("device", "cpu")
-            if device.startswith("cuda"):
-                return origin_device(int(device.split(":")[1]) if ":" in device else 0)
-    return None
+def _gpu_of(captured: Any) -> str | None:
+    """The database name of the first CUDA device the captured step's ops touched, if any."""
+    device = _engine.captured_cuda_device(captured.capsule)
+    if device is None:
+        return None
+    return origin_device(int(device.split(":")[1]) if ":" in device else 0)
 
 
 class _AllocatorPeak:
@@ -793,7 +790,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                     f"{captured.dropped_ops} were not recorded and are missing from its forecast "
                     "(raise predict_on(..., max_ops_per_step=N) if the memory is there)")
             if not self._origin_fixed:
-                gpu = _gpu_of(decode_step(captured, peak_bytes)) if torch.cuda.is_available() else None
+                gpu = _gpu_of(captured) if torch.cuda.is_available() else None
                 if gpu is not None:
                     self.forecast.origin["device"] = gpu
                 self._origin_fixed = True

@@ -484,6 +484,24 @@ void bind_engine(py::module_& m) {
         return py::bytes(text);
       },
       py::arg("captured"), "A trace document (default origin) holding a captured step.");
+
+  m.def(
+      "captured_cuda_device",
+      [](py::handle capsule) -> std::optional<std::string> {
+        const SharedTrace captured = trace_from_capsule(capsule);
+        // Found without decoding the step into Python: the forecast worker asks while a
+        // detailed step is being recorded, and a decode would hold the GIL it needs.
+        py::gil_scoped_release release;
+        for (const Step& step : captured->steps)
+          for (const OpRecord& op : step.ops)
+            for (const Argument& arg : op.args)
+              for (const TensorMeta& meta : arg.value.tensors)
+                if (meta.device.str().starts_with("cuda")) return meta.device.str();
+        return std::nullopt;
+      },
+      py::arg("captured"),
+      "The device (\"cuda:N\") of the first CUDA tensor among a captured step's op arguments, "
+      "in op order, or None.");
 }
 
 }  // namespace habitat::python
