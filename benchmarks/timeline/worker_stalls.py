@@ -1,10 +1,12 @@
 """Idle stalls in a traced step while predict_on's worker decodes the previous one (issue #15).
 
-predict_on records its first two steps in detail; while step 1 runs, the worker thread decodes
-and forecasts step 0 (`decode_step`: one `json.loads` of the whole step, a C call that holds
-the GIL throughout). This measures, on the CPU, the idle gaps longer than 1 ms (no op open on
-any thread) in the trace of step 0 (worker idle) and of step 1 (worker busy), and how long
-`decode_step` takes: if step 1's gaps are the GIL held by the worker, they appear only there.
+predict_on records its first two steps in detail; while step 1 runs, the worker thread
+forecasts step 0. On a CUDA machine it also decoded the whole step into Python to find the
+origin GPU (`decode_step`: one `json.loads`, a C call that holds the GIL throughout) until
+commit 82e35cb, which reads the device in the engine; on the CPU it never did, so here the
+decode time printed is that of reading the steps' traces afterwards, and step 1's gaps are
+the worker's other work and the two busy cores. This measures the idle gaps longer than 1 ms
+(no op open on any thread) in the trace of step 0 (worker idle) and of step 1 (worker busy).
 
     PYTHONPATH=python python3 benchmarks/timeline/worker_stalls.py [--turns 12] [--workload gpt_2x32_b2]
 """
