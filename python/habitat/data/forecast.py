@@ -14,7 +14,6 @@ import json
 import sys
 import threading
 from array import array
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, overload
@@ -414,6 +413,10 @@ def _summary_views(summary: dict[str, Any]) -> tuple[Any, ...]:
             {t["target"]: t for t in summary.get("timelines", [])})
 
 
+#: Distinct summaries whose totals' containers Forecast._add_forecast keeps for reuse.
+_SHARED_SUMMARIES = 16
+
+
 class StepList(Sequence[StepForecast]):
     """Every step of a forecast, as a list to read (``len``, ``steps[i]``, ``steps[-1]``,
     slices, iteration), held compactly: a long run keeps a few numbers per step, not an object.
@@ -440,7 +443,8 @@ class StepList(Sequence[StepForecast]):
         # Older steps that would not read back identically from the columns (an index that is
         # no int, a time that is no float, an object that is no plain StepForecast): by position.
         self._odd: dict[int, StepForecast] = {}
-        self._live: deque[StepForecast] = deque()
+        # The latest steps, as appended (a list: indexed in O(1) when keep_steps is None).
+        self._live: list[StepForecast] = []
         self._lock = threading.Lock()
 
     def append(self, step: StepForecast) -> None:
@@ -450,12 +454,14 @@ class StepList(Sequence[StepForecast]):
     def retire(self, keep: int) -> list[StepForecast]:
         """Stores all but the `keep` latest steps compactly; returns the steps it stored
         (whose detail the caller drops)."""
-        retired = []
         with self._lock:
-            while len(self._live) > keep:
-                step = self._live.popleft()
+            leaving = len(self._live) - keep
+            if leaving <= 0:
+                return []
+            retired = self._live[:leaving]
+            del self._live[:leaving]
+            for step in retired:
                 self._store(step)
-                retired.append(step)
         return retired
 
     def _store(self, step: StepForecast) -> None:
@@ -565,8 +571,10 @@ class Forecast:
         #: ("ddp", "tp", "pp4x8", ...).
         self.clusters: list[Any] = []
         self.parallel: Any = None
-        # The latest summary appended and its totals' containers (shared by reused steps).
-        self._shared_views: tuple[dict[str, Any], tuple[Any, ...]] | None = None
+        # The latest distinct summaries appended (by id; each held, so its id stays its own)
+        # and their totals' containers, shared by the steps that reuse them (predict_on's
+        # steady steps: train and eval steps alternating reuse two).
+        self._shared_views: dict[int, tuple[dict[str, Any], tuple[Any, ...]]] = {}
 
     @property
     def history(self) -> int | None:
@@ -598,13 +606,17 @@ class Forecast:
                       rows: OpRows | None = None) -> StepForecast:
         """Appends a step the engine already forecast (predict_on's worker): its summary
         document now, its per-op detail loaded by `detail` on first use. Steps passing the
-        same summary object (a reused forecast) share its totals' containers."""
+        same summary object (a reused forecast, one of the last 16 distinct) share its totals'
+        containers."""
         shared = self._shared_views
-        if shared is not None and shared[0] is summary:
-            views = shared[1]
+        entry = shared.get(id(summary))
+        if entry is not None and entry[0] is summary:
+            views = entry[1]
         else:
             views = _summary_views(summary)
-            self._shared_views = (summary, views)
+            if len(shared) >= _SHARED_SUMMARIES:
+                del shared[next(iter(shared))]  # the oldest
+            shared[id(summary)] = (summary, views)
         return self._append(_step_forecast(index, measured_ms, summary, detail, rows, views))
 
     def _append(self, forecast: StepForecast) -> StepForecast:

@@ -99,22 +99,32 @@ def test_a_long_run_reads_back_as_the_list_it_replaced(golden_trace: Path, keep_
 
 
 def test_older_steps_share_their_totals_and_cost_a_few_bytes(golden_trace: Path):
+    """predict_on's steady steps: train and eval steps alternating, each reusing the forecast
+    (the same summary object) of its first step."""
     doc = json.loads(golden_trace.read_text())
     forecast = Forecast(TARGETS, doc["origin"])
-    summary, rows = engine.forecast_step_parts(doc["origin"], doc["steps"][0], forecast.targets)
+    kinds = [engine.forecast_step_parts(doc["origin"], step, forecast.targets)
+             for step in (doc["steps"][0], doc["steps"][-1])]
+
+    def add(i: int) -> None:
+        summary, rows = kinds[i % 2]
+        forecast._add_forecast(i, 1.0 + i, summary, lambda: (doc["steps"][0], rows), rows)
+
     for i in range(1_000):
-        forecast._add_forecast(i, 1.0, summary, lambda: (doc["steps"][0], rows), rows)
+        add(i)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         for i in range(1_000, 21_000):
-            forecast._add_forecast(i, 1.0 + i, summary, lambda: (doc["steps"][0], rows), rows)
+            add(i)
         per_step = (tracemalloc.get_traced_memory()[0] - before) / 20_000
     finally:
         tracemalloc.stop()
     assert per_step <= 40, per_step
-    assert forecast.steps[0].total_ms is forecast.steps[-1].total_ms is forecast.steps[500].total_ms
-    assert forecast.steps[12_345].measured_ms == 1.0 + 12_345 and forecast.steps[12_345].index == 12_345
+    steps = forecast.steps
+    assert steps[0].total_ms is steps[-2].total_ms is steps[500].total_ms
+    assert steps[1].total_ms is steps[-1].total_ms and steps[1].total_ms is not steps[0].total_ms
+    assert steps[12_345].measured_ms == 1.0 + 12_345 and steps[12_345].index == 12_345
 
 
 def test_lowering_keep_steps_drops_the_detail_of_every_step_past_it(golden_trace: Path):
