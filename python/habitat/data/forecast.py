@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, overload
 
+from habitat import _engine
 from habitat.data import engine
 from habitat.data.devices import get_device, target_names
 from habitat.data.files import atomic_write_text, read_tail, read_trace_text
@@ -224,13 +225,7 @@ class StepForecast:
         if table is None or trace is None or name not in table.targets:
             return sorted(self.counted_ops(name), key=lambda op: op.predictions[name].share_us,
                           reverse=True)[:n]
-        import numpy as np
-
-        share = table.array["share_us"][:, table.targets.index(name)]
-        counted = np.flatnonzero(share > 0)
-        # A stable sort of the negated shares: equal shares keep step order, as sorted(reverse=True).
-        order = counted[np.argsort(-share[counted], kind="stable")][:max(0, n)]
-        return self.ops_at(order.tolist())
+        return self.ops_at(_top_indices(table, name, n))
 
     def ops_at(self, indices: Sequence[int]) -> list[OpForecast]:
         """The ops at `indices` (positions in the step's op order) alone, as :attr:`ops` would
@@ -245,6 +240,18 @@ class StepForecast:
             ops = self.ops
             return [ops[i] for i in indices]
         return _op_forecasts_at(trace, table, indices)
+
+    def text_view(self) -> "StepText | None":
+        """The step as the engine's JSON, encoded once and not decoded, to read a few of its
+        ops (:meth:`StepText.top_ops`) from a step of a million without a dict per op; None
+        when it does not apply (the step's trace is decoded already, or the engine does not
+        hold the step: then :meth:`top_ops` is as cheap)."""
+        with _detail_lock:
+            if (self._trace is not None or self._ops or self._rows is None
+                    or not isinstance(self._detail, _StoredDetail)):
+                return None
+            capsule, rows = self._capsule, self._rows
+        return StepText(_engine.captured_trace_json(capsule), rows, self)
 
     def op_count(self) -> int:
         """How many ops the step holds in detail (0 past the history), without building an
@@ -317,6 +324,77 @@ def _op_forecasts_at(step: dict[str, Any], rows: OpRows, indices: Sequence[int])
                            float(row["share_us"][k]), METHODS[int(row["share_method"][k])])
              for k, t in enumerate(targets)}))
     return ops
+
+
+def _top_indices(table: OpRows, target: str, n: int) -> list[int]:
+    """Positions of the `n` ops adding the most to the step's total on `target` (a name of
+    ``table.targets``), ties in step order."""
+    import numpy as np
+
+    share = table.array["share_us"][:, table.targets.index(target)]
+    counted = np.flatnonzero(share > 0)
+    # A stable sort of the negated shares: equal shares keep step order, as sorted(reverse=True).
+    return counted[np.argsort(-share[counted], kind="stable")][:max(0, n)].tolist()
+
+
+class StepText:
+    """A step held by the engine, as its JSON text (bytes), not decoded: the few ops a view
+    prints are found by their id and decoded alone (``print(forecast)`` of a step of 90k ops
+    decoded all of them to show ten). See :meth:`StepForecast.text_view`."""
+
+    __slots__ = ("text", "rows", "step", "_ops_at")
+
+    def __init__(self, text: bytes, rows: OpRows, step: StepForecast) -> None:
+        self.text, self.rows, self.step = text, rows, step
+        self._ops_at = text.find(b'"ops":[')
+
+    def contains(self, piece: str) -> bool:
+        """Whether `piece` occurs in the step's text (as JSON writes it: "/" escaped or not)."""
+        encoded = json.dumps(piece)[1:-1].encode()
+        return encoded in self.text or encoded.replace(b"/", b"\\/") in self.text
+
+    def op_dict(self, op_id: int) -> dict[str, Any] | None:
+        """The trace dict of the op with `op_id`, or None when the text does not name it
+        exactly once as an op (the caller then decodes the step)."""
+        if self._ops_at < 0:
+            return None
+        needle = b'{"id":%d,' % op_id
+        at = self.text.find(needle, self._ops_at)
+        if at < 0 or self.text.find(needle, at + 1) >= 0:
+            return None
+        decoder = json.JSONDecoder()
+        width = 4096
+        while True:
+            window = self.text[at:at + width]
+            try:
+                op, _ = decoder.raw_decode(window.decode("utf-8", errors="ignore"))
+                break
+            except ValueError:
+                if at + width >= len(self.text):
+                    return None
+                width *= 4
+        if not isinstance(op, dict) or op.get("id") != op_id or "name" not in op:
+            return None
+        return op
+
+    def ops_at(self, indices: Sequence[int]) -> list[OpForecast] | None:
+        """The ops at `indices`, as :meth:`StepForecast.ops_at` gives them, or None."""
+        ids = self.rows.array["id"]
+        found = {}
+        for i in indices:
+            op = self.op_dict(int(ids[i]))
+            if op is None:
+                return None
+            found[i] = op
+        return _op_forecasts_at({"ops": found}, self.rows, indices)
+
+    def top_ops(self, target: str, n: int = 10) -> list[OpForecast] | None:
+        """:meth:`StepForecast.top_ops`, the chosen ops decoded alone; None when they could
+        not be (then ask the step)."""
+        name = _canonical(target)
+        if name not in self.rows.targets:
+            return None
+        return self.ops_at(_top_indices(self.rows, name, n))
 
 
 def _op_forecasts_from_rows(step: dict[str, Any], rows: OpRows) -> list[OpForecast]:
