@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence, overload
 
+from habitat import _engine
 from habitat.data import engine
 from habitat.data.devices import get_device, target_names
 from habitat.data.files import atomic_write_text, read_tail, read_trace_text
@@ -223,13 +225,7 @@ class StepForecast:
         if table is None or trace is None or name not in table.targets:
             return sorted(self.counted_ops(name), key=lambda op: op.predictions[name].share_us,
                           reverse=True)[:n]
-        import numpy as np
-
-        share = table.array["share_us"][:, table.targets.index(name)]
-        counted = np.flatnonzero(share > 0)
-        # A stable sort of the negated shares: equal shares keep step order, as sorted(reverse=True).
-        order = counted[np.argsort(-share[counted], kind="stable")][:max(0, n)]
-        return self.ops_at(order.tolist())
+        return self.ops_at(_top_indices(table, name, n))
 
     def ops_at(self, indices: Sequence[int]) -> list[OpForecast]:
         """The ops at `indices` (positions in the step's op order) alone, as :attr:`ops` would
@@ -244,6 +240,18 @@ class StepForecast:
             ops = self.ops
             return [ops[i] for i in indices]
         return _op_forecasts_at(trace, table, indices)
+
+    def text_view(self) -> "StepText | None":
+        """The step as the engine's JSON, encoded once and not decoded, to read a few of its
+        ops (:meth:`StepText.top_ops`) from a step of a million without a dict per op; None
+        when it does not apply (the step's trace is decoded already, or the engine does not
+        hold the step: then :meth:`top_ops` is as cheap)."""
+        with _detail_lock:
+            if (self._trace is not None or self._ops or self._rows is None
+                    or not isinstance(self._detail, _StoredDetail)):
+                return None
+            capsule, rows = self._capsule, self._rows
+        return StepText(_engine.captured_trace_json(capsule), rows, self)
 
     def op_count(self) -> int:
         """How many ops the step holds in detail (0 past the history), without building an
@@ -316,6 +324,77 @@ def _op_forecasts_at(step: dict[str, Any], rows: OpRows, indices: Sequence[int])
                            float(row["share_us"][k]), METHODS[int(row["share_method"][k])])
              for k, t in enumerate(targets)}))
     return ops
+
+
+def _top_indices(table: OpRows, target: str, n: int) -> list[int]:
+    """Positions of the `n` ops adding the most to the step's total on `target` (a name of
+    ``table.targets``), ties in step order."""
+    import numpy as np
+
+    share = table.array["share_us"][:, table.targets.index(target)]
+    counted = np.flatnonzero(share > 0)
+    # A stable sort of the negated shares: equal shares keep step order, as sorted(reverse=True).
+    return counted[np.argsort(-share[counted], kind="stable")][:max(0, n)].tolist()
+
+
+class StepText:
+    """A step held by the engine, as its JSON text (bytes), not decoded: the few ops a view
+    prints are found by their id and decoded alone (``print(forecast)`` of a step of 90k ops
+    decoded all of them to show ten). See :meth:`StepForecast.text_view`."""
+
+    __slots__ = ("text", "rows", "step", "_ops_at")
+
+    def __init__(self, text: bytes, rows: OpRows, step: StepForecast) -> None:
+        self.text, self.rows, self.step = text, rows, step
+        self._ops_at = text.find(b'"ops":[')
+
+    def contains(self, piece: str) -> bool:
+        """Whether `piece` occurs in the step's text (as JSON writes it: "/" escaped or not)."""
+        encoded = json.dumps(piece)[1:-1].encode()
+        return encoded in self.text or encoded.replace(b"/", b"\\/") in self.text
+
+    def op_dict(self, op_id: int) -> dict[str, Any] | None:
+        """The trace dict of the op with `op_id`, or None when the text does not name it
+        exactly once as an op (the caller then decodes the step)."""
+        if self._ops_at < 0:
+            return None
+        needle = b'{"id":%d,' % op_id
+        at = self.text.find(needle, self._ops_at)
+        if at < 0 or self.text.find(needle, at + 1) >= 0:
+            return None
+        decoder = json.JSONDecoder()
+        width = 4096
+        while True:
+            window = self.text[at:at + width]
+            try:
+                op, _ = decoder.raw_decode(window.decode("utf-8", errors="ignore"))
+                break
+            except ValueError:
+                if at + width >= len(self.text):
+                    return None
+                width *= 4
+        if not isinstance(op, dict) or op.get("id") != op_id or "name" not in op:
+            return None
+        return op
+
+    def ops_at(self, indices: Sequence[int]) -> list[OpForecast] | None:
+        """The ops at `indices`, as :meth:`StepForecast.ops_at` gives them, or None."""
+        ids = self.rows.array["id"]
+        found = {}
+        for i in indices:
+            op = self.op_dict(int(ids[i]))
+            if op is None:
+                return None
+            found[i] = op
+        return _op_forecasts_at({"ops": found}, self.rows, indices)
+
+    def top_ops(self, target: str, n: int = 10) -> list[OpForecast] | None:
+        """:meth:`StepForecast.top_ops`, the chosen ops decoded alone; None when they could
+        not be (then ask the step)."""
+        name = _canonical(target)
+        if name not in self.rows.targets:
+            return None
+        return self.ops_at(_top_indices(self.rows, name, n))
 
 
 def _op_forecasts_from_rows(step: dict[str, Any], rows: OpRows) -> list[OpForecast]:
@@ -412,6 +491,132 @@ def _summary_views(summary: dict[str, Any]) -> tuple[Any, ...]:
             {t["target"]: t for t in summary.get("timelines", [])})
 
 
+#: Distinct summaries whose totals' containers Forecast._add_forecast keeps for reuse.
+_SHARED_SUMMARIES = 16
+
+
+class StepList(Sequence[StepForecast]):
+    """Every step of a forecast, as a list to read (``len``, ``steps[i]``, ``steps[-1]``,
+    slices, iteration), held compactly: a long run keeps a few numbers per step, not an object.
+
+    The latest steps (those still holding per-op detail, ``keep_steps``) are StepForecast
+    objects. An older step is stored as its index, its measured time and the position of its
+    totals in a table of distinct totals (steps forecast alike share them: predict_on's reused
+    steps), ~20 bytes, and becomes a StepForecast again (totals only, as it was once its detail
+    was dropped) when read. Such a step is a new object each time it is read: change nothing
+    in it (the totals were shared between steps before, too)."""
+
+    __slots__ = ("_index", "_measured", "_totals_at", "_totals", "_totals_of", "_odd", "_live",
+                 "_lock")
+
+    def __init__(self) -> None:
+        # The older steps, in order: index, measured ms, position in _totals.
+        self._index = array("q")
+        self._measured = array("d")
+        self._totals_at = array("I")
+        # Distinct totals: (targets, total_ms, phase_ms, method_ops, unsupported, timeline);
+        # _totals_of finds one by id(total_ms) (the table holds it, so the id stays its own).
+        self._totals: list[tuple[Any, ...]] = []
+        self._totals_of: dict[int, int] = {}
+        # Older steps that would not read back identically from the columns (an index that is
+        # no int, a time that is no float, an object that is no plain StepForecast): by position.
+        self._odd: dict[int, StepForecast] = {}
+        # The latest steps, as appended (a list: indexed in O(1) when keep_steps is None).
+        self._live: list[StepForecast] = []
+        self._lock = threading.Lock()
+
+    def append(self, step: StepForecast) -> None:
+        with self._lock:
+            self._live.append(step)
+
+    def retire(self, keep: int) -> list[StepForecast]:
+        """Stores all but the `keep` latest steps compactly; returns the steps it stored
+        (whose detail the caller drops)."""
+        with self._lock:
+            leaving = len(self._live) - keep
+            if leaving <= 0:
+                return []
+            retired = self._live[:leaving]
+            del self._live[:leaving]
+            for step in retired:
+                self._store(step)
+        return retired
+
+    def _store(self, step: StepForecast) -> None:
+        at = len(self._index)
+        plain = (type(step) is StepForecast and type(step.index) is int
+                 and -(1 << 63) <= step.index < (1 << 63) and type(step.measured_ms) is float)
+        if not plain:
+            self._odd[at] = step
+            index, measured, position = 0, 0.0, 0
+        else:
+            index, measured = step.index, step.measured_ms
+            totals = (step.targets, step.total_ms, step.phase_ms, step.method_ops,
+                      step.unsupported, step.timeline)
+            position = self._totals_of.get(id(step.total_ms), -1)
+            if position < 0 or any(a is not b for a, b in zip(self._totals[position], totals)):
+                position = len(self._totals)
+                self._totals.append(totals)
+                self._totals_of[id(step.total_ms)] = position
+        self._index.append(index)
+        self._measured.append(measured)
+        self._totals_at.append(position)
+
+    def _at(self, i: int) -> StepForecast:
+        """The step at position `i` (0 <= i < len), under the lock."""
+        stored = len(self._index)
+        if i >= stored:
+            return self._live[i - stored]
+        odd = self._odd.get(i) if self._odd else None
+        if odd is not None:
+            return odd
+        targets, total_ms, phase_ms, method_ops, unsupported, timeline = self._totals[self._totals_at[i]]
+        return StepForecast(index=self._index[i], measured_ms=self._measured[i], targets=targets,
+                            total_ms=total_ms, phase_ms=phase_ms, method_ops=method_ops,
+                            unsupported=unsupported, timeline=timeline)
+
+    def __len__(self) -> int:
+        return len(self._index) + len(self._live)
+
+    @overload
+    def __getitem__(self, i: int) -> StepForecast: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[StepForecast]: ...
+
+    def __getitem__(self, i: int | slice) -> StepForecast | list[StepForecast]:
+        with self._lock:
+            n = len(self._index) + len(self._live)
+            if isinstance(i, slice):
+                return [self._at(j) for j in range(*i.indices(n))]
+            j = i.__index__()
+            if j < 0:
+                j += n
+            if not 0 <= j < n:
+                raise IndexError("step index out of range")
+            return self._at(j)
+
+    def __iter__(self) -> Iterator[StepForecast]:
+        i = 0
+        while True:  # steps appended meanwhile are included, as a list's iterator does
+            with self._lock:
+                if i >= len(self._index) + len(self._live):
+                    return
+                step = self._at(i)
+            yield step
+            i += 1
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (StepList, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
 class Forecast:
     """Per-op and per-step forecasts of a training run for one or more target GPUs.
 
@@ -426,7 +631,7 @@ class Forecast:
         # (None, 5, []) raise UnknownDeviceError with the same advice.
         self.targets: list[str] = target_names(targets)
         self.origin: dict[str, Any] = dict(origin or {"device": "cpu"})
-        self._steps: list[StepForecast] = []
+        self._steps = StepList()
         if history is not None:  # the former name of keep_steps
             keep_steps = history
         if keep_steps is not None and (not isinstance(keep_steps, int) or keep_steps < 0):
@@ -444,8 +649,10 @@ class Forecast:
         #: ("ddp", "tp", "pp4x8", ...).
         self.clusters: list[Any] = []
         self.parallel: Any = None
-        # The latest summary appended and its totals' containers (shared by reused steps).
-        self._shared_views: tuple[dict[str, Any], tuple[Any, ...]] | None = None
+        # The latest distinct summaries appended (by id; each held, so its id stays its own)
+        # and their totals' containers, shared by the steps that reuse them (predict_on's
+        # steady steps: train and eval steps alternating reuse two).
+        self._shared_views: dict[int, tuple[dict[str, Any], tuple[Any, ...]]] = {}
 
     @property
     def history(self) -> int | None:
@@ -457,8 +664,9 @@ class Forecast:
         self.keep_steps = value
 
     @property
-    def steps(self) -> list[StepForecast]:
-        """Every step forecast so far (steps past the history keep only their totals)."""
+    def steps(self) -> StepList:
+        """Every step forecast so far (steps past the history keep only their totals), as a
+        list to read: older steps are held compactly and built again when read (StepList)."""
         if self._wait is not None:
             self._wait()
         return self._steps
@@ -476,24 +684,26 @@ class Forecast:
                       rows: OpRows | None = None) -> StepForecast:
         """Appends a step the engine already forecast (predict_on's worker): its summary
         document now, its per-op detail loaded by `detail` on first use. Steps passing the
-        same summary object (a reused forecast) share its totals' containers."""
+        same summary object (a reused forecast, one of the last 16 distinct) share its totals'
+        containers."""
         shared = self._shared_views
-        if shared is not None and shared[0] is summary:
-            views = shared[1]
+        entry = shared.get(id(summary))
+        if entry is not None and entry[0] is summary:
+            views = entry[1]
         else:
             views = _summary_views(summary)
-            self._shared_views = (summary, views)
+            if len(shared) >= _SHARED_SUMMARIES:
+                del shared[next(iter(shared))]  # the oldest
+            shared[id(summary)] = (summary, views)
         return self._append(_step_forecast(index, measured_ms, summary, detail, rows, views))
 
     def _append(self, forecast: StepForecast) -> StepForecast:
-        steps = self._steps
-        steps.append(forecast)
-        # Only the step that just left the history window needs its detail dropped: older
-        # ones were dropped when they left it.
+        self._steps.append(forecast)
+        # The step that just left the history window (every one, if keep_steps was lowered)
+        # drops its detail and is stored compactly: older ones were when they left it.
         if self.keep_steps is not None:
-            leaving = len(steps) - self.keep_steps
-            if leaving > 0:
-                steps[leaving - 1].drop_detail()
+            for step in self._steps.retire(self.keep_steps):
+                step.drop_detail()
                 self.dropped_detail_steps += 1
         return forecast
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from habitat.analysis.regions import format_regions
+from habitat.analysis.regions import REGION_PREFIX, format_regions
 from habitat.present import timeline_view, view
 
 if TYPE_CHECKING:
@@ -63,7 +63,13 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
         lines.append(f"Methods on {target} (ops counted in its total, by forecast method): "
                      + view.method_counts(step, target))
         lines.extend(f"  {m}: {meaning}" for m, meaning in view.method_legend(list(methods)))
-    top = view.top_ops(step, target, TOP_OPS)
+    # A step the engine holds, not decoded yet: the printed ops are decoded alone (a step of
+    # 90k ops decoded whole took seconds), and its compiled regions are looked for only when
+    # its text names one.
+    text = step.text_view() if hasattr(step, "text_view") else None
+    top = text.top_ops(target, TOP_OPS) if text is not None else None
+    if top is None:
+        top = view.top_ops(step, target, TOP_OPS)
     if top:
         lines.append(f"Top ops on {target} (what each adds to the step):")
         rows = [["op", "module", "inputs", "phase", "us", "method"]]
@@ -71,7 +77,9 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
                   f"{op.predictions[target].share_us:.1f}", op.predictions[target].share_method]
                  for op in top]
         lines.extend(_table(rows, right={4}))
-    lines.extend(format_regions(step, target))
+    if text is None or text.contains(REGION_PREFIX):
+        lines.extend(format_regions(step, target))
+    del text
     if step.unsupported:
         lines.append("Not modelled (forecast from bytes moved, please report): "
                      + ", ".join(step.unsupported))

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from habitat.analysis.regions import compiled_regions
-from habitat.data.forecast import Forecast
+from habitat.data.forecast import Forecast, StepText
 
 
 def _reference_top(step, target: str, n: int):  # noqa: ANN001, ANN202
@@ -30,7 +30,8 @@ def test_print_builds_no_object_per_op(golden_trace: Path):
     forecast = Forecast.load(golden_trace, targets=["A100", "H100"])
     text = str(forecast)
     assert "A100" in text and forecast.latest.op_count() == 189
-    assert forecast.latest._ops == [] and forecast.latest._op_results is not None
+    # no object per op (and a loaded step's trace not even decoded: only the printed ops)
+    assert forecast.latest._ops == [] and forecast.latest._trace is None
     # the top ops printed are those of the object-per-op path
     reference = Forecast.load(golden_trace, targets=["A100"])
     for op in _reference_top(reference.latest, reference.targets[0], 3):
@@ -54,3 +55,46 @@ def test_compiled_regions_build_only_the_ops_inside_them(golden_trace: Path):
                    if ops[i].parent is None or ops[i].parent not in inside)
     assert [r.graph_id for r in regions] == [3]
     assert abs(regions[0].time_us - expected) <= 1e-9 * expected
+
+
+def _printed_both_ways(doc: dict, targets: list[str]) -> tuple[str, str, Forecast]:
+    """(print of a loaded step whose trace was never decoded, print after decoding it, the
+    first forecast)."""
+    fresh = Forecast.from_trace(copy.deepcopy(doc), targets)
+    decoded = Forecast.from_trace(copy.deepcopy(doc), targets)
+    assert decoded.latest.trace is not None and decoded.latest.text_view() is None
+    return str(fresh), str(decoded), fresh
+
+
+def test_print_of_a_loaded_step_decodes_only_the_printed_ops(golden_trace: Path):
+    doc = json.loads(golden_trace.read_text())
+    # one larger step: the last step's ops four times over, with fresh ids
+    step = copy.deepcopy(doc["steps"][-1])
+    block, top = step["ops"], max(op["id"] for op in step["ops"]) + 1
+    step["ops"] = [{**op, "id": op["id"] + k * top,
+                    **({"parent": op["parent"] + k * top} if op.get("parent") is not None else {})}
+                   for k in range(4) for op in block]
+    doc["steps"] = [step]
+    fast, reference, forecast = _printed_both_ways(doc, ["A100", "T4"])
+    assert fast == reference and "Top ops on A100" in fast
+    latest = forecast.latest
+    assert latest._trace is None and latest._ops == []  # never decoded, no object per op
+    text = latest.text_view()
+    assert text is not None and not text.contains("compiled/graph_")
+    assert text.top_ops("T4", 7) == latest.top_ops("T4", 7)
+
+
+def test_print_of_a_loaded_step_with_compiled_regions_and_ids_found_once(golden_trace: Path):
+    doc = json.loads(golden_trace.read_text())
+    step = copy.deepcopy(doc["steps"][-1])
+    for op in step["ops"][10:40]:
+        op["module_path"] = "compiled/graph_3"
+    doc["steps"] = [step]
+    fast, reference, _ = _printed_both_ways(doc, ["A100"])
+    assert fast == reference and "Compiled regions on A100" in fast
+    # an id the text names twice (the engine rejects repeated op ids, but a nested object
+    # could read alike): not guessed, the caller decodes the step
+    text = StepText(b'{"steps":[{"ops":[{"id":7,"name":"a"},{"id":8,"name":"b","x":{"id":7,"y":1}}]}]}',
+                    None, None)  # type: ignore[arg-type]
+    assert text.op_dict(7) is None and text.op_dict(9) is None
+    assert text.op_dict(8) == {"id": 8, "name": "b", "x": {"id": 7, "y": 1}}
