@@ -20,6 +20,7 @@ import pytest
 from habitat import _engine
 from habitat.data.forecast import Forecast
 from habitat.data.trace import TraceFormatError, save_trace, validate_trace
+from subprocess_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[3]
 RECORDED = sorted(REPO.glob("benchmarks/results/*/traces/*.json.gz"))
@@ -69,8 +70,7 @@ print(json.dumps({"traces": len(sys.argv) - 1, "differ": differ}))
 
 
 def test_forecasts_are_bit_identical_to_the_text_path() -> None:
-    env = {**os.environ, "HABITAT_OP_MEMO": "0",
-           "PYTHONPATH": os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")])}
+    env = subprocess_env(HABITAT_OP_MEMO="0")
     out = subprocess.run([sys.executable, "-c", _COMPARE, *map(str, TRACES)], env=env,
                          capture_output=True, text=True, timeout=600, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
