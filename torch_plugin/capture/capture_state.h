@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "capture/capture_recorder.h"
+#include "capture/torch_compat.h"
 #include "habitat/trace.h"
 
 namespace habitat::capture {
@@ -47,6 +48,8 @@ struct ThreadState {
   const void* node = nullptr;
   uint64_t node_sequence = 0;
   InternedString node_name;
+  // The global precision switches read by this thread's current top-level op.
+  compat::PrecisionState switches;
 
   ThreadState() { open.reserve(64); }
   void reset_context();
