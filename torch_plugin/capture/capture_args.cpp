@@ -356,6 +356,7 @@ void read_arguments(const OpInfo& info, const c10::IValue* values, std::vector<A
 }
 
 void read_outputs(const c10::IValue* values, size_t n, std::vector<TensorMeta>& out) {
+  out.reserve(n);  // one tensor each, mostly: no growth
   for (size_t i = 0; i < n; ++i) {
     const c10::IValue& v = values[i];
     if (v.isTensor()) {

@@ -144,9 +144,13 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
   label(rec, ts, scan.requires_grad);
   // Autocast regions and flag changes inside the window: the op keeps the switches it ran under.
-  if (const auto precision = compat::precision_state(); !(precision == recorder->precision_baseline())) {
-    rec.precision = precision_flags(precision);
-  }
+  // The global switches (hash-table lookups in torch) are read per top-level op: nothing
+  // changes them while an op runs, so its inner calls reuse them. Autocast is per op (an
+  // autocast wrapper runs its inner calls with autocast excluded).
+  if (ts.open.size() == 1) compat::read_global_switches(ts.switches);
+  compat::PrecisionState precision = ts.switches;
+  compat::read_autocast(precision);
+  if (!(precision == recorder->precision_baseline())) rec.precision = precision_flags(precision);
   rec.thread = recorder->thread_number();
   take_own_time_before(rec, ts);
   const size_t depth = ts.open.size();

@@ -9,6 +9,10 @@ namespace {
 
 std::atomic<uint64_t> g_sequence{1};
 std::atomic<uint64_t> g_generation{1};
+// Ops of the latest detailed step: the next one reserves as much room (steps repeat), so its
+// records are not moved again and again while the vector grows.
+std::atomic<size_t> g_last_step_ops{0};
+constexpr size_t kMaxReservedOps = size_t{1} << 16;
 
 struct ThreadNumberCache {
   uint64_t generation = 0;
@@ -23,7 +27,11 @@ Recorder::Recorder(size_t max_ops, bool detailed)
       detailed_(detailed),
       generation_(g_generation.fetch_add(1, std::memory_order_relaxed)),
       start_(Clock::now()),
-      precision_baseline_(compat::precision_state()) {}
+      precision_baseline_(compat::precision_state()) {
+  if (detailed_) {
+    ops_.reserve(std::min({max_ops_, g_last_step_ops.load(std::memory_order_relaxed), kMaxReservedOps}));
+  }
+}
 
 uint64_t Recorder::fingerprint() const {
   const uint64_t n = fingerprint_ops();
@@ -79,9 +87,19 @@ std::vector<OpRecord> Recorder::finish() {
     finished_ = true;
     ops.swap(ops_);
   }
-  std::sort(ops.begin(), ops.end(),
-            [](const OpRecord& a, const OpRecord& b) { return a.id < b.id; });
-  return ops;
+  if (detailed_) g_last_step_ops.store(ops.size(), std::memory_order_relaxed);
+  const auto by_id = [](const OpRecord& a, const OpRecord& b) { return a.id < b.id; };
+  if (std::is_sorted(ops.begin(), ops.end(), by_id)) return ops;
+  // Committed as they finish, read in start order. Sorting (id, position) pairs and then
+  // moving each record once is far cheaper than sorting the records (ids are unique, so the
+  // order is the same).
+  std::vector<std::pair<uint64_t, size_t>> order(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) order[i] = {ops[i].id, i};
+  std::sort(order.begin(), order.end());
+  std::vector<OpRecord> sorted;
+  sorted.reserve(ops.size());
+  for (const auto& entry : order) sorted.push_back(std::move(ops[entry.second]));
+  return sorted;
 }
 
 void Recorder::absorb(Recorder& inner, const std::vector<OpRecord>& inner_ops) {
@@ -115,16 +133,29 @@ void Recorder::absorb(Recorder& inner, const std::vector<OpRecord>& inner_ops) {
 }
 
 Step Recorder::to_step(std::vector<OpRecord> ops, int64_t index, double wall_ms) {
+  // The raw ids in start order (finish() sorted them): a parent's new id is its position,
+  // found by binary search. Records in another order fall back to a map.
+  std::vector<uint64_t> raw(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) raw[i] = ops[i].id;
+  const bool sorted = std::is_sorted(raw.begin(), raw.end());
   std::unordered_map<uint64_t, uint64_t> dense;
-  dense.reserve(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) dense.emplace(ops[i].id, i);
+  if (!sorted) {
+    dense.reserve(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) dense.emplace(raw[i], i);
+  }
+  const auto position = [&](uint64_t id) -> std::optional<uint64_t> {
+    if (sorted) {
+      const auto it = std::lower_bound(raw.begin(), raw.end(), id);
+      if (it == raw.end() || *it != id) return std::nullopt;
+      return static_cast<uint64_t>(it - raw.begin());
+    }
+    const auto it = dense.find(id);
+    return it == dense.end() ? std::nullopt : std::optional<uint64_t>(it->second);
+  };
   for (size_t i = 0; i < ops.size(); ++i) {
     OpRecord& op = ops[i];
     op.id = i;
-    if (op.parent) {
-      const auto it = dense.find(*op.parent);
-      op.parent = it == dense.end() ? std::nullopt : std::optional<uint64_t>(it->second);
-    }
+    if (op.parent) op.parent = position(*op.parent);
   }
   Step step;
   step.index = index;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "capture/capture_recorder.h"
+#include "capture/torch_compat.h"
 #include "habitat/trace.h"
 
 namespace habitat::capture {
@@ -50,6 +51,8 @@ struct ThreadState {
   // Habitat's own time on this thread (us) that no record holds yet: module hooks, the last
   // record's commit. The next op recorded on the thread takes it (OpRecord::own_before_us).
   double own_pending_us = 0;
+  // The global precision switches read by this thread's current top-level op.
+  compat::PrecisionState switches;
 
   ThreadState() { open.reserve(64); }
   void reset_context();

@@ -86,9 +86,9 @@ auto read_switch(Read read, decltype(read()) on_conflict) -> decltype(read()) {
   }
 }
 
-inline PrecisionState precision_state() {
+// The process-wide switches (TF32, matmul precision) into `s`; autocast is left as it is.
+inline void read_global_switches(PrecisionState& s) {
   auto& ctx = at::globalContext();
-  PrecisionState s;
   s.matmul_tf32 = read_switch([&] { return ctx.allowTF32CuBLAS(); }, true);
   s.cudnn_tf32 = read_switch([&] { return ctx.allowTF32CuDNN(); }, true);
   const auto precision = read_switch([&] { return ctx.float32MatmulPrecision(); },
@@ -103,6 +103,11 @@ inline PrecisionState precision_state() {
     default:
       s.matmul_precision = 0;
   }
+}
+
+// The thread's autocast state into `s` (-1 when off).
+inline void read_autocast(PrecisionState& s) {
+  s.autocast = -1;
   // CUDA autocast decides a CUDA op's dtype, CPU autocast a CPU op's; a CPU trace of a step
   // written for CUDA autocast runs under CPU autocast. The CUDA region wins when both are on.
   if (at::autocast::is_autocast_enabled(at::kCUDA)) {
@@ -110,6 +115,12 @@ inline PrecisionState precision_state() {
   } else if (at::autocast::is_autocast_enabled(at::kCPU)) {
     s.autocast = static_cast<int8_t>(at::autocast::get_autocast_dtype(at::kCPU));
   }
+}
+
+inline PrecisionState precision_state() {
+  PrecisionState s;
+  read_global_switches(s);
+  read_autocast(s);
   return s;
 }
 

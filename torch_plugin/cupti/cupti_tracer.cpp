@@ -44,6 +44,7 @@ StepResult KernelTracer::last_step() const {
   return r;
 }
 bool KernelTracer::active() const { return false; }
+BufferStats KernelTracer::buffers() const { return {}; }
 bool KernelTracer::usable() const { return false; }
 std::string KernelTracer::status() const { return kNotCompiled; }
 bool KernelTracer::push(uint64_t) { return false; }
@@ -254,12 +255,30 @@ struct TracerState {
     return b.release();
   }
 
-  void return_buffer(uint8_t* raw) {
+  // Takes back a buffer we lent; false (and nothing is freed) for another client's buffer.
+  bool return_buffer(uint8_t* raw) {
     std::lock_guard<std::mutex> lock(buffers_mu);
-    if (lent.erase(raw) == 0) return;  // another client's buffer: its owner frees it
+    if (lent.erase(raw) == 0) {
+      ++foreign;
+      return false;
+    }
     Buffer b(raw);
     if (pool.size() < kMaxPooledBuffers) pool.push_back(std::move(b));
+    return true;
   }
+
+  bool owns(uint8_t* raw) {
+    std::lock_guard<std::mutex> lock(buffers_mu);
+    return lent.count(raw) != 0;
+  }
+
+  std::size_t outstanding() {
+    std::lock_guard<std::mutex> lock(buffers_mu);
+    return lent.size();
+  }
+
+  // Buffers another client requested that CUPTI completed into our callback (under buffers_mu).
+  int64_t foreign = 0;
 };
 
 namespace {
@@ -281,6 +300,14 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
   (void)size;
   TracerState* state = g_state.load();
   if (state == nullptr || buffer == nullptr) return;
+  // CUPTI completes a buffer into whichever callbacks are registered now, not those that
+  // requested it. Another client's buffer is neither read (its records are that client's)
+  // nor freed (its owner does that); stop() and start() order their calls so it does not
+  // happen when clients take turns between steps.
+  if (!state->owns(buffer)) {
+    state->return_buffer(buffer);  // counts it as foreign
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(state->records_mu);
     CUpti_Activity* record = nullptr;
@@ -320,7 +347,12 @@ Status KernelTracer::start(const TracerOptions& options) {
   std::lock_guard<std::mutex> lock(s.control_mu);
   if (s.active) return {true, s.status};
 
-  // Registering again after another client (Kineto) replaced our callbacks takes them back.
+  // CUPTI has one pair of buffer callbacks per process, and completes a buffer into the pair
+  // registered when it completes. Buffers the previous client (torch.profiler's Kineto)
+  // still has out are forced back to its callbacks before ours replace them; its result is
+  // ignored (no client yet, or no device: registering below reports the problem).
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  // Registering again after another client replaced our callbacks takes them back.
   CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
   if (r != CUPTI_SUCCESS) {
     s.status = describe(r, "cuptiActivityRegisterCallbacks");
@@ -366,8 +398,10 @@ Status KernelTracer::stop() {
   if (!s.active) return {true, s.status};
   s.active = false;
   Status result{true, ""};
-  CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  if (r != CUPTI_SUCCESS) result = {false, describe(r, "cuptiActivityFlushAll")};
+  // Kinds off first, then a forced flush: no record can ask for a new buffer after the
+  // flush, so every buffer we lent is back before another client registers its callbacks
+  // (a buffer of ours completed into Kineto's callbacks is "unknown" to it, and lost).
+  CUptiResult r = CUPTI_SUCCESS;
   for (CUpti_ActivityKind kind : s.enabled) {
     r = cuptiActivityDisable(kind);
     if (r != CUPTI_SUCCESS && result.ok) {
@@ -375,6 +409,13 @@ Status KernelTracer::stop() {
     }
   }
   s.enabled.clear();
+  r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (r != CUPTI_SUCCESS && result.ok) result = {false, describe(r, "cuptiActivityFlushAll")};
+  if (const std::size_t out = s.outstanding(); out > 0 && result.ok) {
+    result = {false, "CUPTI kept " + std::to_string(out) +
+                         " of Habitat's activity buffers after a forced flush; another CUPTI "
+                         "client started now may receive them"};
+  }
   s.status = result.ok ? "stopped" : result.message;
   return result;
 }
@@ -438,6 +479,14 @@ StepResult KernelTracer::last_step() const {
 }
 
 bool KernelTracer::active() const { return state_->active.load(std::memory_order_relaxed); }
+
+BufferStats KernelTracer::buffers() const {
+  BufferStats out;
+  out.outstanding = static_cast<int64_t>(state_->outstanding());
+  std::lock_guard<std::mutex> lock(state_->buffers_mu);
+  out.foreign = state_->foreign;
+  return out;
+}
 
 bool KernelTracer::usable() const {
   std::lock_guard<std::mutex> lock(state_->control_mu);

@@ -47,6 +47,13 @@ struct StepResult {
   Status status;                         // not ok: the step's kernels are incomplete
 };
 
+// Activity buffers: lent to CUPTI and not back yet, and other clients' buffers that CUPTI
+// completed into our callback (neither read nor freed).
+struct BufferStats {
+  int64_t outstanding = 0;
+  int64_t foreign = 0;
+};
+
 class KernelTracer {
  public:
   // The process-wide tracer: CUPTI has one activity client per process.
@@ -55,8 +62,10 @@ class KernelTracer {
   // Registers the buffer callbacks and enables the concurrent-kernel, runtime, driver and
   // external-correlation kinds. Calling it while active is a no-op that returns ok.
   Status start(const TracerOptions& options = {});
-  // Delivers outstanding buffers and disables the kinds it enabled. Never cuptiFinalize:
-  // other CUPTI clients (torch.profiler) may still need CUPTI.
+  // Disables the kinds it enabled, then forces every buffer it lent back (ok only when all
+  // came back), so another client may register next. Never cuptiFinalize: other CUPTI
+  // clients (torch.profiler) may still need CUPTI. Tracing holds CUPTI only while started:
+  // KernelTracing stops after every traced step.
   Status stop();
   // Marks tracing off without any CUPTI call: another client (torch.profiler) has taken
   // the callbacks over, and touching the kinds now would break it. start() re-registers.
@@ -71,6 +80,7 @@ class KernelTracer {
   StepResult last_step() const;
 
   bool active() const;
+  BufferStats buffers() const;
   // False when CUPTI is not compiled in or the last start() failed: callers fall back.
   bool usable() const;
   // "tracing", "not started", or why tracing is off.

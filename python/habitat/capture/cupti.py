@@ -161,7 +161,10 @@ class KernelTracing:
         tracing.begin_step(); session.begin()
         ...
         tracing.prepare_flush(); session.end()   # synchronise, then C++ flushes and attaches
-        tracing.end_step(flushed=True)           # counts of that flush, warnings
+        tracing.end_step(flushed=True)           # counts of that flush, warnings; stops CUPTI
+
+    CUPTI is held only from begin_step to end_step: between steps no activity kind is enabled
+    and no buffer of Habitat's is with CUPTI, so torch.profiler can take over cleanly.
     """
 
     def __init__(self, *, enabled: bool = True, record_nvtx: bool = False) -> None:
@@ -231,6 +234,14 @@ class KernelTracing:
             return None
         self._tracing = self._prepared = False
         kernels = StepKernels.from_json(_C.cupti_last_step() if flushed else _C.cupti_flush())
+        # Let go of CUPTI until the next traced step: kinds off, every buffer we lent forced
+        # back. CUPTI completes a buffer into whichever client's callbacks are registered
+        # then, so a profiler started between steps (it registers its own) would otherwise
+        # receive ours ("bufferCompleted called with unknown buffer"), and plain steps would
+        # pay for activity records nobody reads.
+        ok, message = _C.cupti_stop()
+        if not ok:
+            _warn_once(f"stop:{message[:60]}", message)
         for problem in kernels.problems():
             _warn_once(f"problem:{problem.split(' ', 2)[-1][:40]}", problem)
         if kernels.stats.get("kernels", 0) == 0:

@@ -53,15 +53,45 @@ def _is_compiled_wrapper(module: nn.Module) -> bool:
     return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
 
 
+def _subtree_names_slow(parent: nn.Module) -> dict[int, str]:
+    names: dict[int, str] = {}
+    for name, sub in parent.named_modules(remove_duplicate=False):
+        name = ".".join(part for part in name.split(".") if part != "_orig_mod")
+        if name:
+            names.setdefault(id(sub), name)
+    return names
+
+
+_BASE_NAMED_MODULES = nn.Module.named_modules
+
+
+def _subtree_names(parent: nn.Module) -> dict[int, str]:
+    """Each module under `parent` by id, named by its first path in pre-order with the
+    ``_orig_mod`` levels left out: what :func:`_subtree_names_slow` computes from
+    ``named_modules(remove_duplicate=False)``, without its nested generators (a cost per
+    level per module) and without splitting every name again. Rebuilt at every detailed
+    step for each parent, so its cost is per step."""
+    names: dict[int, str] = {}
+    stack: list[tuple[nn.Module, str]] = [(parent, "")]
+    while stack:
+        module, path = stack.pop()
+        if type(module).named_modules is not _BASE_NAMED_MODULES:
+            return _subtree_names_slow(parent)  # a class that walks its modules its own way
+        if path:
+            names.setdefault(id(module), path)
+        children = module._modules
+        if children:
+            for key, sub in reversed(list(children.items())):
+                if sub is not None:
+                    stack.append((sub, path if key == "_orig_mod" else
+                                  (f"{path}.{key}" if path else key)))
+    return names
+
+
 def _child_name(parent: nn.Module, child: nn.Module) -> str:
     names = _names.get(id(parent))
     if names is None:
-        names = {}
-        for name, sub in parent.named_modules(remove_duplicate=False):
-            name = ".".join(part for part in name.split(".") if part != "_orig_mod")
-            if name:
-                names.setdefault(id(sub), name)
-        _names[id(parent)] = names
+        names = _names[id(parent)] = _subtree_names(parent)
     # A module the parent calls without owning it is named by its class.
     return names.get(id(child)) or type(child).__name__
 

@@ -378,3 +378,20 @@ def test_a_user_dispatch_mode_does_not_double_count() -> None:
     exps = [op for op in step["ops"] if op["name"] == "aten::exp"]
     leaves = [op for op in exps if not op.get("has_children")]
     assert len(leaves) == 1  # the mode's re-dispatch is the child that does the work
+
+
+def test_module_subtree_names_match_named_modules():
+    """The hooks' fast walk names every module as named_modules(remove_duplicate=False) does
+    (first path in pre-order, _orig_mod levels left out), shared modules included."""
+    from habitat.capture import modules as habitat_modules
+
+    shared = torch.nn.Linear(2, 2)
+    inner = torch.nn.Sequential(torch.nn.ReLU(), shared)
+    model = torch.nn.ModuleDict({"a": inner, "b": torch.nn.Sequential(shared, torch.nn.Tanh()),
+                                 "c": shared})
+    wrapped = torch.nn.Module()
+    wrapped._orig_mod = model  # as torch.compile's OptimizedModule holds the original
+    wrapped.add_module("empty", None)
+    for parent in (model, inner, wrapped, torch.nn.Linear(1, 1)):
+        assert habitat_modules._subtree_names(parent) == habitat_modules._subtree_names_slow(parent)
+    assert habitat_modules._subtree_names(wrapped)[id(shared)] == "a.1"

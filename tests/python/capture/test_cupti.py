@@ -218,6 +218,25 @@ def test_tracing_steps_aside_for_torch_profiler_and_resumes():
     assert kernels is not None and 5 in kernels.ops
 
 
+def test_no_buffer_is_left_with_cupti_between_steps():
+    """After a traced step (or none) every buffer Habitat lent to CUPTI is back, and none of
+    another client's reached it (on a GPU: through torch.profiler taking turns)."""
+    foreign_before = _C.cupti_buffers()[1]
+    tracing = cupti.KernelTracing()
+    for _ in range(2):
+        if tracing.begin_step():
+            torch.mm(torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda"))
+        tracing.end_step()
+        assert _C.cupti_buffers()[0] == 0
+        if torch.cuda.is_available():
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+                torch.mm(torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda"))
+                torch.cuda.synchronize()
+    tracing.close()
+    assert _C.cupti_buffers() == (0, foreign_before)
+
+
 @needs_gpu
 def test_origin_device_is_matched_to_the_database():
     from habitat.data.devices import get_device

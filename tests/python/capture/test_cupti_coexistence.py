@@ -8,8 +8,10 @@ without a GPU (the C++ buffer callbacks, real CUPTI records) is in test_cupti.py
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,11 +29,24 @@ _NSIGHT = ("cuptiActivityRegisterCallbacks failed (CUPTI_ERROR_MULTIPLE_SUBSCRIB
 
 
 class FakeCupti:
-    """habitat._C with a fake CUPTI: one activity client at a time, a log of every call."""
+    """habitat._C with a fake CUPTI: one activity client at a time, a log of every call.
+
+    It also models CUPTI's buffer rule: one pair of buffer callbacks per process (a client
+    registering replaces the previous pair), a buffer is requested from the pair registered
+    when records need room, and completed into the pair registered when it is flushed.
+    While Habitat's kinds are enabled, the GPU work of any step (traced or not) keeps a
+    buffer of Habitat's open. ``misdelivered`` lists every buffer completed into a client
+    that did not request it, as (requester, receiver).
+    """
 
     def __init__(self) -> None:
         self.calls: list[str] = []
-        self.active = False
+        self.active = False  # Habitat's kinds enabled (its C++ tracer started)
+        self.registered: str | None = None  # whose callbacks CUPTI calls now
+        self.open_buffer: str | None = None  # the requester of the buffer CUPTI fills now
+        self.kineto_kinds = False
+        self.delivered: list[tuple[str, str]] = []
+        self.misdelivered: list[tuple[str, str]] = []
         self.held_by: str | None = None  # another client holding CUPTI (start fails)
         self.kernels = 3  # kernels the next flush returns
         self.syncs = 0
@@ -51,16 +66,53 @@ class FakeCupti:
     def cupti_active(self) -> bool:
         return self.active
 
+    # ----- CUPTI's buffer rule ------------------------------------------------------------
+    def _gpu_work(self) -> None:
+        """Kernels run: records need a buffer if any kind is enabled."""
+        if self.open_buffer is None and (self.active or self.kineto_kinds) and self.registered:
+            self.open_buffer = self.registered
+
+    def _forced_flush(self) -> None:
+        if self.open_buffer is not None and self.registered is not None:
+            pair = (self.open_buffer, self.registered)
+            self.delivered.append(pair)
+            if pair[0] != pair[1]:
+                self.misdelivered.append(pair)
+        self.open_buffer = None
+
+    def kineto_starts(self) -> None:
+        """torch.profiler(CUDA) starting: Kineto registers its callbacks, enables its kinds."""
+        self.registered = "kineto"
+        self.kineto_kinds = True
+        self._gpu_work()
+
+    def kineto_stops(self) -> None:
+        """Kineto's stop: a forced flush into its callbacks, then its kinds off (the same
+        kinds as Habitat's: CUPTI keeps one switch per kind)."""
+        self._gpu_work()
+        self._forced_flush()
+        self.kineto_kinds = False
+
+    def step_runs(self) -> None:
+        """Any training step's GPU work, traced or not."""
+        self._gpu_work()
+
+    # ----- habitat._C's cupti_* -----------------------------------------------------------
     def cupti_start(self, record_nvtx: bool = False) -> tuple[bool, str]:
         self.calls.append("start")
         if self.held_by is not None:
             return False, _NSIGHT
+        self._forced_flush()  # the C++ start: the previous client's buffers go back to it
+        self.registered = "habitat"
         self.active = True
+        self._gpu_work()
         return True, "tracing"
 
     def cupti_stop(self) -> tuple[bool, str]:
         self.calls.append("stop")
-        self.active = False
+        if self.active:  # the C++ stop: kinds off, then a forced flush
+            self.active = False
+            self._forced_flush()
         return True, ""
 
     def cupti_detach(self, reason: str) -> None:
@@ -75,10 +127,12 @@ class FakeCupti:
 
     def cupti_flush(self) -> str:
         self.calls.append("flush")
+        self._forced_flush()
         return self._step_json()
 
     def cupti_last_step(self) -> str:
         self.calls.append("last_step")
+        self._forced_flush()  # session.end flushed in C++
         return self._step_json()
 
 
@@ -108,14 +162,16 @@ def test_tracing_steps_aside_while_torch_profiler_runs_and_comes_back(fake: Fake
     assert tracing.begin_step() and fake.active
     kernels = tracing.end_step()
     assert kernels is not None and kernels.stats["kernels"] == 3
-    assert fake.calls == ["start", "synchronize", "flush"]
+    # The step's end lets go of CUPTI: no kind on, no buffer of Habitat's left with CUPTI.
+    assert fake.calls == ["start", "synchronize", "flush", "stop"]
+    assert not fake.active and fake.open_buffer is None
 
     fake.calls.clear()
-    with _cpu_profiler() as prof:
+    with _profiled(fake) as prof:
         with pytest.warns(cupti.CuptiWarning, match="torch.profiler is running"):
             assert tracing.begin_step() is False
-        # Habitat let go without touching CUPTI (Kineto owns the callbacks and kinds now).
-        assert fake.calls == ["detach: torch.profiler is running"] and not fake.active
+        # Habitat holds nothing between steps, so nothing to touch (Kineto owns CUPTI now).
+        assert fake.calls == [] and not fake.active
         torch.add(torch.ones(2), 1)
         assert tracing.end_step() is None  # no synchronisation, no flush of Kineto's buffers
         with warnings.catch_warnings():
@@ -131,6 +187,53 @@ def test_tracing_steps_aside_while_torch_profiler_runs_and_comes_back(fake: Fake
     assert tracing.end_step() is not None
     tracing.close()
     assert not fake.active
+    assert fake.misdelivered == []
+    assert ("kineto", "kineto") in fake.delivered and ("habitat", "habitat") in fake.delivered
+
+
+@contextlib.contextmanager
+def _profiled(fake: FakeCupti) -> Iterator[Any]:
+    """torch.profiler as Kineto runs it with CUDA: registers at start, flushes at stop."""
+    with _cpu_profiler() as prof:
+        fake.kineto_starts()
+        try:
+            yield prof
+        finally:
+            fake.kineto_stops()
+
+
+def test_traced_plain_and_profiled_steps_in_turns_deliver_every_buffer_to_its_owner(
+        fake: FakeCupti) -> None:
+    """benchmarks/overhead/gpu_table.py's pattern, which made Kineto print "bufferCompleted
+    called with unknown buffer" on the H100: modes take turns in one process."""
+    tracing = cupti.KernelTracing()
+    for _ in range(4):
+        assert tracing.begin_step()  # CUPTI only
+        fake.step_runs()
+        assert tracing.end_step() is not None
+        fake.step_runs()  # a plain step
+        with _profiled(fake):
+            fake.step_runs()
+        with predict.record_step(tracing=tracing):  # capture+CUPTI
+            fake.step_runs()
+            torch.add(torch.ones(2), 1)
+        fake.step_runs()
+    tracing.close()
+    assert fake.misdelivered == []
+    assert fake.delivered.count(("kineto", "kineto")) == 4
+    assert fake.delivered.count(("habitat", "habitat")) == 8
+
+
+def test_the_fake_reproduces_the_unknown_buffer_of_a_tracer_left_started(fake: FakeCupti) -> None:
+    """The model catches the bug the H100 showed: tracing left on after a flushed step (as
+    KernelTracing did), a plain step opens a buffer of Habitat's, and Kineto receives it."""
+    fake.cupti_start()
+    fake.step_runs()
+    fake.cupti_flush()
+    fake.step_runs()  # kinds still on: a new buffer, requested from Habitat's callbacks
+    with _profiled(fake):
+        pass
+    assert fake.misdelivered == [("habitat", "kineto")]
 
 
 def test_a_profiler_started_inside_a_traced_step_loses_nothing(fake: FakeCupti) -> None:
@@ -148,6 +251,28 @@ def test_a_profiler_started_inside_a_traced_step_loses_nothing(fake: FakeCupti) 
     assert tracing.begin_step()  # afterwards: re-registered and tracing
     assert fake.calls[-2:] == ["stop", "start"]
     tracing.close()
+
+
+def test_only_a_profiler_started_inside_a_traced_step_can_receive_a_habitat_buffer(
+        fake: FakeCupti) -> None:
+    """The one crossing Habitat cannot prevent: Kineto registers while a traced step's buffer
+    is open (no hook runs before the profiler starts). The step's kernels are given up, the
+    next step re-registers, and from then on every buffer reaches its owner."""
+    tracing = cupti.KernelTracing()
+    assert tracing.begin_step()
+    with pytest.warns(cupti.CuptiWarning, match="started during a traced step"):
+        with _profiled(fake):
+            fake.step_runs()
+            assert tracing.end_step() is None
+    assert fake.misdelivered == [("habitat", "kineto")]
+    for _ in range(2):
+        assert tracing.begin_step()
+        fake.step_runs()
+        assert tracing.end_step() is not None
+        with _profiled(fake):
+            fake.step_runs()
+    tracing.close()
+    assert fake.misdelivered == [("habitat", "kineto")]
 
 
 def test_nsight_holding_cupti_makes_habitat_step_aside_with_one_warning(fake: FakeCupti) -> None:

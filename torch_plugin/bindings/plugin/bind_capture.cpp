@@ -2,8 +2,14 @@
 // calls to tell the capture where ops run (module paths, optimizer steps).
 #include <pybind11/stl.h>
 
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <new>
 #include <string>
+#include <system_error>
+#include <thread>
 
 #include "bindings.h"
 #include "bindings/trace_capsule.h"
@@ -17,10 +23,78 @@ namespace py = pybind11;
 namespace habitat::python {
 namespace {
 
+// Frees captured steps on a background thread. A detailed step's records are thousands of
+// small allocations (0.2-0.4 us per op to free): freed where the last Python reference
+// drops, that is the training thread or predict_on's worker holding the GIL. At most
+// kMaxQueued steps wait; beyond that the caller frees inline (a bound on memory).
+class StepReaper {
+ public:
+  static StepReaper& instance() {
+    // Never destroyed (as KernelTracer): the thread may still wait on it at process exit.
+    alignas(StepReaper) static std::byte storage[sizeof(StepReaper)];
+    static StepReaper* const reaper = ::new (static_cast<void*>(storage)) StepReaper();
+    return *reaper;
+  }
+
+  void release(std::shared_ptr<const Trace> trace) {
+    {
+      std::lock_guard lock(mu_);
+      if (queue_.size() < kMaxQueued && start_thread()) {
+        queue_.push_back(std::move(trace));
+      }
+    }
+    cv_.notify_one();
+    trace.reset();  // still ours when the queue was full or no thread could start: inline
+  }
+
+ private:
+  static constexpr size_t kMaxQueued = 4;
+
+  bool start_thread() {  // under mu_
+    if (started_) return true;
+    try {
+      std::thread([this] { run(); }).detach();
+      started_ = true;
+    } catch (const std::system_error&) {
+      return false;
+    }
+    return true;
+  }
+
+  void run() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return !queue_.empty(); });
+      std::shared_ptr<const Trace> trace = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      trace.reset();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<const Trace>> queue_;
+  bool started_ = false;
+};
+
 // A trace holding the one step, so encoding it needs no copy.
 struct CapturedStep {
+  static constexpr size_t kFreeElsewhereOps = 256;
+
   std::shared_ptr<const Trace> trace;
   const Step& step() const { return trace->steps.front(); }
+
+  explicit CapturedStep(std::shared_ptr<const Trace> t) : trace(std::move(t)) {}
+  CapturedStep(CapturedStep&&) = default;
+  CapturedStep& operator=(CapturedStep&&) = default;
+  ~CapturedStep() {
+    if (trace != nullptr && trace.use_count() == 1 && !trace->steps.empty() &&
+        trace->steps.front().ops.size() >= kFreeElsewhereOps) {
+      StepReaper::instance().release(std::move(trace));
+    }
+  }
 };
 
 }  // namespace

@@ -113,7 +113,15 @@ void bind_cupti(py::module_& m) {
         const cupti::Status s = KernelTracer::instance().stop();
         return py::make_tuple(s.ok, s.message);
       },
-      "Delivers outstanding records and stops tracing; returns (ok, message).");
+      "Disables the activity kinds and forces every buffer lent to CUPTI back; returns "
+      "(ok, message).");
+  m.def(
+      "cupti_buffers",
+      [] {
+        const cupti::BufferStats b = KernelTracer::instance().buffers();
+        return py::make_tuple(b.outstanding, b.foreign);
+      },
+      "(buffers lent to CUPTI and not back, other clients' buffers completed into ours).");
   m.def(
       "cupti_detach", [](const std::string& reason) { KernelTracer::instance().detach(reason); },
       py::arg("reason"),
