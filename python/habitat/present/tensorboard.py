@@ -6,8 +6,10 @@ TRACE --target A100 --log-dir runs/x``. Then run ``tensorboard --logdir runs``.
 
 What is written when (``detail_every``, default ``DEFAULT_DETAIL_EVERY`` = 100):
 
-- every step: the scalars (measured time, predicted time and phases per GPU): 1.2 KB per
-  step for 3 GPUs (measured by ``benchmarks/scale/scale.py``, benchmarks/results/scale-cpu.txt);
+- every step, predict_on's coalesced steps included: the scalars (measured time, predicted
+  time and phases per GPU) as one event record encoded in C++ (:class:`EventFile`): 0.73 KB
+  a step for 3 GPUs (1.17 KB with SummaryWriter.add_scalar) and ~29 us of CPU for 21 GPUs
+  (5.8 ms with add_scalar; benchmarks/overhead/tb_scalars.py, results/tb-scalars-cpu.txt);
 - every ``detail_every`` steps, and whenever the step's ops change (a different op count or
   method mix, e.g. an evaluation step or a new shape): the top-op scalars, the histograms and
   the per-op text table, which is the bulk: 36 KB for a 237-op step and 3 GPUs, hundreds of
