@@ -37,9 +37,9 @@ ALLOWED = {
 KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 #: Torch imports allowed in the torch-free layers, each lazy and with its reason.
 TORCH_EXCEPTIONS: dict[tuple[str, str], str] = {
-    # The TensorBoard sink writes with torch's SummaryWriter, imported when the first step is
-    # logged; it is used only while capturing (with torch), never to analyse a saved trace.
-    ("habitat.present.tensorboard", "torch.utils.tensorboard"): "SummaryWriter, lazily",
+    # The TensorBoard sink builds its histogram/text summaries with torch's summary helpers,
+    # imported when the first step is logged; used only while capturing (with torch).
+    ("habitat.present.tensorboard", "torch.utils.tensorboard"): "summary builders, lazily",
 }
 TORCH_FREE = ("data", "analysis", "present")
 

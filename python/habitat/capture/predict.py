@@ -33,7 +33,7 @@ from habitat._version import __version__
 from habitat.capture import modules as _modules, phase as _phase
 from habitat.capture.compile import install_compile_callbacks
 from habitat.capture.cupti import KernelTracing, hold_nvtx, origin_device, release_nvtx
-from habitat.capture.sinks import StepSink, history_handler, log_dir_sinks
+from habitat.capture.sinks import StepSink, history_handler, log_dir_sinks, tensorboard_handler
 from habitat.data.engine import forecast_captured
 from habitat.data.forecast import DEFAULT_KEEP_STEPS, Forecast, StepForecast
 
@@ -102,7 +102,8 @@ REUSE_BATCH = 32
 #: thread and hold the GIL the training loop needs: a tiny model's log_dir made its steps 4-8x
 #: slower. After SINK_ALLOWANCE_S of sink time, the sinks of reused steps get SINK_SHARE of
 #: the training time those steps took; the steps between are *coalesced*: forecast, counted
-#: (``forecast.steps``) and written to the step history, not sent to the other sinks.
+#: (``forecast.steps``), written to the step history and TensorBoard's scalars (one event
+#: record, encoded in C++), not sent to the other sinks.
 #: Detailed steps always reach them all.
 SINK_SHARE = 0.02
 SINK_ALLOWANCE_S = 1.0
@@ -446,8 +447,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
     ``detailed``, ``reused`` (a steady-state step counted with the forecast of a detailed step
     with the same fingerprint), ``skipped`` (a steady-state step with a new fingerprint, or
     one that found the worker too far behind: measured, not forecast) and ``coalesced`` (reused
-    steps forecast and written to ``log_dir/steps.jsonl`` but not to TensorBoard,
-    ``forecast.json`` or ``on_step``: after their first second of work, the sinks of reused
+    steps forecast and written to ``log_dir/steps.jsonl`` and TensorBoard's per-step scalars,
+    but not to TensorBoard's per-op detail, ``forecast.json`` or ``on_step``: after their first second of work, the sinks of reused
     steps get 2 % of the training time, since they run in Python and hold the GIL the
     training loop needs; detailed steps always reach them all).
 
@@ -769,10 +770,11 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         credit = min(SINK_ALLOWANCE_S, self._sink_credit_s + SINK_SHARE * wall_ms / 1e3)
         start = time.thread_time()
         if credit <= 0:
-            # Coalesced: only the step history (steps.jsonl, one short line) is written, so
-            # every forecast step stays on disk; the history's time counts against the share.
+            # Coalesced: only the step history (steps.jsonl, one short line) and the TensorBoard
+            # scalars (one event record encoded in C++) are written, so every forecast step
+            # stays on disk and in TensorBoard; their time counts against the share.
             self._count("coalesced")
-            self._run_sinks(forecast, index, [s for s in self._sinks if isinstance(s, history_handler)])
+            self._run_sinks(forecast, index, _coalesced_sinks(self._sinks))
         else:
             self._run_sinks(forecast, index)
         self._sink_credit_s = credit - (time.thread_time() - start)
@@ -880,6 +882,12 @@ def _cluster_specs(targets: list[str], world_size: int | None, interconnect: str
         return []
     return [{"gpu": t, "world_size": int(world_size), "gpus_per_node": gpus_per_node,
              "interconnect": interconnect, "network": network} for t in targets]
+
+
+def _coalesced_sinks(sinks: list[StepSink]) -> list[StepSink]:
+    """What still runs for a coalesced step: the step history, and TensorBoard's scalars."""
+    return [s if isinstance(s, history_handler) else s.log_scalars for s in sinks
+            if isinstance(s, (history_handler, tensorboard_handler))]
 
 
 def _sink_list(on_step: StepSink | Iterable[StepSink] | None) -> list[StepSink]:

@@ -6,8 +6,10 @@ TRACE --target A100 --log-dir runs/x``. Then run ``tensorboard --logdir runs``.
 
 What is written when (``detail_every``, default ``DEFAULT_DETAIL_EVERY`` = 100):
 
-- every step: the scalars (measured time, predicted time and phases per GPU): 1.2 KB per
-  step for 3 GPUs (measured by ``benchmarks/scale/scale.py``, benchmarks/results/scale-cpu.txt);
+- every step, predict_on's coalesced steps included: the scalars (measured time, predicted
+  time and phases per GPU) as one event record encoded in C++ (:class:`EventFile`): 0.73 KB
+  a step for 3 GPUs (1.17 KB with SummaryWriter.add_scalar) and ~29 us of CPU for 21 GPUs
+  (5.8 ms with add_scalar; benchmarks/overhead/tb_scalars.py, results/tb-scalars-cpu.txt);
 - every ``detail_every`` steps, and whenever the step's ops change (a different op count or
   method mix, e.g. an evaluation step or a new shape): the top-op scalars, the histograms and
   the per-op text table, which is the bulk: 36 KB for a 237-op step and 3 GPUs, hundreds of
@@ -27,7 +29,12 @@ Tags (``<gpu>`` is the canonical device name, e.g. ``A100-SXM4-80GB``):
 """
 from __future__ import annotations
 
+import functools
+import itertools
+import os
 import re
+import socket
+import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,19 +56,67 @@ DEFAULT_DETAIL_EVERY = 100
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:\-#]+")
 
 
-#: Seconds between two writes of queued TensorBoard events (and at close).
+#: Seconds between two flushes of the event file to disk (and at each detail step and close).
 FLUSH_SECS = 5
 
+_file_counter = itertools.count()
 
-def _summary_writer(log_dir: str) -> Any:
+
+class EventFile:
+    """One TensorBoard event file (``events.out.tfevents.<time>.<host>.<pid>.<n>``), appended
+    with buffered writes on the caller's thread.
+
+    Every record is framed by habitat._engine (length, masked CRC-32C), and a step's scalars
+    are encoded there too (``tb_scalars_record``): a few microseconds for ~20 scalars, where
+    SummaryWriter.add_scalar built a protobuf per scalar and framed it with a pure-Python CRC.
+    That is what lets predict_on write the scalars of every step, coalesced ones included.
+    The rarer summaries (histograms, text, the custom-scalars layout) are serialised with
+    TensorBoard's protobufs and framed the same way, so a run has one event file.
+    """
+
+    def __init__(self, log_dir: str | Path) -> None:
+        from habitat import _engine
+
+        self._engine = _engine
+        directory = Path(log_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        now = time.time()
+        self.path = directory / (f"events.out.tfevents.{int(now):010d}.{socket.gethostname()}"
+                                 f".{os.getpid()}.{next(_file_counter)}")
+        self._file = open(self.path, "ab", buffering=1 << 16)
+        self._file.write(_engine.tb_file_version_record(now))
+        self._file.flush()
+        self._last_flush = time.monotonic()
+
+    def scalars(self, step: int, tags: list[str], values: list[float]) -> None:
+        """One record holding a scalar per tag at `step` (what add_scalar writes, per tag)."""
+        self._file.write(self._engine.tb_scalars_record(step, time.time(), tags, values))
+        if time.monotonic() - self._last_flush >= FLUSH_SECS:
+            self.flush()
+
+    def summary(self, summary: Any, step: int) -> None:
+        """A tensorboard Summary protobuf at `step`."""
+        from tensorboard.compat.proto.event_pb2 import Event
+
+        event = Event(wall_time=time.time(), step=step, summary=summary)
+        self._file.write(self._engine.tb_record(event.SerializeToString()))
+
+    def flush(self) -> None:
+        self._file.flush()
+        self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+
+
+def _summaries() -> Any:
     try:
-        from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard import summary
     except ImportError as exc:
         raise ImportError("TensorBoard logging needs the tensorboard package: "
                           f"pip install tensorboard ({exc})") from None
-    # Events queue up and the writer's thread writes them every FLUSH_SECS: flushing every
-    # step made the forecast thread wait for the file at each step (1-2 ms a step).
-    return SummaryWriter(log_dir=log_dir, max_queue=1000, flush_secs=FLUSH_SECS)
+    return summary
 
 
 def _op_key(op: "OpForecast") -> str:
@@ -106,7 +161,8 @@ class TensorBoardLogger:
         self.log_dir = str(log_dir)
         self.top_ops = top_ops
         self.detail_every = max(1, int(text_every if text_every is not None else detail_every))
-        self._writer = _summary_writer(self.log_dir)
+        self._summaries = _summaries()
+        self._writer = EventFile(self.log_dir)
         self._layout_targets: list[str] | None = None
         self._logged = 0
         self._since_detail = 0
@@ -127,23 +183,12 @@ class TensorBoardLogger:
     # ----- writing -------------------------------------------------------------------
     def log_step(self, forecast: "Forecast", step: "StepForecast") -> None:
         """Logs one forecast step (called by predict_on after each captured step)."""
-        w = self._writer
         n = step.index
         targets = list(step.targets)
         if self._layout_targets != targets:
-            w.add_custom_scalars(self.layout(targets))
+            self._writer.summary(self._summaries.custom_scalars(self.layout(targets)), 0)
             self._layout_targets = targets
-        w.add_scalar(f"{STEP}/measured_ms", step.measured_ms, n)
-        for t in targets:
-            w.add_scalar(f"{STEP}/predicted_ms/{t}", step.total_ms[t], n)
-            for phase in view.PHASES:
-                if phase in step.phase_ms[t]:
-                    w.add_scalar(f"{PHASE}/{t}/{phase}_ms", step.phase_ms[t][phase], n)
-            timeline = timeline_view.summary(step, t)
-            if timeline is not None:  # the step as seen: host cadence and syncs included
-                w.add_scalar(f"{STEP}/step_ms/{t}", timeline["step_ms"], n)
-                w.add_scalar(f"{STEP}/gpu_busy_fraction/{t}", timeline["gpu_busy_fraction"], n)
-                w.add_scalar(f"{STEP}/host_bound/{t}", float(timeline["host_bound"]), n)
+        self.log_scalars(step)
         signature = self._signature(step)
         detail = (self._logged == 0 or signature != self._last_signature
                   or self._since_detail + 1 >= self.detail_every)
@@ -152,22 +197,34 @@ class TensorBoardLogger:
         if detail and step.ops:
             self._since_detail = 0
             self._log_detail(step, n)
-            w.flush()  # the first step and each detail step show at once
+            self._writer.flush()  # the first step and each detail step show at once
         else:
             self._since_detail += 1
 
+    def log_scalars(self, step: "StepForecast") -> None:
+        """Writes the step's scalars only (one record): cheap enough for every step, so
+        predict_on calls it for the steps whose other sinks are coalesced."""
+        tags, values = scalars(step)
+        self._writer.scalars(step.index, tags, values)
+
     def _log_detail(self, step: "StepForecast", n: int) -> None:
-        w = self._writer
+        w, summaries = self._writer, self._summaries
         keys = tag_keys(step.ops)
+        tags: list[str] = []
+        values: list[float] = []
         for t in step.targets:
             # Shares: each piece of work once, so the charts add up to the step's total.
             counted = step.counted_ops(t)
             for op in view.top_ops(step, t, self.top_ops):
-                w.add_scalar(f"{TOP_OPS}/{t}/{keys[id(op)]}", op.predictions[t].share_us, n)
+                tags.append(f"{TOP_OPS}/{t}/{keys[id(op)]}")
+                values.append(op.predictions[t].share_us)
             if counted:
-                w.add_histogram(f"{OP_HISTOGRAM}/{t}",
-                                _as_array([op.predictions[t].share_us for op in counted]), n)
-        w.add_text(OPS_TABLE, ops_table(step), n)
+                w.summary(summaries.histogram(
+                    f"{OP_HISTOGRAM}/{t}", _as_array([op.predictions[t].share_us for op in counted]),
+                    _histogram_bins()), n)
+        if tags:
+            w.scalars(n, tags, values)
+        w.summary(summaries.text(OPS_TABLE, ops_table(step)), n)
 
     def log_forecast(self, forecast: "Forecast") -> None:
         """Logs every step of `forecast` (a loaded trace, for example)."""
@@ -202,6 +259,27 @@ class TensorBoardLogger:
         self.close()
 
 
+def scalars(step: "StepForecast") -> tuple[list[str], list[float]]:
+    """The tags and values of a step's scalars (one TensorBoard step each)."""
+    tags = [f"{STEP}/measured_ms"]
+    values = [float(step.measured_ms)]
+    for t in step.targets:
+        tags.append(f"{STEP}/predicted_ms/{t}")
+        values.append(float(step.total_ms[t]))
+        phases = step.phase_ms[t]
+        for phase in view.PHASES:
+            if phase in phases:
+                tags.append(f"{PHASE}/{t}/{phase}_ms")
+                values.append(float(phases[phase]))
+        timeline = timeline_view.summary(step, t)
+        if timeline is not None:  # the step as seen: host cadence and syncs included
+            tags += [f"{STEP}/step_ms/{t}", f"{STEP}/gpu_busy_fraction/{t}",
+                     f"{STEP}/host_bound/{t}"]
+            values += [float(timeline["step_ms"]), float(timeline["gpu_busy_fraction"]),
+                       float(timeline["host_bound"])]
+    return tags, values
+
+
 def tag_keys(ops: list["OpForecast"]) -> dict[int, str]:
     """Tag keys for ops; repeats of the same op in the same module get #2, #3 ... in order."""
     seen: Counter[str] = Counter()
@@ -211,6 +289,16 @@ def tag_keys(ops: list["OpForecast"]) -> dict[int, str]:
         seen[key] += 1
         keys[id(op)] = key if seen[key] == 1 else f"{key}#{seen[key]}"
     return keys
+
+
+@functools.lru_cache(maxsize=1)
+def _histogram_bins() -> list[float]:
+    """SummaryWriter's default ("tensorflow") bucket edges: +-1e-12 .. 1e20, x1.1 apart."""
+    v, buckets = 1e-12, []
+    while v < 1e20:
+        buckets.append(v)
+        v *= 1.1
+    return [-b for b in reversed(buckets)] + [0] + buckets
 
 
 def _as_array(values: list[float]) -> Any:

@@ -41,8 +41,9 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
         lines.append(f"Steps: {counts['detailed']} recorded in detail, {counts['reused']} reused the "
                      f"forecast of an identical step (each with its own measured time), "
                      f"{counts['skipped']} skipped (the forecast thread was behind)"
-                     + (f", {counts['coalesced']} of the reused only in the step history (TensorBoard, "
-                        "forecast.json and callbacks are held to a small share of the training time)"
+                     + (f", {counts['coalesced']} of the reused only in the step history and TensorBoard's "
+                        "scalars (TensorBoard's per-op detail, forecast.json and callbacks are held "
+                        "to a small share of the training time)"
                         if counts.get("coalesced") else ""))
     note = forecast.detail_note() if hasattr(forecast, "detail_note") else None
     if note:

@@ -188,9 +188,20 @@ def test_slow_sinks_of_reused_steps_are_coalesced_within_their_share(monkeypatch
     # Coalesced steps are forecast and counted, only not sent to the sinks; detailed ones are.
     assert len(predictor.forecast.steps) == 40 == counts["detailed"] + counts["reused"]
     assert len(seen) == 40 - counts["coalesced"] and seen[:2] == [0, 1]
-    assert f"{counts['coalesced']} of the reused only in the step history" in str(predictor.forecast)
+    assert (f"{counts['coalesced']} of the reused only in the step history and TensorBoard's "
+            "scalars") in str(predictor.forecast)
     # The step history still has every step (crash-safe record of the run).
     assert [r["index"] for r in read_step_history(tmp_path / "steps.jsonl")] == list(range(40))
+    # So does TensorBoard's step scalars (coalesced steps included), with the measured times.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    measured = events.Scalars("habitat-step/measured_ms")
+    assert [e.step for e in measured] == list(range(40))
+    assert [e.value for e in measured] == pytest.approx(
+        [s.measured_ms for s in predictor.forecast.steps], rel=1e-6)
 
 
 def test_training_is_bitwise_identical_with_steady_steps() -> None:

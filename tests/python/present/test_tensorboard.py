@@ -125,3 +125,45 @@ def test_predict_on_with_log_dir_writes_events_every_step(tmp_path):
     acc = read(runs[0])
     series = scalar_series(acc, f"{STEP}/predicted_ms/{forecast.targets[0]}")
     assert [s for s, _ in series] == [s.index for s in forecast.steps]
+
+
+def test_scalar_records_are_byte_identical_to_tensorboards_own_encoding(tmp_path):
+    """The engine's record (Event proto + TFRecord framing) equals what TensorBoard's protobuf
+    and its RecordWriter produce for the same scalars; a whole file reads back with the
+    values add_scalar would give (float32)."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    from habitat import _engine
+    from habitat.present.tensorboard import EventFile
+
+    tags = [f"{STEP}/measured_ms", f"{STEP}/predicted_ms/A100", f"{PHASE}/A100/forward_ms"]
+    values = [1.25, 0.1, 1e-3]
+    for step, wall in [(0, 0.0), (7, 1700000000.125), (2**40, 12.5)]:
+        event = event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag=t, simple_value=v) for t, v in zip(tags, values)]))
+
+        class Sink:
+            data = b""
+
+            def write(self, b: bytes) -> None:
+                Sink.data += b
+
+        RecordWriter(Sink()).write(event.SerializeToString())
+        assert _engine.tb_scalars_record(step, wall, tags, values) == Sink.data
+        assert _engine.tb_record(event.SerializeToString()) == Sink.data
+    version = event_pb2.Event(wall_time=5.5, file_version="brain.Event:2")
+    assert _engine.tb_file_version_record(5.5)[12:-4] == version.SerializeToString()
+    assert _engine.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+    with pytest.raises(ValueError, match="one value per tag"):
+        _engine.tb_scalars_record(0, 0.0, tags, values[:1])
+
+    out = EventFile(tmp_path)
+    for step in range(5):
+        out.scalars(step, tags, [v * step for v in values])
+    out.close()
+    acc = read(tmp_path)
+    assert sorted(acc.Tags()["scalars"]) == sorted(tags)
+    import numpy as np
+    for tag, v in zip(tags, values):
+        assert scalar_series(acc, tag) == [(s, float(np.float32(v * s))) for s in range(5)]

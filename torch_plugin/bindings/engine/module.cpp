@@ -12,4 +12,5 @@ PYBIND11_MODULE(_engine, m) {
   habitat::python::bind_learned(m);
   habitat::python::bind_parallel(m);
   habitat::python::bind_memory(m);
+  habitat::python::bind_event_file(m);
 }
