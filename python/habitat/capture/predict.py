@@ -448,9 +448,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
     with the same fingerprint), ``skipped`` (a steady-state step with a new fingerprint, or
     one that found the worker too far behind: measured, not forecast) and ``coalesced`` (reused
     steps forecast and written to ``log_dir/steps.jsonl`` and TensorBoard's per-step scalars,
-    but not to TensorBoard's per-op detail, ``forecast.json`` or ``on_step``: after their first second of work, the sinks of reused
-    steps get 2 % of the training time, since they run in Python and hold the GIL the
-    training loop needs; detailed steps always reach them all).
+    but not to TensorBoard's per-op detail, ``forecast.json`` or ``on_step``: after their first
+    second of work, the sinks of reused steps get 2 % of the training time, since they run in
+    Python and hold the GIL the training loop needs; detailed steps always reach them all).
 
     ``__enter__`` returns the :class:`~habitat.data.forecast.Forecast`, the same object every step.
     Steps are forecast on a background thread and the training loop never waits for it (when it
