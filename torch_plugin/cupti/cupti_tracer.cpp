@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <unordered_set>
+
+#include "cupti/cupti_kernel_record.h"
 #endif
 
 namespace habitat::cupti {
@@ -55,15 +57,6 @@ void KernelTracer::pop() {}
 // ----- CUPTI Activity API client --------------------------------------------------------
 
 namespace {
-
-// The kernel record layout of the CUPTI headers we compile against. Only fields that sit
-// at the same offsets from CUpti_ActivityKernel4 on are read (docs/references.md, CUDA tools), so records
-// from a newer CUPTI library decode correctly too.
-#if CUPTI_API_VERSION >= 130000
-using ActivityKernel = CUpti_ActivityKernel10;
-#else
-using ActivityKernel = CUpti_ActivityKernel4;
-#endif
 
 constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
 static_assert(static_cast<uint32_t>(kExternalKind) == kHabitatExternalKind);

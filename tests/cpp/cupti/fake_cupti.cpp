@@ -1,5 +1,7 @@
 #include "fake_cupti.h"
 
+#include "cupti/cupti_kernel_record.h"
+
 #include <cstring>
 #include <map>
 #include <optional>
@@ -9,11 +11,7 @@
 namespace fake_cupti {
 namespace {
 
-#if CUPTI_API_VERSION >= 130000
-using ActivityKernel = CUpti_ActivityKernel10;
-#else
-using ActivityKernel = CUpti_ActivityKernel4;
-#endif
+using habitat::ActivityKernel;
 
 constexpr std::size_t kHeader = 8;  // each record is preceded by its padded size
 
