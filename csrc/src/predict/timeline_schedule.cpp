@@ -161,30 +161,12 @@ const char* to_string(OverheadSource s) {
   return "none";
 }
 
-double estimate_overhead_per_op(const Step& step, std::size_t min_samples) {
-  const OpIndex index_of(step);
-  std::vector<int> children(step.ops.size(), 0);
-  std::vector<double> child_wall(step.ops.size(), 0.0);
-  for (const auto& op : step.ops) {
-    if (!op.parent) continue;
-    const std::size_t p = index_of.find(*op.parent);
-    if (p == OpIndex::npos) continue;
-    ++children[p];
-    child_wall[p] += op.wall_us;
-  }
-  std::vector<double> outside;
-  for (std::size_t i = 0; i < step.ops.size(); ++i) {
-    const OpRecord& op = step.ops[i];
-    if (children[i] != 1 || !op.kernels.empty() || op.wall_us <= 0) continue;
-    outside.push_back(std::max(0.0, op.wall_us - child_wall[i]));
-  }
-  if (outside.size() < std::max<std::size_t>(min_samples, 1)) return -1.0;
-  const auto mid = outside.begin() + static_cast<std::ptrdiff_t>(outside.size() / 2);
-  std::nth_element(outside.begin(), mid, outside.end());
-  return *mid;
-}
+namespace {
 
-double estimate_untimed_overhead_per_op(const Step& step, std::size_t min_samples) {
+// Calls fn(wrapper, child) for each wrapper op: an op with exactly one child and no kernels of
+// its own, whose wall time beyond its child's is Habitat's capture of the wrapper.
+template <typename Fn>
+void for_each_wrapper_op(const Step& step, Fn&& fn) {
   const OpIndex index_of(step);
   std::vector<int> children(step.ops.size(), 0);
   std::vector<std::size_t> only_child(step.ops.size(), OpIndex::npos);
@@ -196,19 +178,39 @@ double estimate_untimed_overhead_per_op(const Step& step, std::size_t min_sample
     ++children[p];
     only_child[p] = i;
   }
-  std::vector<double> untimed;
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     const OpRecord& op = step.ops[i];
     if (children[i] != 1 || !op.kernels.empty() || op.wall_us <= 0) continue;
-    const OpRecord& child = step.ops[only_child[i]];
-    if (!child.overhead_us) continue;
+    fn(op, step.ops[only_child[i]]);
+  }
+}
+
+// The median of `values`, or -1 when there are fewer than `min_samples` (at least one).
+double median_or_none(std::vector<double>& values, std::size_t min_samples) {
+  if (values.size() < std::max<std::size_t>(min_samples, 1)) return -1.0;
+  const auto mid = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  return *mid;
+}
+
+}  // namespace
+
+double estimate_overhead_per_op(const Step& step, std::size_t min_samples) {
+  std::vector<double> outside;
+  for_each_wrapper_op(step, [&](const OpRecord& op, const OpRecord& child) {
+    outside.push_back(std::max(0.0, op.wall_us - child.wall_us));
+  });
+  return median_or_none(outside, min_samples);
+}
+
+double estimate_untimed_overhead_per_op(const Step& step, std::size_t min_samples) {
+  std::vector<double> untimed;
+  for_each_wrapper_op(step, [&](const OpRecord& op, const OpRecord& child) {
+    if (!child.overhead_us) return;
     untimed.push_back(std::max(0.0, op.wall_us - child.wall_us - *child.overhead_us -
                                          child.own_before_us.value_or(0.0)));
-  }
-  if (untimed.size() < std::max<std::size_t>(min_samples, 1)) return -1.0;
-  const auto mid = untimed.begin() + static_cast<std::ptrdiff_t>(untimed.size() / 2);
-  std::nth_element(untimed.begin(), mid, untimed.end());
-  return *mid;
+  });
+  return median_or_none(untimed, min_samples);
 }
 
 HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
