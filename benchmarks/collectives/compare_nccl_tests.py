@@ -46,9 +46,10 @@ def compare(data: Path = DATA) -> list[dict]:
 
 
 def side_by_side(device: str, data: Path = DATA, low: int = 32 << 10, high: int = 16 << 20) -> dict:
-    """Every curve of one GPU, time per call (us) from `low` to `high`, beside the model: where two
-    published curves of the same node type part, and how (the 8x A100 curves at 1-2 MiB)."""
-    curves = [c for c in json.loads(data.read_text())["curves"] if c["device"] == device]
+    """Every curve of one GPU family (device names starting with `device`: A100-SXM4 covers the 40
+    and 80 GB cards, the same NVLink 3 fabric), time per call (us) from `low` to `high`, beside the
+    model: where published curves of the same node type part, and how (the 8x A100 curves at 1-2 MiB)."""
+    curves = [c for c in json.loads(data.read_text())["curves"] if c["device"].startswith(device)]
     cluster = Cluster(device, curves[0]["ranks"])
     sizes = sorted({int(s) for c in curves for s in c["busbw_gbs"] if low <= int(s) <= high})
     rows = []
@@ -94,7 +95,7 @@ def main() -> None:
         print(f"  mean |error| {c['mean_abs_error_pct']}%, max {c['max_abs_error_pct']}%, "
               f"{c['within_15pct']}/{c['points']} sizes within 15% "
               f"(NCCL's tuner estimate alone: {c['nccl_tuner_mean_abs_error_pct']}%)")
-    a100 = side_by_side("A100-SXM4-80GB")
+    a100 = side_by_side("A100-SXM4")
     print_side_by_side(a100)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")

@@ -55,28 +55,30 @@ def test_devices_json_holds_what_calibrate_fits() -> None:
 
 def test_evaluation_curves_stay_where_the_readme_reports(comparison: dict[str, dict]) -> None:
     evaluation = [c for c in comparison.values() if c["role"] == "evaluation"]
-    assert len(evaluation) == 3 and all(c["points"] == 11 for c in evaluation)
+    assert len(evaluation) == 4 and all(c["points"] == 11 for c in evaluation)
     by_gpu = {c["name"].split("(")[0].strip(): c for c in evaluation}
-    # Hopper: within the issue's 15% on both curves; the A100 curve misses it at 1-2 MiB, where that
-    # node sits at ~101 us from 1 to 4 MiB and the calibration node (same GPU, same harness) at
-    # 51-103 us (benchmarks/collectives/README.md, 'Why the A100 evaluation curve misses').
+    # Hopper: within the issue's 15% on both curves. The two A100 evaluation curves miss it at
+    # 1-4 MiB, where both nodes take 1.5-2x the calibration node's time (same GPU, same harness):
+    # benchmarks/collectives/README.md, 'Why the A100 evaluation curves miss'.
     assert by_gpu["8x H100 SXM5 80GB"]["mean_abs_error_pct"] <= 15
     assert by_gpu["8x H200 SXM"]["mean_abs_error_pct"] <= 15
     assert by_gpu["8x A100 SXM4"]["mean_abs_error_pct"] <= 20
+    assert by_gpu["8x A100 SXM4 40GB"]["mean_abs_error_pct"] <= 20
     for c in evaluation:  # the achieved model beats NCCL's tuner numbers on every curve
         assert c["mean_abs_error_pct"] < c["nccl_tuner_mean_abs_error_pct"]
 
 
 def test_a100_curves_side_by_side_below_the_evaluation_range() -> None:
-    """Both published 8x A100 curves per call, 32 KiB-16 MiB, beside the model: the Azure node stays
-    near its 32 KiB latency up to 1 MiB, the stas00 node grows from 64 KiB on and sits at ~101 us
-    from 1 to 4 MiB (benchmarks/collectives/README.md, 'Why the A100 evaluation curve misses')."""
-    table = _load("compare_nccl_tests").side_by_side("A100-SXM4-80GB")
-    assert len(table["curves"]) == 2
+    """Every published 8x A100 curve per call, 32 KiB-16 MiB, beside the model: the Azure node stays
+    near its 32 KiB latency up to 1 MiB; the stas00 and OCI nodes grow from 64 KiB on, and the
+    stas00 node sits at ~101 us from 1 to 4 MiB (benchmarks/collectives/README.md)."""
+    table = _load("compare_nccl_tests").side_by_side("A100-SXM4")
+    assert len(table["curves"]) == 3
     rows = {r["bytes"]: r for r in table["rows"]}
-    azure, stas = table["curves"]
+    azure, stas, oci = table["curves"]
     assert rows[32 << 10][azure] == pytest.approx(rows[32 << 10][stas], rel=0.1)
     assert rows[1 << 20][stas] > 1.9 * rows[1 << 20][azure]
+    assert rows[1 << 20][oci] > 1.5 * rows[1 << 20][azure] and rows[32 << 10][oci] < rows[32 << 10][azure]
     assert max(rows[s][stas] for s in (1 << 20, 2 << 20, 4 << 20)) < 1.01 * min(
         rows[s][stas] for s in (1 << 20, 2 << 20, 4 << 20))
     assert all(r["model_us"] > 0 for r in rows.values())
