@@ -58,7 +58,7 @@ def test_evaluation_curves_stay_where_the_readme_reports(comparison: dict[str, d
     assert len(evaluation) == 4 and all(c["points"] == 11 for c in evaluation)
     by_gpu = {c["name"].split("(")[0].strip(): c for c in evaluation}
     # Hopper: within the 15% on both curves. The two A100 evaluation curves miss it at
-    # 1-4 MiB, where both nodes take 1.5-2x the calibration node's time (same GPU, same harness):
+    # 1-2 MiB, where both nodes take 1.5-2x the calibration node's time (same GPU, same harness):
     # benchmarks/collectives/README.md, 'Why the A100 evaluation curves miss'.
     assert by_gpu["8x H100 SXM5 80GB"]["mean_abs_error_pct"] <= 15
     assert by_gpu["8x H200 SXM"]["mean_abs_error_pct"] <= 15
