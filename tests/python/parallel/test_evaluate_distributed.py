@@ -58,13 +58,34 @@ def test_megatron_rewrite_removes_the_fused_element_wise_work():
 
 
 def test_optimizer_counts_every_pass_over_the_fp32_state_once():
-    """Adam 7 streams, L2 norm 1 (a read), clip scale 2, zero_grad 1, divide 2 (every DDP rank,
-    a data-parallel size of 1 included): 13 streams of 4-byte values, whatever a part's scale."""
+    """Adam 7 streams, L2 norm 1 (a read), clip scale 2 (only when the norm exceeds the clip value),
+    zero_grad 1, divide 2 (every DDP rank, a data-parallel size of 1 included): 13 streams of
+    4-byte values with the clip scale, 11 without, whatever a part's scale."""
     from habitat.evaluate import models as M
 
     def streams(p: M.Part) -> float:  # a stand-in predictor: 1 us per stream, scale ignored as the real one does
         return p.shape["inputs"] + 1.0
     assert D.optimizer_us(1e6, streams) == 13.0
+    assert D.optimizer_us(1e6, streams, clip_scale=False) == 11.0
+    assert D.CLIP_SCALE_RUNS is False  # the labels' constant batch: see the constant's comment
+
+
+def test_runtime_method_leaves_host_only_nodes_out():
+    """Nodes with no device work add nothing to the runtime-based forecast (they are host-side and
+    hidden behind the GPU's queued kernels); what was left out is reported, and it does not depend
+    on the batch (26 ms at batch 1 and 4: dispatch and timing gaps, not data)."""
+    data = Path(__file__).resolve().parents[3] / D.DATA_IN_REPO
+    models, table = P.ModelSet(P.default_weights_dir()), default_table()
+    times = D._runtime_times(models, table.find(D.TARGET), table.find(D.ORIGIN), D.TARGET)
+    left = []
+    for batch in (1, 4):
+        nodes = D._nodes(data / D.ORIGIN / f"gpt2_large-train-1024-{batch}.csv")
+        host = [n for n in nodes if n.work.measured.get("fw", 0.0) > 0 and not n.work.parts.get("fw")]
+        assert host and all(times(n.work, "fw") == 0.0 for n in host)
+        left.append(D.host_only_us(nodes))
+    assert left[0] > 0 and abs(left[0] - left[1]) < 0.01 * left[0]
+    results = D.evaluate(data, models, table)
+    assert results["configs"]["dp4"]["runtime"]["host_only_left_out_ms"] > 0
 
 
 def test_compute_audit_locates_the_per_rank_compute_error():
