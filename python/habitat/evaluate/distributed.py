@@ -309,7 +309,50 @@ def compute_audit(data: Path, models: P.ModelSet, devices: DeviceTable, results:
             k: {"measured_ms": round(m / 1e3, 1), "forecast_ms": round(f / 1e3, 1),
                 "forecast_over_measured": round(f / m, 3) if m > 0 and f > 0 else None}
             for k, (m, f) in sums.items()}
+    out["batch_penalty_by_kernel"] = batch_penalty_by_kernel(data, models, devices)
     return out
+
+
+def _kernel_group(node: _Node, phase: str) -> str | None:
+    parts = node.work.parts.get(phase) or []
+    if not parts:
+        return None
+    if parts[0].family != "gemm":
+        return parts[0].family
+    if node.work.name.startswith("matmul"):
+        return "attention bmm"
+    return "LM head GEMM" if node.work.name == "lm_head" else "linear GEMMs"
+
+
+def batch_penalty_by_kernel(data: Path, models: P.ModelSet, devices: DeviceTable) -> dict:
+    """Per kernel group, the forward and backward per sample at batch 1 and batch 4 (ms): NeuSight's
+    measured HF nodes on the origin card, the shape-based forecast for that card, and the
+    shape-based Megatron forecast for the target. Where the forecast's batch-1 penalty comes from,
+    and whether the card with per-kernel measurements shows it."""
+    origin, target = devices.find(ORIGIN), devices.find(TARGET)
+    po, pt = M._model_predictor(models, origin, TARGET), M._model_predictor(models, target, TARGET)
+    sums: dict[str, dict[str, list[float]]] = {}
+    for batch, i in ((1, 0), (4, 1)):
+        hf = _nodes(Path(data) / ORIGIN / f"gpt2_large-train-1024-{batch}.csv")
+        for source, nodes, predict in (("origin_measured", hf, None), ("origin_forecast", hf, po),
+                                       ("target_forecast", as_megatron(hf, po), pt)):
+            for n in nodes:
+                for phase in ("fw", "bw", "acc"):
+                    group = _kernel_group(n, phase)
+                    if group is None:
+                        continue
+                    t = n.work.measured.get(phase, 0.0) if predict is None else M._parts_time(n.work.parts[phase], predict)
+                    row = sums.setdefault(group, {}).setdefault(source, [0.0, 0.0])
+                    row[i] += n.work.repeat * t / batch / 1e3
+    total: dict[str, list[float]] = {}
+    for row in sums.values():
+        for source, (b1, b4) in row.items():
+            acc = total.setdefault(source, [0.0, 0.0])
+            acc[0], acc[1] = acc[0] + b1, acc[1] + b4
+    sums["all modelled"] = total
+    return {group: {source: {"batch1_ms": round(b1, 1), "batch4_per_sample_ms": round(b4, 1),
+                             "penalty_pct": round((b1 - b4) / b4 * 100, 1) if b4 > 0 else None}
+                    for source, (b1, b4) in row.items()} for group, row in sums.items()}
 
 
 def print_audit(audit: dict) -> None:
@@ -320,6 +363,11 @@ def print_audit(audit: dict) -> None:
         print(f"{label:7s} {r['samples_per_rank']:7d} | {r['shape_forecast']:8.1f} "
               f"{r['implied_by_label_shape_adds']:13.1f} | {r['runtime_forecast']:10.1f} "
               f"{r['implied_by_label_runtime_adds']:13.1f}")
+    print("\n== Batch-1 penalty per sample by kernel group (ms per sample, batch 1 / batch 4)")
+    for group, row in audit.get("batch_penalty_by_kernel", {}).items():
+        cells = "  ".join(f"{src}: {r['batch1_ms']:6.1f}/{r['batch4_per_sample_ms']:6.1f} {r['penalty_pct']:+5.1f}%"
+                          for src, r in row.items())
+        print(f"{group:14s} {cells}")
     print(f"\n== NeuSight's measured HF nodes on the {ORIGIN} vs Habitat's shape-based forecast there (ms)")
     for batch, groups in audit["origin_kernels"].items():
         for k, g in groups.items():

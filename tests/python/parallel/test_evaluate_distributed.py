@@ -102,3 +102,12 @@ def test_compute_audit_locates_the_per_rank_compute_error():
     for groups in kernels.values():
         assert groups["gemm"]["measured_ms"] > 0 and groups["gemm"]["forecast_ms"] > 0
         assert groups["not modelled"]["forecast_ms"] == 0.0
+    # Where the forecast's batch-1 penalty per sample comes from: mostly the linear GEMMs, whose
+    # forecast penalty on the origin card is steeper than NeuSight measured there.
+    penalty = audit["batch_penalty_by_kernel"]
+    gemm, total = penalty["linear GEMMs"], penalty["all modelled"]
+    assert gemm["origin_forecast"]["penalty_pct"] > gemm["origin_measured"]["penalty_pct"]
+    share = (gemm["target_forecast"]["batch1_ms"] - gemm["target_forecast"]["batch4_per_sample_ms"]) / (
+        total["target_forecast"]["batch1_ms"] - total["target_forecast"]["batch4_per_sample_ms"])
+    assert share > 0.5
+    assert total["target_forecast"]["batch1_ms"] == dp["shape_forecast"]
