@@ -275,6 +275,8 @@ def compute_audit(data: Path, models: P.ModelSet, devices: DeviceTable, results:
     2. NeuSight's own per-node measurements of the HF trace on the A100 80GB PCIe (the GPU they were
        measured on) against Habitat's shape-based forecast for that GPU, matrix products apart
        from the rest: which kernels the shape-based forecast over- or under-estimates.
+    3. The batch-1 penalty per sample by kernel group (batch_penalty_by_kernel): measured on the
+       origin card, forecast there, and forecast on the target.
     Nothing here changes a forecast; it locates the error (benchmarks/accuracy/neusight_distributed/README.md).
     """
     data = Path(data)
