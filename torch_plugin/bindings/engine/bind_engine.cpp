@@ -193,6 +193,7 @@ py::dict timeline_dict(const std::string& target, const TimelineResult& r) {
                       {"gpu_busy_fraction", number(r.gpu_busy_fraction)},
                       {"host_bound", py::bool_(r.host_bound)},
                       {"host_speed", number(r.host_speed)},
+                      {"host_scale", number(r.host_scale)},
                       {"phases", sorted_dict(std::move(phases))},
                       {"launch_source", py::str(to_string(r.launch_source))},
                       {"overhead_source", py::str(to_string(r.overhead_source))},
