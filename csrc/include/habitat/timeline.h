@@ -71,6 +71,9 @@ struct TimelineOptions {
   // carries one (see uninstrumented_wall_us): the traced step's host is slowed by the
   // capture and CUPTI beyond what Habitat can remove op by op.
   bool calibrate_host = true;
+  // > 0: the wall time of an uninstrumented step of the same program, given by the caller
+  // (predict_on's steady-state steps), used instead of uninstrumented_wall_us(step).
+  double uninstrumented_wall_us = -1;
 };
 
 // Habitat's per-op capture cost with CUPTI compiled in, measured on the H100 machine of the

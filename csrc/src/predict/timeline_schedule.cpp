@@ -195,8 +195,9 @@ double median_or_none(std::vector<double>& values, std::size_t min_samples) {
 
 // Scales the schedule's host times to the step's uninstrumented wall time, when it has one
 // (timeline_calibrate.cpp), and says so.
-void calibrate_to_uninstrumented_wall(HostSchedule& s, const Step& step) {
-  const double wall_us = uninstrumented_wall_us(step);
+void calibrate_to_uninstrumented_wall(HostSchedule& s, const Step& step, const TimelineOptions& options) {
+  const double wall_us =
+      options.uninstrumented_wall_us > 0 ? options.uninstrumented_wall_us : uninstrumented_wall_us(step);
   if (wall_us <= 0) {
     s.notes.push_back("host cadence as traced (Habitat's time removed): the trace has no uninstrumented "
                       "step time to calibrate it to; a traced step's host runs slower than an untraced one");
@@ -433,7 +434,7 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
         "for its kernel launch times" +
         std::string(s.syncs > 0 ? "; syncs inferred from ops that read device data on the host" : ""));
   }
-  if (options.calibrate_host) calibrate_to_uninstrumented_wall(s, step);
+  if (options.calibrate_host) calibrate_to_uninstrumented_wall(s, step, options);
   return s;
 }
 
