@@ -9,7 +9,8 @@ H100 machine's, and the H100 machine's format-2 run of 2026-11-23 against its fo
 children) of ops with kernels and of ops without, and the ratio of the plain steps the
 benchmark measured (benchmark.measured.median_ms, CUDA events, no Habitat). If the extra
 host time were CUPTI's cost inside launch calls, only ops with kernels would slow down; if
-it were stalls between ops, neither self time would. Reads the committed traces only.
+it were stalls between ops, neither self time would. A second table gives each trace's idle
+gaps (no op open on any thread) over 1 ms. Reads the committed traces only.
 """
 from __future__ import annotations
 
@@ -64,11 +65,37 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def idle_gaps(doc: dict[str, Any], over_us: float = 1000.0) -> tuple[int, float, float]:
+    """(gaps over `over_us`, their sum in ms, the traced span in ms) of the last step: the
+    gaps between the union of its op windows, when no op is open on any thread."""
+    windows = sorted((op["start_us"], op["start_us"] + op["wall_us"]) for op in doc["steps"][-1]["ops"])
+    if not windows:
+        return 0, 0.0, 0.0
+    n, total, end = 0, 0.0, windows[0][1]
+    for start, stop in windows[1:]:
+        if start - end > over_us:
+            n, total = n + 1, total + start - end
+        end = max(end, stop)
+    return n, total / 1e3, (end - windows[0][0]) / 1e3
+
+
+def gap_table() -> str:
+    lines = ["| run | workload | traced span ms | idle gaps over 1 ms (sum ms) | measured plain step ms |",
+             "|---|---|---|---|---|"]
+    for folder in ("h100-sxm5-80gb", "h200-sxm-141gb", "h100-sxm5-80gb-2026-11-23"):
+        for path in sorted((RESULTS / folder / "traces").glob("*.json.gz")):
+            doc = _load(path)
+            n, total, span = idle_gaps(doc)
+            lines.append(f"| {folder} | {path.name.removesuffix('.json.gz')} | {span:.1f} | {n} ({total:.1f}) "
+                         f"| {doc['benchmark']['measured']['median_ms']:.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
-    text = table()
+    text = table() + "\n\n" + gap_table()
     print(text)
     if args.out:
         args.out.write_text("# command: PYTHONPATH=python python3 benchmarks/timeline/host_slowdown.py "
