@@ -328,6 +328,14 @@ TEST(TimelineCalibration, AStepTimedWithoutRecordingScalesTheHostCadence) {
   TimelineOptions off = no_overhead();
   off.calibrate_host = false;
   EXPECT_NEAR(play(step, off).step_us, 460.0, 1e-6);
+  // A wall time given by the caller (predict_on's steady-state steps) is used even when the
+  // step's own is instrumented.
+  step.wall_ms = 0.5;
+  TimelineOptions given = no_overhead();
+  given.uninstrumented_wall_us = 115.0;
+  const TimelineResult g = play(step, given);
+  EXPECT_NEAR(g.host_scale, 0.25, 1e-9);
+  EXPECT_NEAR(g.step_us, 115.0, 1e-6);
 }
 
 TEST(TimelineCalibration, TheOriginsDeviceWaitsAreNotScaled) {
