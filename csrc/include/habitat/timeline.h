@@ -67,6 +67,13 @@ struct TimelineOptions {
   double overhead_per_op_us = -1;
   // Used for steps without a GPU origin; without it such steps get no timeline.
   const HostCostModel* host_model = nullptr;
+  // Scale the origin's host cadence to the step's uninstrumented wall time when the step
+  // carries one (see uninstrumented_wall_us): the traced step's host is slowed by the
+  // capture and CUPTI beyond what Habitat can remove op by op.
+  bool calibrate_host = true;
+  // > 0: the wall time of an uninstrumented step of the same program, given by the caller
+  // (predict_on's steady-state steps), used instead of uninstrumented_wall_us(step).
+  double uninstrumented_wall_us = -1;
 };
 
 // Habitat's per-op capture cost with CUPTI compiled in, measured on the H100 machine of the
@@ -101,6 +108,10 @@ struct HostSchedule {
   double overhead_removed_us = 0;  // Habitat's time taken out of the step in all
   int habitat_syncs = 0;           // syncs outside the ops' span: Habitat's window edges, dropped
   int syncs = 0;
+  // Host calibration (calibrate_host_scale): the factor applied to every host time above, and
+  // the uninstrumented wall time it was calibrated to (0: not calibrated).
+  double host_scale = 1.0;
+  double calibration_wall_us = 0;
   std::vector<std::string> notes;  // what the forecast should tell the user about its inputs
   bool empty() const { return events.empty() && host_end_us == 0; }
 };
@@ -125,6 +136,27 @@ double estimate_untimed_overhead_per_op(const Step& step, std::size_t min_sample
 HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
                                  const TimelineOptions& options);
 
+// The step's wall time when it was measured on a step that recorded nothing, else a negative
+// value. A step's wall time that ends before its own last op did cannot be the wall time of
+// the step that recorded those ops: it is that of a later, uninstrumented step of the same
+// program (predict_on's steady-state steps reuse a detailed step's ops with their own wall
+// time; format-2 traces written from them carry it). The wall of a detailed step itself is
+// instrumented and never used.
+double uninstrumented_wall_us(const Step& step);
+
+// The origin host's wall time for one step played from an idle device: the host cadence times
+// `scale`, each sync waiting for the origin's measured kernels (`origin_launch_us`, one per
+// schedule event, as simulate_timeline takes them).
+double origin_host_wall_us(const HostSchedule& schedule, const std::vector<double>& origin_launch_us,
+                           double scale);
+
+// The factor on the origin's host cadence that makes one step's host wall time on the origin
+// (origin_host_wall_us, with the trace's own kernel durations) equal `wall_us`, an
+// uninstrumented step's wall time. 1 when the traced cadence is already no slower (the
+// uninstrumented step was bounded by something the trace does not show), or when no factor
+// fits (the device waits alone exceed `wall_us`). Found by bisection on [0, 1].
+double calibrate_host_scale(const HostSchedule& schedule, const Step& step, double wall_us);
+
 struct PhaseTimeline {
   double host_us = 0;    // host time spent issuing the phase's work
   double device_us = 0;  // the phase's kernels on the target
@@ -140,6 +172,7 @@ struct TimelineResult {
   double gpu_busy_fraction = 0;   // device_busy_us / step_us
   bool host_bound = false;        // the GPU idles more than 10% of the step waiting for the host
   double host_speed = 1.0;
+  double host_scale = 1.0;        // the schedule's host calibration (HostSchedule::host_scale)
   std::map<Phase, PhaseTimeline> phases;
   LaunchSource launch_source = LaunchSource::OpTimes;
   OverheadSource overhead_source = OverheadSource::None;

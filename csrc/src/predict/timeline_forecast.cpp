@@ -138,6 +138,7 @@ nlohmann::json timelines_json(const Forecast& f) {
                    {"gpu_busy_fraction", r.gpu_busy_fraction},
                    {"host_bound", r.host_bound},
                    {"host_speed", r.host_speed},
+                   {"host_scale", r.host_scale},
                    {"phases", phases},
                    {"launch_source", to_string(r.launch_source)},
                    {"overhead_source", to_string(r.overhead_source)},

@@ -193,6 +193,35 @@ double median_or_none(std::vector<double>& values, std::size_t min_samples) {
   return *mid;
 }
 
+// Scales the schedule's host times to the step's uninstrumented wall time, when it has one
+// (timeline_calibrate.cpp), and says so.
+void calibrate_to_uninstrumented_wall(HostSchedule& s, const Step& step, const TimelineOptions& options) {
+  const double wall_us =
+      options.uninstrumented_wall_us > 0 ? options.uninstrumented_wall_us : uninstrumented_wall_us(step);
+  if (wall_us <= 0) {
+    s.notes.push_back("host cadence as traced (Habitat's time removed): the trace has no uninstrumented "
+                      "step time to calibrate it to; a traced step's host runs slower than an untraced one");
+    return;
+  }
+  const double traced_host_us = s.host_end_us;
+  const double scale = calibrate_host_scale(s, step, wall_us);
+  if (scale >= 1.0) {
+    s.notes.push_back("host cadence as traced: an uninstrumented step took " + fixed(wall_us / 1000.0, 2) +
+                      " ms, no less than the traced host replayed on the origin");
+    return;
+  }
+  for (auto& e : s.events) e.host_us *= scale;
+  s.host_end_us *= scale;
+  s.host_scale = scale;
+  s.calibration_wall_us = wall_us;
+  s.notes.push_back("host cadence scaled by " + fixed(scale, 2) + " (" + fixed(traced_host_us / 1000.0, 2) +
+                    " -> " + fixed(s.host_end_us / 1000.0, 2) +
+                    " ms) so that the origin's host takes an uninstrumented step's wall time (" +
+                    fixed(wall_us / 1000.0, 2) +
+                    " ms, a steady-state step that recorded nothing): the traced step's host was slowed by "
+                    "the capture and CUPTI beyond Habitat's time removed per op");
+}
+
 }  // namespace
 
 double estimate_overhead_per_op(const Step& step, std::size_t min_samples) {
@@ -405,6 +434,7 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
         "for its kernel launch times" +
         std::string(s.syncs > 0 ? "; syncs inferred from ops that read device data on the host" : ""));
   }
+  if (options.calibrate_host) calibrate_to_uninstrumented_wall(s, step, options);
   return s;
 }
 

@@ -105,6 +105,45 @@ std::vector<double> launch_durations(const HostSchedule& schedule, const Step& s
   return out;
 }
 
+double origin_host_wall_us(const HostSchedule& schedule, const std::vector<double>& origin_launch_us,
+                           double scale) {
+  if (origin_launch_us.size() != schedule.events.size()) {
+    throw std::invalid_argument("origin_host_wall_us: one duration per schedule event is needed");
+  }
+  Device device;
+  double host = 0;
+  double prev = 0;
+  for (std::size_t i = 0; i < schedule.events.size(); ++i) {
+    const HostEvent& e = schedule.events[i];
+    host += (e.host_us - prev) * scale;
+    prev = e.host_us;
+    if (e.kind == HostEvent::Kind::Launch) {
+      const double d = origin_launch_us[i];
+      if (!(d > 0)) continue;
+      double& free = device.free_at(e.stream);
+      free = std::max(host, free) + d;
+      continue;
+    }
+    switch (e.sync) {
+      case SyncRecord::Kind::Stream:
+      case SyncRecord::Kind::Event:
+      case SyncRecord::Kind::Memcpy:
+        host = std::max(host, device.free_at(e.stream));
+        break;
+      case SyncRecord::Kind::Device:
+        host = std::max(host, device.all_done());
+        break;
+      case SyncRecord::Kind::StreamWait: {
+        const double ready = device.free_at(e.wait_stream);
+        double& waiting = device.free_at(e.stream);
+        waiting = std::max(waiting, ready);
+        break;
+      }
+    }
+  }
+  return host + std::max(0.0, schedule.host_end_us - prev) * scale;
+}
+
 TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector<double>& launch_us,
                                  const TimelineOptions& options) {
   if (!(options.host_speed > 0) || !std::isfinite(options.host_speed)) {
@@ -116,6 +155,7 @@ TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector
   }
   TimelineResult r;
   r.host_speed = options.host_speed;
+  r.host_scale = schedule.host_scale;
   r.launch_source = schedule.launch_source;
   r.overhead_source = schedule.overhead_source;
   r.overhead_per_op_us = schedule.overhead_per_op_us;

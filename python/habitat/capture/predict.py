@@ -15,6 +15,7 @@ import atexit
 import json
 import os
 import platform
+import statistics
 import sys
 import threading
 import time
@@ -107,6 +108,12 @@ REUSE_BATCH = 32
 #: Detailed steps always reach them all.
 SINK_SHARE = 0.02
 SINK_ALLOWANCE_S = 1.0
+#: The timeline's host is calibrated to the median wall time of a fingerprint's latest
+#: STEADY_WINDOW steady-state steps, once STEADY_MIN_STEPS are seen; the median moving by more
+#: than STEADY_RECALIBRATE (relative) since forecasts the detailed step again.
+STEADY_WINDOW = 15
+STEADY_MIN_STEPS = 5
+STEADY_RECALIBRATE = 0.1
 #: Detailed steps that try to catch a new steady-state fingerprint before it is given up.
 WANTED_ATTEMPTS = 3
 #: Distinct step fingerprints whose forecast is kept for reuse (e.g. train and eval steps).
@@ -504,6 +511,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._wanted: dict[int, int] = {}
         self._known: dict[int, None] = {}  # fingerprints captured in detail, oldest first
         self._by_fingerprint: dict[int, tuple[Any, ...]] = {}  # worker side: forecast to reuse
+        self._steady_walls: dict[int, deque[float]] = {}  # worker side: latest steady walls
         # Worker side: the decoded detailed step per fingerprint, while reused steps hold it
         # (saving forecast.json reads every kept step's trace: decode each fingerprint once).
         self._decoded: "weakref.WeakValueDictionary[int, _DecodedStep]" = weakref.WeakValueDictionary()
@@ -753,8 +761,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if cached is None:  # that detailed step could not be forecast
             self._count("skipped")
             return
-        summary, captured, peak_bytes, rows = cached
         _thread.forecasting = True
+        cached = self._calibrated_to_steady_steps(fingerprint, wall_ms, cached)
+        summary, captured, peak_bytes, rows = cached[:4]
 
         def detail() -> tuple[dict[str, Any], Any]:  # called under the detail lock
             decoded = self._decoded.get(fingerprint)
@@ -778,6 +787,37 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         else:
             self._run_sinks(forecast, index)
         self._sink_credit_s = credit - (time.thread_time() - start)
+
+    def _calibrated_to_steady_steps(self, fingerprint: int, wall_ms: float,
+                                    cached: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The detailed step's forecast with the timeline's host calibrated to the median wall
+        time of this fingerprint's latest steady-state steps (they record nothing, or only a
+        fingerprint; a detailed step's host is slowed by the capture and CUPTI beyond what the
+        engine removes per op). Forecast again once STEADY_MIN_STEPS are seen, and again when
+        their median moves by more than STEADY_RECALIBRATE; GPU origins only (a CPU origin's
+        host cadence is modelled, not replayed). Worker side."""
+        if self.forecast.origin.get("device", "cpu") == "cpu":
+            return cached
+        if fingerprint not in self._steady_walls and len(self._steady_walls) >= MAX_FINGERPRINTS:
+            for gone in [fp for fp in self._steady_walls if fp not in self._by_fingerprint]:
+                del self._steady_walls[gone]
+        walls = self._steady_walls.setdefault(fingerprint, deque(maxlen=STEADY_WINDOW))
+        walls.append(wall_ms)
+        if len(walls) < STEADY_MIN_STEPS:
+            return cached
+        median = statistics.median(walls)
+        calibrated_to = cached[4] if len(cached) > 4 else 0.0
+        if calibrated_to and abs(median / calibrated_to - 1) <= STEADY_RECALIBRATE:
+            return cached
+        summary, captured, peak_bytes, _ = cached[:4]
+        try:
+            summary, rows = forecast_captured(captured.capsule, self.forecast.origin, self.forecast.targets,
+                                              self.forecast.host_speed, steady_wall_ms=median)
+        except Exception:  # the uncalibrated forecast stands
+            return cached
+        calibrated = (summary, captured, peak_bytes, rows, median)
+        self._by_fingerprint[fingerprint] = calibrated
+        return calibrated
 
     def _forecast_step(self, captured: Any, peak_bytes: int, index: int,
                        fingerprint: int | None = None) -> None:

@@ -96,12 +96,14 @@ def forecast_trace(trace: str | dict[str, Any], targets: Sequence[str], host_spe
 
 
 def forecast_captured(capsule: Any, origin: dict[str, Any], targets: Sequence[str],
-                      host_speed: float = 1.0) -> tuple[dict[str, Any], OpRows]:
+                      host_speed: float = 1.0, steady_wall_ms: float = 0.0) -> tuple[dict[str, Any], OpRows]:
     """Forecasts a step captured by habitat._C: (the forecast document without its ops, the
-    per-op rows)."""
+    per-op rows). `steady_wall_ms` > 0: the wall time of the same step run without recording,
+    to which the timeline calibrates the origin's host (csrc/src/predict/timeline_calibrate.cpp)."""
     origin_doc = json.dumps(trace_document(origin, []))
     summary, rows = _engine.forecast_captured(capsule, origin_doc, list(targets), weights_dir(),
-                                              check_host_speed(host_speed), host_model_json())
+                                              check_host_speed(host_speed), host_model_json(),
+                                              steady_wall_ms)
     return summary, OpRows(rows, summary["targets"])
 
 

@@ -75,6 +75,10 @@ class Row:
     steady_wall_ms: float = 0.0  # the trace's step wall time (a steady-state step of predict_on in format 2)
     traced_host_ms: float = 0.0  # the traced step's host span before Habitat's time is removed
     overhead_removed_ms: float = 0.0
+    # The host calibration (format 2: the host cadence scaled to the trace's steady-state step
+    # wall, timeline_calibrate.cpp): its factor (1.0: none), and the own-GPU timeline without it.
+    host_scale: float = 1.0
+    uncalibrated_ms: float = 0.0
 
     @staticmethod
     def error(forecast: float, measured: float) -> float:
@@ -87,6 +91,10 @@ class Row:
     @property
     def kernel_sum_error(self) -> float:
         return self.error(self.kernel_sum_ms, self.measured_ms)
+
+    @property
+    def uncalibrated_error(self) -> float:
+        return self.error(self.uncalibrated_ms, self.measured_ms)
 
     @property
     def cross_error(self) -> float:
@@ -116,6 +124,14 @@ def recorded_traces(results: Path = RESULTS, later: bool = False) -> dict[tuple[
 def _timeline(doc: dict[str, Any], targets: list[str], host_speed: float = 1.0) -> dict[str, dict[str, Any]]:
     step = Forecast.from_trace(doc, targets, host_speed=host_speed).latest
     return {t: {**step.timeline[t], "total_ms": step.total_ms[t]} for t in targets}
+
+
+def _without_steady_wall(doc: dict[str, Any]) -> dict[str, Any]:
+    """The trace with its steps' wall times dropped, so no host calibration applies (the host
+    cadence as traced, Habitat's own time removed)."""
+    out = dict(doc)
+    out["steps"] = [{**step, "wall_ms": 0.0} for step in doc["steps"]]
+    return out
 
 
 def _cpu_proxy(doc: dict[str, Any]) -> dict[str, Any]:
@@ -175,12 +191,19 @@ def evaluate(results: Path = RESULTS, cpu_proxy: bool = True, later: bool = Fals
             folder=folder, trace_format=int(doc.get("version", 1)),
             steady_wall_ms=float(doc["steps"][-1].get("wall_ms", 0.0)),
             overhead_removed_ms=float(own.get("overhead_removed_ms", 0.0)),
+            host_scale=float(own.get("host_scale", 1.0)),
+            uncalibrated_ms=(_timeline(_without_steady_wall(doc), [origin])[origin]["step_ms"]
+                             if float(own.get("host_scale", 1.0)) < 1.0 else own["step_ms"]),
             traced_host_ms=max((op["start_us"] + op["wall_us"] for op in doc["steps"][-1]["ops"]), default=0.0) / 1000)
-    # The other machine as the reference host, its speed from the other workloads only.
+    # The other machine as the reference host, its speed from the other workloads only, and
+    # from traces recorded alike: a later run's host is calibrated to its steady-state steps
+    # and the other machine's format-1 host is not, so its ratio is that of its machine's
+    # format-1 run.
     for (folder, workload), row in rows.items():
         other_folder = OTHER_FOLDER[folder]
-        ratios = [timelines[(folder, w)][FOLDERS[folder]]["host_ms"] / timelines[(other_folder, w)][FOLDERS[other_folder]]["host_ms"]
-                  for (f, w) in rows if f == folder and w != workload and (other_folder, w) in timelines]
+        ratio_folder = next((f for f, m in MACHINES.items() if m == FOLDERS[folder]), folder)
+        ratios = [timelines[(ratio_folder, w)][FOLDERS[ratio_folder]]["host_ms"] / timelines[(other_folder, w)][FOLDERS[other_folder]]["host_ms"]
+                  for (f, w) in rows if f == ratio_folder and w != workload and (other_folder, w) in timelines]
         if not ratios or (other_folder, workload) not in rows:
             continue
         row.ref_host_speed = statistics.median(ratios)
@@ -237,14 +260,17 @@ def host_breakdown(rows: list[Row]) -> str:
     records no ops: the plain step's host time when the host is the bottleneck). Not used by
     any forecast."""
     lines = ["| run | workload | traced host span ms | Habitat's time removed ms (us/op, source) "
-             "| host after removal ms | steady-state step wall ms | measured ms |",
-             "|---|---|---|---|---|---|---|"]
+             "| host after removal ms | steady-state step wall ms | host scale | host calibrated ms "
+             "| timeline uncalibrated ms (err) | timeline calibrated ms (err) | measured ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r.folder not in LATER_RUNS:
             continue
         lines.append(f"| {r.folder} | {r.workload} | {r.traced_host_ms:.1f} "
                      f"| {r.overhead_removed_ms:.2f} ({r.overhead_per_op_us:.2f}, {r.overhead_source}) "
-                     f"| {r.host_ms:.1f} | {r.steady_wall_ms:.1f} | {r.measured_ms:.1f} |")
+                     f"| {r.host_ms / r.host_scale:.1f} | {r.steady_wall_ms:.1f} | {r.host_scale:.2f} | {r.host_ms:.1f} "
+                     f"| {r.uncalibrated_ms:.1f} ({_pct(r.uncalibrated_error)}) | {r.step_ms:.1f} ({_pct(r.own_error)}) "
+                     f"| {r.measured_ms:.1f} |")
     return "\n".join(lines)
 
 
@@ -289,6 +315,8 @@ def _summary(rows: list[Row]) -> dict[str, Any]:
         "traces": len(rows),
         "own_mean_abs_pct": mean_abs([r.own_error for r in rows]),
         "own_within_10pct": sum(abs(r.own_error) <= 10 for r in rows),
+        "own_uncalibrated_mean_abs_pct": mean_abs([r.uncalibrated_error for r in rows]),
+        "calibrated_traces": sum(r.host_scale < 1.0 for r in rows),
         "own_over_10pct": [f"{r.machine} {r.workload} {r.own_error:+.1f}%" for r in rows if abs(r.own_error) > 10],
         "kernel_sum_mean_abs_pct": mean_abs([r.kernel_sum_error for r in rows]),
         "cross_mean_abs_pct": mean_abs([r.cross_error for r in rows]),

@@ -300,6 +300,72 @@ TEST(Timeline, ForecastCarriesOneTimelinePerTarget) {
   EXPECT_TRUE(p.predict(step, gpu(), {"H100"}).timelines.empty());
 }
 
+TEST(TimelineCalibration, AStepTimedWithoutRecordingScalesTheHostCadence) {
+  // Host-bound: ops every 50 us, 5 us kernels; the traced host takes 460 us.
+  Step step;
+  for (uint64_t i = 0; i < 10; ++i) step.ops.push_back(op_at(i, 50.0 * static_cast<double>(i), 10.0, {5.0}));
+  // A detailed step's own wall time (its ops end at 460 us) says nothing about the untraced host.
+  step.wall_ms = 0.5;
+  EXPECT_LT(uninstrumented_wall_us(step), 0);
+  EXPECT_NEAR(play(step, no_overhead()).step_us, 460.0, 1e-6);
+  EXPECT_DOUBLE_EQ(play(step, no_overhead()).host_scale, 1.0);
+  // A wall time that ends before the step's last op is a later, untraced step's: the host
+  // cadence is scaled so that the origin's host takes that long.
+  step.wall_ms = 0.23;
+  EXPECT_DOUBLE_EQ(uninstrumented_wall_us(step), 230.0);
+  const HostSchedule s = build_host_schedule(step, gpu(), no_overhead());
+  EXPECT_NEAR(s.host_scale, 0.5, 1e-9);
+  EXPECT_NEAR(s.host_end_us, 230.0, 1e-6);
+  EXPECT_DOUBLE_EQ(s.calibration_wall_us, 230.0);
+  const TimelineResult r = play(step, no_overhead());
+  EXPECT_NEAR(r.step_us, 230.0, 1e-6);
+  EXPECT_NEAR(r.host_scale, 0.5, 1e-9);
+  EXPECT_TRUE(r.host_bound);
+  // host_speed applies on top of the calibrated host; the calibration can be turned off.
+  TimelineOptions fast = no_overhead();
+  fast.host_speed = 2.0;
+  EXPECT_NEAR(play(step, fast).step_us, 115.0, 1e-6);
+  TimelineOptions off = no_overhead();
+  off.calibrate_host = false;
+  EXPECT_NEAR(play(step, off).step_us, 460.0, 1e-6);
+  // A wall time given by the caller (predict_on's steady-state steps) is used even when the
+  // step's own is instrumented.
+  step.wall_ms = 0.5;
+  TimelineOptions given = no_overhead();
+  given.uninstrumented_wall_us = 115.0;
+  const TimelineResult g = play(step, given);
+  EXPECT_NEAR(g.host_scale, 0.25, 1e-9);
+  EXPECT_NEAR(g.step_us, 115.0, 1e-6);
+}
+
+TEST(TimelineCalibration, TheOriginsDeviceWaitsAreNotScaled) {
+  // 100 us of host launching a 1 ms kernel, an .item() that waits for it, 100 us more host:
+  // 1200 us as traced. Timed untraced at 1150 us, only the 200 us of host shrink (to 150 us),
+  // not every part by 1150/1200: the wait lasts until the origin's kernel is done.
+  Step step;
+  step.ops = {op_at(0, 0, 100, {1000.0}), op_at(1, 100, 1000, {}), op_at(2, 1100, 100, {5.0})};
+  step.ops[1].name = "aten::_local_scalar_dense";
+  TensorMeta t;
+  t.device = "cuda:0";
+  t.dtype = "float32";
+  step.ops[1].args.push_back({"self", ArgValue{ArgValue::Kind::Tensor, {t}, {}, 0, ""}});
+  step.wall_ms = 1.15;
+  const HostSchedule s = build_host_schedule(step, gpu(), no_overhead());
+  EXPECT_EQ(s.syncs, 1);
+  EXPECT_NEAR(s.host_scale, 0.75, 1e-6);
+  EXPECT_NEAR(s.host_end_us, 150.0, 1e-3);  // the host's own time; the wait is simulated
+  std::vector<double> origin(s.events.size(), 0.0);
+  for (std::size_t e = 0; e < s.events.size(); ++e) {
+    if (s.events[e].kind == HostEvent::Kind::Launch && s.events[e].kernel == 0) {
+      origin[e] = step.ops[s.events[e].op].kernels[0].duration_us;
+    }
+  }
+  EXPECT_NEAR(origin_host_wall_us(s, origin, 1.0), 1150.0, 1e-3);  // already scaled
+  // Device waits alone longer than the wall time: no factor fits, the cadence stays as traced.
+  step.wall_ms = 0.9;
+  EXPECT_DOUBLE_EQ(build_host_schedule(step, gpu(), no_overhead()).host_scale, 1.0);
+}
+
 TEST(Timeline, TraceFormatTwoFieldsRoundTrip) {
   Trace trace;
   trace.origin = gpu();

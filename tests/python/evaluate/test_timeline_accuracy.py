@@ -24,13 +24,21 @@ ACHIEVED = {
     ("H200-SXM-141GB", "resnet50_bf16"): -3.2, ("H200-SXM-141GB", "resnet50_fp32"): 65.1,
 }
 EXCEEDING = {k for k, v in ACHIEVED.items() if abs(v) > 10}
-# The format-2 traces of the later H100 run (h100-sxm5-80gb-2026-11-23): own-GPU error (%)
-# after removing Habitat's measured, hook and untimed per-op time and its edge syncs (before
-# this: +63% to +165%, 90.7% mean). Still far over issue 15's 10%: their traced host has
-# stalls and CUPTI time the trace cannot separate (benchmarks/timeline/README.md).
-ACHIEVED_FORMAT2 = {
+# The format-2 traces of the later H100 run (h100-sxm5-80gb-2026-11-23): own-GPU error (%).
+# As traced (Habitat's measured, hook and untimed per-op time and its edge syncs removed), the
+# host is far too slow: +31% to +121% (66.4% mean abs.). Each of these traces carries the wall
+# time of a later steady-state step of predict_on that recorded nothing, and the host cadence
+# is calibrated to it (timeline_calibrate.cpp). Partly self-referential: for a host-bound step
+# that wall is close to the measured step (a different measurement: one step's host wall in
+# predict_on, not the benchmark's CUDA-event median), so these errors show the mechanism, not
+# an independent accuracy (benchmarks/timeline/README.md).
+ACHIEVED_FORMAT2_AS_TRACED = {
     "dcgan_bf16": 43.8, "dcgan_fp32": 105.2, "gpt2_small_bf16": 65.3, "gpt2_small_fp32": 0.0,
     "lstm_seq2seq_bf16": 73.8, "lstm_seq2seq_fp32": 31.1, "resnet50_bf16": 90.9, "resnet50_fp32": 120.8,
+}
+ACHIEVED_FORMAT2 = {
+    "dcgan_bf16": 3.9, "dcgan_fp32": 7.8, "gpt2_small_bf16": 15.6, "gpt2_small_fp32": 0.0,
+    "lstm_seq2seq_bf16": -4.4, "lstm_seq2seq_fp32": 9.4, "resnet50_bf16": 9.2, "resnet50_fp32": 21.7,
 }
 MARGIN_POINTS = 3.0
 
@@ -58,11 +66,37 @@ def test_format2_traces_are_evaluated_with_habitats_time_removed(format2_rows: l
     for r in format2_rows:
         assert r.trace_format == 2
         assert r.overhead_source == "measured+wrapper_ops", r.workload
-        assert abs(r.own_error) <= abs(ACHIEVED_FORMAT2[r.workload]) + MARGIN_POINTS, (r.workload, r.own_error)
+        assert abs(r.uncalibrated_error) <= abs(ACHIEVED_FORMAT2_AS_TRACED[r.workload]) + MARGIN_POINTS, (
+            r.workload, r.uncalibrated_error)
         # Habitat's time came out of the traced span, and the forecast's host is never below
         # the kernel-free minimum the trace allows (a positive host time).
         assert 0 < r.host_ms < r.traced_host_ms, r.workload
-    assert summary(format2_rows)["later"]["own_mean_abs_pct"] <= 66.4 + 2
+    assert summary(format2_rows)["later"]["own_uncalibrated_mean_abs_pct"] <= 66.4 + 2
+
+
+def test_format2_host_is_calibrated_to_its_steady_state_step(format2_rows: list[Row]) -> None:
+    for r in format2_rows:
+        # The steady-state step's wall (no ops recorded) is shorter than the traced host after
+        # Habitat's time is removed in every one: the cadence is scaled down, never up...
+        assert 0.4 < r.host_scale < 1.0, (r.workload, r.host_scale)
+        # ...until the origin's host takes that wall time (no syncs inside these steps).
+        assert r.host_ms == pytest.approx(r.steady_wall_ms, rel=0.01), r.workload
+        assert abs(r.own_error) <= abs(ACHIEVED_FORMAT2[r.workload]) + MARGIN_POINTS, (r.workload, r.own_error)
+        assert abs(r.own_error) <= abs(r.uncalibrated_error) + 0.1, r.workload
+    s = summary(format2_rows)["later"]
+    assert s["own_mean_abs_pct"] <= 9.0 + 2
+    assert s["calibrated_traces"] == 8
+    # The real test of the calibrated host: the other GPU (the H200's format-1 run, its own
+    # slower host), achieved 26.5% (origin host) and 26.6% (host speed from format-1 pairs).
+    assert s["cross_mean_abs_pct"] <= 26.5 + 3
+    assert s["cross_ref_host_mean_abs_pct"] <= 26.6 + 3
+
+
+def test_format1_traces_have_no_uninstrumented_time_to_calibrate_to(rows: list[Row]) -> None:
+    # Their step wall time is the traced step's own (it ends after its last op): no calibration.
+    for r in rows:
+        assert r.host_scale == 1.0, (r.machine, r.workload)
+        assert r.uncalibrated_ms == r.step_ms
 
 
 def test_habitats_edge_syncs_no_longer_serialise_a_device_bound_step(format2_rows: list[Row]) -> None:

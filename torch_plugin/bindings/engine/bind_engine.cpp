@@ -71,6 +71,7 @@ struct TimelineSettings {
   double host_speed = 1.0;
   std::string host_model_json;
   double overhead_per_op_us = -1;  // < 0: the engine's estimate (TimelineOptions)
+  double steady_wall_ms = 0;       // > 0: an uninstrumented step's wall time to calibrate the host to
 };
 
 // The host model in a JSON text (the same file is passed for every step); none for "".
@@ -137,6 +138,7 @@ Result forecast_with(Result (Predictor::*predict)(const Step&, const TraceOrigin
   options.host_speed = timeline.host_speed;
   options.host_model = host_model(timeline.host_model_json);
   options.overhead_per_op_us = timeline.overhead_per_op_us;
+  if (timeline.steady_wall_ms > 0) options.uninstrumented_wall_us = timeline.steady_wall_ms * 1000.0;
   predictor.set_timeline(true, options);
   predictor.set_memoize(memo_enabled());
   if (!memo_enabled()) return (predictor.*predict)(step, origin, targets);
@@ -193,6 +195,7 @@ py::dict timeline_dict(const std::string& target, const TimelineResult& r) {
                       {"gpu_busy_fraction", number(r.gpu_busy_fraction)},
                       {"host_bound", py::bool_(r.host_bound)},
                       {"host_speed", number(r.host_speed)},
+                      {"host_scale", number(r.host_scale)},
                       {"phases", sorted_dict(std::move(phases))},
                       {"launch_source", py::str(to_string(r.launch_source))},
                       {"overhead_source", py::str(to_string(r.overhead_source))},
@@ -444,22 +447,23 @@ void bind_engine(py::module_& m) {
       "forecast_captured",
       [](py::handle capsule, const std::string& origin_trace_json,
          const std::vector<std::string>& targets, const std::string& weights_dir,
-         double host_speed, const std::string& host_model_json) {
+         double host_speed, const std::string& host_model_json, double steady_wall_ms) {
         const SharedTrace captured = trace_from_capsule(capsule);
         ForecastParts f;
         {
           py::gil_scoped_release release;
           const Trace origin = trace_from_json(origin_trace_json);
           f = forecast_parts(captured->steps.front(), origin.origin, targets, weights_dir,
-                             {host_speed, host_model_json});
+                             {host_speed, host_model_json, -1, steady_wall_ms});
         }
         return py::make_tuple(summary_dict(f.summary), rows_object(std::move(f.rows)));
       },
       py::arg("captured"), py::arg("origin_trace_json"), py::arg("targets"), py::arg("weights_dir"),
-      py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
+      py::arg("host_speed") = 1.0, py::arg("host_model_json") = "", py::arg("steady_wall_ms") = 0.0,
       "Forecasts a step captured by habitat._C (its .capsule; the origin comes from a trace\n"
       "document whose steps are ignored): (the forecast document without its ops, the per-op\n"
-      "rows, an OpRowsBuffer).");
+      "rows, an OpRowsBuffer). steady_wall_ms > 0: the wall time of the same step run without\n"
+      "recording (predict_on's steady-state steps), to which the timeline's host is calibrated.");
 
   m.attr("DEFAULT_OVERHEAD_PER_OP_US") = kDefaultOverheadPerOpUs;
   m.def(
