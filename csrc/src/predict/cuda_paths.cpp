@@ -7,6 +7,8 @@
 #include <string_view>
 #include <tuple>
 
+#include "trace/op_args.h"
+
 namespace habitat::cuda_paths {
 namespace {
 
@@ -193,6 +195,61 @@ std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceO
   return e;
 }
 
+bool is_dtype(const TensorMeta* t, std::string_view name) {
+  if (t == nullptr) return false;
+  const std::string_view d = t->dtype.str();  // without "torch." (trace.h)
+  return d == name || (name == "float16" && d == "half");
+}
+
+// PyTorch's choice of backend for a CUDA batch norm (aten/src/ATen/native/Normalization.cpp,
+// _select_batch_norm_backend): cuDNN unless the input or the weight is bfloat16 or a half
+// input comes with a half weight; it also needs weight and bias, both running statistics
+// (or neither, in training), a >= 3-D input, a batch of at most 880801 (training) or 65535
+// (inference), fewer than 2^31 elements and cuDNN enabled. Otherwise the native kernels run
+// (Normalization.cuh), which is what the CPU trace records. The backward follows the forward.
+bool cudnn_batch_norm(const OpRecord& op, bool backward, bool cudnn_enabled) {
+  const TensorMeta* input = arg_tensor(op, "input");
+  const TensorMeta* weight = arg_tensor(op, "weight");
+  if (!cudnn_enabled || input == nullptr || weight == nullptr) return false;
+  if (is_dtype(input, "bfloat16") || is_dtype(weight, "bfloat16")) return false;
+  if (is_dtype(input, "float16") && !is_dtype(weight, "float32")) return false;
+  if (is_dtype(input, "float64") != is_dtype(weight, "float64")) return false;
+  if (input->shape.size() < 3 || input->numel() >= (int64_t{1} << 31) - 1) return false;
+  // The backward's running statistics and bias are those the forward had; bias is not
+  // among its arguments (affine batch norms have both).
+  if (!backward && arg_tensor(op, "bias") == nullptr) return false;
+  const bool stats = arg_tensor(op, "running_mean") != nullptr && arg_tensor(op, "running_var") != nullptr;
+  const bool training = op_args::boolean(op.args, backward ? "train" : "training", true);
+  if (!stats && !training) return false;
+  return input->shape[0] <= (training ? 880801 : 65535);
+}
+
+// The CPU records native_batch_norm(_backward); CUDA runs cuDNN's op where PyTorch picks it.
+std::optional<Expansion> batch_norm_backend(const Step& step, std::size_t i, bool cudnn_enabled) {
+  const OpRecord& op = step.ops[i];
+  const bool backward = op.name == "aten::native_batch_norm_backward";
+  if (!backward && op.name != "aten::native_batch_norm") return std::nullopt;
+  if (!cudnn_batch_norm(op, backward, cudnn_enabled)) return std::nullopt;
+  OpRecord cudnn = op;
+  cudnn.name = backward ? "aten::cudnn_batch_norm_backward" : "aten::cudnn_batch_norm";
+  cudnn.overload.clear();
+  cudnn.has_children = false;
+  Expansion e;
+  e.index = i;
+  e.parts.emplace_back(std::move(cudnn), 1.0);
+  return e;
+}
+
+// torch.backends.cudnn.enabled as the step's batch_norm calls recorded it (their
+// cudnn_enabled argument); true when none recorded it.
+bool step_cudnn_enabled(const Step& step) {
+  for (const OpRecord& op : step.ops) {
+    if (op.name != "aten::batch_norm" && op.name != "aten::_batch_norm_impl_index") continue;
+    if (!op_args::boolean(op.args, "cudnn_enabled", true)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Mapping map_cpu_step(const Step& step, const OpIndex& index_of,
@@ -205,6 +262,7 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of,
   std::map<GroupKey, std::string> names;
   // An op that re-dispatches itself (autocast) is costed through its inner call.
   std::vector<char> redispatches(n, 0);
+  const bool cudnn_enabled = step_cudnn_enabled(step);
   for (const OpRecord& op : step.ops) {
     if (!op.parent) continue;
     const std::size_t p = index_of.find(*op.parent);
@@ -213,7 +271,9 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of,
   for (std::size_t i = 0; i < n; ++i) {
     const OpRecord& op = step.ops[i];
     if (!redispatches[i]) {
-      if (auto e = rnn_layer(step, i, origin)) {
+      auto e = rnn_layer(step, i, origin);
+      if (!e) e = batch_norm_backend(step, i, cudnn_enabled);
+      if (e) {
         m.parent_wins[i] = 1;
         m.expansions.push_back(std::move(*e));
         continue;
