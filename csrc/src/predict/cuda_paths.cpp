@@ -149,7 +149,40 @@ const TensorMeta* arg_tensor(const OpRecord& op, const char* name) {
 
 // mkldnn_rnn_layer(input, weight0 = W_ih [G*H, I], weight1 = W_hh [G*H, H], ...) and its
 // backward (weight1 = W_ih, weight2 = W_hh): one direction of one layer.
-std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceOrigin& origin) {
+// The storages of every recurrent layer's output in the step: a layer whose input is one of
+// them is stacked on another (layer 2 and up of a multi-layer LSTM/GRU).
+std::set<uint64_t> rnn_layer_outputs(const Step& step) {
+  std::set<uint64_t> out;
+  for (const OpRecord& op : step.ops) {
+    if (op.name == "aten::mkldnn_rnn_layer" && !op.outputs.empty() && op.outputs[0].storage != 0) {
+      out.insert(op.outputs[0].storage);
+    }
+  }
+  return out;
+}
+
+// The bias gradient of a layer: the gate gradients of every step summed over time and batch.
+OpRecord rnn_bias_grad(const OpRecord& layer, const PrecisionFlags& flags, int64_t rows, int64_t gates,
+                       const std::string& dtype) {
+  OpRecord op;
+  op.id = layer.id;
+  op.phase = layer.phase;
+  op.precision = flags;
+  op.name = "aten::sum";
+  op.overload = "dim_IntList";
+  Argument dim{"dim", {}};
+  dim.value.kind = ArgValue::Kind::IntList;
+  dim.value.ints = {0};
+  op.args = {tensor_argument("self", matrix(rows, gates, dtype)), std::move(dim)};
+  TensorMeta out = matrix(1, gates, dtype);
+  out.shape = {gates};
+  out.strides = {1};
+  op.outputs = {out};
+  return op;
+}
+
+std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceOrigin& origin,
+                                   const std::set<uint64_t>& stacked_inputs) {
   const OpRecord& op = step.ops[i];
   const bool backward = op.name == "aten::mkldnn_rnn_layer_backward";
   if (!backward && op.name != "aten::mkldnn_rnn_layer") return std::nullopt;
@@ -188,9 +221,24 @@ std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceO
   } else {
     add(false, batch, 0, gates, t);          // cell gradient per step
     add(true, batch, gates, hidden, t);      // gradient to the previous h per step
-    add(true, steps * batch, gates, in, 1);  // input gradient
+    // cuDNN runs a multi-layer RNN's backward as a wavefront over layers and time: a stacked
+    // layer's input gradient (the gradient of the layer below's output) is computed step by
+    // step, one [batch, gates] x [gates, in] GEMM each, as the layer below needs it; the
+    // first layer's in one GEMM over the whole sequence. (H100 CUPTI, the recorded LSTM:
+    // 64 such per-step GEMMs for its two stacked layers.)
+    const bool stacked = input->storage != 0 && stacked_inputs.contains(input->storage);
+    if (stacked) {
+      add(true, batch, gates, in, t);
+    } else {
+      add(true, steps * batch, gates, in, 1);  // input gradient
+    }
     add(true, gates, steps * batch, in, 1);  // W_ih gradient
     add(true, gates, steps * batch, hidden, 1);  // W_hh gradient
+    // Bias gradients: the gate gradients summed over every step and batch row (one
+    // reduction; b_ih and b_hh get the same sum).
+    if (arg_tensor(op, "weight3") != nullptr) {
+      e.parts.emplace_back(rnn_bias_grad(op, flags, steps * batch, gates, dtype), 1.0);
+    }
   }
   return e;
 }
@@ -263,6 +311,7 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of,
   // An op that re-dispatches itself (autocast) is costed through its inner call.
   std::vector<char> redispatches(n, 0);
   const bool cudnn_enabled = step_cudnn_enabled(step);
+  const std::set<uint64_t> stacked_inputs = rnn_layer_outputs(step);
   for (const OpRecord& op : step.ops) {
     if (!op.parent) continue;
     const std::size_t p = index_of.find(*op.parent);
@@ -271,7 +320,7 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of,
   for (std::size_t i = 0; i < n; ++i) {
     const OpRecord& op = step.ops[i];
     if (!redispatches[i]) {
-      auto e = rnn_layer(step, i, origin);
+      auto e = rnn_layer(step, i, origin, stacked_inputs);
       if (!e) e = batch_norm_backend(step, i, cudnn_enabled);
       if (e) {
         m.parent_wins[i] = 1;

@@ -341,5 +341,59 @@ TEST(CudaPaths, BatchNormRunsCudnnUnlessBf16OrCudnnIsOff) {
   EXPECT_GT(b.ops[2].cost.bytes_read, 0.99 * x_bytes);
   EXPECT_GT(b.ops[4].cost.bytes_read, 1.99 * x_bytes);
 }
+
+// The backward of one layer as the CPU records it (weight1 = W_ih, weight2 = W_hh, then the
+// biases); `input` is the tensor the forward layer read.
+OpRecord rnn_layer_backward_op(uint64_t id, const TensorMeta& input) {
+  const int64_t in = input.shape[2];
+  OpRecord op = make(id, "aten::mkldnn_rnn_layer_backward",
+                     {tensor("input", input), tensor("weight1", T({4096, in})),
+                      tensor("weight2", T({4096, 1024})), tensor("weight3", T({4096})),
+                      tensor("weight4", T({4096})), tensor("hx_", T({128, 1024})),
+                      tensor("cx_tmp", T({128, 1024})), tensor("output", T({32, 128, 1024})),
+                      tensor("hy_", T({128, 1024})), tensor("cy_", T({128, 1024})),
+                      tensor("grad_output", T({32, 128, 1024})), test::none("grad_hy"),
+                      test::none("grad_cy"), test::boolean("reverse", false), test::integer("mode", 2),
+                      test::integer("hidden_size", 1024), test::integer("num_layers", 1),
+                      test::boolean("has_biases", true), test::boolean("train", true),
+                      test::boolean("bidirectional", false), test::ints("batch_sizes", {}),
+                      test::boolean("batch_first", false), tensor("workspace", T({1000}))},
+                     {T({32, 128, in}), T({4096, in}), T({4096, 1024}), T({4096}), T({4096})});
+  op.phase = Phase::Backward;
+  return op;
+}
+
+TEST(CudaPaths, StackedRnnLayersTakeTheirInputGradientStepByStep) {
+  // Two stacked layers: layer 2 reads layer 1's output (the same storage). cuDNN computes a
+  // stacked layer's input gradient per time step ([128, 4096] x [4096, 1024], 32 times) and
+  // the first layer's as one GEMM over the sequence; each layer sums its gate gradients
+  // into the bias gradient.
+  OpRecord layer1 = rnn_layer_op("float32");
+  layer1.outputs[0] = test::on_storage(layer1.outputs[0], 7);
+  OpRecord layer2 = rnn_layer_op("float32");
+  layer2.id = 1;
+  layer2.args[0] = tensor("input", test::on_storage(T({32, 128, 1024}), 7));
+  layer2.args[1] = tensor("weight0", T({4096, 1024}));
+  Step step;
+  step.ops = {layer1, layer2, rnn_layer_backward_op(2, layer2.args[0].value.tensors[0]),
+              rnn_layer_backward_op(3, test::on_storage(T({32, 128, 512}), 9))};
+  const OpIndex index_of(step);
+  const cuda_paths::Mapping m = cuda_paths::map_cpu_step(step, index_of);
+  ASSERT_EQ(m.expansions.size(), 4u);
+  const auto& stacked = m.expansions[2].parts;
+  const auto& first = m.expansions[3].parts;
+  ASSERT_EQ(stacked.size(), 6u);
+  ASSERT_EQ(first.size(), 6u);
+  EXPECT_EQ(stacked[2].second, 32.0);
+  EXPECT_EQ(stacked[2].first.args[0].value.tensors[0].shape, (std::vector<int64_t>{128, 4096}));
+  EXPECT_EQ(first[2].second, 1.0);
+  EXPECT_EQ(first[2].first.args[0].value.tensors[0].shape, (std::vector<int64_t>{32 * 128, 4096}));
+  EXPECT_EQ(first[5].first.name, "aten::sum");
+  EXPECT_EQ(first[5].first.args[0].value.tensors[0].shape, (std::vector<int64_t>{32 * 128, 4096}));
+  EXPECT_EQ(first[5].first.outputs[0].shape, (std::vector<int64_t>{4096}));
+  // Same FLOPs either way; the per-step GEMMs cost more (32 launches of a small GEMM).
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_GT(f.ops[2].cost.kernels, f.ops[3].cost.kernels);
+}
 }  // namespace
 }  // namespace habitat
