@@ -370,6 +370,16 @@ TEST(OpCostViews, ViewsMoveNothing) {
   }
 }
 
+TEST(OpCostViews, BackendQueriesLaunchNothing) {
+  // aten::lstm asks cudnn_is_acceptable(input) before choosing a path: a bool from the
+  // tensor's metadata, which used to be costed as an unknown op from its input's bytes.
+  for (const char* name : {"aten::cudnn_is_acceptable", "aten::is_pinned", "aten::_fused_sdp_choice"}) {
+    const OpCost c = estimate_cost(op(name, "", {tensor("self", T({32, 128, 512}))}, {}));
+    EXPECT_EQ(c.op_class, OpClass::NoKernel) << name;
+    EXPECT_EQ(c.kernels, 0) << name;
+  }
+}
+
 TEST(OpCostViews, ReshapeCopiesWhenTheRecordShowsNewStorage) {
   TensorMeta transposed = on_storage(T({8, 4}), 1);
   transposed.strides = {1, 8};
