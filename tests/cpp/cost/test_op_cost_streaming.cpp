@@ -169,7 +169,17 @@ TEST(OpCostPool, MaxPoolForwardAndBackward) {
       {T({4, 8, 8, 8})});
   const OpCost b = estimate_cost(bwd);
   EXPECT_DOUBLE_EQ(b.bytes_read, 2048 + 4096);
-  EXPECT_DOUBLE_EQ(b.bytes_written, 2048 * 4.0);
+  // CUDA zero-fills the input gradient, then the kernel writes it: two writes, two kernels.
+  EXPECT_DOUBLE_EQ(b.bytes_written, 2 * 2048 * 4.0);
+  EXPECT_EQ(b.kernels, 2);
+  // Average pooling's backward writes each input gradient once (no fill).
+  const auto avg = op(
+      "aten::avg_pool2d_backward", "",
+      {tensor("grad_output", T({4, 8, 4, 4})), tensor("self", T({4, 8, 8, 8})),
+       ints("kernel_size", {2}), ints("stride", {2}), ints("padding", {0}), boolean("ceil_mode", false),
+       boolean("count_include_pad", true), none("divisor_override")},
+      {T({4, 8, 8, 8})});
+  EXPECT_DOUBLE_EQ(estimate_cost(avg).bytes_written, 2048 * 4.0);
 }
 
 OpRecord layer_norm_backward(std::vector<int64_t> mask) {
