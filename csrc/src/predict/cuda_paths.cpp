@@ -147,8 +147,6 @@ const TensorMeta* arg_tensor(const OpRecord& op, const char* name) {
   return t != nullptr && t->defined ? t : nullptr;
 }
 
-// mkldnn_rnn_layer(input, weight0 = W_ih [G*H, I], weight1 = W_hh [G*H, H], ...) and its
-// backward (weight1 = W_ih, weight2 = W_hh): one direction of one layer.
 // The storages of every recurrent layer's output in the step: a layer whose input is one of
 // them is stacked on another (layer 2 and up of a multi-layer LSTM/GRU).
 std::set<uint64_t> rnn_layer_outputs(const Step& step) {
@@ -181,6 +179,8 @@ OpRecord rnn_bias_grad(const OpRecord& layer, const PrecisionFlags& flags, int64
   return op;
 }
 
+// mkldnn_rnn_layer(input, weight0 = W_ih [G*H, I], weight1 = W_hh [G*H, H], ...) and its
+// backward (weight1 = W_ih, weight2 = W_hh): one direction of one layer.
 std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceOrigin& origin,
                                    const std::set<uint64_t>& stacked_inputs) {
   const OpRecord& op = step.ops[i];
@@ -261,7 +261,6 @@ bool cudnn_batch_norm(const OpRecord& op, bool backward, bool cudnn_enabled) {
   if (!cudnn_enabled || input == nullptr || weight == nullptr) return false;
   if (is_dtype(input, "bfloat16") || is_dtype(weight, "bfloat16")) return false;
   if (is_dtype(input, "float16") && !is_dtype(weight, "float32")) return false;
-  if (is_dtype(input, "float64") != is_dtype(weight, "float64")) return false;
   if (input->shape.size() < 3 || input->numel() >= (int64_t{1} << 31) - 1) return false;
   // The backward's running statistics and bias are those the forward had; bias is not
   // among its arguments (affine batch norms have both).
