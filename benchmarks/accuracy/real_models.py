@@ -2,7 +2,7 @@
 against what those GPUs measured (benchmarks/results/<gpu>/summary.json and traces/).
 
     python benchmarks/accuracy/real_models.py trace [--cache DIR] [--only NAME] [--extra]
-    python benchmarks/accuracy/real_models.py compare [--cache DIR] [--by-class] [--json OUT]
+    python benchmarks/accuracy/real_models.py compare [--cache DIR] [--by-class] [--by-op] [--json OUT]
 
 `trace` builds every workload of benchmarks/gpu/models.py on the CPU (fp32, and bf16 under
 torch.autocast("cpu", dtype=torch.bfloat16), as the GPU runs used CUDA autocast), runs one
@@ -131,6 +131,39 @@ def gpu_kernels_by_class(gpu_dir: str, model: str, precision: str, gpu: str) -> 
     return out
 
 
+def _root_key(ops: list[dict[str, Any]]) -> Any:
+    """op -> (phase, name) of its outermost ancestor: the call the program made."""
+    by_id = {op["id"]: op for op in ops}
+
+    def key(op: dict[str, Any]) -> tuple[str, str]:
+        while "parent" in op and op["parent"] in by_id:
+            op = by_id[op["parent"]]
+        return op.get("phase", "?"), op["name"]
+    return key
+
+
+def by_root_op(cpu_step: dict[str, Any], forecast: dict[str, Any], t: int, gpu_dir: str, model: str,
+               precision: str) -> dict[tuple[str, str], tuple[float, float]]:
+    """(phase, top-level op) -> (measured kernel us on the GPU, forecast us from the CPU trace).
+    The two sides name some calls differently (the CPU's per-tensor optimizer ops and oneDNN
+    RNN layers, CUDA's foreach and cuDNN ops), so read them side by side."""
+    gpu_step = _load_json(RESULTS / gpu_dir / "traces" / f"{model}_{precision}.json.gz")["steps"][0]
+    out: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    key = _root_key(gpu_step["ops"])
+    for op in gpu_step["ops"]:
+        out[key(op)][0] += _kernel_us(op)
+    share = {o["id"]: o["predictions"][t][2] for o in forecast["ops"]}
+    key = _root_key(cpu_step["ops"])
+    for op in cpu_step["ops"]:
+        out[key(op)][1] += share.get(op["id"], 0.0)
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+# The classes whose time comes from the learned matrix models (GEMM, conv, attention; the GPU
+# side's cuDNN RNN ops are "unknown" to the cost model, their CPU forecast is GEMMs).
+MATRIX_CLASSES = ("conv", "gemm", "attention", "unknown")
+
+
 def forecast_by_class(forecast: dict[str, Any], t: int) -> dict[str, float]:
     out: dict[str, float] = defaultdict(float)
     for o in forecast["ops"]:
@@ -140,7 +173,8 @@ def forecast_by_class(forecast: dict[str, Any], t: int) -> dict[str, float]:
     return out
 
 
-def compare(cache: Path, by_class: bool, json_out: Path | None, only: str | None = None) -> int:
+def compare(cache: Path, by_class: bool, json_out: Path | None, only: str | None = None,
+            by_op: bool = False) -> int:
     targets = list(GPUS)
     rows = []
     missing = []
@@ -167,6 +201,8 @@ def compare(cache: Path, by_class: bool, json_out: Path | None, only: str | None
                        "kernel_error_pct": 100 * (forecast_ms / measured_kernel - 1),
                        "roofline_kernel_ms": roofline["totals"][t]["total_ms"],
                        "roofline_error_pct": 100 * (roofline["totals"][t]["total_ms"] / measured_kernel - 1)}
+                if by_op:
+                    row["by_op_us"] = by_root_op(doc["steps"][0], forecast, t, GPUS[gpu], model, precision)
                 if by_class:
                     row["gpu_by_class_ms"] = {k: v / 1e3 for k, v in sorted(
                         gpu_kernels_by_class(GPUS[gpu], model, precision, gpu).items())}
@@ -213,6 +249,30 @@ def compare(cache: Path, by_class: bool, json_out: Path | None, only: str | None
             print(f"\n{r['model']} {r['precision']} {r['gpu']}: class  measured ms  forecast ms")
             for k in sorted(set(r["gpu_by_class_ms"]) | set(r["forecast_by_class_ms"])):
                 print(f"  {k:<12} {r['gpu_by_class_ms'].get(k, 0):9.3f} {r['forecast_by_class_ms'].get(k, 0):9.3f}")
+    if by_class and rows:
+        print("\nMatrix classes (learned GEMM/conv/attention models; cuDNN RNN ops) vs the rest, in points "
+              "of each row's kernel error (rest = the error left if the matrix classes were exact)")
+        cf = []
+        for r in rows:
+            g, f, meas = r["gpu_by_class_ms"], r["forecast_by_class_ms"], r["measured_kernel_ms"]
+            matrix = sum(f.get(k, 0) - g.get(k, 0) for k in MATRIX_CLASSES) / meas * 100
+            rest = r["kernel_error_pct"] - matrix
+            cf.append((r["precision"], abs(rest)))
+            print(f"  {r['model']:<13} {r['precision']} {r['gpu']:<15} {r['kernel_error_pct']:+6.1f}%  "
+                  f"matrix {matrix:+6.1f}  rest {rest:+6.1f}")
+        for precision in PRECISIONS:
+            sel = [e for p, e in cf if p == precision]
+            if sel:
+                print(f"  {precision}: mean abs kernel error with the matrix classes as measured "
+                      f"{statistics.fmean(sel):.1f}%")
+    if by_op:
+        for r in rows:
+            print(f"\n{r['model']} {r['precision']} {r['gpu']}: phase, top-level op, measured us, forecast us")
+            ops = sorted(r["by_op_us"].items(), key=lambda kv: -max(kv[1]))
+            for (phase, name), (measured, forecast_us) in ops:
+                if max(measured, forecast_us) >= 20:
+                    print(f"  {phase:<10} {name:<50} {measured:10.1f} {forecast_us:10.1f}")
+            r["by_op_us"] = {f"{ph} {name}": v for (ph, name), v in r["by_op_us"].items()}
     if json_out:
         json_out.write_text(json.dumps(rows, indent=1))
     return 0
@@ -230,11 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--by-class", action="store_true")
     c.add_argument("--json", type=Path)
     c.add_argument("--only")
+    c.add_argument("--by-op", action="store_true",
+                   help="each top-level op's measured kernels next to its forecast")
     args = p.parse_args(argv)
     if args.cmd == "trace":
         trace_all(args.cache, args.only, args.extra)
         return 0
-    return compare(args.cache, args.by_class, args.json, args.only)
+    return compare(args.cache, args.by_class, args.json, args.only, args.by_op)
 
 
 if __name__ == "__main__":

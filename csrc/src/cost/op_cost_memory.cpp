@@ -173,7 +173,10 @@ void add_memory_rules(RuleTable& t) {
       "is_floating_point is_complex retain_grad retains_grad output_nr _version _fw_primal "
       "_make_dual _unpack_dual _has_compatible_shallow_copy_type _assert_tensor_metadata "
       "record_stream align_to rename refine_names result_type broadcast_tensors broadcast_to "
-      "atleast_1d atleast_2d atleast_3d",
+      "atleast_1d atleast_2d atleast_3d "
+      // Backend queries: a bool from the tensor's metadata, no kernel on any device.
+      "cudnn_is_acceptable is_pinned is_set_to _use_cudnn_ctc_loss _use_cudnn_rnn_flatten_weight "
+      "_fused_sdp_choice",
       {no_kernel});
 }
 

@@ -50,15 +50,22 @@ OpCost mean_var_norm(const OpContext& c, double param) {
   return streaming_cost(c, OpClass::Norm, numel(*in) * per_element, static_cast<int>(param));
 }
 
+// param: kernels of a training call (native CUDA: statistics, their finalisation, the
+// normalisation; cuDNN: 1). Inference runs one element-wise kernel either way.
 OpCost batch_norm(const OpContext& c, double param) {
   const TensorMeta* in = norm_input(c);
   if (in == nullptr) return OpCost{};
   const bool training = batch_norm_training(c);
   const double per_element = (training ? kStatsAndNormalize : kNormalizeOnly) + affine_flops(c);
-  // Native CUDA training runs a statistics kernel then an element-wise one; cuDNN and
-  // inference run one.
-  const int kernels = training ? static_cast<int>(param) : 1;
-  return streaming_cost(c, OpClass::Norm, numel(*in) * per_element, kernels);
+  const bool native_passes = training && param > 1;
+  OpCost cost = streaming_cost(c, OpClass::Norm, numel(*in) * per_element,
+                               training ? static_cast<int>(param) : 1);
+  // PyTorch's native CUDA batch norm (batch_norm_collect_statistics*_kernel, then
+  // batch_norm_transform_input*_kernel; aten/src/ATen/native/cuda/Normalization.cuh) reads
+  // the input twice: once for the statistics, once to normalise it. cuDNN's kernels
+  // (single-read / semi-persistent) read it once.
+  if (native_passes) cost.bytes_read += footprint_bytes(*in);
+  return cost;
 }
 
 OpCost rms_norm(const OpContext& c, double) {
@@ -81,6 +88,23 @@ OpCost norm_backward(const OpContext& c, double input_grad_flops) {
       (gx ? input_grad_flops : 0) + (gw ? kWeightGrad : 0) + (gb ? kBiasGrad : 0);
   const int kernels = (gx ? 1 : 0) + (gw || gb ? 1 : 0);
   return streaming_cost(c, OpClass::Norm, numel(*in) * per_element, kernels);
+}
+
+// Native CUDA batch-norm backward in training mode (batch_norm_backward_reduce*_kernel then
+// batch_norm_backward_elemt*_kernel, or for NCHW the fused batch_norm_backward_kernel, one
+// block per channel): the gradient sums over x and dy come first, then the input gradient
+// reads x and dy again. So x and dy are read twice whenever the input gradient needs the
+// batch statistics' gradients (train) and once otherwise.
+OpCost batch_norm_backward(const OpContext& c, double) {
+  OpCost cost = norm_backward(c, kNormInputGrad);
+  const TensorMeta* in = norm_input(c);
+  if (in == nullptr || cost.op_class == OpClass::Unknown) return cost;
+  const bool gx = mask_bit(c, "output_mask", 0);
+  if (gx && bool_arg(c, "train", true)) {
+    const TensorMeta* dy = tensor_arg(c, "grad_out");
+    cost.bytes_read += footprint_bytes(*in) + (dy != nullptr ? footprint_bytes(*dy) : 0.0);
+  }
+  return cost;
 }
 
 // cudnn_batch_norm_backward always computes all three gradients in one kernel.
@@ -113,18 +137,19 @@ void add_norm_rules(RuleTable& t) {
   t["group_norm"] = {mean_var_norm, 2};
   add_rules(t,
             "native_batch_norm _native_batch_norm_legit _native_batch_norm_legit_functional "
-            "_native_batch_norm_legit_no_training _batch_norm_with_update _batch_norm_no_update "
-            "batch_norm _batch_norm_impl_index",
-            {batch_norm, 2});
+            "_native_batch_norm_legit_no_training _batch_norm_with_update _batch_norm_no_update",
+            {batch_norm, 3});
+  // The dispatching wrappers (their children are the backend's op) are costed as the least
+  // work any backend does, so that the backend's own estimate decides.
+  add_rules(t, "batch_norm _batch_norm_impl_index", {batch_norm, 1});
   t["cudnn_batch_norm"] = {batch_norm, 1};
   t["miopen_batch_norm"] = {batch_norm, 1};
   t["_fused_rms_norm"] = {rms_norm};
   t["rms_norm"] = {rms_norm};
 
-  add_rules(t,
-            "native_layer_norm_backward native_batch_norm_backward batch_norm_backward "
-            "native_group_norm_backward",
+  add_rules(t, "native_layer_norm_backward native_group_norm_backward",
             {norm_backward, kNormInputGrad});
+  add_rules(t, "native_batch_norm_backward batch_norm_backward", {batch_norm_backward});
   t["_fused_rms_norm_backward"] = {norm_backward, kRmsInputGrad};
   t["cudnn_batch_norm_backward"] = {cudnn_batch_norm_backward};
   t["miopen_batch_norm_backward"] = {cudnn_batch_norm_backward};

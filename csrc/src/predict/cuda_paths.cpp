@@ -7,6 +7,8 @@
 #include <string_view>
 #include <tuple>
 
+#include "trace/op_args.h"
+
 namespace habitat::cuda_paths {
 namespace {
 
@@ -145,9 +147,42 @@ const TensorMeta* arg_tensor(const OpRecord& op, const char* name) {
   return t != nullptr && t->defined ? t : nullptr;
 }
 
+// The storages of every recurrent layer's output in the step: a layer whose input is one of
+// them is stacked on another (layer 2 and up of a multi-layer LSTM/GRU).
+std::set<uint64_t> rnn_layer_outputs(const Step& step) {
+  std::set<uint64_t> out;
+  for (const OpRecord& op : step.ops) {
+    if (op.name == "aten::mkldnn_rnn_layer" && !op.outputs.empty() && op.outputs[0].storage != 0) {
+      out.insert(op.outputs[0].storage);
+    }
+  }
+  return out;
+}
+
+// The bias gradient of a layer: the gate gradients of every step summed over time and batch.
+OpRecord rnn_bias_grad(const OpRecord& layer, const PrecisionFlags& flags, int64_t rows, int64_t gates,
+                       const std::string& dtype) {
+  OpRecord op;
+  op.id = layer.id;
+  op.phase = layer.phase;
+  op.precision = flags;
+  op.name = "aten::sum";
+  op.overload = "dim_IntList";
+  Argument dim{"dim", {}};
+  dim.value.kind = ArgValue::Kind::IntList;
+  dim.value.ints = {0};
+  op.args = {tensor_argument("self", matrix(rows, gates, dtype)), std::move(dim)};
+  TensorMeta out = matrix(1, gates, dtype);
+  out.shape = {gates};
+  out.strides = {1};
+  op.outputs = {out};
+  return op;
+}
+
 // mkldnn_rnn_layer(input, weight0 = W_ih [G*H, I], weight1 = W_hh [G*H, H], ...) and its
 // backward (weight1 = W_ih, weight2 = W_hh): one direction of one layer.
-std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceOrigin& origin) {
+std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceOrigin& origin,
+                                   const std::set<uint64_t>& stacked_inputs) {
   const OpRecord& op = step.ops[i];
   const bool backward = op.name == "aten::mkldnn_rnn_layer_backward";
   if (!backward && op.name != "aten::mkldnn_rnn_layer") return std::nullopt;
@@ -186,11 +221,80 @@ std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceO
   } else {
     add(false, batch, 0, gates, t);          // cell gradient per step
     add(true, batch, gates, hidden, t);      // gradient to the previous h per step
-    add(true, steps * batch, gates, in, 1);  // input gradient
+    // cuDNN runs a multi-layer RNN's backward as a wavefront over layers and time: a stacked
+    // layer's input gradient (the gradient of the layer below's output) is computed step by
+    // step, one [batch, gates] x [gates, in] GEMM each, as the layer below needs it; the
+    // first layer's in one GEMM over the whole sequence. (H100 CUPTI, the recorded LSTM:
+    // 64 such per-step GEMMs for its two stacked layers.)
+    const bool stacked = input->storage != 0 && stacked_inputs.contains(input->storage);
+    if (stacked) {
+      add(true, batch, gates, in, t);
+    } else {
+      add(true, steps * batch, gates, in, 1);  // input gradient
+    }
     add(true, gates, steps * batch, in, 1);  // W_ih gradient
     add(true, gates, steps * batch, hidden, 1);  // W_hh gradient
+    // Bias gradients: the gate gradients summed over every step and batch row (one
+    // reduction; b_ih and b_hh get the same sum).
+    if (arg_tensor(op, "weight3") != nullptr) {
+      e.parts.emplace_back(rnn_bias_grad(op, flags, steps * batch, gates, dtype), 1.0);
+    }
   }
   return e;
+}
+
+bool is_dtype(const TensorMeta* t, std::string_view name) {
+  if (t == nullptr) return false;
+  const std::string_view d = t->dtype.str();  // without "torch." (trace.h)
+  return d == name || (name == "float16" && d == "half");
+}
+
+// PyTorch's choice of backend for a CUDA batch norm (aten/src/ATen/native/Normalization.cpp,
+// _select_batch_norm_backend): cuDNN unless the input or the weight is bfloat16 or a half
+// input comes with a half weight; it also needs weight and bias, both running statistics
+// (or neither, in training), a >= 3-D input, a batch of at most 880801 (training) or 65535
+// (inference), fewer than 2^31 elements and cuDNN enabled. Otherwise the native kernels run
+// (Normalization.cuh), which is what the CPU trace records. The backward follows the forward.
+bool cudnn_batch_norm(const OpRecord& op, bool backward, bool cudnn_enabled) {
+  const TensorMeta* input = arg_tensor(op, "input");
+  const TensorMeta* weight = arg_tensor(op, "weight");
+  if (!cudnn_enabled || input == nullptr || weight == nullptr) return false;
+  if (is_dtype(input, "bfloat16") || is_dtype(weight, "bfloat16")) return false;
+  if (is_dtype(input, "float16") && !is_dtype(weight, "float32")) return false;
+  if (input->shape.size() < 3 || input->numel() >= (int64_t{1} << 31) - 1) return false;
+  // The backward's running statistics and bias are those the forward had; bias is not
+  // among its arguments (affine batch norms have both).
+  if (!backward && arg_tensor(op, "bias") == nullptr) return false;
+  const bool stats = arg_tensor(op, "running_mean") != nullptr && arg_tensor(op, "running_var") != nullptr;
+  const bool training = op_args::boolean(op.args, backward ? "train" : "training", true);
+  if (!stats && !training) return false;
+  return input->shape[0] <= (training ? 880801 : 65535);
+}
+
+// The CPU records native_batch_norm(_backward); CUDA runs cuDNN's op where PyTorch picks it.
+std::optional<Expansion> batch_norm_backend(const Step& step, std::size_t i, bool cudnn_enabled) {
+  const OpRecord& op = step.ops[i];
+  const bool backward = op.name == "aten::native_batch_norm_backward";
+  if (!backward && op.name != "aten::native_batch_norm") return std::nullopt;
+  if (!cudnn_batch_norm(op, backward, cudnn_enabled)) return std::nullopt;
+  OpRecord cudnn = op;
+  cudnn.name = backward ? "aten::cudnn_batch_norm_backward" : "aten::cudnn_batch_norm";
+  cudnn.overload.clear();
+  cudnn.has_children = false;
+  Expansion e;
+  e.index = i;
+  e.parts.emplace_back(std::move(cudnn), 1.0);
+  return e;
+}
+
+// torch.backends.cudnn.enabled as the step's batch_norm calls recorded it (their
+// cudnn_enabled argument); true when none recorded it.
+bool step_cudnn_enabled(const Step& step) {
+  for (const OpRecord& op : step.ops) {
+    if (op.name != "aten::batch_norm" && op.name != "aten::_batch_norm_impl_index") continue;
+    if (!op_args::boolean(op.args, "cudnn_enabled", true)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -205,6 +309,8 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of,
   std::map<GroupKey, std::string> names;
   // An op that re-dispatches itself (autocast) is costed through its inner call.
   std::vector<char> redispatches(n, 0);
+  const bool cudnn_enabled = step_cudnn_enabled(step);
+  const std::set<uint64_t> stacked_inputs = rnn_layer_outputs(step);
   for (const OpRecord& op : step.ops) {
     if (!op.parent) continue;
     const std::size_t p = index_of.find(*op.parent);
@@ -213,7 +319,9 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of,
   for (std::size_t i = 0; i < n; ++i) {
     const OpRecord& op = step.ops[i];
     if (!redispatches[i]) {
-      if (auto e = rnn_layer(step, i, origin)) {
+      auto e = rnn_layer(step, i, origin, stacked_inputs);
+      if (!e) e = batch_norm_backend(step, i, cudnn_enabled);
+      if (e) {
         m.parent_wins[i] = 1;
         m.expansions.push_back(std::move(*e));
         continue;

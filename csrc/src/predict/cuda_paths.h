@@ -17,6 +17,9 @@
 //     gradient and a GEMM per step, then three GEMMs over the whole sequence for the input
 //     gradient and both weight gradients). The layer is costed as those parts, with the
 //     matrix precision cuDNN's switch allows (cuDNN RNNs use TF32 unless it is off).
+//   - batch norm: the CPU records native_batch_norm(_backward); CUDA runs cuDNN's kernels
+//     where PyTorch's backend choice picks them (float32, half with float weights) and its
+//     own native kernels otherwise (bfloat16): see cudnn_batch_norm in cuda_paths.cpp.
 #pragma once
 
 #include <cstddef>

@@ -169,7 +169,17 @@ TEST(OpCostPool, MaxPoolForwardAndBackward) {
       {T({4, 8, 8, 8})});
   const OpCost b = estimate_cost(bwd);
   EXPECT_DOUBLE_EQ(b.bytes_read, 2048 + 4096);
-  EXPECT_DOUBLE_EQ(b.bytes_written, 2048 * 4.0);
+  // CUDA zero-fills the input gradient, then the kernel writes it: two writes, two kernels.
+  EXPECT_DOUBLE_EQ(b.bytes_written, 2 * 2048 * 4.0);
+  EXPECT_EQ(b.kernels, 2);
+  // Average pooling's backward writes each input gradient once (no fill).
+  const auto avg = op(
+      "aten::avg_pool2d_backward", "",
+      {tensor("grad_output", T({4, 8, 4, 4})), tensor("self", T({4, 8, 8, 8})),
+       ints("kernel_size", {2}), ints("stride", {2}), ints("padding", {0}), boolean("ceil_mode", false),
+       boolean("count_include_pad", true), none("divisor_override")},
+      {T({4, 8, 8, 8})});
+  EXPECT_DOUBLE_EQ(estimate_cost(avg).bytes_written, 2048 * 4.0);
 }
 
 OpRecord layer_norm_backward(std::vector<int64_t> mask) {
@@ -214,9 +224,48 @@ TEST(OpCostNorm, BatchNormTrainingComputesStatisticsInferenceDoesNot) {
               {x, T({64}), T({64})});
   };
   EXPECT_DOUBLE_EQ(estimate_cost(bn(true)).flops, 65536 * 8.0);
-  EXPECT_EQ(estimate_cost(bn(true)).kernels, 2);
+  EXPECT_EQ(estimate_cost(bn(true)).kernels, 3);  // statistics, their finalisation, normalise
   EXPECT_DOUBLE_EQ(estimate_cost(bn(false)).flops, 65536 * 4.0);
   EXPECT_EQ(estimate_cost(bn(false)).kernels, 1);
+}
+
+TEST(OpCostNorm, NativeBatchNormReadsItsInputTwiceCudnnOnce) {
+  // PyTorch's native CUDA kernels make a statistics pass and a normalisation pass over x;
+  // cuDNN's training kernel reads it once.
+  const TensorMeta x = T({16, 64, 8, 8}, "bfloat16");  // 65,536 elements, 128 KiB
+  const std::vector<Argument> args{tensor("input", x), tensor("weight", T({64})), tensor("bias", T({64})),
+                                   tensor("running_mean", T({64})), tensor("running_var", T({64})),
+                                   boolean("training", true), real("momentum", 0.1), real("eps", 1e-5)};
+  const std::vector<TensorMeta> outs{x, T({64}), T({64})};
+  const OpCost native = estimate_cost(op("aten::native_batch_norm", "", args, outs));
+  const OpCost cudnn = estimate_cost(op("aten::cudnn_batch_norm", "", args, outs));
+  const double params = 4 * 64 * 4.0;
+  EXPECT_DOUBLE_EQ(native.bytes_read, 2 * 131072 + params);
+  EXPECT_DOUBLE_EQ(cudnn.bytes_read, 131072 + params);
+  EXPECT_EQ(cudnn.kernels, 1);
+  // The dispatching wrappers never cost more than the cheapest backend, so the backend op
+  // under them decides.
+  const OpCost wrapper = estimate_cost(op("aten::_batch_norm_impl_index", "", args, outs));
+  EXPECT_DOUBLE_EQ(wrapper.bytes_read, cudnn.bytes_read);
+}
+
+TEST(OpCostNorm, NativeBatchNormBackwardReadsXAndDyTwiceInTraining) {
+  const TensorMeta x = T({16, 64, 8, 8}, "bfloat16");  // 128 KiB
+  auto bwd = [&](bool train, std::vector<int64_t> mask) {
+    return op("aten::native_batch_norm_backward", "",
+              {tensor("grad_out", x), tensor("input", x), tensor("weight", T({64})),
+               tensor("running_mean", T({64})), tensor("running_var", T({64})),
+               tensor("save_mean", T({64})), tensor("save_invstd", T({64})), boolean("train", train),
+               real("eps", 1e-5), bools("output_mask", std::move(mask))},
+              {x, T({64}), T({64})});
+  };
+  const double params = 5 * 64 * 4.0;
+  // Reduce pass (x, dy), then the element-wise input gradient (x, dy again).
+  EXPECT_DOUBLE_EQ(estimate_cost(bwd(true, {1, 1, 1})).bytes_read, 4 * 131072 + params);
+  // Inference statistics: no batch-statistics gradient, one pass.
+  EXPECT_DOUBLE_EQ(estimate_cost(bwd(false, {1, 1, 1})).bytes_read, 2 * 131072 + params);
+  // Weight and bias gradients only: the reduce pass alone.
+  EXPECT_DOUBLE_EQ(estimate_cost(bwd(true, {0, 1, 1})).bytes_read, 2 * 131072 + params);
 }
 
 TEST(OpCostSoftmax, ForwardAndBackward) {
@@ -328,6 +377,16 @@ TEST(OpCostViews, ViewsMoveNothing) {
     EXPECT_EQ(estimate_cost(op(name, "", {tensor("self", T({4, 8}))}, {T({4, 8})})).op_class,
               OpClass::NoKernel)
         << name;
+  }
+}
+
+TEST(OpCostViews, BackendQueriesLaunchNothing) {
+  // aten::lstm asks cudnn_is_acceptable(input) before choosing a path: a bool from the
+  // tensor's metadata, which used to be costed as an unknown op from its input's bytes.
+  for (const char* name : {"aten::cudnn_is_acceptable", "aten::is_pinned", "aten::_fused_sdp_choice"}) {
+    const OpCost c = estimate_cost(op(name, "", {tensor("self", T({32, 128, 512}))}, {}));
+    EXPECT_EQ(c.op_class, OpClass::NoKernel) << name;
+    EXPECT_EQ(c.kernels, 0) << name;
   }
 }
 

@@ -276,5 +276,124 @@ TEST(CudaPaths, OneDnnRnnLayerIsCostedAsCudnnsGemmsAndCellKernels) {
   EXPECT_EQ(Predictor(db()).predict(step, strict, {"H100"}).ops[0].cost.precision, Precision::Fp32Simt);
 }
 
+
+// A ResNet-style batch norm as the CPU records it: batch_norm -> _batch_norm_impl_index ->
+// native_batch_norm (whose CPU helpers are children), and its backward.
+Step batch_norm_step(const std::string& dtype, bool cudnn_enabled) {
+  const TensorMeta x = T({64, 256, 56, 56}, dtype);
+  auto args = [&](bool with_switch) {
+    std::vector<Argument> a{tensor("input", x), tensor("weight", T({256})), tensor("bias", T({256})),
+                            tensor("running_mean", T({256})), tensor("running_var", T({256})),
+                            test::boolean("training", true), test::real("momentum", 0.1),
+                            test::real("eps", 1e-5)};
+    if (with_switch) a.push_back(test::boolean("cudnn_enabled", cudnn_enabled));
+    return a;
+  };
+  const std::vector<TensorMeta> outs{x, T({256}), T({256})};
+  OpRecord outer = make(0, "aten::batch_norm", args(true), {x});
+  outer.has_children = true;
+  OpRecord impl = make(1, "aten::_batch_norm_impl_index", args(true), outs, 0);
+  impl.has_children = true;
+  OpRecord native = make(2, "aten::native_batch_norm", args(false), outs, 1);
+  native.has_children = true;
+  OpRecord fill = make(3, "aten::zero_", {tensor("self", T({2, 256}))}, {T({2, 256})}, 2);
+  OpRecord bwd = make(4, "aten::native_batch_norm_backward",
+                      {tensor("grad_out", x), tensor("input", x), tensor("weight", T({256})),
+                       tensor("running_mean", T({256})), tensor("running_var", T({256})),
+                       tensor("save_mean", T({256})), tensor("save_invstd", T({256})),
+                       test::boolean("train", true), test::real("eps", 1e-5),
+                       test::bools("output_mask", {1, 1, 1})},
+                      {x, T({256}), T({256})});
+  bwd.phase = Phase::Backward;
+  Step step;
+  step.ops = {outer, impl, native, fill, bwd};
+  return step;
+}
+
+TEST(CudaPaths, BatchNormRunsCudnnUnlessBf16OrCudnnIsOff) {
+  // PyTorch picks cuDNN for float32 (and half with float weights), its native kernels for
+  // bfloat16 or with cuDNN disabled (Normalization.cpp, _select_batch_norm_backend).
+  auto mapped = [](const Step& step) {
+    const OpIndex index_of(step);
+    std::vector<std::string> names;
+    for (const auto& e : cuda_paths::map_cpu_step(step, index_of).expansions) {
+      names.push_back(e.parts.at(0).first.name);
+    }
+    return names;
+  };
+  EXPECT_EQ(mapped(batch_norm_step("float32", true)),
+            (std::vector<std::string>{"aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward"}));
+  EXPECT_TRUE(mapped(batch_norm_step("bfloat16", true)).empty());
+  EXPECT_TRUE(mapped(batch_norm_step("float32", false)).empty());
+  Step half = batch_norm_step("float16", true);  // half input, float32 weight: cuDNN
+  EXPECT_EQ(mapped(half).size(), 2u);
+
+  // Forecast: the float32 step costs cuDNN's one read of x forward (not the native two), and
+  // the CPU's helper fill under native_batch_norm is not a CUDA kernel.
+  const Forecast f = Predictor(db()).predict(batch_norm_step("float32", true), TraceOrigin{}, {"H100"});
+  const double x_bytes = 64.0 * 256 * 56 * 56 * 4;
+  EXPECT_LT(f.ops[2].cost.bytes_read, 1.01 * x_bytes);
+  EXPECT_EQ(f.ops[2].cost.kernels, 1);
+  EXPECT_DOUBLE_EQ(f.ops[3].share[0].time_us, 0.0);
+  // bfloat16 runs the native kernels: two passes over half the bytes forward, and the
+  // backward reads x and dy twice.
+  const Forecast b = Predictor(db()).predict(batch_norm_step("bfloat16", true), TraceOrigin{}, {"H100"});
+  EXPECT_GT(b.ops[2].cost.bytes_read, 0.99 * x_bytes);
+  EXPECT_GT(b.ops[4].cost.bytes_read, 1.99 * x_bytes);
+}
+
+// The backward of one layer as the CPU records it (weight1 = W_ih, weight2 = W_hh, then the
+// biases); `input` is the tensor the forward layer read.
+OpRecord rnn_layer_backward_op(uint64_t id, const TensorMeta& input) {
+  const int64_t in = input.shape[2];
+  OpRecord op = make(id, "aten::mkldnn_rnn_layer_backward",
+                     {tensor("input", input), tensor("weight1", T({4096, in})),
+                      tensor("weight2", T({4096, 1024})), tensor("weight3", T({4096})),
+                      tensor("weight4", T({4096})), tensor("hx_", T({128, 1024})),
+                      tensor("cx_tmp", T({128, 1024})), tensor("output", T({32, 128, 1024})),
+                      tensor("hy_", T({128, 1024})), tensor("cy_", T({128, 1024})),
+                      tensor("grad_output", T({32, 128, 1024})), test::none("grad_hy"),
+                      test::none("grad_cy"), test::boolean("reverse", false), test::integer("mode", 2),
+                      test::integer("hidden_size", 1024), test::integer("num_layers", 1),
+                      test::boolean("has_biases", true), test::boolean("train", true),
+                      test::boolean("bidirectional", false), test::ints("batch_sizes", {}),
+                      test::boolean("batch_first", false), tensor("workspace", T({1000}))},
+                     {T({32, 128, in}), T({4096, in}), T({4096, 1024}), T({4096}), T({4096})});
+  op.phase = Phase::Backward;
+  return op;
+}
+
+TEST(CudaPaths, StackedRnnLayersTakeTheirInputGradientStepByStep) {
+  // Two stacked layers: layer 2 reads layer 1's output (the same storage). cuDNN computes a
+  // stacked layer's input gradient per time step ([128, 4096] x [4096, 1024], 32 times) and
+  // the first layer's as one GEMM over the sequence; each layer sums its gate gradients
+  // into the bias gradient.
+  OpRecord layer1 = rnn_layer_op("float32");
+  layer1.outputs[0] = test::on_storage(layer1.outputs[0], 7);
+  OpRecord layer2 = rnn_layer_op("float32");
+  layer2.id = 1;
+  layer2.args[0] = tensor("input", test::on_storage(T({32, 128, 1024}), 7));
+  layer2.args[1] = tensor("weight0", T({4096, 1024}));
+  Step step;
+  step.ops = {layer1, layer2, rnn_layer_backward_op(2, layer2.args[0].value.tensors[0]),
+              rnn_layer_backward_op(3, test::on_storage(T({32, 128, 512}), 9))};
+  const OpIndex index_of(step);
+  const cuda_paths::Mapping m = cuda_paths::map_cpu_step(step, index_of);
+  ASSERT_EQ(m.expansions.size(), 4u);
+  const auto& stacked = m.expansions[2].parts;
+  const auto& first = m.expansions[3].parts;
+  ASSERT_EQ(stacked.size(), 6u);
+  ASSERT_EQ(first.size(), 6u);
+  EXPECT_EQ(stacked[2].second, 32.0);
+  EXPECT_EQ(stacked[2].first.args[0].value.tensors[0].shape, (std::vector<int64_t>{128, 4096}));
+  EXPECT_EQ(first[2].second, 1.0);
+  EXPECT_EQ(first[2].first.args[0].value.tensors[0].shape, (std::vector<int64_t>{32 * 128, 4096}));
+  EXPECT_EQ(first[5].first.name, "aten::sum");
+  EXPECT_EQ(first[5].first.args[0].value.tensors[0].shape, (std::vector<int64_t>{32 * 128, 4096}));
+  EXPECT_EQ(first[5].first.outputs[0].shape, (std::vector<int64_t>{4096}));
+  // Same FLOPs either way; the per-step GEMMs cost more (32 launches of a small GEMM).
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_GT(f.ops[2].cost.kernels, f.ops[3].cost.kernels);
+}
 }  // namespace
 }  // namespace habitat

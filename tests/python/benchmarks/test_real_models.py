@@ -56,3 +56,32 @@ def test_config_workloads_are_forecast_without_a_recorded_run(rm, capsys) -> Non
     text = capsys.readouterr().out
     assert "no recorded GPU run" in text
     assert "| bert_base_mlm | bf16 |" in text
+
+
+def test_by_op_puts_each_top_level_call_beside_its_measured_kernels(rm, capsys) -> None:
+    assert rm.compare(rm.DEFAULT_CACHE, by_class=True, json_out=None, only="dcgan", by_op=True) == 0
+    text = capsys.readouterr().out
+    assert "dcgan bf16 H100-SXM5-80GB: phase, top-level op, measured us, forecast us" in text
+    assert "aten::convolution_backward" in text
+    assert "mean abs kernel error with the matrix classes as measured" in text
+
+
+def test_batch_norm_is_costed_as_the_backend_cuda_picks(rm) -> None:
+    """ResNet-50's CPU trace records native_batch_norm in both precisions; CUDA runs cuDNN's
+    one-pass kernel for fp32 and PyTorch's native two-pass kernels for bf16 (the recorded H100
+    traces: cudnn_batch_norm in fp32, native_batch_norm in bf16), so per element of x the bf16
+    forward moves 6 bytes (read twice, write once) and the fp32 one 8."""
+    per_element = {}
+    for precision in ("fp32", "bf16"):
+        doc = rm._load_json(rm.DEFAULT_CACHE / f"resnet50_{precision}.json.gz")
+        step = doc["steps"][0]
+        f = rm.classify(doc["origin"], step, ["H100-SXM5-80GB"])
+        by_id = {o["id"]: o for o in f["ops"]}
+        bn = next(op for op in step["ops"] if op["name"] == "aten::native_batch_norm")
+        x = next(a["tensor"] for a in bn["args"] if a["name"] == "input")
+        numel = 1
+        for d in x["shape"]:
+            numel *= d
+        per_element[precision] = by_id[bn["id"]]["bytes"] / numel
+    assert per_element["fp32"] == pytest.approx(8.0, rel=1e-3)
+    assert per_element["bf16"] == pytest.approx(6.0, rel=1e-3)
