@@ -19,11 +19,11 @@ import numpy as np
 
 from habitat.evaluate.checkout import checkout_path
 from habitat.learned.devices import DeviceTable
-from habitat.learned.model import EfficiencyMLP, soft_max
+from habitat.learned.model import EfficiencyMLP, harness_time
 from habitat.learned.neusight import load_precision_kernels, load_sdpa
 from habitat.learned.train import ape, design, row_floors, summary
 from habitat.learned.train_precision import (errors_by_precision, harness_prediction, leave_shapes_out,
-                                             measured_sharpness)
+                                             measured_sharpness, row_add_shares)
 
 DEFAULT_DATA = Path("benchmarks") / "results" / "kernels" / "H100-SXM5-80GB"  # in the checkout
 
@@ -121,8 +121,8 @@ def _served_fp32(weights: Path, family: str, held, devices: DeviceTable, floors,
     use = (held.precision == "fp32") & (t_roof >= float(fp32_model.metadata.get("from_roofline_us", 0.0)))
     floor = row_floors(held, floors)
     served = pred.copy()
-    served[use] = soft_max(floor[use], fp32_model.kernel_from_features(x[use], t_roof[use]),
-                           measured_sharpness(model))
+    served[use] = harness_time(floor[use], fp32_model.kernel_from_features(x[use], t_roof[use]),
+                               measured_sharpness(model), row_add_shares(model, held)[use])
     return served
 
 

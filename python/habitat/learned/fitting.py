@@ -145,7 +145,8 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         groups: np.ndarray | None = None, val_groups: np.ndarray | None = None,
         stop_at: int | None = None, sample_weight: np.ndarray | None = None,
         pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
-        sharpness: np.ndarray | None = None, floor_groups: np.ndarray | None = None) -> EfficiencyMLP:
+        sharpness: np.ndarray | None = None, floor_groups: np.ndarray | None = None,
+        split_floor: bool = False) -> EfficiencyMLP:
     """See _fit. Torch's thread count and deterministic mode are set for the fit and restored
     after it: a process that trains (a test, a notebook) keeps its own settings."""
     import torch
@@ -153,7 +154,7 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     try:
         return _fit(family, x, t_roof, t_meas, cfg, floor_us, groups, val_groups, stop_at, sample_weight, pairs,
-                    sharpness, floor_groups)
+                    sharpness, floor_groups, split_floor)
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)
@@ -164,7 +165,8 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
          val_groups: np.ndarray | None, stop_at: int | None,
          sample_weight: np.ndarray | None = None,
          pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
-         sharpness: np.ndarray | None = None, floor_groups: np.ndarray | None = None) -> EfficiencyMLP:
+         sharpness: np.ndarray | None = None, floor_groups: np.ndarray | None = None,
+         split_floor: bool = False) -> EfficiencyMLP:
     """Fits the floor-free kernel time k = t_roof / (E_MAX * sigmoid(mlp(x))) so that the
     harness time (floor^p + k^p)^(1/p) matches t_meas, with an L1 loss on log time (a
     relative-error loss). Rows at the floor then only bound k from above.
@@ -185,7 +187,10 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     `floor_groups` (default: none) numbers rows whose floor is fitted with the net (-1: the
     floor stays `floor_us`): each group's log floor starts at its rows' `floor_us` and moves by
     one shared offset, trained with the same loss (no weight decay); the offsets of the kept
-    step are returned in metadata["floor_log_offsets"], one per group."""
+    step are returned in metadata["floor_log_offsets"], one per group. `split_floor`: each
+    group's floor F is also split into a share s that adds to the kernel and the rest that
+    overlaps it, time = s F + ((1 - s) F)^p + kernel^p)^(1/p) (harness_time), s fitted per
+    group from 0.5 (metadata["floor_add_shares"])."""
     import torch
 
     torch.manual_seed(cfg.seed)
@@ -263,11 +268,22 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         with torch.no_grad():
             net[-1].bias.fill_(float(np.log(eff0 / (1.0 - eff0))))
         floor_offset = torch.zeros(max(n_floor_groups, 1), requires_grad=True)
+        share_logit = torch.zeros(max(n_floor_groups, 1), requires_grad=split_floor)
 
         def loss_of(idx: "torch.Tensor") -> "torch.Tensor":
             log_kernel = log_roof[idx] - log_emax - torch.nn.functional.logsigmoid(net(xs[idx])[:, 0])
             lf = log_floor[idx] + floor_fitted[idx] * floor_offset[floor_group[idx]]
-            log_harness = torch.logaddexp(p[idx] * lf, p[idx] * log_kernel) / p[idx]
+            if not split_floor:
+                log_harness = torch.logaddexp(p[idx] * lf, p[idx] * log_kernel) / p[idx]
+            else:
+                # unfitted rows: share 0 (log share -> -inf), the plain soft maximum
+                theta = share_logit[floor_group[idx]]
+                log_add = torch.where(floor_fitted[idx] > 0, torch.nn.functional.logsigmoid(theta),
+                                      torch.full_like(theta, -1e4)) + lf
+                log_rest = torch.where(floor_fitted[idx] > 0, torch.nn.functional.logsigmoid(-theta),
+                                       torch.zeros_like(theta)) + lf
+                merged = torch.logaddexp(p[idx] * log_rest, p[idx] * log_kernel) / p[idx]
+                log_harness = torch.logaddexp(log_add, merged)
             return (log_harness - log_meas[idx]).abs().mean()
 
         def monotone_penalty(idx: "torch.Tensor") -> "torch.Tensor":
@@ -281,12 +297,13 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
 
         params = [{"params": list(net.parameters())}]
         if n_floor_groups > 0:
-            params.append({"params": [floor_offset], "weight_decay": 0.0})
+            params.append({"params": [floor_offset] + ([share_logit] if split_floor else []), "weight_decay": 0.0})
         opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.05)
         gen = torch.Generator().manual_seed(seed)
         def snapshot() -> list["torch.Tensor"]:
-            return [t.detach().clone() for t in net.state_dict().values()] + [floor_offset.detach().clone()]
+            return [t.detach().clone() for t in net.state_dict().values()] + [floor_offset.detach().clone(),
+                                                                              share_logit.detach().clone()]
 
         best = (float("inf"), 0, snapshot())
         curve: dict[str, list[float]] = {g: [] for g in val_sets}
@@ -312,15 +329,17 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
                 if v < best[0]:
                     best = (v, step, snapshot())
         if len(val_idx):
-            net.load_state_dict(dict(zip(net.state_dict().keys(), best[2][:-1])))
+            net.load_state_dict(dict(zip(net.state_dict().keys(), best[2][:-2])))
             with torch.no_grad():
-                floor_offset.copy_(best[2][-1])
+                floor_offset.copy_(best[2][-2])
+                share_logit.copy_(best[2][-1])
         linears = [m for m in net if isinstance(m, torch.nn.Linear)]
         with torch.no_grad():
             linears[0].weight[:, unused] = 0.0  # no effect on training (the inputs were 0 there)
         return ([m.weight.detach().numpy().astype(np.float64) for m in linears],
                 [m.bias.detach().numpy().astype(np.float64) for m in linears], best[1] or last, best[0], curve,
-                floor_offset.detach().numpy().astype(np.float64)[:n_floor_groups])
+                floor_offset.detach().numpy().astype(np.float64)[:n_floor_groups],
+                1.0 / (1.0 + np.exp(-share_logit.detach().numpy().astype(np.float64)[:n_floor_groups])))
 
     members = [train_member(cfg.seed + 1000 * i) for i in range(cfg.members)]
     weights, biases = _pack_ensemble([m[0] for m in members], [m[1] for m in members])
@@ -346,7 +365,9 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
                             "validation_rows": int(len(val_idx)), "stop_at": stop_at},
          "validation_curve": {"every": cfg.eval_every, "loss": curve},
          **({"floor_log_offsets": [float(v) for v in np.mean([m[5] for m in members], axis=0)]}
-            if n_floor_groups > 0 else {})},
+            if n_floor_groups > 0 else {}),
+         **({"floor_add_shares": [float(v) for v in np.mean([m[6] for m in members], axis=0)]}
+            if n_floor_groups > 0 and split_floor else {})},
     )
 
 

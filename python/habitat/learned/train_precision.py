@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from habitat.learned.devices import DeviceTable
-from habitat.learned.model import EfficiencyMLP, soft_max
+from habitat.learned.model import EfficiencyMLP, harness_time, soft_max
 from habitat.learned.neusight import KernelArrays
 from habitat.learned.fitting import (LAUNCH_FLOOR_US, MONOTONE_WEIGHT, TrainConfig, _fold_floors, _harness_metadata, _log, ape,
                                    design, fit, floor_keys, gpu_dir_name, harness_floors, row_floors, summary)
@@ -58,6 +58,9 @@ MEASURED_SHARPNESS: dict[str, float] = {"conv": 1.0}
 # Families whose measured GPUs' harness floors (one per op, precision and GPU: fitting.floor_key)
 # are fitted with the net instead of fixed at the smallest rows' median (see _floor_groups).
 FITTED_FLOOR_FAMILIES: tuple[str, ...] = ("gemm", "conv")
+# Families whose fitted floors are also split into a part that adds to the kernel and a part
+# that overlaps it (fit's split_floor; harness_floor_us.measured_add_share in the metadata).
+SPLIT_FLOOR_FAMILIES: tuple[str, ...] = ("gemm",)
 CLAMPED_FAMILIES = ("conv",)
 MONOTONE_FAMILIES = ("gemm", "attention")
 
@@ -116,7 +119,14 @@ def harness_prediction(model: EfficiencyMLP, rows: KernelArrays, devices: Device
     """The model's kernel time merged with the harness floor of each row's own (op, GPU), the
     way the measured collection's harness merges them (rows of collect_kernels.py)."""
     x, t_roof = design(rows, devices)
-    return soft_max(row_floors(rows, floors), model.kernel_from_features(x, t_roof), measured_sharpness(model))
+    return harness_time(row_floors(rows, floors), model.kernel_from_features(x, t_roof), measured_sharpness(model),
+                        row_add_shares(model, rows))
+
+
+def row_add_shares(model: EfficiencyMLP, rows: KernelArrays) -> np.ndarray:
+    """Each row's share of its floor that adds to the kernel (0 unless the model fitted one)."""
+    shares = model.metadata.get("harness_floor_us", {}).get("measured_add_share", {})
+    return np.array([shares.get(k, {}).get(g, 0.0) for k, g in zip(floor_keys(rows), rows.device)])
 
 
 def _measured_sharpness(family: str, cfg: TrainConfig) -> float:
@@ -212,7 +222,9 @@ def _fit_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg:
     model = fit(rows.family, x, t_roof, rows.latency_us, cfg, row_floors(rows, floors), rows.problem_keys(),
                 val_groups=labels, sample_weight=_weights(source),
                 pairs=monotone_pairs(rows, devices, cfg.seed) if monotone else None,
-                sharpness=_row_sharpness(rows.family, source, cfg), floor_groups=groups)
+                sharpness=_row_sharpness(rows.family, source, cfg), floor_groups=groups,
+                split_floor=rows.family in SPLIT_FLOOR_FAMILIES)
+    shares = model.metadata.pop("floor_add_shares", None)
     if group_names:
         start = {f"{k}|{g}": floors[k][g] for k, g in group_names}
         offsets = model.metadata.pop("floor_log_offsets")
@@ -236,6 +248,14 @@ def _fit_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg:
                          + ("p = 1: the per-call overhead and the kernel add, and the floor is the smallest "
                             "rows' median less one launch_floor_us kernel" if p_measured == 1.0 else
                             "the floor is the smallest rows' median")})
+    if shares is not None:
+        per: dict[str, dict[str, float]] = {}
+        for (k, g), v in zip(group_names, shares):
+            per.setdefault(k, {})[g] = float(v)
+        model.metadata["harness_floor_us"]["measured_add_share"] = per
+        model.metadata["harness_floor_us"]["measured_note"] += (
+            "; measured_add_share: the share s of each fitted floor F spent before the kernel starts, "
+            "time = s F + (((1 - s) F)^p + kernel^p)^(1/p) (habitat.learned.model.harness_time)")
     return model, floors
 
 
@@ -264,8 +284,8 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
     held = measured.take(test)
     test_err = errors_by_precision(harness_prediction(model, held, devices, floors), held)
     x, t_roof = design(rows, devices)
-    train_pred = soft_max(row_floors(rows, floors), model.kernel_from_features(x, t_roof),
-                          _row_sharpness(family, source, cfg))
+    train_pred = harness_time(row_floors(rows, floors), model.kernel_from_features(x, t_roof),
+                              _row_sharpness(family, source, cfg), row_add_shares(model, rows))
     train_err = {g: summary(ape(train_pred, rows.latency_us)[rows.device == g]) for g in sorted(set(rows.device.tolist()))}
     log(f"{family}: {len(rows)} training rows, best step {model.metadata['early_stopping']['best_step']}, "
         f"{time.time() - t0:.0f}s; held-out shapes of {measured.device[0]}: "

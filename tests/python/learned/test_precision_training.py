@@ -164,3 +164,14 @@ def test_selection_split_is_disjoint_from_the_test_split_and_whole_problems(tmp_
     for k in set(keys[sel].tolist()):
         assert sel[keys == k].all()
     assert not selection_split(g, test, 0.0).any()
+
+
+def test_harness_time_splits_the_floor_into_an_added_and_an_overlapped_part() -> None:
+    from habitat.learned.model import harness_time, soft_max
+
+    floor, kernel = np.array([30.0, 30.0]), np.array([5.0, 300.0])
+    np.testing.assert_allclose(harness_time(floor, kernel, 4.0, 0.0), soft_max(floor, kernel, 4.0))
+    np.testing.assert_allclose(harness_time(floor, kernel, 4.0, 1.0), floor + kernel, rtol=1e-9)
+    half = harness_time(floor, kernel, 4.0, 0.5)
+    assert half[0] == pytest.approx(15.0 + soft_max(np.array([15.0]), np.array([5.0]), 4.0)[0])
+    assert half[1] == pytest.approx(315.0, rel=1e-3)  # a long kernel hides the overlapped half
