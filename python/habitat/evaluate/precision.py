@@ -126,17 +126,22 @@ def _served_fp32(weights: Path, family: str, held, devices: DeviceTable, floors,
     return served
 
 
+def _corr(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2f}"
+
+
 def print_report(results: dict) -> None:
     print("\n== Leave-shapes-out, measured multi-precision kernels: mean / median / p90 absolute % error")
     for family, r in results.items():
         if "harness_noise_training_rows" in r:
-            print(f"\n-- {family}: training rows under {NEAR_FLOOR_US:g} us of roofline (harness floor + a tiny kernel): "
-                  "best one-constant mean % error; excess-time correlation with the next-measured row (lag 1, lag 50)")
+            print(f"\n-- {family}: training rows under {NEAR_FLOOR_US:g} us of roofline (harness floor + a tiny "
+                  "kernel): best one-constant mean % error; excess-time correlation with the next-measured row "
+                  "(lag 1, lag 50)")
             for p, per_op in r["harness_noise_training_rows"].items():
                 for op, v in per_op.items():
-                    c1, c50 = v["excess_corr_lag1"], v["excess_corr_lag50"]
+                    r1, r50 = (_corr(v["excess_corr_lag1"]), _corr(v["excess_corr_lag50"]))
                     print(f"{p:9s} {op:16s} | {v['rows']:4d} rows {v['best_constant_mean_pct']:6.1f} % | "
-                          f"r1 {'-' if c1 is None else f'{c1:+.2f}':>5s}  r50 {'-' if c50 is None else f'{c50:+.2f}':>5s}")
+                          f"r1 {r1:>5s}  r50 {r50:>5s}")
         print(f"\n-- {family} ({r['rows']} held-out rows) --")
         subset = next(k for k in r if k.startswith("roofline_at_least"))
         print(f"{'precision':9s} {'op':16s} | {'all rows: n, mean/med/p90':>30s} | {subset + ': n, mean':>34s}")
