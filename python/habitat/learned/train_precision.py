@@ -265,7 +265,8 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
                         log=_log, select_fraction: float = 0.0) -> EfficiencyMLP:
     """`select_fraction` > 0 (model selection, never for shipped weights): that fraction of the
     training problems (not the test ones) is also left out, and the model's error on it is
-    recorded as validation_error_pct.selection; choose between candidates by that figure."""
+    recorded as metadata["selection_error_pct"]; choose between candidates by that figure
+    (benchmarks/accuracy/floor_trials.py)."""
     family = measured.family
     t0 = time.time()
     test = leave_shapes_out(measured, test_fraction, split_seed)
