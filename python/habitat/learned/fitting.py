@@ -58,13 +58,25 @@ def design(rows: KernelArrays, devices: DeviceTable) -> tuple[np.ndarray, np.nda
     return x, t_roof
 
 
+def floor_key(op: str, precision: str) -> str:
+    """The harness floor's key: the op for FP32 rows (NeuSight's are all FP32), `op:precision`
+    otherwise (the host's per-call overhead differs per precision: other cuBLAS/cuDNN paths)."""
+    return op if precision == "fp32" else f"{op}:{precision}"
+
+
+def floor_keys(rows: KernelArrays) -> np.ndarray:
+    return np.array([floor_key(o, p) for o, p in zip(rows.op, rows.precision)], dtype=object)
+
+
 def harness_floors(rows: KernelArrays, t_roof: np.ndarray) -> dict[str, dict[str, float]]:
-    """Per op and GPU: the median measured time of the rows with the least work (the
-    FLOOR_QUANTILE smallest rooflines), i.e. the measurement harness's per-call floor."""
+    """Per floor key (op, and precision unless FP32: floor_key) and GPU: the median measured
+    time of the rows with the least work (the FLOOR_QUANTILE smallest rooflines), i.e. the
+    measurement harness's per-call floor."""
     out: dict[str, dict[str, float]] = {}
-    for op in sorted(np.unique(rows.op).tolist()):
+    keys = floor_keys(rows)
+    for op in sorted(np.unique(keys).tolist()):
         for gpu in sorted(np.unique(rows.device).tolist()):
-            idx = np.nonzero((rows.op == op) & (rows.device == gpu))[0]
+            idx = np.nonzero((keys == op) & (rows.device == gpu))[0]
             if len(idx) == 0:
                 continue
             n = max(1, int(np.ceil(FLOOR_QUANTILE * len(idx))))
@@ -74,7 +86,10 @@ def harness_floors(rows: KernelArrays, t_roof: np.ndarray) -> dict[str, dict[str
 
 
 def row_floors(rows: KernelArrays, floors: dict[str, dict[str, float]]) -> np.ndarray:
-    return np.array([floors[o][g] for o, g in zip(rows.op, rows.device)])
+    """Each row's floor: its floor key's on its GPU, or its op's (weights trained before the
+    floors were split by precision have one per op)."""
+    return np.array([(floors[k] if k in floors else floors[o])[g]
+                     for k, o, g in zip(floor_keys(rows), rows.op, rows.device)])
 
 
 def _split(n: int, groups: np.ndarray | None, fraction: float, rng: np.random.Generator) -> np.ndarray:
@@ -130,7 +145,8 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         groups: np.ndarray | None = None, val_groups: np.ndarray | None = None,
         stop_at: int | None = None, sample_weight: np.ndarray | None = None,
         pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
-        sharpness: np.ndarray | None = None) -> EfficiencyMLP:
+        sharpness: np.ndarray | None = None, floor_groups: np.ndarray | None = None,
+        split_floor: bool = False) -> EfficiencyMLP:
     """See _fit. Torch's thread count and deterministic mode are set for the fit and restored
     after it: a process that trains (a test, a notebook) keeps its own settings."""
     import torch
@@ -138,7 +154,7 @@ def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     try:
         return _fit(family, x, t_roof, t_meas, cfg, floor_us, groups, val_groups, stop_at, sample_weight, pairs,
-                    sharpness)
+                    sharpness, floor_groups, split_floor)
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)
@@ -149,7 +165,8 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
          val_groups: np.ndarray | None, stop_at: int | None,
          sample_weight: np.ndarray | None = None,
          pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
-         sharpness: np.ndarray | None = None) -> EfficiencyMLP:
+         sharpness: np.ndarray | None = None, floor_groups: np.ndarray | None = None,
+         split_floor: bool = False) -> EfficiencyMLP:
     """Fits the floor-free kernel time k = t_roof / (E_MAX * sigmoid(mlp(x))) so that the
     harness time (floor^p + k^p)^(1/p) matches t_meas, with an L1 loss on log time (a
     relative-error loss). Rows at the floor then only bound k from above.
@@ -166,7 +183,14 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     shortfall, over a batch of pairs each step): time should not fall as a problem grows. Their
     features are clamped to the training range, as the exported model's input layer does.
     `sharpness` (default cfg.floor_sharpness for every row) is each row's harness exponent p: a
-    source whose harness adds its floor to the kernel (one call between CUDA events) has p = 1."""
+    source whose harness adds its floor to the kernel (one call between CUDA events) has p = 1.
+    `floor_groups` (default: none) numbers rows whose floor is fitted with the net (-1: the
+    floor stays `floor_us`): each group's log floor starts at its rows' `floor_us` and moves by
+    one shared offset, trained with the same loss (no weight decay); the offsets of the kept
+    step are returned in metadata["floor_log_offsets"], one per group. `split_floor`: each
+    group's floor F is also split into a share s that adds to the kernel and the rest that
+    overlaps it, time = s F + ((1 - s) F)^p + kernel^p)^(1/p) (harness_time), s fitted per
+    group from 0.5 (metadata["floor_add_shares"])."""
     import torch
 
     torch.manual_seed(cfg.seed)
@@ -177,10 +201,13 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         floor_us = np.zeros(len(x))
     if sharpness is None:
         sharpness = np.full(len(x), cfg.floor_sharpness)
+    if floor_groups is None:
+        floor_groups = np.full(len(x), -1)
+    n_floor_groups = int(floor_groups.max()) + 1
     if len(x) > cfg.max_rows:
         keep = np.sort(rng.choice(len(x), cfg.max_rows, replace=False))
         x, t_roof, t_meas, floor_us = x[keep], t_roof[keep], t_meas[keep], floor_us[keep]
-        sharpness = sharpness[keep]
+        sharpness, floor_groups = sharpness[keep], floor_groups[keep]
         sample_weight = None if sample_weight is None else sample_weight[keep]
         groups = None if groups is None else groups[keep]
         val_groups = None if val_groups is None else val_groups[keep]
@@ -216,6 +243,8 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     log_meas = tensor(np.log(t_meas))
     log_floor = tensor(np.log(np.maximum(floor_us, 1e-9)))
     p = tensor(sharpness)
+    floor_group = torch.tensor(np.maximum(floor_groups, 0))
+    floor_fitted = tensor((floor_groups >= 0).astype(np.float64))
     train_idx = torch.tensor(np.nonzero(~val)[0])
     draw_p = None if sample_weight is None else torch.tensor(sample_weight[~val], dtype=torch.float64)
     val_idx = torch.tensor(np.nonzero(val)[0])
@@ -227,7 +256,7 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     eff0 = float(np.clip(np.exp(log_eff0) / E_MAX, 1e-6, 0.99))
     log_emax = float(np.log(E_MAX))
 
-    def train_member(seed: int) -> tuple[list[np.ndarray], list[np.ndarray], int, float]:
+    def train_member(seed: int) -> tuple:
         torch.manual_seed(seed)
         layers: list[torch.nn.Module] = []
         width = x.shape[1]
@@ -238,10 +267,23 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         net = torch.nn.Sequential(*layers)
         with torch.no_grad():
             net[-1].bias.fill_(float(np.log(eff0 / (1.0 - eff0))))
+        floor_offset = torch.zeros(max(n_floor_groups, 1), requires_grad=True)
+        share_logit = torch.zeros(max(n_floor_groups, 1), requires_grad=split_floor)
 
         def loss_of(idx: "torch.Tensor") -> "torch.Tensor":
             log_kernel = log_roof[idx] - log_emax - torch.nn.functional.logsigmoid(net(xs[idx])[:, 0])
-            log_harness = torch.logaddexp(p[idx] * log_floor[idx], p[idx] * log_kernel) / p[idx]
+            lf = log_floor[idx] + floor_fitted[idx] * floor_offset[floor_group[idx]]
+            if not split_floor:
+                log_harness = torch.logaddexp(p[idx] * lf, p[idx] * log_kernel) / p[idx]
+            else:
+                # unfitted rows: share 0 (log share -> -inf), the plain soft maximum
+                theta = share_logit[floor_group[idx]]
+                log_add = torch.where(floor_fitted[idx] > 0, torch.nn.functional.logsigmoid(theta),
+                                      torch.full_like(theta, -1e4)) + lf
+                log_rest = torch.where(floor_fitted[idx] > 0, torch.nn.functional.logsigmoid(-theta),
+                                       torch.zeros_like(theta)) + lf
+                merged = torch.logaddexp(p[idx] * log_rest, p[idx] * log_kernel) / p[idx]
+                log_harness = torch.logaddexp(log_add, merged)
             return (log_harness - log_meas[idx]).abs().mean()
 
         def monotone_penalty(idx: "torch.Tensor") -> "torch.Tensor":
@@ -253,10 +295,17 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
             with torch.no_grad():
                 return {g: float(loss_of(i)) for g, i in val_sets.items()}
 
-        opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        params = [{"params": list(net.parameters())}]
+        if n_floor_groups > 0:
+            params.append({"params": [floor_offset] + ([share_logit] if split_floor else []), "weight_decay": 0.0})
+        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.05)
         gen = torch.Generator().manual_seed(seed)
-        best = (float("inf"), 0, [t.detach().clone() for t in net.state_dict().values()])
+        def snapshot() -> list["torch.Tensor"]:
+            return [t.detach().clone() for t in net.state_dict().values()] + [floor_offset.detach().clone(),
+                                                                              share_logit.detach().clone()]
+
+        best = (float("inf"), 0, snapshot())
         curve: dict[str, list[float]] = {g: [] for g in val_sets}
         for step in range(1, last + 1):
             n_batch = min(cfg.batch, len(train_idx))
@@ -278,14 +327,19 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
                     curve[g].append(v)
                 v = float(np.mean(list(per.values())))
                 if v < best[0]:
-                    best = (v, step, [t.detach().clone() for t in net.state_dict().values()])
+                    best = (v, step, snapshot())
         if len(val_idx):
-            net.load_state_dict(dict(zip(net.state_dict().keys(), best[2])))
+            net.load_state_dict(dict(zip(net.state_dict().keys(), best[2][:-2])))
+            with torch.no_grad():
+                floor_offset.copy_(best[2][-2])
+                share_logit.copy_(best[2][-1])
         linears = [m for m in net if isinstance(m, torch.nn.Linear)]
         with torch.no_grad():
             linears[0].weight[:, unused] = 0.0  # no effect on training (the inputs were 0 there)
         return ([m.weight.detach().numpy().astype(np.float64) for m in linears],
-                [m.bias.detach().numpy().astype(np.float64) for m in linears], best[1] or last, best[0], curve)
+                [m.bias.detach().numpy().astype(np.float64) for m in linears], best[1] or last, best[0], curve,
+                floor_offset.detach().numpy().astype(np.float64)[:n_floor_groups],
+                1.0 / (1.0 + np.exp(-share_logit.detach().numpy().astype(np.float64)[:n_floor_groups])))
 
     members = [train_member(cfg.seed + 1000 * i) for i in range(cfg.members)]
     weights, biases = _pack_ensemble([m[0] for m in members], [m[1] for m in members])
@@ -309,7 +363,11 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
          "output": "time_us = max(launch_floor_us, roofline_us / (e_max * sigmoid(y)))",
          "early_stopping": {"best_step": best[1], "validation_loss": None if not len(val_idx) else best[0],
                             "validation_rows": int(len(val_idx)), "stop_at": stop_at},
-         "validation_curve": {"every": cfg.eval_every, "loss": curve}},
+         "validation_curve": {"every": cfg.eval_every, "loss": curve},
+         **({"floor_log_offsets": [float(v) for v in np.mean([m[5] for m in members], axis=0)]}
+            if n_floor_groups > 0 else {}),
+         **({"floor_add_shares": [float(v) for v in np.mean([m[6] for m in members], axis=0)]}
+            if n_floor_groups > 0 and split_floor else {})},
     )
 
 
@@ -359,4 +417,4 @@ def _fold_floors(rows: KernelArrays, floors: dict[str, dict[str, float]], train_
     """Each row's harness floor: its own GPU's when that GPU trains, else the median of the
     training GPUs' floors for the op (all an unseen GPU can be given)."""
     median = {op: float(np.median([v for g, v in per.items() if g in train_gpus])) for op, per in floors.items()}
-    return np.array([floors[o][g] if g in train_gpus else median[o] for o, g in zip(rows.op, rows.device)])
+    return np.array([floors[k][g] if g in train_gpus else median[k] for k, g in zip(floor_keys(rows), rows.device)])

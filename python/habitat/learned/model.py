@@ -38,6 +38,14 @@ def soft_max(floor_us: np.ndarray, kernel_us: np.ndarray, sharpness: float) -> n
     return np.exp(np.logaddexp(p * np.log(np.maximum(floor_us, 1e-9)), p * np.log(kernel_us)) / p)
 
 
+def harness_time(floor_us: np.ndarray, kernel_us: np.ndarray, sharpness: float,
+                 add_share: np.ndarray | float = 0.0) -> np.ndarray:
+    """A harness's time for a kernel behind a per-call floor whose share `add_share` is spent
+    before the kernel starts (it adds) and the rest while it runs (merged by soft_max)."""
+    share = np.asarray(add_share, dtype=np.float64)
+    return share * floor_us + soft_max((1.0 - share) * floor_us, kernel_us, sharpness)
+
+
 @dataclass
 class EfficiencyMLP:
     family: str

@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from habitat.learned.devices import DeviceTable
-from habitat.learned.model import EfficiencyMLP, soft_max
+from habitat.learned.model import EfficiencyMLP, harness_time, soft_max
 from habitat.learned.neusight import KernelArrays
 from habitat.learned.fitting import (LAUNCH_FLOOR_US, MONOTONE_WEIGHT, TrainConfig, _fold_floors, _harness_metadata, _log, ape,
-                                   design, fit, gpu_dir_name, harness_floors, row_floors, summary)
+                                   design, fit, floor_keys, gpu_dir_name, harness_floors, row_floors, summary)
 
 TEST_FRACTION = 0.2
 SPLIT_SEED = 0
@@ -55,6 +55,12 @@ MATRIX_CONFIG = TrainConfig(hidden=(64, 64), steps=4000, batch=1024, lr=2e-3, we
 # With p = 1 the measured floor is the overhead alone: the smallest rows' median time less the
 # one kernel they ran (LAUNCH_FLOOR_US).
 MEASURED_SHARPNESS: dict[str, float] = {"conv": 1.0}
+# Families whose measured GPUs' harness floors (one per op, precision and GPU: fitting.floor_key)
+# are fitted with the net instead of fixed at the smallest rows' median (see _floor_groups).
+FITTED_FLOOR_FAMILIES: tuple[str, ...] = ("gemm", "conv")
+# Families whose fitted floors are also split into a part that adds to the kernel and a part
+# that overlaps it (fit's split_floor; harness_floor_us.measured_add_share in the metadata).
+SPLIT_FLOOR_FAMILIES: tuple[str, ...] = ("gemm",)
 CLAMPED_FAMILIES = ("conv",)
 MONOTONE_FAMILIES = ("gemm", "attention")
 
@@ -75,6 +81,16 @@ def leave_shapes_out(rows: KernelArrays, fraction: float = TEST_FRACTION, seed: 
     unique = np.unique(keys)
     chosen = np.random.default_rng(seed).choice(unique, int(round(len(unique) * fraction)), replace=False)
     return np.isin(keys, chosen)
+
+
+def selection_split(rows: KernelArrays, test: np.ndarray, fraction: float, seed: int = SPLIT_SEED) -> np.ndarray:
+    """Model-selection mask: `fraction` of the problems outside `test` (every precision and pass)."""
+    if fraction <= 0:
+        return np.zeros(len(rows), dtype=bool)
+    keys = rows.problem_keys()
+    unique = np.unique(keys[~test])
+    chosen = np.random.default_rng(seed + 100).choice(unique, int(round(len(unique) * fraction)), replace=False)
+    return np.isin(keys, chosen) & ~test
 
 
 def _validation_labels(rows: KernelArrays, source: np.ndarray, fraction: float, seed: int) -> np.ndarray:
@@ -103,8 +119,14 @@ def harness_prediction(model: EfficiencyMLP, rows: KernelArrays, devices: Device
     """The model's kernel time merged with the harness floor of each row's own (op, GPU), the
     way the measured collection's harness merges them (rows of collect_kernels.py)."""
     x, t_roof = design(rows, devices)
-    floor = np.array([floors[o][g] for o, g in zip(rows.op, rows.device)])
-    return soft_max(floor, model.kernel_from_features(x, t_roof), measured_sharpness(model))
+    return harness_time(row_floors(rows, floors), model.kernel_from_features(x, t_roof), measured_sharpness(model),
+                        row_add_shares(model, rows))
+
+
+def row_add_shares(model: EfficiencyMLP, rows: KernelArrays) -> np.ndarray:
+    """Each row's share of its floor that adds to the kernel (0 unless the model fitted one)."""
+    shares = model.metadata.get("harness_floor_us", {}).get("measured_add_share", {})
+    return np.array([shares.get(k, {}).get(g, 0.0) for k, g in zip(floor_keys(rows), rows.device)])
 
 
 def _measured_sharpness(family: str, cfg: TrainConfig) -> float:
@@ -174,6 +196,21 @@ def monotone_pairs(rows: KernelArrays, devices: DeviceTable, seed: int):
             np.concatenate([x for x, _ in b]), np.concatenate([t for _, t in b]))
 
 
+def _floor_groups(rows: KernelArrays, source: np.ndarray, family: str) -> tuple[np.ndarray, list[tuple[str, str]]]:
+    """Rows whose harness floor is fitted with the net (FITTED_FLOOR_FAMILIES): the measured
+    GPUs' rows, one group per (floor key, GPU); -1 elsewhere (NeuSight's floors stay fixed)."""
+    groups = np.full(len(rows), -1)
+    names: list[tuple[str, str]] = []
+    if family not in FITTED_FLOOR_FAMILIES:
+        return groups, names
+    keys = floor_keys(rows)
+    measured = source != "neusight"
+    for pair in sorted(set(zip(keys[measured].tolist(), rows.device[measured].tolist()))):
+        groups[measured & (keys == pair[0]) & (rows.device == pair[1])] = len(names)
+        names.append(pair)
+    return groups, names
+
+
 def _fit_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg: TrainConfig):
     x, t_roof = design(rows, devices)
     measured_gpus = {d for d, src in zip(rows.device, source) if src != "neusight"}
@@ -181,10 +218,23 @@ def _fit_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg:
     floors = _additive_floors(harness_floors(rows, t_roof), measured_gpus, p_measured)
     labels = _validation_labels(rows, source, cfg.val_fraction, cfg.seed)
     monotone = rows.family in MONOTONE_FAMILIES
+    groups, group_names = _floor_groups(rows, source, rows.family)
     model = fit(rows.family, x, t_roof, rows.latency_us, cfg, row_floors(rows, floors), rows.problem_keys(),
                 val_groups=labels, sample_weight=_weights(source),
                 pairs=monotone_pairs(rows, devices, cfg.seed) if monotone else None,
-                sharpness=_row_sharpness(rows.family, source, cfg))
+                sharpness=_row_sharpness(rows.family, source, cfg), floor_groups=groups,
+                split_floor=rows.family in SPLIT_FLOOR_FAMILIES)
+    shares = model.metadata.pop("floor_add_shares", None)
+    if group_names:
+        start = {f"{k}|{g}": floors[k][g] for k, g in group_names}
+        offsets = model.metadata.pop("floor_log_offsets")
+        floors = {k: dict(per) for k, per in floors.items()}
+        for (k, g), off in zip(group_names, offsets):
+            floors[k][g] = float(floors[k][g] * np.exp(off))
+        model.metadata["fitted_floors"] = {
+            "note": "the measured GPUs' floors were fitted with the net (fit's floor_groups), starting from the "
+                    "smallest rows' estimate (start_us); harness_floor_us.per_gpu holds the fitted ones",
+            "start_us": start}
     model.metadata["size_monotonicity"] = "not trained for" if not monotone else {
         "penalty": "weight x relu(log kernel(problem) - log kernel(problem with one dim doubled)), on the "
                    "training problems on their own GPU and precision and on a random database GPU and precision",
@@ -198,26 +248,45 @@ def _fit_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg:
                          + ("p = 1: the per-call overhead and the kernel add, and the floor is the smallest "
                             "rows' median less one launch_floor_us kernel" if p_measured == 1.0 else
                             "the floor is the smallest rows' median")})
+    if shares is not None:
+        per: dict[str, dict[str, float]] = {}
+        for (k, g), v in zip(group_names, shares):
+            per.setdefault(k, {})[g] = float(v)
+        model.metadata["harness_floor_us"]["measured_add_share"] = per
+        model.metadata["harness_floor_us"]["measured_note"] += (
+            "; measured_add_share: the share s of each fitted floor F spent before the kernel starts, "
+            "time = s F + (((1 - s) F)^p + kernel^p)^(1/p) (habitat.learned.model.harness_time)")
     return model, floors
 
 
 def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, devices: DeviceTable,
                         cfg: TrainConfig = MATRIX_CONFIG, logo_dir: Path | None = None,
                         test_fraction: float = TEST_FRACTION, split_seed: int = SPLIT_SEED,
-                        log=_log) -> EfficiencyMLP:
+                        log=_log, select_fraction: float = 0.0) -> EfficiencyMLP:
+    """`select_fraction` > 0 (model selection, never for shipped weights): that fraction of the
+    training problems (not the test ones) is also left out, and the model's error on it is
+    recorded as metadata["selection_error_pct"]; choose between candidates by that figure
+    (benchmarks/accuracy/floor_trials.py)."""
     family = measured.family
     t0 = time.time()
     test = leave_shapes_out(measured, test_fraction, split_seed)
-    parts = ([neusight] if neusight is not None else []) + [measured.take(~test)]
+    select = selection_split(measured, test, select_fraction, split_seed)
+    parts = ([neusight] if neusight is not None else []) + [measured.take(~test & ~select)]
     rows = KernelArrays.concat(parts)
     source = np.concatenate(([np.full(len(neusight), "neusight", dtype=object)] if neusight is not None else [])
-                            + [np.array([f"measured:{d}" for d in measured.device[~test]], dtype=object)])
+                            + [np.array([f"measured:{d}" for d in measured.device[~test & ~select]], dtype=object)])
     model, floors = _fit_rows(rows, source, devices, cfg)
+    if select.any():
+        chosen = measured.take(select)
+        model.metadata["selection_error_pct"] = errors_by_precision(
+            harness_prediction(model, chosen, devices, floors), chosen)
+        log(f"{family}: selection problems: " + ", ".join(
+            f"{p} {e['all']['mean']:.1f}%" for p, e in model.metadata["selection_error_pct"].items()))
     held = measured.take(test)
     test_err = errors_by_precision(harness_prediction(model, held, devices, floors), held)
     x, t_roof = design(rows, devices)
-    train_pred = soft_max(row_floors(rows, floors), model.kernel_from_features(x, t_roof),
-                          _row_sharpness(family, source, cfg))
+    train_pred = harness_time(row_floors(rows, floors), model.kernel_from_features(x, t_roof),
+                              _row_sharpness(family, source, cfg), row_add_shares(model, rows))
     train_err = {g: summary(ape(train_pred, rows.latency_us)[rows.device == g]) for g in sorted(set(rows.device.tolist()))}
     log(f"{family}: {len(rows)} training rows, best step {model.metadata['early_stopping']['best_step']}, "
         f"{time.time() - t0:.0f}s; held-out shapes of {measured.device[0]}: "

@@ -156,6 +156,34 @@ def test_floor_free_training_on_a_harness_floor(tmp_path: Path) -> None:
     assert np.all(m.predict_from_features(x[small], t_roof[small]) < 25.0)
 
 
+def test_fitted_floor_moves_from_a_wrong_start_to_the_harness_floor(tmp_path: Path) -> None:
+    """A harness floor fitted with the net (fit's floor_groups): started 50 % too high, it
+    ends near the floor that was added to every row, and the kernel above it is still learned."""
+    _write_neusight(tmp_path)
+    rows = load_kernels(tmp_path, "kernels")["gemm"]
+    x, t_roof = design(rows, default_table())
+    kernel = rows.latency_us.copy()
+    measured = 30.0 + kernel  # p = 1: the per-call overhead adds to the kernel
+    cfg = TrainConfig(steps=1500, batch=64, hidden=(16, 16), lr=1e-2)
+    m = fit("gemm", x, t_roof, measured, cfg, np.full(len(kernel), 45.0), sharpness=np.ones(len(kernel)),
+            floor_groups=np.zeros(len(kernel), dtype=np.int64))
+    (offset,) = m.metadata["floor_log_offsets"]
+    assert 25.0 < 45.0 * np.exp(offset) < 36.0
+    big = kernel > 100.0
+    assert np.mean(np.abs(m.predict_from_features(x[big], t_roof[big]) - kernel[big]) / kernel[big]) < 0.15
+    fixed = fit("gemm", x, t_roof, measured, TrainConfig(steps=10, batch=64, hidden=(16, 16)),
+                np.full(len(kernel), 45.0), sharpness=np.ones(len(kernel)))
+    assert "floor_log_offsets" not in fixed.metadata  # no group: nothing fitted, nothing recorded
+
+
+def test_floor_keys_split_precisions_but_keep_fp32_under_the_op() -> None:
+    from habitat.learned.fitting import floor_key
+
+    assert floor_key("bmm", "fp32") == "bmm"  # NeuSight's rows and the measured FP32 ones
+    assert floor_key("bmm", "bf16") == "bmm:bf16"
+    assert floor_key("conv_bwd_data", "tf32") == "conv_bwd_data:tf32"
+
+
 WEIGHTS = Path(__file__).resolve().parents[3] / "weights"
 
 

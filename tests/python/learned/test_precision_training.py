@@ -129,3 +129,49 @@ def test_shipped_models_record_the_harness_they_were_fitted_with() -> None:
     for family in ("gemm", "attention"):  # trained before the per-family choice: p = 4 throughout
         harness = json.loads((root / f"{family}.json").read_text())["harness_floor_us"]
         assert harness.get("measured_sharpness", harness["sharpness"]) == 4.0
+
+
+def test_shipped_gemm_and_conv_fitted_their_measured_floors_per_precision() -> None:
+    """gemm and conv fitted the H100 collection's floor per op and precision (FITTED_FLOOR_FAMILIES):
+    one floor per key in the metadata, with the estimate they started from; NeuSight's GPUs keep
+    theirs (the FP32 key is the op, as before)."""
+    import json
+
+    from habitat.learned.train_precision import FITTED_FLOOR_FAMILIES
+
+    root = Path(__file__).resolve().parents[3] / "weights"
+    h100 = "NVIDIA H100 80GB HBM3"
+    for family, keys in (("gemm", ["bmm", "bmm:bf16", "linear:fp16", "linear:tf32"]),
+                         ("conv", ["conv", "conv:bf16", "conv_bwd_data:bf16", "conv_bwd_weight"])):
+        assert family in FITTED_FLOOR_FAMILIES
+        meta = json.loads((root / f"{family}.json").read_text())
+        per_gpu = meta["harness_floor_us"]["per_gpu"]
+        for key in keys:
+            assert 10.0 < per_gpu[key][h100] < 100.0, (family, key)
+            assert f"{key}|{h100}" in meta["fitted_floors"]["start_us"]
+        assert "Tesla T4" in per_gpu[keys[0]] and "Tesla T4" not in per_gpu[keys[1]]
+
+
+def test_selection_split_is_disjoint_from_the_test_split_and_whole_problems(tmp_path: Path) -> None:
+    from habitat.learned.train_precision import selection_split
+
+    _write(tmp_path)
+    g = load_precision_kernels(tmp_path)["gemm"]
+    test = leave_shapes_out(g, 0.3, seed=0)
+    sel = selection_split(g, test, 0.5)
+    assert sel.any() and not (sel & test).any()
+    keys = g.problem_keys()
+    for k in set(keys[sel].tolist()):
+        assert sel[keys == k].all()
+    assert not selection_split(g, test, 0.0).any()
+
+
+def test_harness_time_splits_the_floor_into_an_added_and_an_overlapped_part() -> None:
+    from habitat.learned.model import harness_time, soft_max
+
+    floor, kernel = np.array([30.0, 30.0]), np.array([5.0, 300.0])
+    np.testing.assert_allclose(harness_time(floor, kernel, 4.0, 0.0), soft_max(floor, kernel, 4.0))
+    np.testing.assert_allclose(harness_time(floor, kernel, 4.0, 1.0), floor + kernel, rtol=1e-9)
+    half = harness_time(floor, kernel, 4.0, 0.5)
+    assert half[0] == pytest.approx(15.0 + soft_max(np.array([15.0]), np.array([5.0]), 4.0)[0])
+    assert half[1] == pytest.approx(315.0, rel=1e-3)  # a long kernel hides the overlapped half
