@@ -54,7 +54,10 @@ struct HostCostModel {
   // CPU's children differ from CUDA's: mkldnn vs cuDNN, CPU-only kernels), and its children
   // cost nothing more.
   std::map<std::string, double> top_level_op_us;  // by top-level op name
-  double default_top_level_us = 0;                // a top-level name the calibration never saw
+  // A top-level name the calibration never saw: by whether its subtree does device work
+  // (estimate_cost: any op not a view or metadata op).
+  double default_top_level_us = 0;
+  double default_top_level_view_us = 0;
   std::map<Phase, double> phase_gap_us;           // Python between top-level ops, by phase
   // Optimizer phase: PyTorch's optimizers run their foreach implementation when every
   // parameter is on a CUDA device (their default), one _foreach_ call where the CPU's

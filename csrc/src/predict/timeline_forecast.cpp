@@ -193,6 +193,9 @@ HostCostModel host_cost_model_from_json(const std::string& text) {
     m.phase_gap_us[*phase] = us;
   });
   if (doc.contains("default_top_level_us")) m.default_top_level_us = number(doc["default_top_level_us"], "default_top_level_us");
+  m.default_top_level_view_us = doc.contains("default_top_level_view_us")
+                                    ? number(doc["default_top_level_view_us"], "default_top_level_view_us")
+                                    : m.default_top_level_us;
   if (doc.contains("calibration") && doc["calibration"].is_string()) {
     m.calibration = doc["calibration"].get<std::string>();
   }

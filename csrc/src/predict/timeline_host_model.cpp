@@ -1,6 +1,8 @@
 // modelled_schedule: a CPU-traced step's host cadence on a GPU machine, from a host model.
 #include "predict/timeline_host_model.h"
 
+#include "habitat/op_cost.h"
+
 #include <cstdio>
 #include <map>
 #include <numeric>
@@ -28,6 +30,19 @@ std::string foreach_of(const std::string& name, const HostCostModel& model) {
   const std::string toggled =
       !base.empty() && base.back() == '_' ? base.substr(0, base.size() - 1) : base + "_";
   return model.foreach_per_tensor_us.count(toggled) ? toggled : "";
+}
+
+// Whether the top-level op at `first` or an op under it does device work on a GPU: any op of
+// its subtree (the ops after it up to the next top-level op) that is not a view, metadata or
+// host-only op by its shapes (estimate_cost).
+bool launches_work(const Step& step, std::size_t first) {
+  for (std::size_t i = first; i < step.ops.size() && (i == first || step.ops[i].depth > 0); ++i) {
+    const OpRecord& op = step.ops[i];
+    if (op.has_children) continue;
+    const OpClass c = estimate_cost(op).op_class;
+    if (c != OpClass::NoKernel && c != OpClass::Unknown) return true;
+  }
+  return false;
 }
 
 double gap_of(const HostCostModel& model, Phase phase) {
@@ -77,7 +92,8 @@ HostSchedule inclusive_schedule(const Step& step, const HostCostModel& model, ui
   }
   HostSchedule s;
   double host = 0;
-  std::size_t unknown = 0;
+  std::size_t unknown_work = 0;  // top-level ops of names the calibration never saw
+  std::size_t unknown_view = 0;
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     const OpRecord& op = step.ops[i];
     if (op.depth == 0) {
@@ -89,8 +105,15 @@ HostSchedule inclusive_schedule(const Step& step, const HostCostModel& model, ui
         host += model.foreach_per_tensor_us.at(foreach_name) + gap / static_cast<double>(per_call);
       } else {
         const auto it = model.top_level_op_us.find(op.name);
-        unknown += it == model.top_level_op_us.end() ? 1 : 0;
-        host += gap + (it != model.top_level_op_us.end() ? it->second : model.default_top_level_us);
+        double cost = 0;
+        if (it != model.top_level_op_us.end()) {
+          cost = it->second;
+        } else {
+          const bool work = launches_work(step, i);
+          cost = work ? model.default_top_level_us : model.default_top_level_view_us;
+          ++(work ? unknown_work : unknown_view);
+        }
+        host += gap + cost;
       }
     }
     HostEvent e;
@@ -105,9 +128,12 @@ HostSchedule inclusive_schedule(const Step& step, const HostCostModel& model, ui
     mapping_note = "; the optimizer's " + std::to_string(mapped) + " per-tensor op calls taken as CUDA's foreach calls (" +
                    std::to_string(per_call) + " tensors each)";
   }
-  if (unknown > 0) {
-    mapping_note += "; " + std::to_string(unknown) + " top-level op(s) of names the calibration never saw at " +
-                    fixed(model.default_top_level_us, 1) + " us each";
+  if (unknown_work + unknown_view > 0) {
+    mapping_note += "; " + std::to_string(unknown_work + unknown_view) +
+                    " top-level op(s) of names the calibration never saw at the median of its ops that do device "
+                    "work (" + std::to_string(unknown_work) + ", " + fixed(model.default_top_level_us, 1) +
+                    " us) or that do none (" + std::to_string(unknown_view) + ", " +
+                    fixed(model.default_top_level_view_us, 1) + " us)";
   }
   return s;
 }

@@ -194,6 +194,16 @@ def trace_host_costs(doc: dict[str, Any]) -> dict[str, Any]:
     step = doc["steps"][-1]
     clock = _corrected_clock(step, scale)
     top = sorted((op for op in step["ops"] if op.get("parent") is None), key=lambda op: op["start_us"])
+    # Top-level ops whose subtree launched a kernel: the default for a name never seen.
+    by_id = {op["id"]: op for op in step["ops"]}
+    launching_ids = set()
+    for op in step["ops"]:
+        if op.get("kernels"):
+            while op.get("parent") is not None and op["parent"] in by_id:
+                op = by_id[op["parent"]]
+            launching_ids.add(op["id"])
+    launching: list[float] = []
+    views: list[float] = []
     inclusive: dict[str, list[float]] = defaultdict(list)
     foreach: dict[str, list[tuple[float, int]]] = defaultdict(list)
     gaps: dict[str, list[float]] = defaultdict(list)
@@ -202,6 +212,7 @@ def trace_host_costs(doc: dict[str, Any]) -> dict[str, Any]:
     for op in top:
         start, finish = clock(op["start_us"]), clock(op["start_us"] + op["wall_us"])
         inclusive[op["name"]].append(max(0.0, finish - start))
+        (launching if op["id"] in launching_ids else views).append(max(0.0, finish - start))
         if op["name"].startswith("aten::_foreach_"):
             foreach[op["name"]].append((max(0.0, finish - start), _tensors_in(op)))
         if end is not None:
@@ -211,7 +222,7 @@ def trace_host_costs(doc: dict[str, Any]) -> dict[str, Any]:
                 gaps[op.get("phase") or "other"].append(max(0.0, start - end))
         if end is None or finish > end:
             end, end_traced = finish, op["start_us"] + op["wall_us"]
-    return {"host_scale": scale, "inclusive": inclusive, "gaps": gaps, "foreach": foreach,
+    return {"host_scale": scale, "inclusive": inclusive, "gaps": gaps, "foreach": foreach, "launching": launching, "views": views,
             "stalls_us": stalls, "steady_wall_ms": float(step.get("wall_ms", 0.0))}
 
 
@@ -236,10 +247,14 @@ def model_from_costs(named_costs: Iterable[tuple[str, dict[str, Any]]]) -> dict[
     per_phase: dict[str, list[float]] = defaultdict(list)
     per_foreach: dict[str, list[float]] = defaultdict(list)
     every: list[float] = []
+    launching: list[float] = []
+    views: list[float] = []
     names, scales = [], []
     for name, costs in named_costs:
         names.append(name)
-        scales.append(f"{name} x{costs['host_scale']:.2f}")
+        launching.extend(costs["launching"])
+        views.extend(costs["views"])
+        scales.append(costs["host_scale"])
         for op_name, values in costs["inclusive"].items():
             per_name[op_name].append(statistics.fmean(values))
             every.extend(values)
@@ -256,11 +271,16 @@ def model_from_costs(named_costs: Iterable[tuple[str, dict[str, Any]]]) -> dict[
         "default_op_us": round(statistics.median(every), 3),
         "top_level_gap_us": round(statistics.median([x for v in per_phase.values() for x in v]), 3),
         "top_level_op_us": top_level,
-        "default_top_level_us": round(statistics.median(every), 3),
+        # A name the calibration never saw: the median top-level op that launched a kernel, or
+        # that launched none (the engine tells them apart by the op's shapes).
+        "default_top_level_us": round(statistics.median(launching or every), 3),
+        "default_top_level_view_us": round(statistics.median(views or every), 3),
         "phase_gap_us": gaps,
         "foreach_per_tensor_us": {k: round(statistics.median(v), 3) for k, v in sorted(per_foreach.items())},
-        "calibration": (f"eager PyTorch host time per top-level op from {len(names)} format-2 GPU trace(s), "
-                        "calibrated to their untraced steady-state step (host scale): " + ", ".join(scales)),
+        "calibration": (f"host time per top-level op from {len(names)} format-2 GPU trace(s) of "
+                        f"{', '.join(sorted({n.rsplit('_', 1)[0] for n in names}))}, scaled to their untraced "
+                        f"steady-state steps (x{min(scales):.2f}-{max(scales):.2f})"),
+        "traces": {name: {"host_scale": round(scale, 4)} for name, scale in zip(names, scales)},
     }
 
 
