@@ -54,10 +54,14 @@ struct HostCostModel {
   // CPU's children differ from CUDA's: mkldnn vs cuDNN, CPU-only kernels), and its children
   // cost nothing more.
   std::map<std::string, double> top_level_op_us;  // by top-level op name
-  // A top-level name the calibration never saw: by whether its subtree does device work
-  // (estimate_cost: any op not a view or metadata op).
+  // A top-level name the calibration never saw: unseen_base_us + unseen_per_kernel_us x the
+  // kernels CUDA would launch for its subtree (estimate_cost, cuda_paths' expansions), when
+  // the model has a per-kernel cost; else by whether it launches any:
+  // default_top_level_us, or default_top_level_view_us when it launches none.
   double default_top_level_us = 0;
   double default_top_level_view_us = 0;
+  double unseen_base_us = 0;
+  double unseen_per_kernel_us = 0;
   std::map<Phase, double> phase_gap_us;           // Python between top-level ops, by phase
   // Optimizer phase: PyTorch's optimizers run their foreach implementation when every
   // parameter is on a CUDA device (their default), one _foreach_ call where the CPU's

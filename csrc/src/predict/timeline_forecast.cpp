@@ -193,6 +193,14 @@ HostCostModel host_cost_model_from_json(const std::string& text) {
     m.phase_gap_us[*phase] = us;
   });
   if (doc.contains("default_top_level_us")) m.default_top_level_us = number(doc["default_top_level_us"], "default_top_level_us");
+  if (doc.contains("unseen_op_us")) {
+    const json& u = doc["unseen_op_us"];
+    if (!u.is_object() || !u.contains("base_us") || !u.contains("per_kernel_us")) {
+      throw std::invalid_argument("host model: unseen_op_us must be {\"base_us\": us, \"per_kernel_us\": us}");
+    }
+    m.unseen_base_us = number(u["base_us"], "unseen_op_us.base_us");
+    m.unseen_per_kernel_us = number(u["per_kernel_us"], "unseen_op_us.per_kernel_us");
+  }
   m.default_top_level_view_us = doc.contains("default_top_level_view_us")
                                     ? number(doc["default_top_level_view_us"], "default_top_level_view_us")
                                     : m.default_top_level_us;

@@ -2,6 +2,8 @@
 #include "predict/timeline_host_model.h"
 
 #include "habitat/op_cost.h"
+#include "predict/cuda_paths.h"
+#include "predict/op_index.h"
 
 #include <cstdio>
 #include <map>
@@ -32,17 +34,33 @@ std::string foreach_of(const std::string& name, const HostCostModel& model) {
   return model.foreach_per_tensor_us.count(toggled) ? toggled : "";
 }
 
-// Whether the top-level op at `first` or an op under it does device work on a GPU: any op of
-// its subtree (the ops after it up to the next top-level op) that is not a view, metadata or
-// host-only op by its shapes (estimate_cost).
-bool launches_work(const Step& step, std::size_t first) {
+// The kernels CUDA would launch for the top-level op at `first` and its subtree (the ops
+// after it up to the next top-level op): each op's own estimate (estimate_cost) where the
+// CPU's op is CUDA's, the CUDA path where they differ (cuda_paths: a oneDNN RNN layer as
+// cuDNN's per-time-step kernels, an op whose own estimate stands for its CPU children, host
+// bookkeeping that launches nothing).
+double expected_kernels(const Step& step, std::size_t first, const cuda_paths::Mapping& cuda,
+                        const std::vector<const cuda_paths::Expansion*>& expansion_of) {
+  double kernels = 0;
+  int skip_below = -1;  // depth of an op whose estimate stands for its subtree
   for (std::size_t i = first; i < step.ops.size() && (i == first || step.ops[i].depth > 0); ++i) {
     const OpRecord& op = step.ops[i];
-    if (op.has_children) continue;
-    const OpClass c = estimate_cost(op).op_class;
-    if (c != OpClass::NoKernel && c != OpClass::Unknown) return true;
+    if (skip_below >= 0 && op.depth > skip_below) continue;
+    skip_below = -1;
+    if (cuda.host_only[i]) continue;
+    if (const cuda_paths::Expansion* e = expansion_of[i]) {
+      for (const auto& [part, count] : e->parts) kernels += count * estimate_cost(part).kernels;
+      skip_below = op.depth;
+      continue;
+    }
+    if (cuda.parent_wins[i]) {
+      kernels += estimate_cost(op).kernels;
+      skip_below = op.depth;
+      continue;
+    }
+    if (!op.has_children) kernels += estimate_cost(op).kernels;
   }
-  return false;
+  return kernels;
 }
 
 double gap_of(const HostCostModel& model, Phase phase) {
@@ -72,8 +90,8 @@ HostSchedule exclusive_schedule(const Step& step, const HostCostModel& model, ui
 
 // Per top-level op, its subtree's cost on the GPU machine; the optimizer's per-tensor ops as
 // the foreach calls CUDA makes instead.
-HostSchedule inclusive_schedule(const Step& step, const HostCostModel& model, uint32_t stream,
-                                std::string& mapping_note) {
+HostSchedule inclusive_schedule(const Step& step, const TraceOrigin& origin, const HostCostModel& model,
+                                uint32_t stream, std::string& mapping_note) {
   // Tensors per foreach call: the greatest common divisor of the optimizer's per-tensor op
   // counts (AdamW over 148 tensors: add_ x296, lerp_ x148, ... -> 148).
   std::map<std::string, std::pair<std::string, long>> optimizer_ops;  // name -> (foreach, count)
@@ -94,6 +112,13 @@ HostSchedule inclusive_schedule(const Step& step, const HostCostModel& model, ui
   double host = 0;
   std::size_t unknown_work = 0;  // top-level ops of names the calibration never saw
   std::size_t unknown_view = 0;
+  double unknown_kernels = 0;
+  const OpIndex index_of(step);
+  const cuda_paths::Mapping cuda = cuda_paths::map_cpu_step(step, index_of, origin);
+  std::vector<const cuda_paths::Expansion*> expansion_of(step.ops.size(), nullptr);
+  for (const auto& e : cuda.expansions) {
+    if (e.index < expansion_of.size()) expansion_of[e.index] = &e;
+  }
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     const OpRecord& op = step.ops[i];
     if (op.depth == 0) {
@@ -109,9 +134,16 @@ HostSchedule inclusive_schedule(const Step& step, const HostCostModel& model, ui
         if (it != model.top_level_op_us.end()) {
           cost = it->second;
         } else {
-          const bool work = launches_work(step, i);
-          cost = work ? model.default_top_level_us : model.default_top_level_view_us;
-          ++(work ? unknown_work : unknown_view);
+          const double kernels = expected_kernels(step, i, cuda, expansion_of);
+          if (kernels <= 0) {
+            cost = model.default_top_level_view_us;
+          } else if (model.unseen_per_kernel_us > 0) {
+            cost = model.unseen_base_us + model.unseen_per_kernel_us * kernels;
+          } else {
+            cost = model.default_top_level_us;
+          }
+          ++(kernels > 0 ? unknown_work : unknown_view);
+          unknown_kernels += kernels;
         }
         host += gap + cost;
       }
@@ -129,20 +161,25 @@ HostSchedule inclusive_schedule(const Step& step, const HostCostModel& model, ui
                    std::to_string(per_call) + " tensors each)";
   }
   if (unknown_work + unknown_view > 0) {
+    const std::string per_work =
+        model.unseen_per_kernel_us > 0
+            ? fixed(model.unseen_base_us, 1) + " us + " + fixed(model.unseen_per_kernel_us, 1) + " us per CUDA kernel (" +
+                  fixed(unknown_kernels, 0) + " kernels)"
+            : fixed(model.default_top_level_us, 1) + " us each";
     mapping_note += "; " + std::to_string(unknown_work + unknown_view) +
-                    " top-level op(s) of names the calibration never saw at the median of its ops that do device "
-                    "work (" + std::to_string(unknown_work) + ", " + fixed(model.default_top_level_us, 1) +
-                    " us) or that do none (" + std::to_string(unknown_view) + ", " +
-                    fixed(model.default_top_level_view_us, 1) + " us)";
+                    " top-level op(s) of names the calibration never saw: " + std::to_string(unknown_work) +
+                    " that launch work at " + per_work + ", " + std::to_string(unknown_view) + " that launch none at " +
+                    fixed(model.default_top_level_view_us, 1) + " us each";
   }
   return s;
 }
 
 }  // namespace
 
-HostSchedule modelled_schedule(const Step& step, const HostCostModel& model, uint32_t stream) {
+HostSchedule modelled_schedule(const Step& step, const TraceOrigin& origin, const HostCostModel& model,
+                               uint32_t stream) {
   std::string mapping_note;
-  HostSchedule s = model.inclusive() ? inclusive_schedule(step, model, stream, mapping_note)
+  HostSchedule s = model.inclusive() ? inclusive_schedule(step, origin, model, stream, mapping_note)
                                      : exclusive_schedule(step, model, stream);
   s.launch_source = LaunchSource::Modelled;
   s.overhead_source = OverheadSource::None;

@@ -228,7 +228,7 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
       none.notes.push_back("CPU origin and no host model: no timeline");
       return none;
     }
-    return modelled_schedule(step, *options.host_model, stream);
+    return modelled_schedule(step, origin, *options.host_model, stream);
   }
 
   HostSchedule s;

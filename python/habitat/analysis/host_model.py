@@ -196,12 +196,15 @@ def trace_host_costs(doc: dict[str, Any]) -> dict[str, Any]:
     top = sorted((op for op in step["ops"] if op.get("parent") is None), key=lambda op: op["start_us"])
     # Top-level ops whose subtree launched a kernel: the default for a name never seen.
     by_id = {op["id"]: op for op in step["ops"]}
-    launching_ids = set()
+    kernels_under: dict[int, int] = defaultdict(int)  # top-level op id -> kernels in its subtree
     for op in step["ops"]:
-        if op.get("kernels"):
+        n = len(op.get("kernels", []))
+        if n:
             while op.get("parent") is not None and op["parent"] in by_id:
                 op = by_id[op["parent"]]
-            launching_ids.add(op["id"])
+            kernels_under[op["id"]] += n
+    launching_ids = set(kernels_under)
+    by_kernels: dict[tuple[str, int], list[float]] = defaultdict(list)
     launching: list[float] = []
     views: list[float] = []
     inclusive: dict[str, list[float]] = defaultdict(list)
@@ -213,6 +216,8 @@ def trace_host_costs(doc: dict[str, Any]) -> dict[str, Any]:
         start, finish = clock(op["start_us"]), clock(op["start_us"] + op["wall_us"])
         inclusive[op["name"]].append(max(0.0, finish - start))
         (launching if op["id"] in launching_ids else views).append(max(0.0, finish - start))
+        if kernels_under.get(op["id"]) and not op["name"].startswith("aten::_foreach_"):
+            by_kernels[(op["name"], kernels_under[op["id"]])].append(max(0.0, finish - start))
         if op["name"].startswith("aten::_foreach_"):
             foreach[op["name"]].append((max(0.0, finish - start), _tensors_in(op)))
         if end is not None:
@@ -223,7 +228,15 @@ def trace_host_costs(doc: dict[str, Any]) -> dict[str, Any]:
         if end is None or finish > end:
             end, end_traced = finish, op["start_us"] + op["wall_us"]
     return {"host_scale": scale, "inclusive": inclusive, "gaps": gaps, "foreach": foreach, "launching": launching, "views": views,
+            "by_kernels": {f"{name}|{k}": v for (name, k), v in by_kernels.items()},
             "stalls_us": stalls, "steady_wall_ms": float(step.get("wall_ms", 0.0))}
+
+
+def _per_kernel_line(points: list[tuple[int, float]]) -> dict[str, float]:
+    if len({k for k, _ in points}) < 2:
+        return {"base_us": 0.0, "per_kernel_us": 0.0}
+    slope, intercept = statistics.linear_regression([float(k) for k, _ in points], [c for _, c in points])
+    return {"base_us": round(max(0.0, intercept), 3), "per_kernel_us": round(max(0.0, slope), 3)}
 
 
 def calibrate_inclusive(documents: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -249,9 +262,12 @@ def model_from_costs(named_costs: Iterable[tuple[str, dict[str, Any]]]) -> dict[
     every: list[float] = []
     launching: list[float] = []
     views: list[float] = []
+    per_kernel_points: list[tuple[int, float]] = []  # (kernels, mean cost) per trace, name and count
     names, scales = [], []
     for name, costs in named_costs:
         names.append(name)
+        for key, values in costs["by_kernels"].items():
+            per_kernel_points.append((int(key.rsplit("|", 1)[1]), statistics.fmean(values)))
         launching.extend(costs["launching"])
         views.extend(costs["views"])
         scales.append(costs["host_scale"])
@@ -275,6 +291,9 @@ def model_from_costs(named_costs: Iterable[tuple[str, dict[str, Any]]]) -> dict[
         # that launched none (the engine tells them apart by the op's shapes).
         "default_top_level_us": round(statistics.median(launching or every), 3),
         "default_top_level_view_us": round(statistics.median(views or every), 3),
+        # ... and with the kernels CUDA would launch for it: the least-squares line of the
+        # top-level ops' cost on their kernel count (one point per trace, name and count).
+        "unseen_op_us": _per_kernel_line(per_kernel_points),
         "phase_gap_us": gaps,
         "foreach_per_tensor_us": {k: round(statistics.median(v), 3) for k, v in sorted(per_foreach.items())},
         "calibration": (f"host time per top-level op from {len(names)} format-2 GPU trace(s) of "
