@@ -49,11 +49,32 @@ struct HostCostModel {
   double default_op_us = 0;             // an op name the calibration never saw
   double top_level_gap_us = 0;          // Python between consecutive top-level ops
   std::string calibration;              // what it was calibrated on, for the forecast's notes
+  // Per top-level op (inclusive): when top_level_op_us is not empty, a top-level op costs its
+  // whole subtree's host time on the GPU machine, whatever the CPU decomposed it into (the
+  // CPU's children differ from CUDA's: mkldnn vs cuDNN, CPU-only kernels), and its children
+  // cost nothing more.
+  std::map<std::string, double> top_level_op_us;  // by top-level op name
+  // A top-level name the calibration never saw: unseen_base_us + unseen_per_kernel_us x the
+  // kernels CUDA would launch for its subtree (estimate_cost, cuda_paths' expansions), when
+  // the model has a per-kernel cost; else by whether it launches any:
+  // default_top_level_us, or default_top_level_view_us when it launches none.
+  double default_top_level_us = 0;
+  double default_top_level_view_us = 0;
+  double unseen_base_us = 0;
+  double unseen_per_kernel_us = 0;
+  std::map<Phase, double> phase_gap_us;           // Python between top-level ops, by phase
+  // Optimizer phase: PyTorch's optimizers run their foreach implementation when every
+  // parameter is on a CUDA device (their default), one _foreach_ call where the CPU's
+  // single-tensor loop calls the op once per parameter. Host time per tensor of a foreach
+  // op, by foreach name ("aten::_foreach_add_").
+  std::map<std::string, double> foreach_per_tensor_us;
+  bool inclusive() const { return !top_level_op_us.empty(); }
 };
 
 // A host model from its JSON document ({"op_us": {name: us}, "default_op_us": us,
-// "top_level_gap_us": us, "calibration": text}); throws std::invalid_argument naming the
-// problem.
+// "top_level_gap_us": us, "calibration": text}, optionally "top_level_op_us": {name: us},
+// "default_top_level_us": us, "phase_gap_us": {phase: us}, "foreach_per_tensor_us":
+// {name: us}); throws std::invalid_argument naming the problem.
 HostCostModel host_cost_model_from_json(const std::string& text);
 
 struct TimelineOptions {

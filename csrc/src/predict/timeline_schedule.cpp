@@ -10,6 +10,7 @@
 
 #include "habitat/timeline.h"
 #include "predict/op_index.h"
+#include "predict/timeline_host_model.h"
 
 namespace habitat {
 namespace {
@@ -103,30 +104,6 @@ double excess_lead_in(const Step& step) {
   const auto mid = gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2);
   std::nth_element(gaps.begin(), mid, gaps.end());
   return std::max(0.0, top.front().first - *mid);
-}
-
-HostSchedule modelled_schedule(const Step& step, const HostCostModel& model, uint32_t stream) {
-  HostSchedule s;
-  s.launch_source = LaunchSource::Modelled;
-  s.overhead_source = OverheadSource::None;
-  double host = 0;
-  for (std::size_t i = 0; i < step.ops.size(); ++i) {
-    const OpRecord& op = step.ops[i];
-    if (op.depth == 0) host += model.top_level_gap_us;
-    const auto it = model.op_us.find(op.name);
-    host += it != model.op_us.end() ? it->second : model.default_op_us;
-    HostEvent e;
-    e.host_us = host;
-    e.op = i;
-    e.stream = stream;
-    e.phase = op.phase;
-    s.events.push_back(e);
-  }
-  s.host_end_us = host;
-  s.traced_host_us = step.wall_ms * 1000.0;
-  s.notes.push_back("CPU origin: the host cadence is a model of eager PyTorch on a GPU machine (" +
-                    model.calibration + "), not the CPU's own op times");
-  return s;
 }
 
 }  // namespace
@@ -251,7 +228,7 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
       none.notes.push_back("CPU origin and no host model: no timeline");
       return none;
     }
-    return modelled_schedule(step, *options.host_model, stream);
+    return modelled_schedule(step, origin, *options.host_model, stream);
   }
 
   HostSchedule s;

@@ -41,12 +41,13 @@ def test_cpu_origin_gets_a_modelled_timeline(monkeypatch: pytest.MonkeyPatch, tm
     t = step.timeline["H100-SXM5-80GB"]
     assert t["valid"] and t["launch_source"] == "modelled" and t["host_ms"] > 1.0
     assert any("CPU origin" in n for n in t["notes"])
-    monkeypatch.setenv("HABITAT_HOST_MODEL", "")  # off: no timeline, step_ms is the kernel sum
-    step = Forecast.from_trace(_cpu_step(), ["H100"]).latest
-    assert step.timeline["H100-SXM5-80GB"]["valid"] is False
-    assert step.step_ms("H100") == step.time_ms("H100")
-    monkeypatch.delenv("HABITAT_HOST_MODEL")  # the default: off (not validated on real CPU traces)
-    assert Forecast.from_trace(_cpu_step(), ["H100"]).latest.timeline["H100-SXM5-80GB"]["valid"] is False
+    for off in ("off", ""):  # off: no timeline, step_ms is the kernel sum
+        monkeypatch.setenv("HABITAT_HOST_MODEL", off)
+        step = Forecast.from_trace(_cpu_step(), ["H100"]).latest
+        assert step.timeline["H100-SXM5-80GB"]["valid"] is False
+        assert step.step_ms("H100") == step.time_ms("H100")
+    monkeypatch.delenv("HABITAT_HOST_MODEL")  # the default: the packaged model
+    assert Forecast.from_trace(_cpu_step(), ["H100"]).latest.timeline["H100-SXM5-80GB"]["valid"]
     monkeypatch.setenv("HABITAT_HOST_MODEL", "packaged")
     assert Forecast.from_trace(_cpu_step(), ["H100"]).latest.timeline["H100-SXM5-80GB"]["valid"]
 
@@ -64,4 +65,34 @@ def test_a_bad_host_model_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 
 def test_packaged_host_model_loads() -> None:
     doc = json.loads(engine.HOST_MODEL_FILE.read_text())
-    assert doc["op_us"] and "16 GPU trace(s)" in doc["calibration"]
+    assert doc["top_level_op_us"] and "8 format-2 GPU trace(s)" in doc["calibration"]
+    assert doc["command"].startswith("python -m habitat.analysis.host_model --inclusive")
+    assert all(0.5 < t["host_scale"] < 1.0 for t in doc["traces"].values())
+
+
+LATER = sorted(RESULTS.glob("h100-sxm5-80gb-2026-11-23/traces/dcgan_*.json.gz"))
+
+
+def test_inclusive_calibration_reads_traces_not_measurements() -> None:
+    from habitat.analysis.host_model import calibrate_inclusive
+
+    docs = [(p.name, load_document(p)) for p in LATER]
+    model = calibrate_inclusive(docs)
+    # The benchmark's measured step is the test, never an input: without it, the same model.
+    for _, doc in docs:
+        doc.pop("benchmark", None)
+    assert calibrate_inclusive(docs) == model
+    assert model["top_level_op_us"]["aten::conv2d"] > 10  # a launching op, calibrated and scaled
+    assert set(model["phase_gap_us"]) >= {"forward", "backward", "optimizer"}
+    assert "aten::_foreach_addcdiv_" in model["foreach_per_tensor_us"]
+    assert model["unseen_op_us"]["per_kernel_us"] > 0
+    with pytest.raises(ValueError, match="format-2"):
+        calibrate_inclusive([("f1", load_document(TRACES[0]))])
+
+
+def test_host_bound_share_is_printed_for_a_cpu_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HABITAT_HOST_MODEL", raising=False)
+    forecast = Forecast.load(RESULTS / "cpu-traces" / "dcgan_bf16.json.gz", targets=["H100"])
+    text = str(forecast)
+    assert "GPU busy" in text and "bound by" in text and "Host-bound on H100-SXM5-80GB" in text
+    assert "CPU origin: the host cadence is a model of eager PyTorch on a GPU machine" in text

@@ -186,7 +186,9 @@ def test_forecast_file_keeps_the_latest_totals_only(tmp_path: Path):
 
 
 def test_tensorboard_bytes_per_step_stay_small_between_detail_steps(tmp_path: Path, golden_trace: Path):
-    # Scalars every step (~0.5 KB a step for two GPUs), the per-op table every 100 steps.
+    # Scalars every step (~1 KB a step for two GPUs: with the timeline's step as seen, GPU busy
+    # and host-bound per GPU, which a CPU-traced step has since the host model is on by
+    # default), the per-op table every 100 steps.
     forecast = Forecast.load(golden_trace, targets=["A100", "T4"])
     step = forecast.latest
 
@@ -204,7 +206,7 @@ def test_tensorboard_bytes_per_step_stay_small_between_detail_steps(tmp_path: Pa
         logger.flush()
     per_step = (size() - first) / 300
     assert first > 10_000  # a detail step is large ...
-    assert per_step < 800, per_step  # ... the others are their scalars; 3 tables in 300 steps
+    assert per_step < 1100, per_step  # ... the others are their scalars; 3 tables in 300 steps
     assert [e.step for e in _read(tmp_path).Tensors(f"{OPS_TABLE}/text_summary")] == [0, 100, 200, 300]
 
 
