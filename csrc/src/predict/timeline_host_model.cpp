@@ -3,6 +3,7 @@
 
 #include "habitat/op_cost.h"
 #include "predict/cuda_paths.h"
+#include "predict/fixed_point_text.h"
 #include "predict/op_index.h"
 
 #include <cstdio>
@@ -14,10 +15,14 @@
 namespace habitat {
 namespace {
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
+// The op's forecast device work as one launch, issued when the host is done with it.
+HostEvent launch_event(double host_us, std::size_t op, uint32_t stream, Phase phase) {
+  HostEvent e;
+  e.host_us = host_us;
+  e.op = op;
+  e.stream = stream;
+  e.phase = phase;
+  return e;
 }
 
 // The foreach op CUDA's optimizer calls where the CPU's single-tensor loop called `name`
@@ -77,12 +82,7 @@ HostSchedule exclusive_schedule(const Step& step, const HostCostModel& model, ui
     if (op.depth == 0) host += model.top_level_gap_us;
     const auto it = model.op_us.find(op.name);
     host += it != model.op_us.end() ? it->second : model.default_op_us;
-    HostEvent e;
-    e.host_us = host;
-    e.op = i;
-    e.stream = stream;
-    e.phase = op.phase;
-    s.events.push_back(e);
+    s.events.push_back(launch_event(host, i, stream, op.phase));
   }
   s.host_end_us = host;
   return s;
@@ -148,12 +148,7 @@ HostSchedule inclusive_schedule(const Step& step, const TraceOrigin& origin, con
         host += gap + cost;
       }
     }
-    HostEvent e;
-    e.host_us = host;
-    e.op = i;
-    e.stream = stream;
-    e.phase = op.phase;
-    s.events.push_back(e);
+    s.events.push_back(launch_event(host, i, stream, op.phase));
   }
   s.host_end_us = host;
   if (mapped > 0) {

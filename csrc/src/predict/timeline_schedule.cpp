@@ -9,17 +9,12 @@
 #include <vector>
 
 #include "habitat/timeline.h"
+#include "predict/fixed_point_text.h"
 #include "predict/op_index.h"
 #include "predict/timeline_host_model.h"
 
 namespace habitat {
 namespace {
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
 
 bool on_cuda(const TensorMeta* t) { return t != nullptr && t->device.rfind("cuda", 0) == 0; }
 bool on_cpu(const TensorMeta* t) { return t != nullptr && t->device == "cpu"; }

@@ -57,6 +57,26 @@ class Device {
   std::size_t last_ = static_cast<std::size_t>(-1);
 };
 
+// The host's clock after sync event `e`: a wait for a stream or the whole device holds it
+// until the device catches up; a stream-waits-for-stream sync holds the waiting stream instead.
+double after_sync(const HostEvent& e, Device& device, double host) {
+  switch (e.sync) {
+    case SyncRecord::Kind::Stream:
+    case SyncRecord::Kind::Event:
+    case SyncRecord::Kind::Memcpy:
+      return std::max(host, device.free_at(e.stream));
+    case SyncRecord::Kind::Device:
+      return std::max(host, device.all_done());
+    case SyncRecord::Kind::StreamWait: {
+      const double ready = device.free_at(e.wait_stream);
+      double& waiting = device.free_at(e.stream);
+      waiting = std::max(waiting, ready);
+      return host;
+    }
+  }
+  return host;
+}
+
 // The per-phase sums of the last repeat, by phase value, and which phases were seen (the
 // result lists only those, as a map filled on first use would).
 struct PhaseSums {
@@ -124,22 +144,7 @@ double origin_host_wall_us(const HostSchedule& schedule, const std::vector<doubl
       free = std::max(host, free) + d;
       continue;
     }
-    switch (e.sync) {
-      case SyncRecord::Kind::Stream:
-      case SyncRecord::Kind::Event:
-      case SyncRecord::Kind::Memcpy:
-        host = std::max(host, device.free_at(e.stream));
-        break;
-      case SyncRecord::Kind::Device:
-        host = std::max(host, device.all_done());
-        break;
-      case SyncRecord::Kind::StreamWait: {
-        const double ready = device.free_at(e.wait_stream);
-        double& waiting = device.free_at(e.stream);
-        waiting = std::max(waiting, ready);
-        break;
-      }
-    }
+    host = after_sync(e, device, host);
   }
   return host + std::max(0.0, schedule.host_end_us - prev) * scale;
 }
@@ -195,22 +200,7 @@ TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector
         }
         continue;
       }
-      switch (e.sync) {
-        case SyncRecord::Kind::Stream:
-        case SyncRecord::Kind::Event:
-        case SyncRecord::Kind::Memcpy:
-          host = std::max(host, device.free_at(e.stream));
-          break;
-        case SyncRecord::Kind::Device:
-          host = std::max(host, device.all_done());
-          break;
-        case SyncRecord::Kind::StreamWait: {
-          const double ready = device.free_at(e.wait_stream);
-          double& waiting = device.free_at(e.stream);
-          waiting = std::max(waiting, ready);
-          break;
-        }
-      }
+      host = after_sync(e, device, host);
     }
     const double tail = (schedule.host_end_us - prev) / speed;
     host += tail;
