@@ -11,18 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from bench_scripts import loaded_script
+
 ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "benchmarks" / "gpu" / "collect_kernels.py"
 
 
 @pytest.fixture(scope="module")
 def ck():
-    spec = importlib.util.spec_from_file_location("collect_kernels", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["collect_kernels"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("collect_kernels", None)
+    with loaded_script("benchmarks/gpu/collect_kernels.py", "collect_kernels") as module:
+        yield module
 
 
 def test_families_option(ck):

@@ -3,24 +3,17 @@ H200, each with a host model calibrated without any trace of its workload, again
 recorded GPU measurements (issue #15, its third "done when")."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "benchmarks" / "timeline" / "cpu_origin.py"
+from bench_scripts import ROOT, loaded_script
+
 
 
 @pytest.fixture(scope="module")
 def co():
-    spec = importlib.util.spec_from_file_location("cpu_origin", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["cpu_origin"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("cpu_origin", None)
+    with loaded_script("benchmarks/timeline/cpu_origin.py", "cpu_origin") as module:
+        yield module
 
 
 @pytest.fixture(scope="module")

@@ -2,24 +2,17 @@
 recorded GPU kernel sums, and the CPU traces' optimizer ops are costed as CUDA's foreach."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "benchmarks" / "accuracy" / "real_models.py"
+from bench_scripts import loaded_script
+
 
 
 @pytest.fixture(scope="module")
 def rm():
-    spec = importlib.util.spec_from_file_location("real_models", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["real_models"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("real_models", None)
+    with loaded_script("benchmarks/accuracy/real_models.py", "real_models") as module:
+        yield module
 
 
 def test_recorded_kernel_sums_are_read_from_the_gpu_summaries(rm) -> None:

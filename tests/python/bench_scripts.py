@@ -1,0 +1,31 @@
+"""Benchmark scripts under benchmarks/ loaded as modules, for the tests of their functions."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_script(relative: str, name: str) -> ModuleType:
+    """Runs ROOT/relative as module `name`, registered in sys.modules (dataclasses and pickling
+    look their module up by name)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
+    assert spec and spec.loader, f"cannot load {relative}"
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextmanager
+def loaded_script(relative: str, name: str) -> Iterator[ModuleType]:
+    """load_script for the duration of a with block (a module-scoped fixture)."""
+    try:
+        yield load_script(relative, name)
+    finally:
+        sys.modules.pop(name, None)
