@@ -32,8 +32,8 @@ def weights_dir() -> str:
 #: The eager-PyTorch host model the timeline uses for CPU-traced steps (see
 #: habitat/analysis/host_model.py, calibrate_inclusive, for how it is calibrated). On by
 #: default: on the eight benchmark workloads traced on a CPU, each forecast with a model
-#: calibrated without that workload, the step as seen was 12.5% (mean abs.) off the measured
-#: H100 step and 29% off the H200 machine's, whose host is slower, against 36% and 46% for the
+#: calibrated without that workload, the step as seen was 11.8% (mean abs.) off the measured
+#: H100 step and 29% off the H200 machine's, whose host is slower, against 34% and 46% for the
 #: kernel sum (benchmarks/results/timeline-cpu-origin.md). HABITAT_HOST_MODEL names another
 #: host model file; "off" (or an empty value) turns it off, so that a CPU-traced step's
 #: forecast is its kernel sum.
