@@ -510,7 +510,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         # catch them: while any is wanted, steps are recorded in detail.
         self._wanted: dict[int, int] = {}
         self._known: dict[int, None] = {}  # fingerprints captured in detail, oldest first
-        self._by_fingerprint: dict[int, tuple[Any, ...]] = {}  # worker side: forecast to reuse
+        # Worker side: the forecast to reuse per fingerprint, (summary, captured, peak bytes, rows,
+        # the steady-state wall time (ms) its timeline is calibrated to, 0.0 for none).
+        self._by_fingerprint: dict[int, tuple[Any, ...]] = {}
         self._steady_walls: dict[int, deque[float]] = {}  # worker side: latest steady walls
         # Worker side: the decoded detailed step per fingerprint, while reused steps hold it
         # (saving forecast.json reads every kept step's trace: decode each fingerprint once).
@@ -763,7 +765,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             return
         _thread.forecasting = True
         cached = self._calibrated_to_steady_steps(fingerprint, wall_ms, cached)
-        summary, captured, peak_bytes, rows = cached[:4]
+        summary, captured, peak_bytes, rows, _ = cached
 
         def detail() -> tuple[dict[str, Any], Any]:  # called under the detail lock
             decoded = self._decoded.get(fingerprint)
@@ -806,10 +808,10 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if len(walls) < STEADY_MIN_STEPS:
             return cached
         median = statistics.median(walls)
-        calibrated_to = cached[4] if len(cached) > 4 else 0.0
+        calibrated_to = cached[4]
         if calibrated_to and abs(median / calibrated_to - 1) <= STEADY_RECALIBRATE:
             return cached
-        summary, captured, peak_bytes, _ = cached[:4]
+        summary, captured, peak_bytes, _, _ = cached
         try:
             summary, rows = forecast_captured(captured.capsule, self.forecast.origin, self.forecast.targets,
                                               self.forecast.host_speed, steady_wall_ms=median)
@@ -853,7 +855,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         if fingerprint is not None:
             cache = self._by_fingerprint
             cache.pop(fingerprint, None)
-            cache[fingerprint] = (summary_doc, captured, peak_bytes, rows)
+            cache[fingerprint] = (summary_doc, captured, peak_bytes, rows, 0.0)
             while len(cache) > MAX_FINGERPRINTS:
                 cache.pop(next(iter(cache)))
         self._run_sinks(forecast, index)

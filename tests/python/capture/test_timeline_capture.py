@@ -138,7 +138,7 @@ def test_predict_on_calibrates_reused_steps_to_its_steady_steps() -> None:
 
     fingerprint, (_, captured, peak_bytes, _, *_) = next(iter(predictor._by_fingerprint.items()))
     summary, rows = forecast_captured(captured.capsule, predictor.forecast.origin, [gpu])
-    cached = (summary, captured, peak_bytes, rows)  # as traced
+    cached = (summary, captured, peak_bytes, rows, 0.0)  # as traced: calibrated to no wall time
     traced_host = summary["timelines"][0]["host_ms"]
     predictor._steady_walls.pop(fingerprint, None)
     for _ in range(STEADY_MIN_STEPS - 1):
