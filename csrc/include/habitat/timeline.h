@@ -129,10 +129,8 @@ struct HostSchedule {
   double overhead_removed_us = 0;  // Habitat's time taken out of the step in all
   int habitat_syncs = 0;           // syncs outside the ops' span: Habitat's window edges, dropped
   int syncs = 0;
-  // Host calibration (calibrate_host_scale): the factor applied to every host time above, and
-  // the uninstrumented wall time it was calibrated to (0: not calibrated).
+  // Host calibration (calibrate_host_scale): the factor applied to every host time above.
   double host_scale = 1.0;
-  double calibration_wall_us = 0;
   std::vector<std::string> notes;  // what the forecast should tell the user about its inputs
   bool empty() const { return events.empty() && host_end_us == 0; }
 };

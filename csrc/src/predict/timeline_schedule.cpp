@@ -185,7 +185,6 @@ void calibrate_to_uninstrumented_wall(HostSchedule& s, const Step& step, const T
   for (auto& e : s.events) e.host_us *= scale;
   s.host_end_us *= scale;
   s.host_scale = scale;
-  s.calibration_wall_us = wall_us;
   s.notes.push_back("host cadence scaled by " + fixed(scale, 2) + " (" + fixed(traced_host_us / 1000.0, 2) +
                     " -> " + fixed(s.host_end_us / 1000.0, 2) +
                     " ms) so that the origin's host takes an uninstrumented step's wall time (" +

@@ -316,7 +316,6 @@ TEST(TimelineCalibration, AStepTimedWithoutRecordingScalesTheHostCadence) {
   const HostSchedule s = build_host_schedule(step, gpu(), no_overhead());
   EXPECT_NEAR(s.host_scale, 0.5, 1e-9);
   EXPECT_NEAR(s.host_end_us, 230.0, 1e-6);
-  EXPECT_DOUBLE_EQ(s.calibration_wall_us, 230.0);
   const TimelineResult r = play(step, no_overhead());
   EXPECT_NEAR(r.step_us, 230.0, 1e-6);
   EXPECT_NEAR(r.host_scale, 0.5, 1e-9);
