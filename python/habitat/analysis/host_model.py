@@ -129,7 +129,8 @@ def _untimed_per_op_us(ops: list[dict[str, Any]]) -> float:
         if child.get("overhead_us") is None:
             continue
         values.append(max(0.0, op["wall_us"] - child["wall_us"] - child["overhead_us"] - child.get("own_before_us", 0.0)))
-    return statistics.median_low(values) if len(values) >= 8 else 0.0
+    # values[n // 2], as the engine's median_or_none takes it.
+    return statistics.median_high(values) if len(values) >= 8 else 0.0
 
 
 def _corrected_clock(step: dict[str, Any], scale: float):
