@@ -177,7 +177,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def table(summary: list[dict[str, Any]]) -> str:
-    lines = ["| family | GPU | precision | rows | mean abs err % | median f/m | rows >=5us | "
+    lines = ["| class | GPU | precision | rows | mean abs err % | median f/m | rows >=5us | "
              "mean abs err % >=5us | median f/m >=5us |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for s in summary:
