@@ -28,7 +28,6 @@ Evaluation only: nothing is tuned.
 from __future__ import annotations
 
 import argparse
-import copy
 import csv
 import statistics
 import sys
@@ -88,20 +87,11 @@ def shapes(op: dict[str, Any]) -> str:
     return " ".join(out)[:24]
 
 
-def shape_based(doc: dict[str, Any]) -> dict[str, Any]:
-    """The document as a CPU trace of the same ops: no kernels, origin device "cpu"."""
-    stripped = copy.deepcopy(doc)
-    stripped["origin"]["device"] = "cpu"
-    for step in stripped["steps"]:
-        for op in step["ops"]:
-            op.pop("kernels", None)
-    return stripped
-
-
 def trace_rows(path: Path, run: str) -> list[dict[str, Any]]:
     """One row per op of the trace's first step that launched kernels on the GPU."""
     from habitat.data import engine
     from habitat.data.op_rows import METHODS, OP_CLASSES
+    from habitat.evaluate.timeline import as_cpu_trace
 
     doc = _load_document(path)
     gpu = doc["origin"]["device"]
@@ -110,7 +100,7 @@ def trace_rows(path: Path, run: str) -> list[dict[str, Any]]:
     workload = bench.get("model", workload)
     precision = bench.get("precision", precision)
     step = doc["steps"][0]
-    cpu = shape_based({**doc, "steps": [step]})
+    cpu = as_cpu_trace({**doc, "steps": [step]})
     _, rows = engine.forecast_step_parts(cpu["origin"], cpu["steps"][0], [gpu])
     a = rows.array
     by_id = {int(r["id"]): r for r in a}

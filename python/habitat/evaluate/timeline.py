@@ -134,7 +134,7 @@ def _without_steady_wall(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _cpu_proxy(doc: dict[str, Any]) -> dict[str, Any]:
+def as_cpu_trace(doc: dict[str, Any]) -> dict[str, Any]:
     """The trace as if captured on a CPU: no origin GPU, no kernels (ops keep their shapes)."""
     proxy = copy.deepcopy(doc)
     proxy["origin"]["device"] = "cpu"
@@ -214,7 +214,7 @@ def evaluate(results: Path = RESULTS, cpu_proxy: bool = True, later: bool = Fals
             held_in = [(f"{f}/{w}", d) for (f, w), d in docs.items()
                        if w.rsplit("_", 1)[0] != model_name and f in MACHINES]
             with _HostModelFile(calibrate(held_in)):
-                t = _timeline(_cpu_proxy(docs[(folder, workload)]), [row.machine])[row.machine]
+                t = _timeline(as_cpu_trace(docs[(folder, workload)]), [row.machine])[row.machine]
             row.cpu_proxy_ms = t["step_ms"] if t.get("valid") else None
             row.cpu_proxy_host_bound = t.get("host_bound")
             row.cpu_proxy_host_ms = t.get("host_ms")
