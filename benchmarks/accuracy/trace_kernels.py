@@ -47,8 +47,6 @@ FIELDS = ("run", "gpu", "workload", "precision", "op_id", "op", "op_class", "met
           "kernels", "measured_us", "measured_incl_us", "forecast_us", "shapes")
 MIN_US = 5.0
 
-sys.path.insert(0, str(REPO / "python"))
-
 
 def _load_document(path: Path) -> dict[str, Any]:
     from habitat.analysis.host_model import load_document

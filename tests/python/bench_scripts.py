@@ -24,8 +24,12 @@ def load_script(relative: str, name: str) -> ModuleType:
 
 @contextmanager
 def loaded_script(relative: str, name: str) -> Iterator[ModuleType]:
-    """load_script for the duration of a with block (a module-scoped fixture)."""
+    """load_script for the duration of a with block (a module-scoped fixture). sys.path comes
+    back as it was: a script that puts the source tree's python/ first would make later
+    spawned processes import a habitat without its built extensions."""
+    path = list(sys.path)
     try:
         yield load_script(relative, name)
     finally:
         sys.modules.pop(name, None)
+        sys.path[:] = path
