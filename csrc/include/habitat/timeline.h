@@ -155,6 +155,23 @@ double estimate_untimed_overhead_per_op(const Step& step, std::size_t min_sample
 HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
                                  const TimelineOptions& options);
 
+// An op's host window on the origin host, on the clock build_host_schedule places its events
+// on: Habitat's own recording time and the origin's waits in synchronisations removed, the
+// host calibration (HostSchedule::host_scale) applied.
+struct OpHostWindow {
+  double start_us = 0;
+  double end_us = 0;
+};
+
+// Every op's window, in Step::ops order (none for a CPU origin, whose schedule is modelled):
+// what a host cost model is calibrated from (python/habitat/analysis/host_model.py).
+struct OriginHostWindows {
+  std::vector<OpHostWindow> ops;
+  double host_scale = 1.0;
+};
+OriginHostWindows origin_op_windows(const Step& step, const TraceOrigin& origin,
+                                    const TimelineOptions& options);
+
 // The step's wall time when it was measured on a step that recorded nothing, else a negative
 // value. A step's wall time that ends before its own last op did cannot be the wall time of
 // the step that recorded those ops: it is that of a later, uninstrumented step of the same

@@ -213,19 +213,19 @@ double estimate_untimed_overhead_per_op(const Step& step, std::size_t min_sample
   return median_or_none(untimed, min_samples);
 }
 
-HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
-                                 const TimelineOptions& options) {
-  const uint32_t stream = dominant_stream(step);
-  if (origin.device == "cpu") {
-    if (options.host_model == nullptr) {
-      HostSchedule none;
-      none.notes.push_back("CPU origin and no host model: no timeline");
-      return none;
-    }
-    return modelled_schedule(step, origin, *options.host_model, stream);
-  }
+namespace {
 
-  HostSchedule s;
+// A GPU origin's schedule and the host time it took out of the traced clock.
+struct TracedSchedule {
+  HostSchedule schedule;
+  Removals removals;
+};
+
+TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options) {
+  const uint32_t stream = dominant_stream(step);
+  TracedSchedule built;
+  HostSchedule& s = built.schedule;
+  Removals& removals = built.removals;
   bool any_launch_time = false;
   bool any_overhead = false;
   bool any_own_before = false;  // module hooks recorded where they ran
@@ -250,7 +250,6 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
     if (per_op < 0) per_op = kDefaultOverheadPerOpUs;
   }
 
-  Removals removals;
   std::vector<RawEvent> raw;
   raw.reserve(step.ops.size() * 2);
   double raw_end = 0;
@@ -406,7 +405,37 @@ HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
         std::string(s.syncs > 0 ? "; syncs inferred from ops that read device data on the host" : ""));
   }
   if (options.calibrate_host) calibrate_to_uninstrumented_wall(s, step, options);
-  return s;
+  return built;
+}
+
+}  // namespace
+
+HostSchedule build_host_schedule(const Step& step, const TraceOrigin& origin,
+                                 const TimelineOptions& options) {
+  if (origin.device == "cpu") {
+    if (options.host_model == nullptr) {
+      HostSchedule none;
+      none.notes.push_back("CPU origin and no host model: no timeline");
+      return none;
+    }
+    return modelled_schedule(step, origin, *options.host_model, dominant_stream(step));
+  }
+  return traced_schedule(step, options).schedule;
+}
+
+OriginHostWindows origin_op_windows(const Step& step, const TraceOrigin& origin,
+                                    const TimelineOptions& options) {
+  OriginHostWindows out;
+  if (origin.device == "cpu") return out;
+  const TracedSchedule built = traced_schedule(step, options);
+  out.host_scale = built.schedule.host_scale;
+  const auto corrected = [&](double t) { return (t - built.removals.before(t)) * out.host_scale; };
+  out.ops.reserve(step.ops.size());
+  for (const auto& op : step.ops) {
+    const double start = corrected(op.start_us);
+    out.ops.push_back({start, std::max(start, corrected(op.start_us + op.wall_us))});
+  }
+  return out;
 }
 
 }  // namespace habitat

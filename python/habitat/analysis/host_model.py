@@ -112,72 +112,6 @@ def calibrate(documents: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, Any]
 STALL_US = 1000.0
 
 
-def _untimed_per_op_us(ops: list[dict[str, Any]]) -> float:
-    """Habitat's per-op capture time a format-2 step does not record itself (the engine's
-    estimate_untimed_overhead_per_op: wrapper ops, the time outside their only child less what
-    the child recorded); 0 with fewer than 8 wrapper ops."""
-    children: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for op in ops:
-        if op.get("parent") is not None:
-            children[op["parent"]].append(op)
-    values = []
-    for op in ops:
-        kids = children[op["id"]]
-        if len(kids) != 1 or op.get("kernels") or op.get("wall_us", 0.0) <= 0:
-            continue
-        child = kids[0]
-        if child.get("overhead_us") is None:
-            continue
-        values.append(max(0.0, op["wall_us"] - child["wall_us"] - child["overhead_us"] - child.get("own_before_us", 0.0)))
-    # values[n // 2], as the engine's median_or_none takes it.
-    return statistics.median_high(values) if len(values) >= 8 else 0.0
-
-
-def _corrected_clock(step: dict[str, Any], scale: float):
-    """Traced time -> the origin host's untraced time: Habitat's recording removed where the
-    engine removes it (each op's overhead_us, own_before_us and untimed share at its start; the
-    module hooks spread over the top-level ops when not recorded per op; the origin's waits in
-    synchronisations), then scaled by the host calibration."""
-    import bisect
-
-    ops = step["ops"]
-    untimed = _untimed_per_op_us(ops)
-    top = [op for op in ops if op.get("parent") is None]
-    own_before = any("own_before_us" in op for op in ops)
-    hook_share = step.get("hook_overhead_us", 0.0) / len(top) if top and not own_before else 0.0
-    items = []
-    for op in ops:
-        items.append((op["start_us"], op.get("overhead_us", 0.0) + op.get("own_before_us", 0.0) + untimed))
-        if op.get("parent") is None and hook_share:
-            items.append((op["start_us"], hook_share))
-    begin = min(op["start_us"] for op in ops)
-    end = max(op["start_us"] + op["wall_us"] for op in ops)
-    for sync in step.get("syncs", []):
-        if sync["start_us"] + sync["wall_us"] <= begin or sync["start_us"] >= end or sync.get("kind") == "stream_wait":
-            continue
-        items.append((sync["start_us"] + sync["wall_us"], sync["wall_us"]))
-    items.sort()
-    at = [t for t, _ in items]
-    removed = [0.0]
-    for _, amount in items:
-        removed.append(removed[-1] + amount)
-
-    def clock(t: float) -> float:
-        return (t - removed[bisect.bisect_right(at, t)]) * scale
-
-    return clock
-
-
-def _host_scale(doc: dict[str, Any]) -> float:
-    """The engine's calibration of the trace's host to its untraced steady-state wall time
-    (1.0: the trace has none)."""
-    from habitat.data.forecast import Forecast
-
-    origin = doc["origin"]["device"]
-    step = Forecast.from_trace(doc, [origin]).latest
-    return float(next(iter(step.timeline.values())).get("host_scale", 1.0))
-
-
 def _tensors_in(op: dict[str, Any]) -> int:
     for arg in op.get("args", []):
         if "tensors" in arg:
@@ -191,9 +125,12 @@ def trace_host_costs(doc: dict[str, Any]) -> dict[str, Any]:
     if int(doc.get("version", 1)) < 2:
         raise ValueError("the inclusive host model is calibrated on format-2 traces (their wall_ms is an "
                          "untraced step's); format-1 traces carry no untraced time")
-    scale = _host_scale(doc)
+    # Each op's host window as the engine's timeline sees it: Habitat's recording and the
+    # origin's sync waits removed, scaled to the untraced step (habitat/timeline.h).
+    windows = _engine.origin_op_windows(json.dumps(doc), -1)
+    scale = float(windows["host_scale"])
+    window = {op_id: (start, end) for op_id, start, end in windows["ops"]}
     step = doc["steps"][-1]
-    clock = _corrected_clock(step, scale)
     top = sorted((op for op in step["ops"] if op.get("parent") is None), key=lambda op: op["start_us"])
     # Top-level ops whose subtree launched a kernel: the default for a name never seen.
     by_id = {op["id"]: op for op in step["ops"]}
@@ -214,7 +151,7 @@ def trace_host_costs(doc: dict[str, Any]) -> dict[str, Any]:
     stalls = 0.0
     end_traced = end = None
     for op in top:
-        start, finish = clock(op["start_us"]), clock(op["start_us"] + op["wall_us"])
+        start, finish = window[op["id"]]
         inclusive[op["name"]].append(max(0.0, finish - start))
         (launching if op["id"] in launching_ids else views).append(max(0.0, finish - start))
         if kernels_under.get(op["id"]) and not op["name"].startswith("aten::_foreach_"):

@@ -166,6 +166,30 @@ TEST(Timeline, HabitatTimeBeforeAnOpIsRemovedWhereItWasSpent) {
   EXPECT_NEAR(s.host_end_us, 310.0 - 50.0, 1e-9);
 }
 
+TEST(Timeline, OpWindowsAreOnTheScheduleClock) {
+  // The same step as above: an op's window loses the hooks spent before it, its end also
+  // what was removed inside it (op 1's own recording, 5 us at its start); a CPU origin has none.
+  Step step;
+  for (uint64_t i = 0; i < 4; ++i) {
+    step.ops.push_back(op_at(i, 100.0 * static_cast<double>(i), 10.0, {1.0}));
+    step.ops.back().overhead_us = i == 1 ? 5.0 : 0.0;
+    step.ops.back().own_before_us = i == 2 ? 50.0 : 0.0;
+  }
+  const OriginHostWindows w = origin_op_windows(step, gpu(), TimelineOptions{});
+  ASSERT_EQ(w.ops.size(), 4u);
+  EXPECT_EQ(w.host_scale, 1.0);
+  EXPECT_NEAR(w.ops[0].start_us, 0.0, 1e-9);
+  EXPECT_NEAR(w.ops[1].start_us, 95.0, 1e-9);
+  EXPECT_NEAR(w.ops[1].end_us, 105.0, 1e-9);
+  EXPECT_NEAR(w.ops[2].start_us, 200.0 - 55.0, 1e-9);
+  EXPECT_NEAR(w.ops[3].end_us, 310.0 - 55.0, 1e-9);
+  const HostSchedule s = build_host_schedule(step, gpu(), TimelineOptions{});
+  EXPECT_NEAR(w.ops[3].end_us, s.host_end_us, 1e-9);
+  TraceOrigin cpu;
+  cpu.device = "cpu";
+  EXPECT_TRUE(origin_op_windows(step, cpu, TimelineOptions{}).ops.empty());
+}
+
 TEST(Timeline, UntimedCaptureCostIsEstimatedFromWrapperOpsOfAFormatTwoStep) {
   // Ten wrappers 9 us around a 4 us child that recorded 2 us of its own and 1 us of
   // Habitat's time before it: 2 us per op the capture did not time.

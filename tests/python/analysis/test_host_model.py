@@ -96,3 +96,21 @@ def test_host_bound_share_is_printed_for_a_cpu_trace(monkeypatch: pytest.MonkeyP
     text = str(forecast)
     assert "GPU busy" in text and "bound by" in text and "Host-bound on H100-SXM5-80GB" in text
     assert "CPU origin: the host cadence is a model of eager PyTorch on a GPU machine" in text
+
+
+def test_op_windows_are_the_timelines_clock() -> None:
+    # The calibration reads op times from the engine (no second copy of its corrections):
+    # its host scale is the forecast's, and no window starts later than the op did as traced.
+    from habitat import _engine
+
+    doc = load_document(sorted(RESULTS.glob("h100-sxm5-80gb-2026-11-23/traces/dcgan_bf16.json.gz"))[0])
+    windows = _engine.origin_op_windows(json.dumps(doc), -1)
+    step = Forecast.from_trace(doc, ["H100"]).latest
+    assert windows["host_scale"] == pytest.approx(step.timeline["H100-SXM5-80GB"]["host_scale"])
+    assert windows["host_scale"] < 1.0
+    traced = {op["id"]: op["start_us"] for op in doc["steps"][-1]["ops"]}
+    assert len(windows["ops"]) == len(traced)
+    for op_id, start, end in windows["ops"]:
+        assert start <= end and start <= traced[op_id]
+    doc["origin"]["device"] = "cpu"
+    assert _engine.origin_op_windows(json.dumps(doc), -1)["ops"] == []

@@ -477,6 +477,31 @@ void bind_engine(py::module_& m) {
       "(habitat/timeline.h); DEFAULT_OVERHEAD_PER_OP_US when it has too few.");
 
   m.def(
+      "origin_op_windows",
+      [](const std::string& trace_json, int step) {
+        const Trace trace = trace_from_json(trace_json);
+        const Step& s = step_at(trace, step);
+        OriginHostWindows w;
+        {
+          py::gil_scoped_release release;
+          w = origin_op_windows(s, trace.origin, TimelineOptions{});
+        }
+        py::list ops;
+        for (std::size_t i = 0; i < w.ops.size(); ++i) {
+          ops.append(py::make_tuple(s.ops[i].id, w.ops[i].start_us, w.ops[i].end_us));
+        }
+        py::dict out;
+        out["host_scale"] = w.host_scale;
+        out["ops"] = ops;
+        return out;
+      },
+      py::arg("trace_json"), py::arg("step") = -1,
+      "Each op's host window on a GPU origin as the timeline sees it (habitat/timeline.h\n"
+      "origin_op_windows): {'host_scale': the host calibration, 'ops': [(id, start_us, end_us)]}\n"
+      "with Habitat's own time and the origin's sync waits removed and the calibration applied;\n"
+      "no ops for a CPU origin.");
+
+  m.def(
       "captured_trace_json",
       [](py::handle capsule) {
         const SharedTrace captured = trace_from_capsule(capsule);
