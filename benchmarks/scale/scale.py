@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "python"))
 
 from habitat import _engine  # noqa: E402
 from habitat.data.devices import devices  # noqa: E402

@@ -19,7 +19,6 @@ import tracemalloc
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "python"))
 
 from habitat.data import engine  # noqa: E402
 from habitat.data.forecast import Forecast  # noqa: E402
