@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "cost/attention_problem.h"
 #include "cost/gemm_operands.h"
 #include "habitat/file_io.h"
 #include "habitat/learned_models.h"
@@ -113,32 +114,37 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
 // scaled_dot_product_attention) as one attention part; the math path, and any op when no
 // attention model is loaded, as the two GEMMs (and the softmax) it is made of.
 std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord& op, bool fused_model) {
-  const TensorMeta* q = first_of(op, {"query"});
-  const TensorMeta* k = first_of(op, {"key"});
-  const TensorMeta* v = first_of(op, {"value"});
-  if (q == nullptr || k == nullptr || v == nullptr || q->shape.size() < 2 || k->shape.size() < 2) return {};
-  const double e = static_cast<double>(q->shape.back());
-  const double l = static_cast<double>(q->shape[q->shape.size() - 2]);
-  const double s = static_cast<double>(k->shape[k->shape.size() - 2]);
-  const double ev = static_cast<double>(v->shape.back());
-  const double bh = numel(q->shape) / (l * e);
-  const double eb = elem_bytes(*q);
+  const std::optional<op_cost::AttentionProblem> p = op_cost::attention_problem(name, op.args);
+  if (!p) return {};
+  const double eb = elem_bytes(*first_of(op, {"query"}));
   const bool backward = name.ends_with("_backward");
   const bool math = name.find("_math") != std::string::npos;
-  const bool is_causal = bool_arg(op, "is_causal");
   if (fused_model && !math) {
     return {{LearnedFamily::Attention,
-             {{"batch_heads", bh}, {"l", l}, {"s", s}, {"e", std::max(e, ev)},
-              {"causal", is_causal ? 1.0 : 0.0}, {"backward", backward ? 1.0 : 0.0}, {"elem_bytes", eb}}}};
+             {{"batch_heads", p->batch_heads},
+              {"l", p->l},
+              {"s", p->s},
+              {"e", std::max(p->e, p->ev)},
+              {"causal", p->causal ? 1.0 : 0.0},
+              {"backward", backward ? 1.0 : 0.0},
+              {"elem_bytes", eb}}}};
   }
   // Causal masks let fused kernels skip about half of the score tiles.
-  const double causal = is_causal ? 0.5 : 1.0;
+  const double causal = p->causal ? 0.5 : 1.0;
   // Forward: S = Q K^T and O = P V. Backward: dV, dP, dQ, dK plus the recomputed S.
   const double gemm_scale = causal * (backward ? 2.5 : 1.0);
+  const double bh = p->batch_heads;
   std::vector<LearnedPart> parts{
-      {LearnedFamily::Gemm, {{"b", bh}, {"m", l}, {"n", s}, {"k", e}, {"elem_bytes", eb}}, gemm_scale},
-      {LearnedFamily::Gemm, {{"b", bh}, {"m", l}, {"n", ev}, {"k", s}, {"elem_bytes", eb}}, gemm_scale}};
-  if (math) parts.push_back({LearnedFamily::Softmax, {{"rows", bh * l}, {"cols", s}, {"elem_bytes", eb}}});
+      {LearnedFamily::Gemm,
+       {{"b", bh}, {"m", p->l}, {"n", p->s}, {"k", p->e}, {"elem_bytes", eb}},
+       gemm_scale},
+      {LearnedFamily::Gemm,
+       {{"b", bh}, {"m", p->l}, {"n", p->ev}, {"k", p->s}, {"elem_bytes", eb}},
+       gemm_scale}};
+  if (math) {
+    parts.push_back(
+        {LearnedFamily::Softmax, {{"rows", bh * p->l}, {"cols", p->s}, {"elem_bytes", eb}}});
+  }
   return parts;
 }
 

@@ -11,6 +11,7 @@
 
 #include "learned/learned_model.h"
 #include "habitat/learned_models.h"
+#include "habitat/op_cost.h"
 #include "learned/mlp.h"
 #include "hardware/roofline.h"
 
@@ -118,6 +119,14 @@ Argument tensor_arg(const std::string& name, TensorMeta t) {
   return a;
 }
 
+Argument scalar_arg(const std::string& name, ArgValue::Kind kind, int64_t value) {
+  Argument a;
+  a.name = name;
+  a.value.kind = kind;
+  a.value.ints = {value};
+  return a;
+}
+
 TEST(LearnedParts, MapsGemmShapes) {
   OpRecord op;
   op.name = "aten::addmm";
@@ -179,6 +188,35 @@ TEST(LearnedParts, FusedAttentionIsOneAttentionPartWhenThatModelIsLoaded) {
   // The unfused math path stays two GEMMs and a softmax.
   op.name = "aten::_scaled_dot_product_attention_math";
   EXPECT_EQ(learned_parts(op, cost, true).size(), 3u);
+}
+
+TEST(LearnedParts, KernelEntryPointsReadTheirSequenceBeforeTheirHeads) {
+  // _efficient_attention_* and _flash_attention_* take [batch, seq, heads, dim] (SDPA
+  // transposes before calling them): the same problem as SDPA's [batch, heads, seq, dim].
+  // GPT-2 small's attention: 8 x 12 heads, 512 tokens; a causal mask_type counts as causal.
+  OpRecord sdpa;
+  sdpa.name = "aten::_scaled_dot_product_efficient_attention";
+  for (const char* name : {"query", "key", "value"}) {
+    sdpa.args.push_back(tensor_arg(name, tensor({8, 12, 512, 64})));
+  }
+  sdpa.args.push_back(scalar_arg("is_causal", ArgValue::Kind::Bool, 1));
+  OpRecord kernel;
+  kernel.name = "aten::_efficient_attention_forward";
+  for (const char* name : {"query", "key", "value"}) {
+    kernel.args.push_back(tensor_arg(name, tensor({8, 512, 12, 64})));
+  }
+  kernel.args.push_back(scalar_arg("custom_mask_type", ArgValue::Kind::Int, 1));
+  OpCost cost;
+  cost.op_class = OpClass::Attention;
+  const auto a = learned_parts(sdpa, cost, true);
+  const auto b = learned_parts(kernel, cost, true);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].shape, a[0].shape);
+  EXPECT_EQ(b[0].shape.at("batch_heads"), 96);
+  EXPECT_EQ(b[0].shape.at("l"), 512);
+  EXPECT_EQ(b[0].shape.at("causal"), 1);
+  EXPECT_EQ(estimate_cost(kernel).flops, estimate_cost(sdpa).flops);
 }
 
 TEST(LearnedParts, UnmodelledClassesGiveNothing) {
