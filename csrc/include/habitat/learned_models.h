@@ -38,6 +38,10 @@ struct LearnedPart {
 // missing). `attention_model`: a fused attention op is one attention part (else two GEMMs).
 std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost, bool attention_model = false);
 
+// The precision a part is forecast in: an op's matrix parts in its own precision (tensor-core
+// paths), its softmax and every memory-bound family as FP32 SIMT work.
+Precision learned_part_precision(const OpCost& cost, const LearnedPart& part);
+
 // Which model serves an op: `<family>` (precision-aware, trained on NeuSight FP32 plus the
 // H100 tensor-core kernels) for tensor-core precisions and for families without an FP32 model;
 // `<family>_fp32` (trained on NeuSight FP32 SIMT kernels only, without precision features)

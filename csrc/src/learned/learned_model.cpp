@@ -349,15 +349,19 @@ std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const Le
   return model_time_us(main->second, x);
 }
 
+Precision learned_part_precision(const OpCost& cost, const LearnedPart& part) {
+  const bool matrix = cost.op_class == OpClass::Gemm || cost.op_class == OpClass::Conv ||
+                      cost.op_class == OpClass::Attention;
+  return matrix && part.family != LearnedFamily::Softmax ? cost.precision : Precision::Fp32Simt;
+}
+
 std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost& cost,
                                                 const Device& target) const {
   const std::vector<LearnedPart> parts = learned_parts(op, cost, has(LearnedFamily::Attention));
   if (parts.empty()) return std::nullopt;
-  const bool matrix = cost.op_class == OpClass::Gemm || cost.op_class == OpClass::Conv ||
-                      cost.op_class == OpClass::Attention;
   double total = 0;
   for (const LearnedPart& part : parts) {
-    const Precision p = matrix && part.family != LearnedFamily::Softmax ? cost.precision : Precision::Fp32Simt;
+    const Precision p = learned_part_precision(cost, part);
     std::optional<double> t;
     try {
       t = predict_family_us(part.family, part.shape, target, p);

@@ -23,6 +23,7 @@
 #include "habitat/forecast_rows.h"
 #include "habitat/learned_envelope.h"
 #include "habitat/learned_models.h"
+#include "habitat/op_cost.h"
 #include "habitat/predictor.h"
 #include "habitat/timeline.h"
 #include "habitat/trace.h"
@@ -500,6 +501,29 @@ void bind_engine(py::module_& m) {
       "origin_op_windows): {'host_scale': the host calibration, 'ops': [(id, start_us, end_us)]}\n"
       "with Habitat's own time and the origin's sync waits removed and the calibration applied;\n"
       "no ops for a CPU origin.");
+
+  m.def(
+      "learned_op_parts",
+      [](const std::string& trace_json, int step) {
+        const Trace trace = trace_from_json(trace_json);
+        py::list out;
+        for (const OpRecord& op : step_at(trace, step).ops) {
+          const OpCost cost = estimate_cost(op, op_precision(op, trace.origin));
+          py::list parts;
+          for (const LearnedPart& part : learned_parts(op, cost, true)) {
+            parts.append(py::make_tuple(std::string(to_string(part.family)), part.shape,
+                                        std::string(to_string(learned_part_precision(cost, part))),
+                                        part.scale));
+          }
+          if (!parts.empty()) out.append(py::make_tuple(op.id, to_string(cost.op_class), parts));
+        }
+        return out;
+      },
+      py::arg("trace_json"), py::arg("step") = -1,
+      "The learned-family parts the engine forecasts each op of a step from (a fused attention\n"
+      "op as one attention part): [(op id, op class, [(family, shape, precision, scale)])], ops\n"
+      "without parts left out. What trainers read trace rows with, so they cannot drift from the\n"
+      "engine's features.");
 
   m.def(
       "captured_trace_json",
