@@ -11,7 +11,8 @@ records the layout of its input and weight (NCHW: both recorded contiguous; chan
 either has channels-last strides, as PyTorch's cudnn_conv_suggest_memory_format decides), its
 precision (bf16; fp32 runs with cuDNN's TF32 on, PyTorch's default), its passes (forward; data
 and weight gradient from output_mask) and its transform kernels: cuDNN's
-`nchwToNhwcKernel`, `nhwcToNchwKernel` and `tensorTransformGeneric` (kernel names).
+`nchwToNhwcKernel`, `nhwcToNchwKernel`, their `Folded` variants and `tensorTransformGeneric`
+(kernel names).
 
 Prints (1) per (run, workload, precision, op, layout): passes, transform kernels and their
 share of the op's kernel time; (2) the transform-cost model of habitat.learned.conv_layout
@@ -42,9 +43,9 @@ ELEM_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 def transform_kind(name: str) -> str | None:
-    if "nchwToNhwc" in name:
+    if "nchwToNhwc" in name or "nchwToFoldedNhwc" in name:
         return "nchw_to_nhwc"
-    if "nhwcToNchw" in name:
+    if "nhwcToNchw" in name or "foldedNhwcToNchw" in name:
         return "nhwc_to_nchw"
     if "tensorTransformGeneric" in name:
         return "generic"

@@ -7,8 +7,11 @@ output back through `nhwcToNchwKernel`. The recorded Hopper traces show it on ev
 convolution pass (DCGAN: 3 transform kernels in each of its 57 passes, 44-48 % of its
 convolution kernel time) and on none of the channels-last ones (ResNet-50, bf16 and fp32: 0).
 With TF32 (fp32 convolutions, cuDNN's default) cuDNN transforms in some passes only (DCGAN: 27
-of 40 ops, 105 of the 171 kernels three per pass would give) and picks NCHW kernels in the
-rest: that choice is not modelled, TF32 gets no transforms. FP32 SIMT kernels read NCHW.
+of 40 ops, 113 of the 171 kernels three per pass would give, 13-31 % of the conv kernel time):
+the layers with 1 or 3 channels and the 1x1-input transposed convolution run NCHW kernels
+(`sm80_xmma_*_f32f32_f32`, `wgrad_alg0_engine`, `dgrad_engine`), the others NHWC TF32 kernels
+between transforms. That choice is not modelled (and the conv model has no TF32 training rows),
+so TF32 gets no transforms. FP32 SIMT kernels read NCHW.
 `python benchmarks/accuracy/conv_layout.py` prints these counts from the traces.
 
 The H100 conv collection (benchmarks/gpu/collect_kernels.py) ran NCHW tensors, so its bf16
