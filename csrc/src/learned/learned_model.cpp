@@ -126,8 +126,9 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
                      {"elem_bytes", elem_bytes(*x)},
                      {"grad", 0.0},
                      // cuDNN runs channels-last when the input or the weight is (PyTorch's
-                     // cudnn_conv_suggest_memory_format); otherwise NCHW.
-                     {"nchw", channels_last(*x) || channels_last(*w) ? 0.0 : 1.0}};
+                     // cudnn_conv_suggest_memory_format); otherwise NCHW. Grouped convolutions
+                     // (none in the recorded traces) are not assumed to transform.
+                     {"nchw", channels_last(*x) || channels_last(*w) || int_arg(op, "groups", 1) != 1 ? 0.0 : 1.0}};
   if (!backward) {
     if (transposed) shape["grad"] = 1.0;
     return {{LearnedFamily::Conv, shape}};
