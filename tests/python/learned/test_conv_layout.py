@@ -82,3 +82,19 @@ def test_nchw_bf16_is_channels_last_plus_two_passes_of_transforms(gpu: str) -> N
         _, rows = engine.forecast_step_parts({"device": "cpu"}, step, [gpu])
         nchw, cl = rows.array["time_us"].ravel()
         assert nchw - cl == pytest.approx(passes * per_pass, rel=1e-6, abs=1e-6), dtype
+
+
+def test_conv_weights_without_the_key_get_no_transforms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weights trained on the raw (NCHW) rows already contain the transforms: served as before."""
+    for f in WEIGHTS.glob("*.*"):
+        if f.suffix in (".json", ".safetensors"):
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((tmp_path / "conv.json").read_text())
+    meta.pop("nchw_transforms", None)
+    (tmp_path / "conv.json").write_text(json.dumps(meta))
+    monkeypatch.setenv("HABITAT_WEIGHTS", str(tmp_path))
+    step = {"index": 0, "wall_ms": 1.0,
+            "ops": [_conv_backward(0, False, "bfloat16"), _conv_backward(1, True, "bfloat16")]}
+    _, rows = engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
+    nchw, cl = rows.array["time_us"].ravel()
+    assert nchw == pytest.approx(cl, rel=1e-12)
