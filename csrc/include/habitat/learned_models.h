@@ -25,6 +25,9 @@ struct FamilyModel {
   // An FP32 SIMT model serves only shapes whose roofline is at least this (metadata
   // from_roofline_us; 0 if absent), the main model the rest.
   double from_roofline_us = 0.0;
+  // Trained on convolution times without cuDNN's NCHW <-> NHWC transforms (metadata
+  // "nchw_transforms"): the engine adds them for NCHW 16-bit convolutions (conv_transform_us).
+  bool adds_nchw_transforms = false;
 };
 
 // One family-level piece of an op's work: the op's time is the sum of its parts' times.

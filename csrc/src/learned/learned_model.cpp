@@ -63,9 +63,44 @@ std::vector<LearnedPart> gemm_parts(const std::string& name, const OpRecord& op)
             {"elem_bytes", elem_bytes(*a)}}}};
 }
 
+// A 4-D tensor laid out channels-last: recorded non-contiguous with unit channel stride.
+bool channels_last(const TensorMeta& t) {
+  return !t.contiguous && t.shape.size() == 4 && t.strides.size() == 4 && t.strides[1] == 1;
+}
+
+// cuDNN's NCHW <-> NHWC layout transforms around a tensor-core convolution pass
+// (python/habitat/learned/conv_layout.py, which states the evidence and fits the constants;
+// benchmarks/accuracy/conv_layout.py reproduces them from the recorded Hopper traces): given
+// NCHW tensors in a 16-bit precision, each pass transforms its two inputs to NHWC and its
+// output back, three kernels of kConvTransformFixedUs each plus reading and writing the
+// pass's three tensors (input, weight, output) at kConvTransformBandwidthShare of the DRAM
+// bandwidth. TF32 passes transform only sometimes (cuDNN picks NCHW kernels for the rest) and
+// FP32 SIMT kernels read NCHW: neither gets transforms. The conv model is trained without them.
+constexpr double kConvTransformFixedUs = 3.9;
+constexpr double kConvTransformBandwidthShare = 0.88;
+constexpr double kConvTransformsPerPass = 3.0;
+
+double conv_transform_us(const LearnedShape& shape, const Device& target, Precision precision) {
+  auto nchw = shape.find("nchw");
+  if (nchw == shape.end() || nchw->second == 0) return 0.0;
+  if (precision != Precision::Bf16Tensor && precision != Precision::Fp16Tensor && precision != Precision::Fp8Tensor) {
+    return 0.0;
+  }
+  auto peak = target.peak_tflops.find(precision);
+  if (peak == target.peak_tflops.end() || !(peak->second > 0) || !(target.memory_bandwidth_gbs > 0)) return 0.0;
+  const double batch = shape.at("batch"), cin = shape.at("cin"), cout = shape.at("cout");
+  const double k = shape.at("kernel"), size = shape.at("size");
+  const double out = std::floor((size + 2.0 * shape.at("padding") - k) / shape.at("stride")) + 1.0;
+  const double elements = batch * cin * size * size + cout * cin * k * k + batch * cout * out * out;
+  const double bytes = 2.0 * shape.at("elem_bytes") * elements;
+  return kConvTransformsPerPass * kConvTransformFixedUs +
+         bytes / (kConvTransformBandwidthShare * target.bandwidth_bytes_per_s()) * 1e6;
+}
+
 std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op) {
   const bool backward = name == "convolution_backward";
-  const TensorMeta* x = first_of(op, {"input"});
+  // "self": cudnn_convolution, cudnn_convolution_transpose and mkldnn_convolution name their input so.
+  const TensorMeta* x = first_of(op, {"input", "self"});
   const TensorMeta* w = first_of(op, {"weight"});
   if (x == nullptr || w == nullptr || x->shape.size() != 4 || w->shape.size() != 4) return {};
   const bool transposed = bool_arg(op, "transposed") || name.find("transpose") != std::string::npos;
@@ -90,7 +125,11 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
                      {"stride", static_cast<double>(int_arg(op, "stride", 1))},
                      {"padding", static_cast<double>(int_arg(op, "padding", 0))},
                      {"elem_bytes", elem_bytes(*x)},
-                     {"grad", 0.0}};
+                     {"grad", 0.0},
+                     // cuDNN runs channels-last when the input or the weight is (PyTorch's
+                     // cudnn_conv_suggest_memory_format); otherwise NCHW. Grouped convolutions
+                     // (none in the recorded traces) are not assumed to transform.
+                     {"nchw", channels_last(*x) || channels_last(*w) || int_arg(op, "groups", 1) != 1 ? 0.0 : 1.0}};
   if (!backward) {
     if (transposed) shape["grad"] = 1.0;
     return {{LearnedFamily::Conv, shape}};
@@ -253,6 +292,7 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
   int layers = 0;
   double e_max = 1.0, launch_floor_us = 0.0;
   double from_roofline_us = 0.0;
+  bool nchw_transforms = false;
   try {
     using namespace json_reader;
     const json meta = parse(read_file(meta_path.string(), "learned-model metadata"));
@@ -265,6 +305,7 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
              [&](const json& v, const Loc& l) { launch_floor_us = read_duration(v, l); });
     optional(meta, root, "from_roofline_us",
              [&](const json& v, const Loc& l) { from_roofline_us = read_duration(v, l); });
+    optional(meta, root, "nchw_transforms", [&](const json&, const Loc&) { nchw_transforms = true; });
   } catch (const json_reader::DecodeError& e) {
     throw std::runtime_error(meta_path.string() + ": " + e.message);
   }
@@ -282,7 +323,7 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
     }
   }
   FamilyModel model{Mlp::from_tensors(read_safetensors(weights.string()), layers, weights.string()),
-                    e_max, launch_floor_us, std::move(columns), from_roofline_us};
+                    e_max, launch_floor_us, std::move(columns), from_roofline_us, nchw_transforms};
   if (model.mlp.inputs() != static_cast<int>(features.size())) {
     throw std::runtime_error(weights.string() + ": input width differs from the metadata's features");
   }
@@ -369,6 +410,9 @@ std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost
       return std::nullopt;  // degenerate shape (zero-size tensor): let the caller fall back
     }
     if (!t) return std::nullopt;
+    if (part.family == LearnedFamily::Conv && models_.at(LearnedFamily::Conv).adds_nchw_transforms) {
+      *t += conv_transform_us(part.shape, target, p);
+    }
     total += part.scale * *t;
   }
   // The parts' rooflines count their own bytes; the op's cost model may count a little more

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from habitat.evaluate.checkout import checkout_path
+from habitat.learned import conv_layout
 from habitat.learned.devices import DeviceTable
 from habitat.learned.model import EfficiencyMLP, harness_time
 from habitat.learned.neusight import load_precision_kernels, load_sdpa
@@ -49,6 +50,10 @@ def evaluate(data: Path, weights: Path, devices: DeviceTable, families=("gemm", 
                              "measured precision data (python -m habitat.learned.train --precision-data ...)")
         rows = measured[family]
         test = leave_shapes_out(rows, split["test_fraction"], split["seed"])
+        as_measured = rows.take(test)
+        layout = "nchw_transforms" in model.metadata
+        if layout:  # trained on the rows less their layout transforms: measured on that basis too
+            rows, _ = conv_layout.without_transforms(rows, devices)
         held = rows.take(test)
         floors = model.metadata["harness_floor_us"]["per_gpu"]
         pred = harness_prediction(model, held, devices, floors)
@@ -61,6 +66,10 @@ def evaluate(data: Path, weights: Path, devices: DeviceTable, families=("gemm", 
                                                             / held.latency_us[held.precision == p]) * 100)
                                            for p in sorted(set(held.precision.tolist()))},
                        "overall": summary(ape(pred, held.latency_us))}
+        if layout:
+            # The engine's forecast of the rows as measured (NCHW): the transforms added back.
+            with_t = pred + conv_layout.transforms_of_rows(as_measured, devices)
+            out[family]["all_rows_as_measured"] = errors_by_precision(with_t, as_measured)
         if family == "gemm":  # a conv's tiny rows run 1-4 kernels (layout transforms): no one constant
             out[family]["harness_noise_training_rows"] = harness_noise(rows, devices, test)
         if served is not None:
@@ -150,6 +159,11 @@ def print_report(results: dict) -> None:
                 b = r[subset].get(p, {}).get(op, {"n": 0})
                 tail = f"{b['n']:5d} {b['mean']:7.1f}" if b.get("n") else f"{0:5d}       -"
                 print(f"{p:9s} {op:16s} | {s['n']:5d} {s['mean']:7.1f} {s['median']:7.1f} {s['p90']:7.1f} | {tail:>34s}")
+        if "all_rows_as_measured" in r:
+            print("as measured (NCHW: the model's convolution plus its layout transforms, against the raw rows)")
+            for p, per_op in r["all_rows_as_measured"].items():
+                for op, s in per_op.items():
+                    print(f"{p:9s} {op:16s} | {s['n']:5d} {s['mean']:7.1f} {s['median']:7.1f} {s['p90']:7.1f} |")
         if "fp32_as_served" in r:
             served = r["fp32_as_served"]
             bound = next(k for k in served if k.startswith("roofline_at_least"))

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from habitat.learned import conv_layout
 from habitat.learned.devices import DeviceTable
 from habitat.learned.model import EfficiencyMLP, harness_time, soft_max
 from habitat.learned.neusight import KernelArrays
@@ -62,6 +63,9 @@ FITTED_FLOOR_FAMILIES: tuple[str, ...] = ("gemm", "conv")
 # that overlaps it (fit's split_floor; harness_floor_us.measured_add_share in the metadata).
 SPLIT_FLOOR_FAMILIES: tuple[str, ...] = ("gemm",)
 CLAMPED_FAMILIES = ("conv",)
+# Families trained on their measured rows less cuDNN's NCHW <-> NHWC layout transforms (the
+# collection ran NCHW tensors; habitat.learned.conv_layout), which the engine adds back per op.
+LAYOUT_FAMILIES = ("conv",)
 MONOTONE_FAMILIES = ("gemm", "attention")
 
 
@@ -269,6 +273,8 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
     (benchmarks/accuracy/floor_trials.py)."""
     family = measured.family
     t0 = time.time()
+    if family in LAYOUT_FAMILIES:  # learn the convolution alone: see habitat.learned.conv_layout
+        measured, _ = conv_layout.without_transforms(measured, devices)
     test = leave_shapes_out(measured, test_fraction, split_seed)
     select = selection_split(measured, test, select_fraction, split_seed)
     parts = ([neusight] if neusight is not None else []) + [measured.take(~test & ~select)]
@@ -303,6 +309,8 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
             logo_err[g] = summary(ape(pred, target.latency_us))
             m.metadata["training_data"] = {"gpus": sorted(set(rows.device[keep].tolist())), "held_out_gpu": g}
             m.metadata["training_config"] = _config(cfg)
+            if family in LAYOUT_FAMILIES:
+                m.metadata["nchw_transforms"] = conv_layout.metadata()
             out = Path(logo_dir) / gpu_dir_name(g)
             out.mkdir(parents=True, exist_ok=True)
             m.save(out)
@@ -327,6 +335,8 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
         "training_seconds": round(time.time() - t0, 1),
         "transfer_limits": TRANSFER_LIMITS,
     })
+    if family in LAYOUT_FAMILIES:
+        model.metadata["nchw_transforms"] = conv_layout.metadata()
     return model
 
 

@@ -38,13 +38,22 @@ def test_held_out_errors_are_the_recorded_ones(family: str) -> None:
 
 # Upper bounds on the held-out mean % error (all rows, harness floor included): a few points
 # above what the committed weights measure (README "Modern precisions"); a regression fails.
+# conv is measured as the rows were (NCHW: its convolution plus the layout transforms the engine
+# adds, against the raw rows; weights/README.md "Convolution layout").
 BOUNDS = {"gemm": {"fp32": 18.0, "tf32": 19.0, "bf16": 19.0, "fp16": 19.0}, "conv": {"fp32": 29.0, "bf16": 24.0},
           "attention": {"fp32": 14.0, "bf16": 14.0, "fp16": 14.0}}
+# conv against the rows less their transforms (what it was trained on): bf16 rows lose 11-44 %
+# of their time there, so the same absolute error is a larger share.
+TRANSFORM_FREE_BOUNDS = {"fp32": 29.0, "bf16": 34.0}
 
 
 @pytest.mark.parametrize("family", ["gemm", "conv", "attention"])
 def test_held_out_errors_stay_within_their_bounds(family: str) -> None:
     _recorded(family)
     got = precision.evaluate(precision.default_data(), WEIGHTS, default_table(), (family,))[family]
+    as_measured = got.get("all_rows_as_measured", got["all_rows"])
     for p, bound in BOUNDS[family].items():
-        assert got["all_rows"][p]["all"]["mean"] < bound, (family, p)
+        assert as_measured[p]["all"]["mean"] < bound, (family, p)
+    if "all_rows_as_measured" in got:
+        for p, bound in TRANSFORM_FREE_BOUNDS.items():
+            assert got["all_rows"][p]["all"]["mean"] < bound, (family, p)

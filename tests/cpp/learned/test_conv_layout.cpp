@@ -1,0 +1,117 @@
+// Convolution memory layout (learned_model.cpp conv_transform_us; evidence and constants in
+// python/habitat/learned/conv_layout.py): an NCHW convolution in a 16-bit precision is
+// forecast with cuDNN's NCHW <-> NHWC transforms around each pass (three kernels of 3.9 us plus
+// its input, weight and output read and written at 0.88 of the DRAM bandwidth); the same
+// convolution channels-last, in FP32 SIMT or in TF32, without them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "cost/test_op_cost_builders.h"
+#include "habitat/learned_models.h"
+#include "habitat/op_cost.h"
+#include "test_devices.h"
+
+namespace habitat {
+namespace {
+
+using namespace habitat::test;
+
+const std::string kWeights = std::string(HABITAT_SOURCE_DIR) + "/weights";
+
+// The same tensor with channels-last strides (NHWC in memory).
+TensorMeta channels_last(TensorMeta t) {
+  const int64_t c = t.shape[1], h = t.shape[2], w = t.shape[3];
+  t.strides = {h * w * c, 1, w * c, c};
+  t.contiguous = false;
+  return t;
+}
+
+// x [32, 64, 28, 28] * w [128, 64, 3, 3], stride 1, padding 1 -> y [32, 128, 28, 28].
+struct Conv {
+  TensorMeta x, w, y;
+};
+
+Conv conv(const std::string& dtype, bool cl_input, bool cl_weight) {
+  Conv c{T({32, 64, 28, 28}, dtype), T({128, 64, 3, 3}, dtype), T({32, 128, 28, 28}, dtype)};
+  if (cl_input) c.x = channels_last(c.x), c.y = channels_last(c.y);
+  if (cl_weight) c.w = channels_last(c.w);
+  return c;
+}
+
+OpRecord forward(const Conv& c) {
+  return op("aten::convolution", "",
+            {tensor("input", c.x), tensor("weight", c.w), ints("stride", {1, 1}), ints("padding", {1, 1})}, {c.y});
+}
+
+OpRecord backward(const Conv& c) {
+  return op("aten::convolution_backward", "",
+            {tensor("grad_output", c.y), tensor("input", c.x), tensor("weight", c.w), ints("stride", {1, 1}),
+             ints("padding", {1, 1}), bools("output_mask", {1, 1, 0})},
+            {c.x, c.w});
+}
+
+// The transform time of one pass, written out from the rule (not the engine's code).
+double expected_transform_us(const Device& d, double elem_bytes) {
+  const double elements = 32.0 * 64 * 28 * 28 + 128.0 * 64 * 3 * 3 + 32.0 * 128 * 28 * 28;
+  return 3 * 3.9 + 2 * elem_bytes * elements / (0.88 * d.memory_bandwidth_gbs * 1e9) * 1e6;
+}
+
+TEST(ConvLayout, PartsSayWhetherCudnnRunsNchw) {
+  const auto nchw = learned_parts(forward(conv("bfloat16", false, false)), estimate_cost(forward(conv("bfloat16", false, false))));
+  ASSERT_EQ(nchw.size(), 1u);
+  EXPECT_EQ(nchw[0].shape.at("nchw"), 1.0);
+  // Channels-last input or weight: cuDNN runs NHWC (PyTorch's cudnn_conv_suggest_memory_format).
+  for (const auto& [in, wt] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+    const OpRecord o = forward(conv("bfloat16", in, wt));
+    const auto parts = learned_parts(o, estimate_cost(o));
+    ASSERT_EQ(parts.size(), 1u);
+    EXPECT_EQ(parts[0].shape.at("nchw"), 0.0) << in << wt;
+  }
+  const OpRecord b = backward(conv("bfloat16", true, true));
+  for (const auto& p : learned_parts(b, estimate_cost(b))) EXPECT_EQ(p.shape.at("nchw"), 0.0);
+  const OpRecord nb = backward(conv("bfloat16", false, false));
+  for (const auto& p : learned_parts(nb, estimate_cost(nb))) EXPECT_EQ(p.shape.at("nchw"), 1.0);
+  // Grouped convolutions: not seen transforming in the traces, so not assumed to.
+  OpRecord grouped = forward(conv("bfloat16", false, false));
+  grouped.args.push_back(integer("groups", 2));
+  EXPECT_EQ(learned_parts(grouped, estimate_cost(grouped))[0].shape.at("nchw"), 0.0);
+}
+
+TEST(ConvLayout, Bf16NchwIsChannelsLastPlusTheTransformsOfEachPass) {
+  if (!std::filesystem::exists(kWeights + "/conv.safetensors")) GTEST_SKIP() << "no conv weights";
+  const LearnedModels models = LearnedModels::load(kWeights);
+  for (const char* gpu : {"H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-40GB"}) {
+    SCOPED_TRACE(gpu);
+    const Device& d = db().find(gpu);
+    const double per_pass = expected_transform_us(d, 2.0);
+    for (int passes : {1, 2}) {
+      auto make = passes == 1 ? forward : backward;
+      const OpRecord nchw = make(conv("bfloat16", false, false));
+      const OpRecord cl = make(conv("bfloat16", true, true));
+      const double t_nchw = *models.predict_us(nchw, estimate_cost(nchw), d);
+      const double t_cl = *models.predict_us(cl, estimate_cost(cl), d);
+      EXPECT_NEAR(t_nchw - t_cl, passes * per_pass, 1e-6 * t_nchw) << passes;
+      EXPECT_GT(t_cl, 0.0);
+    }
+  }
+}
+
+TEST(ConvLayout, Fp32AndTf32ConvolutionsGetNoTransforms) {
+  if (!std::filesystem::exists(kWeights + "/conv.safetensors")) GTEST_SKIP() << "no conv weights";
+  const LearnedModels models = LearnedModels::load(kWeights);
+  const Device& d = db().find("H100-SXM5-80GB");
+  for (bool tf32 : {false, true}) {
+    SCOPED_TRACE(tf32 ? "tf32" : "fp32 simt");
+    OpRecord nchw = forward(conv("float32", false, false));
+    OpRecord cl = forward(conv("float32", true, true));
+    OpCost cost_nchw = estimate_cost(nchw), cost_cl = estimate_cost(cl);
+    cost_nchw.precision = cost_cl.precision = tf32 ? Precision::Tf32Tensor : Precision::Fp32Simt;
+    EXPECT_DOUBLE_EQ(*models.predict_us(nchw, cost_nchw, d), *models.predict_us(cl, cost_cl, d));
+  }
+}
+
+}  // namespace
+}  // namespace habitat

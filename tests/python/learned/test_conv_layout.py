@@ -1,0 +1,100 @@
+"""Convolution memory layout (habitat.learned.conv_layout): the conv model is trained on the
+H100 collection's rows less cuDNN's NCHW <-> NHWC transforms, and the engine adds them back for
+NCHW 16-bit convolutions only: the same convolution channels-last is forecast without them."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from habitat.data import engine  # noqa: E402
+from habitat.learned import conv_layout  # noqa: E402
+from habitat.learned.devices import default_table  # noqa: E402
+from habitat.learned.neusight import load_precision_kernels  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+WEIGHTS = ROOT / "weights"
+COLLECTION = ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB"
+
+
+def test_engine_uses_the_same_constants() -> None:
+    src = (ROOT / "csrc" / "src" / "learned" / "learned_model.cpp").read_text()
+
+    def constant(name: str) -> float:
+        return float(re.search(rf"constexpr double {name} = ([0-9.]+);", src).group(1))
+    assert constant("kConvTransformFixedUs") == conv_layout.FIXED_US
+    assert constant("kConvTransformBandwidthShare") == conv_layout.BANDWIDTH_SHARE
+    assert constant("kConvTransformsPerPass") == conv_layout.TRANSFORMS_PER_PASS
+
+
+def test_only_the_16_bit_collection_rows_lose_their_transforms() -> None:
+    rows = load_precision_kernels(COLLECTION, {"conv", "conv_bwd_data", "conv_bwd_weight"})["conv"]
+    stripped, taken = conv_layout.without_transforms(rows, default_table())
+    bf16 = rows.precision == "bf16"
+    assert bf16.any() and (~bf16).any()
+    assert np.all(taken[~bf16] == 0) and np.array_equal(stripped.latency_us[~bf16], rows.latency_us[~bf16])
+    # Each bf16 pass: at least its three fixed kernel costs, never more than 3/4 of the row.
+    full = conv_layout.transforms_of_rows(rows, default_table())[bf16]
+    assert np.all(full >= conv_layout.TRANSFORMS_PER_PASS * conv_layout.FIXED_US)
+    assert np.all(taken[bf16] <= full + 1e-9)
+    assert np.all(stripped.latency_us[bf16] >= conv_layout.MIN_REMAINING_SHARE * rows.latency_us[bf16] - 1e-9)
+
+
+def test_shipped_conv_weights_say_they_are_transform_free() -> None:
+    for path in [WEIGHTS / "conv.json", *sorted(WEIGHTS.glob("logo/*/conv.json"))]:
+        meta = json.loads(path.read_text())
+        assert meta["nchw_transforms"]["fixed_us_per_transform"] == conv_layout.FIXED_US, path
+        assert meta["nchw_transforms"]["bandwidth_share"] == conv_layout.BANDWIDTH_SHARE, path
+
+
+def _conv_backward(op_id: int, channels_last: bool, dtype: str) -> dict:
+    def t(shape: list[int]) -> dict:
+        d: dict = {"shape": shape, "dtype": dtype, "device": "cuda:0"}
+        if channels_last:
+            _, c, h, w = shape
+            d.update(strides=[h * w * c, 1, w * c, c], contiguous=False)
+        return d
+    x, w, y = [32, 64, 28, 28], [128, 64, 3, 3], [32, 128, 28, 28]
+    return {"id": op_id, "name": "aten::convolution_backward", "phase": "backward", "start_us": 0, "wall_us": 10,
+            "args": [{"name": "grad_output", "tensor": t(y)}, {"name": "input", "tensor": t(x)},
+                     {"name": "weight", "tensor": t(w)}, {"name": "stride", "ints": [1, 1]},
+                     {"name": "padding", "ints": [1, 1]}, {"name": "output_mask", "bools": [True, True, False]}],
+            "outputs": [t(x), t(w)]}
+
+
+@pytest.mark.parametrize("gpu", ["H100-SXM5-80GB", "A100-SXM4-80GB"])
+def test_nchw_bf16_is_channels_last_plus_two_passes_of_transforms(gpu: str) -> None:
+    if "nchw_transforms" not in json.loads((WEIGHTS / "conv.json").read_text()):
+        pytest.skip("conv weights not trained transform-free")
+    dev = default_table().find(gpu)
+    shape = {"batch": np.array([32.0]), "cin": np.array([64.0]), "cout": np.array([128.0]),
+             "kernel": np.array([3.0]), "size": np.array([28.0]), "stride": np.array([1.0]),
+             "padding": np.array([1.0]), "elem_bytes": np.array([2.0])}
+    per_pass = float(conv_layout.transform_us(shape, dev)[0])
+    for dtype, passes in (("bfloat16", 2), ("float32", 0)):  # fp32: TF32 (cuDNN default), no transforms
+        step = {"index": 0, "wall_ms": 1.0,
+                "ops": [_conv_backward(0, False, dtype), _conv_backward(1, True, dtype)]}
+        _, rows = engine.forecast_step_parts({"device": "cpu"}, step, [gpu])
+        nchw, cl = rows.array["time_us"].ravel()
+        assert nchw - cl == pytest.approx(passes * per_pass, rel=1e-6, abs=1e-6), dtype
+
+
+def test_conv_weights_without_the_key_get_no_transforms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weights trained on the raw (NCHW) rows already contain the transforms: served as before."""
+    for f in WEIGHTS.glob("*.*"):
+        if f.suffix in (".json", ".safetensors"):
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((tmp_path / "conv.json").read_text())
+    meta.pop("nchw_transforms", None)
+    (tmp_path / "conv.json").write_text(json.dumps(meta))
+    monkeypatch.setenv("HABITAT_WEIGHTS", str(tmp_path))
+    step = {"index": 0, "wall_ms": 1.0,
+            "ops": [_conv_backward(0, False, "bfloat16"), _conv_backward(1, True, "bfloat16")]}
+    _, rows = engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
+    nchw, cl = rows.array["time_us"].ravel()
+    assert nchw == pytest.approx(cl, rel=1e-12)
