@@ -28,6 +28,11 @@ struct FamilyModel {
   // Trained on convolution times without cuDNN's NCHW <-> NHWC transforms (metadata
   // "nchw_transforms"): the engine adds them for NCHW 16-bit convolutions (conv_transform_us).
   bool adds_nchw_transforms = false;
+  // The smallest trained value of each shape column (metadata "shape_extent"; empty in older
+  // files): a shape below it in any column is declined (the caller falls back to the roofline),
+  // since clamping each feature alone still leaves the combination unseen.
+  std::map<std::string, double> smallest_trained;
+  bool covers(const LearnedShape& shape) const;
 };
 
 // One family-level piece of an op's work: the op's time is the sum of its parts' times.

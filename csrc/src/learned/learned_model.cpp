@@ -293,6 +293,7 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
   double e_max = 1.0, launch_floor_us = 0.0;
   double from_roofline_us = 0.0;
   bool nchw_transforms = false;
+  std::map<std::string, double> smallest_trained;
   try {
     using namespace json_reader;
     const json meta = parse(read_file(meta_path.string(), "learned-model metadata"));
@@ -306,6 +307,14 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
     optional(meta, root, "from_roofline_us",
              [&](const json& v, const Loc& l) { from_roofline_us = read_duration(v, l); });
     optional(meta, root, "nchw_transforms", [&](const json&, const Loc&) { nchw_transforms = true; });
+    optional(meta, root, "shape_extent", [&](const json& v, const Loc& l) {
+      for (const auto& [column, range] : expect_object(v, l).items()) {
+        const Loc at = l.child(column);
+        const json& extent = expect_array(range, at);
+        if (extent.empty()) throw DecodeError{at.str() + ": expected [least, greatest]"};
+        smallest_trained[column] = read_real(extent.front(), at.at(0));
+      }
+    });
   } catch (const json_reader::DecodeError& e) {
     throw std::runtime_error(meta_path.string() + ": " + e.message);
   }
@@ -323,7 +332,12 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
     }
   }
   FamilyModel model{Mlp::from_tensors(read_safetensors(weights.string()), layers, weights.string()),
-                    e_max, launch_floor_us, std::move(columns), from_roofline_us, nchw_transforms};
+                    e_max,
+                    launch_floor_us,
+                    std::move(columns),
+                    from_roofline_us,
+                    nchw_transforms,
+                    std::move(smallest_trained)};
   if (model.mlp.inputs() != static_cast<int>(features.size())) {
     throw std::runtime_error(weights.string() + ": input width differs from the metadata's features");
   }
@@ -353,6 +367,18 @@ std::vector<std::string> LearnedModels::families() const {
 
 namespace {
 
+}  // namespace
+
+bool FamilyModel::covers(const LearnedShape& shape) const {
+  for (const auto& [column, least] : smallest_trained) {
+    const auto it = shape.find(column);
+    if (it != shape.end() && it->second < least) return false;
+  }
+  return true;
+}
+
+namespace {
+
 // One model's forecast from the features of one canonical shape (learned_models.h's head:
 // roofline / efficiency, at least the roofline and the launch floor).
 double model_time_us(const FamilyModel& model, const LearnedFeatures& x) {
@@ -377,7 +403,7 @@ double model_time_us(const FamilyModel& model, const LearnedFeatures& x) {
 std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const LearnedShape& shape,
                                                        const Device& device, Precision precision) const {
   auto main = models_.find(f);
-  if (main == models_.end()) return std::nullopt;
+  if (main == models_.end() || !main->second.covers(shape)) return std::nullopt;
   const LearnedFeatures x = compute_learned_features(f, shape, device, precision);
   // FP32 SIMT work that is kernel-bound goes to the FP32 model (learned_models.h); below its
   // from_roofline_us its output is mostly NeuSight's harness floor, which it learned.

@@ -311,6 +311,8 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
             m.metadata["training_config"] = _config(cfg)
             if family in LAYOUT_FAMILIES:
                 m.metadata["nchw_transforms"] = conv_layout.metadata()
+            if family in CLAMPED_FAMILIES:
+                m.metadata["shape_extent"] = shape_extent(rows.take(keep))
             out = Path(logo_dir) / gpu_dir_name(g)
             out.mkdir(parents=True, exist_ok=True)
             m.save(out)
@@ -337,7 +339,18 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
     })
     if family in LAYOUT_FAMILIES:
         model.metadata["nchw_transforms"] = conv_layout.metadata()
+    if family in CLAMPED_FAMILIES:
+        model.metadata["shape_extent"] = shape_extent(rows)
     return model
+
+
+def shape_extent(rows: KernelArrays) -> dict[str, list[float]]:
+    """Each shape column's least and greatest trained value. The engine does not ask a clamped
+    family's model about a shape below its smallest trained one in any column (e.g. a
+    convolution to 1 output channel, when training saw 3 and up): clamping each feature alone
+    still leaves such a shape's feature combination unseen, and the model's answer there was
+    off by 10-30x (weights/README.md)."""
+    return {c: [float(v.min()), float(v.max())] for c, v in sorted(rows.shapes.items())}
 
 
 def _config(cfg: TrainConfig) -> dict:

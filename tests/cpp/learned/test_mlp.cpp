@@ -277,5 +277,25 @@ TEST(LearnedModels, CommittedElementwiseModelForecastsTinyOpsAtTheLaunchFloor) {
   EXPECT_GT(add(1e8), 100 * floor_us);
 }
 
+// A conv below its smallest trained shape (DCGAN's last discriminator layer: 1 output channel
+// from 4x4 inputs; training saw 3 channels and 5x5 inputs and up) is declined, so the op falls
+// back to the roofline instead of the model's 10-30x answer there; shapes in range are served.
+TEST(LearnedModels, CommittedConvModelDeclinesShapesBelowItsTrainingExtent) {
+  const std::string dir = std::string(HABITAT_SOURCE_DIR) + "/weights";
+  std::ifstream meta_file(fs::path(dir) / "conv.json");
+  if (!meta_file) GTEST_SKIP() << "weights not trained yet";
+  const auto extent = nlohmann::json::parse(meta_file).at("shape_extent");
+  const LearnedModels models = LearnedModels::load(dir);
+  const Device d = test_device();
+  LearnedShape s{{"batch", 64}, {"cin", 512}, {"cout", 64}, {"kernel", 3}, {"size", 16},
+                 {"stride", 1}, {"padding", 1}, {"elem_bytes", 2}, {"grad", 0}};
+  EXPECT_TRUE(models.predict_family_us(LearnedFamily::Conv, s, d, Precision::Bf16Tensor).has_value());
+  s["cout"] = extent.at("cout")[0].get<double>() / 2;
+  EXPECT_FALSE(models.predict_family_us(LearnedFamily::Conv, s, d, Precision::Bf16Tensor).has_value());
+  s["cout"] = 64;
+  s["size"] = extent.at("size")[0].get<double>() - 1;
+  EXPECT_FALSE(models.predict_family_us(LearnedFamily::Conv, s, d, Precision::Bf16Tensor).has_value());
+}
+
 }  // namespace
 }  // namespace habitat
