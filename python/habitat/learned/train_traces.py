@@ -48,6 +48,9 @@ TRACE_SHARE = 0.5
 # scalar fills, step counters): the device time of one kernel that does nothing, as measured.
 # NeuSight's harness floor hides it; without trace rows it stays fitting.LAUNCH_FLOOR_US.
 TINY_ROOFLINE_US = 0.01
+# How the GPU folds' held-out losses are averaged: "sources" (NeuSight's GPUs and the traced ones
+# weigh half each) or "gpus" (every GPU alike, as habitat.learned.train does).
+FOLD_WEIGHTING = "sources"
 NEUSIGHT = "neusight"
 # The engine op classes whose trace rows train each family: every class the engine forecasts
 # with that family's model. The layer-norm model also serves the row reductions (sum, mean,
@@ -113,10 +116,13 @@ class Folds:
         if len(on) < 3:
             return self.cfg.steps, {}
         curves = {v: self._curve(frozenset(on) - {v})[v] for v in on}
-        traced = set(self.rows.device[self.source != NEUSIGHT].tolist())
-        # Each source's GPUs weigh half (NeuSight's five would otherwise outvote the traced two).
-        groups = [[c for v, c in curves.items() if (v in traced) == t] for t in (False, True)]
-        mean = np.mean([np.mean(g, axis=0) for g in groups if g], axis=0)
+        if FOLD_WEIGHTING == "gpus":
+            mean = np.mean(list(curves.values()), axis=0)
+        else:
+            # Each source's GPUs weigh half (NeuSight's five would otherwise outvote the traced two).
+            traced = set(self.rows.device[self.source != NEUSIGHT].tolist())
+            groups = [[c for v, c in curves.items() if (v in traced) == t] for t in (False, True)]
+            mean = np.mean([np.mean(g, axis=0) for g in groups if g], axis=0)
         step = min((int(np.argmin(mean)) + 1) * self.cfg.eval_every, self.cfg.steps)
         return step, {"rule": "least mean loss on GPUs held out in turn from the training GPUs "
                               "(NeuSight's and the traced ones)", "held_out": on, "every": self.cfg.eval_every,
@@ -235,10 +241,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ignore-features", default="",
                    help="comma list of features the models may not use (TrainConfig.ignore_features)")
+    p.add_argument("--members", type=int, default=1, help="independently seeded nets averaged per model")
+    p.add_argument("--fold-weighting", choices=("sources", "gpus"), default=FOLD_WEIGHTING,
+                   help="average the GPU folds' losses per source (default) or per GPU")
     args = p.parse_args(argv)
+    globals()["FOLD_WEIGHTING"] = args.fold_weighting
     cfg = QUICK if args.quick else TrainConfig()
     cfg = TrainConfig(**{**cfg.__dict__, "seed": args.seed,
-                         "ignore_features": tuple(f for f in args.ignore_features.split(",") if f)})
+                         "ignore_features": tuple(f for f in args.ignore_features.split(",") if f),
+                         "members": args.members})
     devices = default_table()
     families = [f for f in args.families.split(",") if f]
     unknown = set(families) - set(FAMILIES)

@@ -115,3 +115,31 @@ def test_quick_training_is_deterministic_and_keeps_neusight_floors_only(tmp_path
     a.save(tmp_path)
     c = EfficiencyMLP.load(tmp_path, "elementwise")
     np.testing.assert_array_equal(c.weights[0], a.weights[0])
+
+
+@pytest.mark.skipif(not TRACE.is_file(), reason="recorded H100 traces not in this checkout")
+def test_cli_trains_and_scores_leave_one_workload_out(tmp_path: Path) -> None:
+    """The command line on one recorded run and a tiny NeuSight-format folder (--quick)."""
+    import csv
+    import json
+
+    for gpu in ("Tesla T4", "NVIDIA A100-PCIE-40GB"):
+        d = tmp_path / "ns" / "kernels" / "softmax"
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / f"{gpu.replace(' ', '_')}.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["OPName", "Latency", "Device", "Grid x", "Grid y", "Grid z", "B", "H"])
+            for b in (64, 256, 1024, 4096):
+                for h in (128, 1024, 8192):
+                    w.writerow(["softmax", 0.03 + b * h * 8 / 300e9 * 1e3, gpu, b, 1, 1, b, h])
+    out = tmp_path / "w"
+    rc = tt.main(["--data", str(tmp_path / "ns"), "--traces", str(REPO / "benchmarks" / "results"),
+                  "--runs", "h100-sxm5-80gb", "--families", "softmax", "--quick", "--no-logo",
+                  "--out", str(out), "--lowo", "--lowo-json", str(tmp_path / "lowo.json")])
+    assert rc == 0
+    meta = json.loads((out / "softmax.json").read_text())
+    assert meta["training_data"]["trace_rows"] > 0
+    assert meta["training_command"].startswith("python -m habitat.learned.train_traces")
+    lowo = json.loads((tmp_path / "lowo.json").read_text())["softmax"]
+    assert set(lowo) == {"before", "after", "per_workload"}
+    assert lowo["after"]["softmax"]["n all"] == lowo["before"]["softmax"]["n all"] > 0
