@@ -45,6 +45,8 @@ const std::vector<std::string> kGemmCore{
 // Precision features of the matrix families (features.py _PRECISION): whether the op's
 // precision runs on units of its own on this device, the operand width, and the alignment.
 const std::vector<std::string> kPrecisionFeatures{"tensor_path", "log2_elem_bytes", "log2_align"};
+// The memory-bound families' operand width and DRAM bandwidth per SM (GB/s; features.py _MEMORY).
+const std::vector<std::string> kMemoryFeatures{"log2_elem_bytes", "log2_bandwidth_per_sm"};
 
 bool is_matrix_precision(Precision p) {
   return p == Precision::Tf32Tensor || p == Precision::Fp16Tensor || p == Precision::Bf16Tensor ||
@@ -122,8 +124,8 @@ const std::vector<std::string>& shape_columns(LearnedFamily f) {
 }
 
 const std::vector<std::string>& feature_names(LearnedFamily f) {
-  static const std::vector<std::string> row_features{"log2_rows", "log2_cols", "log2_t_memory_us",
-                                                     "log2_bytes_over_l2", "log2_rows_per_sm"};
+  static const std::vector<std::string> row_features = concat(
+      {"log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2", "log2_rows_per_sm"}, kMemoryFeatures);
   static const std::map<LearnedFamily, std::vector<std::string>> names{
       {LearnedFamily::Gemm,
        concat(concat(concat({"log2_b", "log2_m", "log2_n", "log2_k"}, kGemmCore), kPrecisionFeatures),
@@ -136,8 +138,9 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
                      {"grad_data", "grad_weight"}),
               kDeviceFeatures)},
       {LearnedFamily::Elementwise,
-       concat({"log2_n", "inputs", "transcendental", "log2_t_memory_us", "log2_bytes_over_l2",
-               "log2_blocks_per_sm"},
+       concat(concat({"log2_n", "inputs", "transcendental", "log2_t_memory_us", "log2_bytes_over_l2",
+                      "log2_blocks_per_sm"},
+                     kMemoryFeatures),
               kDeviceFeatures)},
       {LearnedFamily::Softmax, concat(row_features, kDeviceFeatures)},
       {LearnedFamily::LayerNorm, concat(row_features, kDeviceFeatures)},
@@ -209,7 +212,7 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       out.roofline_us = std::max(t_m, flops / fp32_peak * 1e6);
       const double blocks = std::ceil(n / kElementwiseBlockElements);
       x = {log2c(n), inputs, trans, log2c(t_m), log2c(bytes / (dev.l2_mb * kMiB)),
-           log2c(blocks / dev.sms)};
+           log2c(blocks / dev.sms), log2c(eb), std::log2(dev.memory_bandwidth_gbs / dev.sms)};
       break;
     }
     case LearnedFamily::Attention: {
@@ -243,7 +246,7 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       const double t_m = bytes / roof.bandwidth * 1e6;
       out.roofline_us = std::max(t_m, per * rows * cols / fp32_peak * 1e6);
       x = {log2c(rows), log2c(cols), log2c(t_m), log2c(bytes / (dev.l2_mb * kMiB)),
-           log2c(rows / dev.sms)};
+           log2c(rows / dev.sms), log2c(eb), std::log2(dev.memory_bandwidth_gbs / dev.sms)};
       break;
     }
   }

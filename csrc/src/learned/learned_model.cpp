@@ -5,10 +5,12 @@
 #include <span>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <numeric>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "cost/attention_problem.h"
 #include "cost/gemm_operands.h"
@@ -239,18 +241,38 @@ bool is_transcendental(const std::string& name) {
   return false;
 }
 
+// Ops that write every element of their output without reading one: constant fills
+// (fill_, zero_), factories (zeros, ones, full, the *_like and new_* forms, whose tensor argument
+// only gives the shape), ranges and random draws. The same stems as the cost model's `writer`
+// rules (csrc/src/cost/op_cost_pointwise.cpp); python/habitat/learned/traces.py WRITER_STEMS.
+constexpr std::string_view kWriterStems[] = {
+    "fill",      "zero",      "zeros",       "ones",      "full",     "eye",     "scalar_tensor",
+    "zeros_like", "ones_like", "full_like",  "new_zeros", "new_ones", "new_full", "arange",
+    "linspace",  "logspace",  "rand",        "rand_like", "uniform",  "random",  "randint",
+    "randint_like", "randn",  "randn_like",  "normal",    "exponential"};
+
+// "add" for add, add_ (the cost model's stem; the name is already without "aten::").
+bool is_writer(std::string_view name) {
+  if (name.ends_with('_') && !name.ends_with("__")) name.remove_suffix(1);
+  return std::find(std::begin(kWriterStems), std::end(kWriterStems), name) != std::end(kWriterStems);
+}
+
 std::vector<LearnedPart> elementwise_parts(const std::string& name, const OpRecord& op) {
   if (op.outputs.empty()) return {};
   const TensorMeta& out = op.outputs.front();
   const double n = numel(out.shape);
   if (!(n > 0)) return {};
+  // Tensors of the output's size that the op reads (an in-place op's self among them); a
+  // writer reads none (fill_'s self is only written).
   double inputs = 0;
-  for (const Argument& a : op.args) {
-    for (const TensorMeta& t : a.value.tensors) {
-      if (t.defined && numel(t.shape) == n) inputs += 1;
+  if (!is_writer(name)) {
+    for (const Argument& a : op.args) {
+      for (const TensorMeta& t : a.value.tensors) {
+        if (t.defined && numel(t.shape) == n) inputs += 1;
+      }
     }
+    inputs = std::max(1.0, inputs);
   }
-  inputs = std::max(1.0, inputs);
   return {{LearnedFamily::Elementwise,
            {{"n", n}, {"inputs", inputs}, {"transcendental", is_transcendental(name) ? 1.0 : 0.0},
             {"elem_bytes", elem_bytes(out)}}}};

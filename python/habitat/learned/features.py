@@ -48,17 +48,24 @@ _GEMM_CORE = ("log2_t_compute_us", "log2_t_memory_us", "log2_intensity_over_ridg
 # narrower loads (align1/align2 kernels, 2-10x slower on the H100 data) below that.
 _PRECISION = ("tensor_path", "log2_elem_bytes", "log2_align")
 MAX_ALIGN_BYTES = 16.0
+# The memory-bound families (elementwise, softmax, layernorm) also get the operand width (the
+# NeuSight rows are all fp32, the traced Hopper rows fp32 and bf16) and one device figure,
+# the DRAM bandwidth per SM in GB/s: how much traffic each SM must keep in flight to reach the
+# roofline. On the NeuSight GPUs (8-14 GB/s per SM) a memory-bound kernel reaches a smaller
+# share of its roofline than on Hopper (25-36): without it the models forecast H100/H200
+# element-wise ops 1.3-1.4x too slow, layer norm 2x (benchmarks/results/kernels/hopper-traces).
+_MEMORY = ("log2_elem_bytes", "log2_bandwidth_per_sm")
 FEATURE_NAMES: dict[str, tuple[str, ...]] = {
     "gemm": ("log2_b", "log2_m", "log2_n", "log2_k") + _GEMM_CORE + _PRECISION + DEVICE_FEATURES,
     "conv": ("log2_batch", "log2_cin", "log2_cout", "kernel", "stride", "log2_size",
              "log2_gemm_m", "log2_gemm_k") + _GEMM_CORE + _PRECISION + ("grad_data", "grad_weight")
             + DEVICE_FEATURES,
     "elementwise": ("log2_n", "inputs", "transcendental", "log2_t_memory_us",
-                    "log2_bytes_over_l2", "log2_blocks_per_sm") + DEVICE_FEATURES,
+                    "log2_bytes_over_l2", "log2_blocks_per_sm") + _MEMORY + DEVICE_FEATURES,
     "softmax": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
-                "log2_rows_per_sm") + DEVICE_FEATURES,
+                "log2_rows_per_sm") + _MEMORY + DEVICE_FEATURES,
     "layernorm": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
-                  "log2_rows_per_sm") + DEVICE_FEATURES,
+                  "log2_rows_per_sm") + _MEMORY + DEVICE_FEATURES,
     "attention": ("log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
                   "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
                   "tensor_path", "log2_elem_bytes") + DEVICE_FEATURES,
@@ -129,6 +136,10 @@ def _gemm_core(b, m, n, k, flops, nbytes, dev: DeviceSpec, precision: np.ndarray
 
 def _conv_out(s: dict[str, np.ndarray]) -> np.ndarray:
     return np.floor((s["size"] + 2.0 * s["padding"] - s["kernel"]) / s["stride"]) + 1.0
+
+
+def _memory_cols(elem_bytes: np.ndarray, dev: DeviceSpec) -> list[np.ndarray]:
+    return [_log2(elem_bytes), np.full(len(elem_bytes), np.log2(dev.bandwidth_gbs / dev.sms))]
 
 
 def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -208,13 +219,13 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
         t_roof = np.maximum(t_m, flops / dev.peak_flops("fp32") * 1e6)
         blocks = np.ceil(n / ELEMENTWISE_BLOCK_ELEMENTS)
         cols = [_log2(n), inputs, trans, _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
-                _log2(blocks / dev.sms)]
+                _log2(blocks / dev.sms)] + _memory_cols(s["elem_bytes"], dev)
     else:  # softmax, layernorm
         rows, ncols = s["rows"], s["cols"]
         t_m = nbytes / bw * 1e6
         t_roof = np.maximum(t_m, flops / dev.peak_flops("fp32") * 1e6)
         cols = [_log2(rows), _log2(ncols), _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
-                _log2(rows / dev.sms)]
+                _log2(rows / dev.sms)] + _memory_cols(s["elem_bytes"], dev)
     x = np.stack([np.asarray(c, dtype=np.float64) for c in cols], axis=1)
     assert x.shape[1] == len(FEATURE_NAMES[family])
     return x, t_roof

@@ -2,6 +2,9 @@
 
     python -m habitat.learned.train --data ../shared/data/neusight --out weights/
 
+(elementwise, softmax and layernorm with the recorded Hopper traces' kernels added:
+habitat.learned.train_traces.)
+
 Only kernels/ is read: test/ is for evaluation. Deterministic for a given seed and
 thread count (fixed seeds, deterministic algorithms, sorted inputs).
 
