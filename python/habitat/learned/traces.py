@@ -5,9 +5,8 @@ forecasts it from) and its CUPTI-measured kernel time.
 The traces are the H100/H200 runs under benchmarks/results/<run>/traces/*.json.gz (4 workloads x
 2 precisions per run; benchmarks/results/kernels/hopper-traces/README.md). An op's class comes
 from the engine (the forecast of the trace's CPU view, as benchmarks/accuracy/trace_kernels.py
-computes it); its parts from `op_parts`, which mirrors csrc/src/learned/learned_model.cpp
-(`learned_parts` for these three families; tests/python/learned/test_trace_rows.py checks that the
-Python forecast from these parts equals the engine's). The measured time is the op's kernels plus
+computes it); its parts from the engine itself (`_engine.learned_op_parts`: the family shapes
+`learned_parts` gives, so these rows cannot drift from what the engine forecasts). The measured time is the op's kernels plus
 those of the ops below it (on the shape path an op's forecast stands for its whole subtree).
 
 Unlike NeuSight's per-call timings, these are kernel durations: no harness floor (fitting uses a
@@ -15,12 +14,14 @@ negligible floor for them, TRACE_FLOOR_US).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from habitat import _engine
 from habitat.learned.neusight import KernelArrays, KernelTable
 
 RUNS = ("h100-sxm5-80gb", "h200-sxm-141gb", "h100-sxm5-80gb-2026-11-23")
@@ -29,134 +30,9 @@ WORKLOADS = ("dcgan", "gpt2_small", "lstm_seq2seq", "resnet50")
 OP_PREFIX = "trace:"
 # The floor fitted under a kernel-duration row (us): negligible against any kernel.
 TRACE_FLOOR_US = 1e-3
-DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
-               "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
-TRANSCENDENTAL = ("exp", "log", "tanh", "sigmoid", "gelu", "silu", "pow", "erf", "sin", "cos",
-                  "sqrt", "softplus", "mish", "elu", "tan")
-# Ops that write every element of their output without reading one (learned_model.cpp
-# kWriterStems, the same stems as the cost model's `writer` rules).
-WRITER_STEMS = frozenset(
-    "fill zero zeros ones full eye scalar_tensor zeros_like ones_like full_like new_zeros new_ones "
-    "new_full arange linspace logspace rand rand_like uniform random randint randint_like randn "
-    "randn_like normal exponential".split())
-
-
-def _numel(t: dict[str, Any]) -> float:
-    n = 1.0
-    for d in t.get("shape", []):
-        n *= float(d)
-    return n
-
-
-def _elem_bytes(t: dict[str, Any]) -> float:
-    return float(DTYPE_BYTES.get(t.get("dtype", ""), 4))
-
-
-def _arg(op: dict[str, Any], name: str) -> dict[str, Any] | None:
-    for a in op.get("args", []):
-        if a.get("name") == name:
-            return a
-    return None
-
-
-def _tensor(op: dict[str, Any], *names: str) -> dict[str, Any] | None:
-    for n in names:
-        a = _arg(op, n)
-        if a is not None and "tensor" in a and a["tensor"].get("defined", True):
-            return a["tensor"]
-    return None
-
-
-def _int(op: dict[str, Any], name: str, fallback: int) -> int:
-    a = _arg(op, name)
-    if a is None:
-        return fallback
-    for k in ("int", "bool"):
-        if k in a:
-            return int(a[k])
-    if a.get("ints"):
-        return int(a["ints"][0])
-    return fallback
-
-
-def stem(name: str) -> str:
-    """aten::add_ -> add (the cost model's stem: no namespace, no in-place underscore)."""
-    s = name.removeprefix("aten::")
-    return s[:-1] if s.endswith("_") and not s.endswith("__") else s
-
-
-def is_writer(name: str) -> bool:
-    return stem(name) in WRITER_STEMS
-
-
-def op_parts(op: dict[str, Any], op_class: str) -> list[tuple[str, dict[str, float], float]]:
-    """(family, shape, scale) of each learned part of an op of the engine's class `op_class`
-    (elementwise, softmax, or norm for layer/RMS norm); [] when none (learned_model.cpp)."""
-    name = op["name"].removeprefix("aten::")
-    if op_class == "elementwise":
-        outs = op.get("outputs") or []
-        if not outs:
-            return []
-        out = outs[0]
-        n = _numel(out)
-        if not n > 0:
-            return []
-        if is_writer(name):
-            inputs = 0.0
-        else:
-            inputs = 0.0
-            for a in op.get("args", []):
-                ts = [a["tensor"]] if "tensor" in a else a.get("tensors", [])
-                inputs += sum(1 for t in ts if t.get("defined", True) and _numel(t) == n)
-            inputs = max(1.0, inputs)
-        trans = 1.0 if any(t in name for t in TRANSCENDENTAL) else 0.0
-        return [("elementwise", {"n": n, "inputs": inputs, "transcendental": trans,
-                                 "elem_bytes": _elem_bytes(out)}, 1.0)]
-    if op_class == "softmax":
-        backward = name.endswith("_backward_data")
-        x = _tensor(op, "output", "grad_output") if backward else _tensor(op, "self", "input")
-        if x is None or not x.get("shape"):
-            return []
-        shape = x["shape"]
-        dim = _int(op, "dim", -1)
-        if dim < 0:
-            dim += len(shape)
-        if not 0 <= dim < len(shape):
-            return []
-        cols, total = float(shape[dim]), _numel(x)
-        if not (cols > 0 and total > 0):
-            return []
-        return [("softmax", {"rows": total / cols, "cols": cols, "elem_bytes": _elem_bytes(x)},
-                 1.5 if backward else 1.0)]
-    if op_class == "norm" and ("layer_norm" in name or "rms_norm" in name):
-        x = _tensor(op, "input", "self")
-        a = _arg(op, "normalized_shape")
-        normalized = (a or {}).get("ints") or []
-        if x is None or not normalized:
-            return []
-        cols = float(np.prod([float(v) for v in normalized]))
-        total = _numel(x)
-        if not (cols > 0 and total >= cols):
-            return []
-        return [("layernorm", {"rows": total / cols, "cols": cols, "elem_bytes": _elem_bytes(x)},
-                 2.0 if name.endswith("_backward") else 1.0)]
-    if op_class == "reduction":
-        # A row-wise reduction, forecast with the layer-norm model (learned_model.cpp reduction_parts).
-        x = None
-        for a in op.get("args", []):
-            ts = [a["tensor"]] if "tensor" in a else a.get("tensors", [])
-            x = next((t for t in ts if t.get("defined", True)), None)
-            if x is not None:
-                break
-        outs = op.get("outputs") or []
-        if x is None or not outs:
-            return []
-        total = _numel(x)
-        rows = max(1.0, _numel(outs[0]))
-        if not total > 0 or total < rows:
-            return []
-        return [("layernorm", {"rows": rows, "cols": total / rows, "elem_bytes": _elem_bytes(x)}, 1.0)]
-    return []
+# The families whose rows the traces give (the engine forecasts row-wise reductions with the
+# layer-norm model).
+MEMORY_FAMILIES = ("elementwise", "softmax", "layernorm")
 
 
 @dataclass
@@ -194,6 +70,8 @@ def trace_ops(path: Path, run: str) -> list[TraceOp]:
     cpu = as_cpu_trace({**doc, "steps": [step]})
     _, rows = engine.forecast_step_parts(cpu["origin"], cpu["steps"][0], [gpu])
     by_id = {int(r["id"]): r for r in rows.array}
+    parts_by_id = {op_id: [(family, shape, scale) for family, shape, _precision, scale in parts]
+                   for op_id, _class, parts in _engine.learned_op_parts(json.dumps(cpu), -1)}
     ops = step["ops"]
     index = {op["id"]: i for i, op in enumerate(ops)}
     incl = [_kernel_us(op) for op in ops]
@@ -207,8 +85,8 @@ def trace_ops(path: Path, run: str) -> list[TraceOp]:
             continue
         r = by_id[op["id"]]
         op_class = OP_CLASSES[int(r["op_class"])]
-        parts = op_parts(op, op_class)
-        if not parts:
+        parts = parts_by_id.get(op["id"])
+        if not parts or any(family not in MEMORY_FAMILIES for family, _, _ in parts):
             continue
         out.append(TraceOp(run, gpu, workload, precision, op["name"].removeprefix("aten::"), op_class, parts,
                            incl[i], float(r["time_us"][0])))

@@ -1,6 +1,7 @@
 """Trace rows for the memory-bound families (habitat.learned.traces) and their trainer
-(habitat.learned.train_traces): the Python mirror of the engine's learned parts, fills counted
-as reading nothing, and a tiny deterministic training run mixing both sources."""
+(habitat.learned.train_traces): rows read through the engine's own learned parts, and a tiny
+deterministic training run mixing both sources. (That a fill reads nothing is the engine's:
+tests/cpp/learned/test_elementwise_parts.cpp.)"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,45 +22,14 @@ REPO = Path(__file__).resolve().parents[3]
 TRACE = REPO / "benchmarks" / "results" / "h100-sxm5-80gb" / "traces" / "dcgan_fp32.json.gz"
 
 
-def _t(shape: list[int], dtype: str = "float32") -> dict:
-    return {"shape": shape, "dtype": dtype}
-
-
-def test_a_fill_reads_nothing_and_an_add_reads_both_operands() -> None:
-    x = _t([64, 1024])
-    fill = {"name": "aten::fill_", "args": [{"name": "self", "tensor": x}, {"name": "value", "float": 1.0}],
-            "outputs": [x]}
-    zeros = {"name": "aten::zeros", "args": [{"name": "size", "ints": [64, 1024]}], "outputs": [x]}
-    add_ = {"name": "aten::add_", "args": [{"name": "self", "tensor": x}, {"name": "other", "tensor": x}],
-            "outputs": [x]}
-    bias = {"name": "aten::add", "args": [{"name": "self", "tensor": x}, {"name": "other", "tensor": _t([1024])}],
-            "outputs": [x]}
-    for op, inputs in ((fill, 0.0), (zeros, 0.0), (add_, 2.0), (bias, 1.0)):
-        [(family, shape, scale)] = tr.op_parts(op, "elementwise")
-        assert family == "elementwise" and scale == 1.0
-        assert shape == {"n": 65536.0, "inputs": inputs, "transcendental": 0.0, "elem_bytes": 4.0}, op["name"]
-
-
-def test_row_families_mirror_the_engine() -> None:
-    x = _t([8, 512, 768], "bfloat16")
-    ln = {"name": "aten::native_layer_norm_backward",
-          "args": [{"name": "grad_out", "tensor": x}, {"name": "input", "tensor": x},
-                   {"name": "normalized_shape", "ints": [768]}], "outputs": [x]}
-    assert tr.op_parts(ln, "norm") == [("layernorm", {"rows": 4096.0, "cols": 768.0, "elem_bytes": 2.0}, 2.0)]
-    sm = {"name": "aten::_log_softmax_backward_data",
-          "args": [{"name": "grad_output", "tensor": _t([64, 1000])}, {"name": "output", "tensor": _t([64, 1000])},
-                   {"name": "dim", "int": 1}], "outputs": [_t([64, 1000])]}
-    assert tr.op_parts(sm, "softmax") == [("softmax", {"rows": 64.0, "cols": 1000.0, "elem_bytes": 4.0}, 1.5)]
-    assert tr.op_parts(ln, "batch_norm") == []
-
-
 @pytest.mark.skipif(not TRACE.is_file(), reason="recorded H100 traces not in this checkout")
 def test_python_forecast_from_the_parts_equals_the_engines() -> None:
     """Every elementwise/softmax/layer-norm op of a recorded trace: the engine's shape-based
-    forecast (its own parts, the shipped weights) and the Python one from tr.op_parts agree."""
+    forecast and the Python one from the same parts (the trainer's feature code, the shipped
+    weights) agree."""
     ops = tr.trace_ops(TRACE, "h100-sxm5-80gb")
     assert len(ops) > 50
-    assert any(tr.is_writer(o.op) for o in ops)
+    assert "fill_" in {o.op for o in ops}
     pred = tr.forecast_us(ops, load_all(REPO / "weights"), default_table())
     engine = np.array([o.engine_us for o in ops])
     np.testing.assert_allclose(pred, engine, rtol=1e-5)
