@@ -48,15 +48,6 @@ FIELDS = ("run", "gpu", "workload", "precision", "op_id", "op", "op_class", "met
 MIN_US = 5.0
 
 
-def _load_document(path: Path) -> dict[str, Any]:
-    from habitat.analysis.host_model import load_document
-    return load_document(path)
-
-
-def kernel_us(op: dict[str, Any]) -> float:
-    return sum(k.get("duration_us", 0.0) for k in op.get("kernels", []))
-
-
 def family(op_class: str, name: str) -> str:
     """The op class, with norm split into batch_norm / layer_norm / other_norm by op name."""
     if op_class != "norm":
@@ -87,41 +78,21 @@ def shapes(op: dict[str, Any]) -> str:
 
 def trace_rows(path: Path, run: str) -> list[dict[str, Any]]:
     """One row per op of the trace's first step that launched kernels on the GPU."""
-    from habitat.data import engine
     from habitat.data.op_rows import METHODS, OP_CLASSES
-    from habitat.evaluate.timeline import as_cpu_trace
+    from habitat.learned.traces import kernel_us, recorded_step
 
-    doc = _load_document(path)
-    gpu = doc["origin"]["device"]
-    bench = doc.get("benchmark", {})
-    workload, _, precision = path.name.removesuffix(".json.gz").rpartition("_")
-    workload = bench.get("model", workload)
-    precision = bench.get("precision", precision)
-    step = doc["steps"][0]
-    cpu = as_cpu_trace({**doc, "steps": [step]})
-    _, rows = engine.forecast_step_parts(cpu["origin"], cpu["steps"][0], [gpu])
-    a = rows.array
-    by_id = {int(r["id"]): r for r in a}
-
-    ops = step["ops"]
-    index = {op["id"]: i for i, op in enumerate(ops)}
-    incl = [kernel_us(op) for op in ops]
-    for i in range(len(ops) - 1, -1, -1):  # children follow their parent
-        p = ops[i].get("parent")
-        if p is not None and p in index:
-            incl[index[p]] += incl[i]
+    rec = recorded_step(path, run)
     out = []
-    for i, op in enumerate(ops):
-        own = kernel_us(op)
+    for op, incl in zip(rec.ops, rec.measured_incl_us):
         if not op.get("kernels"):
             continue
-        r = by_id[op["id"]]
+        r = rec.rows[op["id"]]
         out.append({
-            "run": run, "gpu": gpu, "workload": workload, "precision": precision,
+            "run": run, "gpu": rec.gpu, "workload": rec.workload, "precision": rec.precision,
             "op_id": op["id"], "op": op["name"].removeprefix("aten::"),
             "op_class": family(OP_CLASSES[int(r["op_class"])], op["name"]),
             "method": METHODS[int(r["method"][0])], "kernels": len(op["kernels"]),
-            "measured_us": round(own, 2), "measured_incl_us": round(incl[i], 2),
+            "measured_us": round(kernel_us(op), 2), "measured_incl_us": round(incl, 2),
             "forecast_us": round(float(r["time_us"][0]), 2),
             "shapes": shapes(op),
         })

@@ -48,48 +48,66 @@ class TraceOp:
     engine_us: float  # the engine's shape-based forecast with the weights it loaded
 
 
-def _kernel_us(op: dict[str, Any]) -> float:
+def kernel_us(op: dict[str, Any]) -> float:
+    """The op's own kernels' CUPTI time (us)."""
     return float(sum(k.get("duration_us", 0.0) for k in op.get("kernels", [])))
 
 
-def trace_ops(path: Path, run: str) -> list[TraceOp]:
-    """The ops of the trace's first step that launched kernels and have learned parts of the
-    memory-bound families."""
+@dataclass
+class RecordedStep:
+    """A recorded GPU trace's first step forecast shape-based for its own GPU: kernels stripped
+    and origin "cpu" (habitat.evaluate.timeline.as_cpu_trace), the path a CPU trace takes."""
+    run: str
+    gpu: str
+    workload: str
+    precision: str
+    ops: list[dict[str, Any]]  # the step's ops as traced (kernels included)
+    cpu: dict[str, Any]  # the CPU-view document the forecast read
+    rows: dict[int, Any]  # the engine's per-op rows (OpRows) by op id
+    measured_incl_us: list[float]  # per op (ops order): its kernels and those of the ops below it
+
+
+def recorded_step(path: Path, run: str) -> RecordedStep:
     from habitat.analysis.host_model import load_document
     from habitat.data import engine
-    from habitat.data.op_rows import OP_CLASSES
     from habitat.evaluate.timeline import as_cpu_trace
 
     doc = load_document(path)
     gpu = doc["origin"]["device"]
     bench = doc.get("benchmark", {})
     workload, _, precision = path.name.removesuffix(".json.gz").rpartition("_")
-    workload = bench.get("model", workload)
-    precision = bench.get("precision", precision)
     step = doc["steps"][0]
     cpu = as_cpu_trace({**doc, "steps": [step]})
     _, rows = engine.forecast_step_parts(cpu["origin"], cpu["steps"][0], [gpu])
-    by_id = {int(r["id"]): r for r in rows.array}
-    parts_by_id = {op_id: [(family, shape, scale) for family, shape, _precision, scale in parts]
-                   for op_id, _class, parts in _engine.learned_op_parts(json.dumps(cpu), -1)}
     ops = step["ops"]
     index = {op["id"]: i for i, op in enumerate(ops)}
-    incl = [_kernel_us(op) for op in ops]
+    incl = [kernel_us(op) for op in ops]
     for i in range(len(ops) - 1, -1, -1):  # children follow their parent
         p = ops[i].get("parent")
         if p is not None and p in index:
             incl[index[p]] += incl[i]
+    return RecordedStep(run, gpu, bench.get("model", workload), bench.get("precision", precision), ops, cpu,
+                        {int(r["id"]): r for r in rows.array}, incl)
+
+
+def trace_ops(path: Path, run: str) -> list[TraceOp]:
+    """The ops of the trace's first step that launched kernels and have learned parts of the
+    memory-bound families."""
+    from habitat.data.op_rows import OP_CLASSES
+
+    rec = recorded_step(path, run)
+    parts_by_id = {op_id: [(family, shape, scale) for family, shape, _precision, scale in parts]
+                   for op_id, _class, parts in _engine.learned_op_parts(json.dumps(rec.cpu), -1)}
     out = []
-    for i, op in enumerate(ops):
-        if not op.get("kernels") or incl[i] <= 0:
+    for op, incl in zip(rec.ops, rec.measured_incl_us):
+        if not op.get("kernels") or incl <= 0:
             continue
-        r = by_id[op["id"]]
-        op_class = OP_CLASSES[int(r["op_class"])]
         parts = parts_by_id.get(op["id"])
         if not parts or any(family not in MEMORY_FAMILIES for family, _, _ in parts):
             continue
-        out.append(TraceOp(run, gpu, workload, precision, op["name"].removeprefix("aten::"), op_class, parts,
-                           incl[i], float(r["time_us"][0])))
+        r = rec.rows[op["id"]]
+        out.append(TraceOp(run, rec.gpu, rec.workload, rec.precision, op["name"].removeprefix("aten::"),
+                           OP_CLASSES[int(r["op_class"])], parts, incl, float(r["time_us"][0])))
     return out
 
 

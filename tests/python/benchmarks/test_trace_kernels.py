@@ -23,7 +23,9 @@ def rows(tk):
 
 
 def test_rows_are_the_ops_with_kernels_measured_by_their_kernel_sums(tk, rows) -> None:
-    step = tk._load_document(tk.RESULTS / TRACE)["steps"][0]
+    from habitat.analysis.host_model import load_document
+
+    step = load_document(tk.RESULTS / TRACE)["steps"][0]
     with_kernels = {op["id"]: op for op in step["ops"] if op.get("kernels")}
     assert [r["op_id"] for r in rows] == list(with_kernels)
     assert all(r["gpu"] == "H100-SXM5-80GB" and r["workload"] == "dcgan"
