@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cost/op_cost_detail.h"
+#include "cost/writer_ops.h"
 
 namespace habitat::op_cost {
 namespace {
@@ -78,9 +79,7 @@ OpCost dropout(const OpContext& c, double per_element) {
   return pointwise(c, per_element);
 }
 
-// Ops that write a new value into every element without reading the old one: factories
-// (zeros, arange, randn, zeros_like: their tensor argument only gives the shape), fill_,
-// zero_ and the in-place random generators.
+// The ops of kWriterOps (cost/writer_ops.h) and the in-place random generators.
 OpCost writer(const OpContext& c, double per_element) {
   const TensorMeta* out = main_output(c);
   const double n = out != nullptr ? numel(*out) : 0;
@@ -111,17 +110,7 @@ void add_pointwise_rules(RuleTable& t) {
   t["feature_dropout"] = {dropout, 3};
   t["alpha_dropout"] = {dropout, 4};
   t["bernoulli"] = {bernoulli, 1};
-  // Constant fills compute nothing; arange/linspace compute start + i * step.
-  add_rules(t,
-            "fill zero zeros ones full eye scalar_tensor zeros_like ones_like full_like new_zeros "
-            "new_ones new_full",
-            {writer, 0});
-  add_rules(t, "arange linspace logspace", {writer, 2});
-  // Random draws: integer Philox work, then scale and shift (uniform) or Box-Muller
-  // (normal: log, sqrt, cos, multiply, scale, shift).
-  add_rules(t, "rand rand_like uniform random randint randint_like", {writer, 2});
-  add_rules(t, "randn randn_like normal", {writer, 6});
-  t["exponential"] = {writer, 3};
+  for (const WriterOps& group : kWriterOps) add_rules(t, group.stems, {writer, group.flops_per_element});
 }
 
 }  // namespace habitat::op_cost

@@ -5,7 +5,6 @@
 #include <span>
 #include <cmath>
 #include <filesystem>
-#include <iterator>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -14,6 +13,7 @@
 
 #include "cost/attention_problem.h"
 #include "cost/gemm_operands.h"
+#include "cost/writer_ops.h"
 #include "habitat/file_io.h"
 #include "habitat/learned_models.h"
 #include "hardware/roofline.h"
@@ -241,20 +241,11 @@ bool is_transcendental(const std::string& name) {
   return false;
 }
 
-// Ops that write every element of their output without reading one: constant fills
-// (fill_, zero_), factories (zeros, ones, full, the *_like and new_* forms, whose tensor argument
-// only gives the shape), ranges and random draws. The same stems as the cost model's `writer`
-// rules (csrc/src/cost/op_cost_pointwise.cpp); python/habitat/learned/traces.py WRITER_STEMS.
-constexpr std::string_view kWriterStems[] = {
-    "fill",      "zero",      "zeros",       "ones",      "full",     "eye",     "scalar_tensor",
-    "zeros_like", "ones_like", "full_like",  "new_zeros", "new_ones", "new_full", "arange",
-    "linspace",  "logspace",  "rand",        "rand_like", "uniform",  "random",  "randint",
-    "randint_like", "randn",  "randn_like",  "normal",    "exponential"};
-
-// "add" for add, add_ (the cost model's stem; the name is already without "aten::").
+// A writer (cost/writer_ops.h) reads none of its tensors; "fill_" -> "fill" (the name is
+// already without "aten::").
 bool is_writer(std::string_view name) {
   if (name.ends_with('_') && !name.ends_with("__")) name.remove_suffix(1);
-  return std::find(std::begin(kWriterStems), std::end(kWriterStems), name) != std::end(kWriterStems);
+  return op_cost::is_writer_stem(name);
 }
 
 std::vector<LearnedPart> elementwise_parts(const std::string& name, const OpRecord& op) {
