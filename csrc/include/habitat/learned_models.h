@@ -26,8 +26,15 @@ struct FamilyModel {
   // from_roofline_us; 0 if absent), the main model the rest.
   double from_roofline_us = 0.0;
   // Trained on convolution times without cuDNN's NCHW <-> NHWC transforms (metadata
-  // "nchw_transforms"): the engine adds them for NCHW 16-bit convolutions (conv_transform_us).
-  bool adds_nchw_transforms = false;
+  // "nchw_transforms", which also holds the transform cost the trainer took out): the engine
+  // adds that cost back for NCHW convolutions in those precisions (conv_transform_us).
+  struct NchwTransforms {
+    double fixed_us_per_transform = 0;
+    double transforms_per_pass = 0;
+    double bandwidth_share = 1;  // of the target's DRAM bandwidth, reading and writing each tensor
+    std::vector<Precision> precisions;
+  };
+  std::optional<NchwTransforms> nchw_transforms;
   // The smallest trained value of each shape column (metadata "shape_extent"; empty in older
   // files): a shape below it in any column is declined (the caller falls back to the roofline),
   // since clamping each feature alone still leaves the combination unseen.

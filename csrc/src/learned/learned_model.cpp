@@ -71,21 +71,18 @@ bool channels_last(const TensorMeta& t) {
 }
 
 // cuDNN's NCHW <-> NHWC layout transforms around a tensor-core convolution pass
-// (python/habitat/learned/conv_layout.py, which states the evidence and fits the constants;
-// benchmarks/accuracy/conv_layout.py reproduces them from the recorded Hopper traces): given
-// NCHW tensors in a 16-bit precision, each pass transforms its two inputs to NHWC and its
-// output back, three kernels of kConvTransformFixedUs each plus reading and writing the
-// pass's three tensors (input, weight, output) at kConvTransformBandwidthShare of the DRAM
-// bandwidth. TF32 passes transform only sometimes (cuDNN picks NCHW kernels for the rest) and
-// FP32 SIMT kernels read NCHW: neither gets transforms. The conv model is trained without them.
-constexpr double kConvTransformFixedUs = 3.9;
-constexpr double kConvTransformBandwidthShare = 0.88;
-constexpr double kConvTransformsPerPass = 3.0;
-
-double conv_transform_us(const LearnedShape& shape, const Device& target, Precision precision) {
+// (python/habitat/learned/conv_layout.py states the evidence and fits the constants, which the
+// conv model's metadata carries; benchmarks/accuracy/conv_layout.py reproduces them from the
+// recorded Hopper traces): given NCHW tensors, each pass transforms its two inputs to NHWC and
+// its output back, `transforms_per_pass` kernels of `fixed_us_per_transform` each plus reading
+// and writing the pass's three tensors (input, weight, output) at `bandwidth_share` of the
+// DRAM bandwidth. Only in the metadata's precisions: TF32 passes transform only sometimes
+// (cuDNN picks NCHW kernels for the rest) and FP32 SIMT kernels read NCHW.
+double conv_transform_us(const LearnedShape& shape, const Device& target, Precision precision,
+                         const FamilyModel::NchwTransforms& cost) {
   auto nchw = shape.find("nchw");
   if (nchw == shape.end() || nchw->second == 0) return 0.0;
-  if (precision != Precision::Bf16Tensor && precision != Precision::Fp16Tensor && precision != Precision::Fp8Tensor) {
+  if (std::find(cost.precisions.begin(), cost.precisions.end(), precision) == cost.precisions.end()) {
     return 0.0;
   }
   auto peak = target.peak_tflops.find(precision);
@@ -95,8 +92,8 @@ double conv_transform_us(const LearnedShape& shape, const Device& target, Precis
   const double out = std::floor((size + 2.0 * shape.at("padding") - k) / shape.at("stride")) + 1.0;
   const double elements = batch * cin * size * size + cout * cin * k * k + batch * cout * out * out;
   const double bytes = 2.0 * shape.at("elem_bytes") * elements;
-  return kConvTransformsPerPass * kConvTransformFixedUs +
-         bytes / (kConvTransformBandwidthShare * target.bandwidth_bytes_per_s()) * 1e6;
+  return cost.transforms_per_pass * cost.fixed_us_per_transform +
+         bytes / (cost.bandwidth_share * target.bandwidth_bytes_per_s()) * 1e6;
 }
 
 std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op) {
@@ -305,7 +302,7 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
   int layers = 0;
   double e_max = 1.0, launch_floor_us = 0.0;
   double from_roofline_us = 0.0;
-  bool nchw_transforms = false;
+  std::optional<FamilyModel::NchwTransforms> nchw_transforms;
   std::map<std::string, double> smallest_trained;
   try {
     using namespace json_reader;
@@ -319,7 +316,22 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
              [&](const json& v, const Loc& l) { launch_floor_us = read_duration(v, l); });
     optional(meta, root, "from_roofline_us",
              [&](const json& v, const Loc& l) { from_roofline_us = read_duration(v, l); });
-    optional(meta, root, "nchw_transforms", [&](const json&, const Loc&) { nchw_transforms = true; });
+    optional(meta, root, "nchw_transforms", [&](const json& v, const Loc& l) {
+      expect_object(v, l);
+      FamilyModel::NchwTransforms t;
+      t.fixed_us_per_transform = read_duration(required(v, l, "fixed_us_per_transform"),
+                                               l.child("fixed_us_per_transform"));
+      t.transforms_per_pass =
+          read_duration(required(v, l, "transforms_per_pass"), l.child("transforms_per_pass"));
+      t.bandwidth_share = read_real(required(v, l, "bandwidth_share"), l.child("bandwidth_share"));
+      if (!(t.bandwidth_share > 0)) throw DecodeError{l.child("bandwidth_share").str() + ": must be > 0"};
+      for (const std::string& name : read_strings(required(v, l, "precisions"), l.child("precisions"))) {
+        const auto p = precision_from_string(name);
+        if (!p) throw DecodeError{l.child("precisions").str() + ": unknown precision '" + name + "'"};
+        t.precisions.push_back(*p);
+      }
+      nchw_transforms = std::move(t);
+    });
     optional(meta, root, "shape_extent", [&](const json& v, const Loc& l) {
       for (const auto& [column, range] : expect_object(v, l).items()) {
         const Loc at = l.child(column);
@@ -449,8 +461,11 @@ std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost
       return std::nullopt;  // degenerate shape (zero-size tensor): let the caller fall back
     }
     if (!t) return std::nullopt;
-    if (part.family == LearnedFamily::Conv && models_.at(LearnedFamily::Conv).adds_nchw_transforms) {
-      *t += conv_transform_us(part.shape, target, p);
+    if (part.family == LearnedFamily::Conv) {
+      // predict_family_us answered, so the conv model is loaded.
+      if (const auto& transforms = models_.at(LearnedFamily::Conv).nchw_transforms) {
+        *t += conv_transform_us(part.shape, target, p, *transforms);
+      }
     }
     total += part.scale * *t;
   }

@@ -18,7 +18,7 @@ The H100 conv collection (benchmarks/gpu/collect_kernels.py) ran NCHW tensors, s
 rows are "transforms + convolution". The conv model is trained on those rows less the transform
 time below (`without_transforms`), and the engine adds the transforms back for NCHW 16-bit
 convolutions, not for channels-last ones (csrc/src/learned/learned_model.cpp,
-conv_transform_us: the same formula and constants).
+conv_transform_us: the same formula, with the constants read from the model's metadata).
 
 Transform time of one pass: `TRANSFORMS_PER_PASS` kernels of `FIXED_US` each, plus reading and
 writing the three tensors (input, weight, output: every pass touches each once) at
@@ -86,7 +86,8 @@ def without_transforms(rows: KernelArrays, devices: DeviceTable) -> tuple[Kernel
 
 
 def metadata() -> dict:
-    """What the conv model's JSON records about the layout (the engine's constants are its own)."""
+    """What the conv model's JSON records about the layout: the engine adds back the transform
+    cost it states (learned_model.cpp conv_transform_us), so it is the one the rows lost."""
     return {"trained_on": "the measured rows less their NCHW<->NHWC transform kernels (habitat.learned."
                           "conv_layout.without_transforms); the engine adds them for NCHW 16-bit convolutions",
             "fixed_us_per_transform": FIXED_US, "bandwidth_share": BANDWIDTH_SHARE,

@@ -4,7 +4,6 @@ NCHW 16-bit convolutions only: the same convolution channels-last is forecast wi
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -22,14 +21,10 @@ WEIGHTS = ROOT / "weights"
 COLLECTION = ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB"
 
 
-def test_engine_uses_the_same_constants() -> None:
-    src = (ROOT / "csrc" / "src" / "learned" / "learned_model.cpp").read_text()
-
-    def constant(name: str) -> float:
-        return float(re.search(rf"constexpr double {name} = ([0-9.]+);", src).group(1))
-    assert constant("kConvTransformFixedUs") == conv_layout.FIXED_US
-    assert constant("kConvTransformBandwidthShare") == conv_layout.BANDWIDTH_SHARE
-    assert constant("kConvTransformsPerPass") == conv_layout.TRANSFORMS_PER_PASS
+def test_shipped_weights_carry_the_transform_cost_they_were_trained_without() -> None:
+    # The engine adds back what the metadata says (no constants of its own).
+    meta = json.loads((WEIGHTS / "conv.json").read_text())["nchw_transforms"]
+    assert meta == json.loads(json.dumps(conv_layout.metadata()))
 
 
 def test_only_the_16_bit_collection_rows_lose_their_transforms() -> None:
@@ -98,3 +93,44 @@ def test_conv_weights_without_the_key_get_no_transforms(tmp_path: Path, monkeypa
     _, rows = engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
     nchw, cl = rows.array["time_us"].ravel()
     assert nchw == pytest.approx(cl, rel=1e-12)
+
+
+def _weights_with_conv_meta(tmp_path: Path, edit) -> Path:
+    for f in WEIGHTS.glob("*.*"):
+        if f.suffix in (".json", ".safetensors"):
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((tmp_path / "conv.json").read_text())
+    edit(meta["nchw_transforms"])
+    (tmp_path / "conv.json").write_text(json.dumps(meta))
+    return tmp_path
+
+
+def test_the_transform_cost_is_the_one_the_weights_were_trained_without(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine reads the transform cost from the conv model's metadata (what the trainer
+    took out), so doubling the fixed cost there doubles that part of the NCHW forecast."""
+    step = {"index": 0, "wall_ms": 1.0,
+            "ops": [_conv_backward(0, False, "bfloat16"), _conv_backward(1, True, "bfloat16")]}
+    _, rows = engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
+    nchw, cl = rows.array["time_us"].ravel()
+    meta = json.loads((WEIGHTS / "conv.json").read_text())["nchw_transforms"]
+    fixed = meta["fixed_us_per_transform"] * meta["transforms_per_pass"]
+
+    def double_fixed(t: dict) -> None:
+        t["fixed_us_per_transform"] *= 2
+
+    monkeypatch.setenv("HABITAT_WEIGHTS", str(_weights_with_conv_meta(tmp_path, double_fixed)))
+    _, rows = engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
+    nchw2, cl2 = rows.array["time_us"].ravel()
+    assert cl2 == pytest.approx(cl, rel=1e-12)
+    assert nchw2 - nchw == pytest.approx(2 * fixed, rel=1e-9)  # two passes (both gradients)
+
+
+def test_a_bad_transform_precision_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def bad(t: dict) -> None:
+        t["precisions"] = ["bf17"]
+
+    monkeypatch.setenv("HABITAT_WEIGHTS", str(_weights_with_conv_meta(tmp_path, bad)))
+    step = {"index": 0, "wall_ms": 1.0, "ops": [_conv_backward(0, False, "bfloat16")]}
+    with pytest.raises(Exception, match="bf17"):
+        engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
