@@ -187,12 +187,11 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
     case LearnedFamily::Conv: {
       const double batch = col("batch"), cin = col("cin"), cout = col("cout"), r = col("kernel");
       const double size = col("size"), stride = col("stride"), pad = col("padding", true);
-      const double out_size = std::floor((size + 2.0 * pad - r) / stride) + 1.0;
+      const double out_size = conv_output_size(size, pad, r, stride);
       if (!(out_size > 0)) throw std::invalid_argument("conv shape gives an empty output");
       const double gm = batch * out_size * out_size, gn = cout, gk = cin * r * r;
       const double flops = 2.0 * gm * gn * gk;
-      const double bytes =
-          eb * (batch * cin * size * size + cout * cin * r * r + batch * cout * out_size * out_size);
+      const double bytes = eb * conv_tensor_elements(batch, cin, cout, r, size, out_size);
       const double grad = col("grad", true);
       if (grad != 0 && grad != 1 && grad != 2) {
         throw std::invalid_argument(

@@ -87,10 +87,10 @@ double conv_transform_us(const LearnedShape& shape, const Device& target, Precis
   }
   auto peak = target.peak_tflops.find(precision);
   if (peak == target.peak_tflops.end() || !(peak->second > 0) || !(target.memory_bandwidth_gbs > 0)) return 0.0;
-  const double batch = shape.at("batch"), cin = shape.at("cin"), cout = shape.at("cout");
   const double k = shape.at("kernel"), size = shape.at("size");
-  const double out = std::floor((size + 2.0 * shape.at("padding") - k) / shape.at("stride")) + 1.0;
-  const double elements = batch * cin * size * size + cout * cin * k * k + batch * cout * out * out;
+  const double out = conv_output_size(size, shape.at("padding"), k, shape.at("stride"));
+  const double elements =
+      conv_tensor_elements(shape.at("batch"), shape.at("cin"), shape.at("cout"), k, size, out);
   const double bytes = 2.0 * shape.at("elem_bytes") * elements;
   return cost.transforms_per_pass * cost.fixed_us_per_transform +
          bytes / (cost.bandwidth_share * target.bandwidth_bytes_per_s()) * 1e6;
