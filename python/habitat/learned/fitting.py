@@ -32,6 +32,10 @@ class TrainConfig:
     members: int = 1  # independently seeded nets averaged (packed into one MLP: same file format)
     clamp_inputs: bool = True  # prepend the input clamp (_clamp_inputs); off: ReLU extrapolation
 
+    def metadata(self) -> dict:
+        """The configuration as a model's JSON records it (`training_config`)."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
 
 QUICK = TrainConfig(steps=300, max_rows=4000)
 

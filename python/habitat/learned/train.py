@@ -84,7 +84,7 @@ def train_family(rows: KernelArrays, devices: DeviceTable, cfg: TrainConfig,
     floor_us = row_floors(rows, floors)
     keys = rows.shape_keys()
     gpus = sorted(np.unique(rows.device).tolist())
-    config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.__dict__.items()}
+    config = cfg.metadata()
     folds = _GpuFolds(rows, x, t_roof, floors, keys, cfg, log)
     t0 = time.time()
 

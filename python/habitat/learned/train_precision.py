@@ -308,18 +308,15 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
             pred = soft_max(fold, m.kernel_from_features(tx, tr), cfg.floor_sharpness)
             logo_err[g] = summary(ape(pred, target.latency_us))
             m.metadata["training_data"] = {"gpus": sorted(set(rows.device[keep].tolist())), "held_out_gpu": g}
-            m.metadata["training_config"] = _config(cfg)
-            if family in LAYOUT_FAMILIES:
-                m.metadata["nchw_transforms"] = conv_layout.metadata()
-            if family in CLAMPED_FAMILIES:
-                m.metadata["shape_extent"] = shape_extent(rows.take(keep))
+            m.metadata["training_config"] = cfg.metadata()
+            _record_rows_basis(m, rows.take(keep))
             out = Path(logo_dir) / gpu_dir_name(g)
             out.mkdir(parents=True, exist_ok=True)
             m.save(out)
             log(f"  {family} without {g}: {logo_err[g]['mean']:.1f}% on it ({time.time() - t0:.0f}s)")
     measured_gpu = sorted(set(measured.device.tolist()))
     model.metadata.update({
-        "training_config": _config(cfg),
+        "training_config": cfg.metadata(),
         "training_data": {
             "source": "NeuSight kernels/ (sitar-lab/NeuSight, MIT), FP32, PyTorch 2.1, CUDA 12.1; plus "
                       "benchmarks/results/kernels/ (collect_kernels.py, CUDA events, median of 10): "
@@ -337,11 +334,17 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
         "training_seconds": round(time.time() - t0, 1),
         "transfer_limits": TRANSFER_LIMITS,
     })
-    if family in LAYOUT_FAMILIES:
-        model.metadata["nchw_transforms"] = conv_layout.metadata()
-    if family in CLAMPED_FAMILIES:
-        model.metadata["shape_extent"] = shape_extent(rows)
+    _record_rows_basis(model, rows)
     return model
+
+
+def _record_rows_basis(model: EfficiencyMLP, rows: KernelArrays) -> None:
+    """What the engine must know about the rows a model was trained on: the layout transforms
+    taken out of them (added back per op) and their shape extent (shapes below it declined)."""
+    if rows.family in LAYOUT_FAMILIES:
+        model.metadata["nchw_transforms"] = conv_layout.metadata()
+    if rows.family in CLAMPED_FAMILIES:
+        model.metadata["shape_extent"] = shape_extent(rows)
 
 
 def shape_extent(rows: KernelArrays) -> dict[str, list[float]]:
@@ -351,7 +354,3 @@ def shape_extent(rows: KernelArrays) -> dict[str, list[float]]:
     still leaves such a shape's feature combination unseen, and the model's answer there was
     off by 10-30x (weights/README.md)."""
     return {c: [float(v.min()), float(v.max())] for c, v in sorted(rows.shapes.items())}
-
-
-def _config(cfg: TrainConfig) -> dict:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.__dict__.items()}

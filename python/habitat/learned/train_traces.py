@@ -156,7 +156,7 @@ def train_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg
     m.metadata["harness_floor_us"]["trace_rows"] = (
         "the trace rows are CUPTI kernel durations: fitted with a floor of "
         f"{tr.TRACE_FLOOR_US} us (none), not listed here")
-    m.metadata["training_config"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.__dict__.items()}
+    m.metadata["training_config"] = cfg.metadata()
     m.metadata["step_selection"] = selection
     return m
 
