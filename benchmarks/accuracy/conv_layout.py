@@ -38,7 +38,6 @@ RESULTS = REPO / "benchmarks" / "results"
 RUNS = ("h100-sxm5-80gb", "h200-sxm-141gb", "h100-sxm5-80gb-2026-11-23")
 WORKLOADS = ("resnet50", "dcgan")
 CONV_OPS = ("aten::cudnn_convolution", "aten::cudnn_convolution_transpose", "aten::convolution_backward")
-BANDWIDTH_GBS = {"H100-SXM5-80GB": 3350.0, "H200-SXM-141GB": 4800.0}  # devices.json
 ELEM_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
@@ -71,10 +70,8 @@ def _tensor(op: dict[str, Any], name: str) -> dict[str, Any] | None:
     return None
 
 
-def conv_ops(path: Path) -> list[dict[str, Any]]:
-    """One record per convolution op with kernels in the first step of one trace."""
-    from habitat.analysis.host_model import load_document
-    doc = load_document(path)
+def conv_ops(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One record per convolution op with kernels in the first step of one trace document."""
     out = []
     for op in doc["steps"][0]["ops"]:
         if op["name"] not in CONV_OPS or not op.get("kernels"):
@@ -105,14 +102,17 @@ def conv_ops(path: Path) -> list[dict[str, Any]]:
 
 def all_ops(runs: tuple[str, ...] = RUNS) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
     from habitat.analysis.host_model import load_document
+    from habitat.learned.devices import default_table
     out: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for run in runs:
         for wl in WORKLOADS:
             for prec in ("bf16", "fp32"):
                 path = RESULTS / run / "traces" / f"{wl}_{prec}.json.gz"
                 if path.is_file():
-                    gpu = load_document(path)["origin"]["device"]
-                    out[(run, wl, prec)] = [dict(r, gpu=gpu) for r in conv_ops(path)]
+                    doc = load_document(path)
+                    gpu = doc["origin"]["device"]
+                    bandwidth = default_table().find(gpu).bandwidth_gbs
+                    out[(run, wl, prec)] = [dict(r, gpu=gpu, bandwidth_gbs=bandwidth) for r in conv_ops(doc)]
     return out
 
 
@@ -133,7 +133,7 @@ def fit(ops: list[dict[str, Any]]) -> tuple[float, float]:
             err = 0.0
             for r in ops:
                 k, b = _model_terms(r)
-                t = k * c + b / (e * BANDWIDTH_GBS[r["gpu"]] * 1e3)
+                t = k * c + b / (e * r["bandwidth_gbs"] * 1e3)
                 err += (math.log(max(t, 1e-3)) - math.log(r["transform_us"])) ** 2
             if err < best[0]:
                 best = (err, c, e)
@@ -142,7 +142,7 @@ def fit(ops: list[dict[str, Any]]) -> tuple[float, float]:
 
 def model_us(r: dict[str, Any], fixed_us: float, share: float) -> float:
     k, b = _model_terms(r)
-    return k * fixed_us + b / (share * BANDWIDTH_GBS[r["gpu"]] * 1e3)
+    return k * fixed_us + b / (share * r["bandwidth_gbs"] * 1e3)
 
 
 def main(argv: list[str] | None = None) -> int:
