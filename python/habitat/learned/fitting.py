@@ -375,6 +375,17 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     )
 
 
+def source_weights(source: np.ndarray, share: float, base: str = "neusight") -> np.ndarray:
+    """Per-row sample weights giving the rows not from `base` `share` of the total weight and
+    `base`'s rows the rest (each source's rows equal among themselves); all ones when either
+    source is absent."""
+    other = source != base
+    n_other, n_base = int(other.sum()), int((~other).sum())
+    if n_other == 0 or n_base == 0:
+        return np.ones(len(source))
+    return np.where(other, share / n_other, (1.0 - share) / n_base)
+
+
 def ape(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
     return np.abs(pred - meas) / meas * 100.0
 

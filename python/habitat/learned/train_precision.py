@@ -30,7 +30,8 @@ from habitat.learned.devices import DeviceTable
 from habitat.learned.model import EfficiencyMLP, harness_time, soft_max
 from habitat.learned.neusight import KernelArrays
 from habitat.learned.fitting import (LAUNCH_FLOOR_US, MONOTONE_WEIGHT, TrainConfig, _fold_floors, _harness_metadata, _log, ape,
-                                   design, fit, floor_keys, gpu_dir_name, harness_floors, row_floors, summary)
+                                   design, fit, floor_keys, gpu_dir_name, harness_floors, row_floors, source_weights,
+                                   summary)
 
 TEST_FRACTION = 0.2
 SPLIT_SEED = 0
@@ -102,14 +103,6 @@ def _validation_labels(rows: KernelArrays, source: np.ndarray, fraction: float, 
     unique = np.unique(keys)
     chosen = np.random.default_rng(seed + 1).choice(unique, max(1, int(len(unique) * fraction)), replace=False)
     return np.where(np.isin(keys, chosen), source, "")
-
-
-def _weights(source: np.ndarray) -> np.ndarray:
-    measured = source != "neusight"
-    n_meas, n_ns = int(measured.sum()), int((~measured).sum())
-    if n_meas == 0 or n_ns == 0:
-        return np.ones(len(source))
-    return np.where(measured, MEASURED_SHARE / n_meas, (1.0 - MEASURED_SHARE) / n_ns)
 
 
 def measured_sharpness(model: EfficiencyMLP) -> float:
@@ -224,7 +217,7 @@ def _fit_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg:
     monotone = rows.family in MONOTONE_FAMILIES
     groups, group_names = _floor_groups(rows, source, rows.family)
     model = fit(rows.family, x, t_roof, rows.latency_us, cfg, row_floors(rows, floors), rows.problem_keys(),
-                val_groups=labels, sample_weight=_weights(source),
+                val_groups=labels, sample_weight=source_weights(source, MEASURED_SHARE),
                 pairs=monotone_pairs(rows, devices, cfg.seed) if monotone else None,
                 sharpness=_row_sharpness(rows.family, source, cfg), floor_groups=groups,
                 split_floor=rows.family in SPLIT_FLOOR_FAMILIES)

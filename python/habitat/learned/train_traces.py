@@ -40,7 +40,7 @@ import numpy as np
 
 from habitat.learned.devices import DeviceTable, default_table
 from habitat.learned.fitting import (QUICK, TrainConfig, _harness_metadata, _harness_prediction, _log, ape,
-                                     design, fit, gpu_dir_name, harness_floors, row_floors, summary)
+                                     design, fit, gpu_dir_name, harness_floors, row_floors, source_weights, summary)
 from habitat.learned.model import EfficiencyMLP
 from habitat.learned.neusight import OP_FAMILY, KernelArrays, load_kernels
 from habitat.learned import traces as tr
@@ -90,11 +90,8 @@ def floors_for(rows: KernelArrays, source: np.ndarray, t_roof: np.ndarray) -> di
 
 
 def weights(source: np.ndarray) -> np.ndarray:
-    trace = source != NEUSIGHT
-    n_t, n_n = int(trace.sum()), int((~trace).sum())
-    if n_t == 0 or n_n == 0:
-        return np.ones(len(source))
-    return np.where(trace, TRACE_SHARE / n_t, (1.0 - TRACE_SHARE) / n_n)
+    """TRACE_SHARE of the weight on the trace rows, the rest on NeuSight's."""
+    return source_weights(source, TRACE_SHARE, NEUSIGHT)
 
 
 class Folds:
