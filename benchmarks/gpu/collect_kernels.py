@@ -1,25 +1,36 @@
-"""Measures GEMM, convolution and attention kernels on the local GPU and writes NeuSight-like
-CSVs (one file per op family and precision) for training the learned models beyond FP32.
+"""Measures GPU kernels per op family and precision and writes NeuSight-like CSVs (one file per
+op and precision) for training the learned models beyond FP32 and beyond NeuSight's GPUs.
 
-    python benchmarks/gpu/collect_kernels.py --out benchmarks/results/<gpu> [--budget-s 840]
-    python benchmarks/gpu/collect_kernels.py --out DIR --families attention --budget-s 120
+    python benchmarks/gpu/collect_kernels.py --out benchmarks/results/kernels/<gpu> [--budget-s 540]
+    python benchmarks/gpu/collect_kernels.py --out DIR --families conv,layernorm --budget-s 120
     python benchmarks/gpu/collect_kernels.py --device cpu --dry-run --out /tmp/kernels   # smoke test
 
-Families (--families, comma-separated, default all): gemm (bmm and linear in fp32, tf32, bf16,
-fp16), conv (fwd, bwd_data, bwd_weight in fp32 and bf16), attention
-(F.scaled_dot_product_attention forced to each SDPA backend: flash, efficient, cudnn, math where
-this torch has it; fwd and fwd+bwd; causal and not; bf16, fp16, fp32 where the backend runs it).
---budget-s is split between the selected families (time a family leaves unused goes to the next),
-so every selected family is reached.
+Families (--families, comma-separated, default all):
+- gemm: bmm and linear in fp32, tf32, bf16, fp16;
+- conv: fwd, bwd_data, bwd_weight in fp32 (TF32 off: SIMT kernels), tf32 (cuDNN's default for
+  fp32 tensors) and bf16, the tensor-core precisions both NCHW and channels-last (`Layout`);
+- attention: F.scaled_dot_product_attention forced to each SDPA backend (flash, efficient,
+  cudnn, math where this torch has it); fwd and fwd+bwd; causal and not; bf16, fp16, fp32;
+- elementwise (add, mul, div, addu, mulu, relu, gelu, tanh: NeuSight's ops), layernorm (ln fwd,
+  bwd), softmax (fwd, bwd), reduction (sum over the last or the first dimension: `Dim`) on
+  B x H tensors, and batchnorm (training mode, fwd and fwd+bwd, NCHW and channels-last, B x C x
+  Input_Size^2), in fp32 and bf16 (batch norm: bf16 input, fp32 parameters, as under autocast).
+--budget-s is split between the selected families (time a family leaves unused goes to the
+next), so every selected family is reached.
 
 Per batch of shapes: each case is warmed up first (cuDNN's autotuner, with cudnn.benchmark on,
-tries its candidate kernels here), then one torch.profiler pass runs each case once to read the
-kernels of that run alone (the longest kernel per op is reported, as NeuSight does, and the
-distinct kernels of the run in `Kernels`), then CUDA events time it: median of --repeats runs.
-Columns follow NeuSight's (Latency in ms) plus `Precision` and `Phase`.
+tries its candidate kernels here); then one torch.profiler pass runs each case --profiled-runs
+times: the kernels of those runs alone give the kernel columns (the longest kernel per op is
+reported, as NeuSight does, and the distinct kernels of a run in `Kernels`) and
+`Kernel Latency`, the median over the runs of the summed durations of the case's kernels (ms,
+CUPTI's device time: no launch gaps, no host time, so no harness floor), and `Transform
+Latency`, the same for cuDNN's NCHW<->NHWC layout transform kernels alone; then CUDA events time
+the case (`Latency`, ms): median of --repeats runs, NeuSight's method (host launch included).
+Columns follow NeuSight's plus `Precision`, `Phase`, the two kernel columns and the shape.
 Shapes: GEMM A[B,M,N] x B[B,N,K] (N is the reduction, as in NeuSight); conv B, Input_Channel,
-Output_Channel, Kernel_Szie, Input_Size, Stride, Padding; attention (OPName sdpa) B, H, L, S, E,
-Causal, Backend.
+Output_Channel, Kernel_Szie, Input_Size, Stride, Padding, Layout; attention (OPName sdpa) B, H,
+L, S, E, Causal, Backend; memory-bound ops B, H (and Dim); batch norm (OPName bn) B,
+Input_Channel, Input_Size, Layout.
 """
 from __future__ import annotations
 
@@ -41,17 +52,29 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-FAMILIES = ("gemm", "conv", "attention")
+MEMORY_FAMILIES = ("elementwise", "layernorm", "softmax", "reduction", "batchnorm")
+FAMILIES = ("gemm", "conv", "attention") + MEMORY_FAMILIES
 # Share of --budget-s per family (renormalised over the selected ones).
-FAMILY_WEIGHTS = {"gemm": 0.35, "conv": 0.35, "attention": 0.30}
+FAMILY_WEIGHTS = {"gemm": 0.25, "conv": 0.25, "attention": 0.15, "elementwise": 0.10, "layernorm": 0.06,
+                  "softmax": 0.06, "reduction": 0.05, "batchnorm": 0.08}
 GEMM_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-CONV_PRECISIONS = ("fp32", "bf16")
+# (precision, layout) of each conv case: fp32 with TF32 off runs cuDNN's NCHW SIMT kernels; the
+# tensor-core precisions run NHWC kernels, wrapped in layout transforms when given NCHW tensors.
+CONV_VARIANTS = (("fp32", "nchw"), ("tf32", "nchw"), ("tf32", "nhwc"), ("bf16", "nchw"), ("bf16", "nhwc"))
+MEMORY_PRECISIONS = ("fp32", "bf16")
+# NeuSight's element-wise ops (habitat.learned.neusight.ELEMENTWISE_OPS): "u" = with a scalar.
+ELEMENTWISE = {"add": lambda x, y: x + y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
+               "addu": lambda x, y: x + 0.5, "mulu": lambda x, y: x * 0.5, "relu": lambda x, y: torch.relu(x),
+               "gelu": lambda x, y: torch.nn.functional.gelu(x), "tanh": lambda x, y: torch.tanh(x)}
+# cuDNN's layout transform kernels around NHWC kernels given NCHW tensors (as in
+# benchmarks/accuracy/conv_layout.py): `Transform Latency` sums these.
+TRANSFORM_KERNELS = ("nchwToNhwc", "nhwcToNchw", "nchwToFoldedNhwc", "foldedNhwcToNchw", "tensorTransformGeneric")
 SDPA_PRECISIONS = ("bf16", "fp16", "fp32")
 SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 BASE_COLUMNS = ["OPName", "Latency", "Device", "Torch Version", "CUDNN Version", "Kernel Name",
                 "Warps per SM", "Blocks per SM", "Grid x", "Grid y", "Grid z", "Block x", "Block y",
-                "Block z", "CUDA Version", "Kernels", "Precision", "Phase"]
+                "Block z", "CUDA Version", "Kernels", "Precision", "Phase", "Kernel Latency", "Transform Latency"]
 
 
 @dataclass
@@ -82,21 +105,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True)
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--families", type=parse_families, default=FAMILIES,
-                   help="comma-separated subset of gemm,conv,attention (default: all)")
+                   help=f"comma-separated subset of {','.join(FAMILIES)} (default: all)")
     p.add_argument("--dry-run", action="store_true", help="a handful of small shapes (smoke test)")
     p.add_argument("--gemm", type=int, default=1200, help="GEMM shapes (each in 4 precisions)")
-    p.add_argument("--conv", type=int, default=300, help="conv shapes (fwd + 2 bwd, 2 precisions)")
+    p.add_argument("--conv", type=int, default=300,
+                   help="conv shapes (fwd + 2 bwd, each in the precisions and layouts of CONV_VARIANTS)")
     p.add_argument("--attention", type=int, default=200,
                    help="attention shapes (each: backends x precisions x causal x fwd, fwd+bwd)")
+    p.add_argument("--memory", type=int, default=300,
+                   help="shapes per memory-bound family (each in its ops, phases and precisions)")
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=10, help="CUDA-event timings per case (Latency)")
+    p.add_argument("--profiled-runs", type=int, default=5,
+                   help="runs per case in the profiler pass (Kernel Latency: their median)")
     p.add_argument("--budget-s", type=float, default=840.0,
                    help="total time; split between the families, no new shape batch past it")
     p.add_argument("--batch", type=int, default=16, help="shapes per profiler pass")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.dry_run:
-        args.gemm, args.conv, args.attention, args.warmup, args.repeats, args.batch = 4, 2, 2, 1, 3, 4
+        args.gemm, args.conv, args.attention, args.memory = 4, 2, 2, 2
+        args.warmup, args.repeats, args.profiled_runs, args.batch = 1, 3, 2, 4
     return args
 
 
@@ -168,6 +197,30 @@ def attention_shapes(n: int, rng: random.Random, small: bool = False) -> list[di
     return out
 
 
+def memory_shapes(n: int, rng: random.Random, small: bool = False) -> list[dict[str, int]]:
+    """{B, H}: rows and columns of a memory-bound op's tensor (NeuSight's columns)."""
+    out = []
+    for i in range(n):
+        align = i % 4 != 3
+        rows, cols = _dim(rng, 1, 64 if small else 65536, False), _dim(rng, 1, 256 if small else 16384, align)
+        while rows * cols > 2**25:  # 128 MiB per fp32 tensor
+            rows = max(1, rows // 2)
+        out.append({"B": rows, "H": cols})
+    return out
+
+
+def batchnorm_shapes(n: int, rng: random.Random, small: bool = False) -> list[dict[str, int]]:
+    out = []
+    for _ in range(n):
+        batch, channels = _dim(rng, 1, 4 if small else 256, False), _dim(rng, 8, 32 if small else 1024, True)
+        size = _dim(rng, 2, 16 if small else 112, False)
+        while batch * channels * size * size > 2**25:
+            batch = max(1, batch // 2)
+            size = max(2, size // 2) if batch == 1 else size
+        out.append({"B": batch, "Input_Channel": channels, "Input_Size": size})
+    return out
+
+
 # ----- cases (tensors on the device) ----------------------------------------------------------
 def gemm_cases(shapes: list[tuple[str, dict[str, int]]], device: str) -> list[Case]:
     cases = []
@@ -187,17 +240,21 @@ def gemm_cases(shapes: list[tuple[str, dict[str, int]]], device: str) -> list[Ca
     return cases
 
 
+MEMORY_FORMATS = {"nchw": torch.contiguous_format, "nhwc": torch.channels_last}
+
+
 def conv_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
     cases = []
-    for shape in shapes:
-        batch, cin, cout = shape["B"], shape["Input_Channel"], shape["Output_Channel"]
-        ksize, size, stride, pad = shape["Kernel_Szie"], shape["Input_Size"], shape["Stride"], shape["Padding"]
-        for prec in CONV_PRECISIONS:
-            dt = DTYPES[prec]
-            x = torch.randn(batch, cin, size, size, device=device, dtype=dt)
-            w = torch.randn(cout, cin, ksize, ksize, device=device, dtype=dt)
+    for base in shapes:
+        batch, cin, cout = base["B"], base["Input_Channel"], base["Output_Channel"]
+        ksize, size, stride, pad = base["Kernel_Szie"], base["Input_Size"], base["Stride"], base["Padding"]
+        for prec, layout in CONV_VARIANTS:
+            dt, fmt = DTYPES[prec], MEMORY_FORMATS[layout]
+            shape = {**base, "Layout": layout}
+            x = torch.randn(batch, cin, size, size, device=device, dtype=dt).contiguous(memory_format=fmt)
+            w = torch.randn(cout, cin, ksize, ksize, device=device, dtype=dt).contiguous(memory_format=fmt)
             y = torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
-            gy = torch.randn_like(y)
+            gy = torch.randn_like(y).contiguous(memory_format=fmt)
             del y
 
             def bwd(mask, x=x, w=w, gy=gy, stride=stride, pad=pad):
@@ -256,9 +313,89 @@ def attention_cases(shapes: list[dict[str, int]], device: str,
     return cases
 
 
+def elementwise_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
+    cases = []
+    for s in shapes:
+        for prec in MEMORY_PRECISIONS:
+            x = torch.randn(s["B"], s["H"], device=device, dtype=DTYPES[prec])
+            y = torch.rand_like(x) + 0.5
+            cases += [Case(op, "fwd", prec, dict(s), lambda f=f, x=x, y=y: f(x, y)) for op, f in ELEMENTWISE.items()]
+    return cases
+
+
+def layernorm_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
+    cases = []
+    for s in shapes:
+        for prec in MEMORY_PRECISIONS:
+            kw = {"device": device, "dtype": DTYPES[prec]}
+            x, w, b = torch.randn(s["B"], s["H"], **kw), torch.randn(s["H"], **kw), torch.randn(s["H"], **kw)
+            _, mean, rstd = torch.ops.aten.native_layer_norm(x, [s["H"]], w, b, 1e-5)
+            gy = torch.randn_like(x)
+            cases.append(Case("ln", "fwd", prec, dict(s),
+                              lambda x=x, w=w, b=b: torch.nn.functional.layer_norm(x, x.shape[-1:], w, b)))
+            cases.append(Case("ln", "bwd", prec, dict(s), lambda gy=gy, x=x, m=mean, r=rstd, w=w, b=b:
+                              torch.ops.aten.native_layer_norm_backward(gy, x, list(x.shape[-1:]), m, r, w, b,
+                                                                        [True, True, True])))
+    return cases
+
+
+def softmax_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
+    cases = []
+    for s in shapes:
+        for prec in MEMORY_PRECISIONS:
+            x = torch.randn(s["B"], s["H"], device=device, dtype=DTYPES[prec])
+            y, gy = torch.softmax(x, -1), torch.randn_like(x)
+            cases.append(Case("softmax", "fwd", prec, dict(s), lambda x=x: torch.softmax(x, -1)))
+            cases.append(Case("softmax", "bwd", prec, dict(s), lambda gy=gy, y=y:
+                              torch.ops.aten._softmax_backward_data(gy, y, -1, y.dtype)))
+    return cases
+
+
+def reduction_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
+    """sum over the last dimension (a row reduction, as in a norm's statistics) and over the
+    first (a column reduction, as in a bias gradient)."""
+    cases = []
+    for s in shapes:
+        for prec in MEMORY_PRECISIONS:
+            x = torch.randn(s["B"], s["H"], device=device, dtype=DTYPES[prec])
+            cases += [Case("sum", "fwd", prec, {**s, "Dim": d}, lambda x=x, d=d: x.sum(dim=d)) for d in (1, 0)]
+    return cases
+
+
+def _no_grad(run: Callable[[], object]) -> object:
+    with torch.no_grad():
+        return run()
+
+
+def batchnorm_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
+    """Training-mode batch norm, fp32 parameters and statistics (as under autocast)."""
+    cases = []
+    bn = torch.nn.functional.batch_norm
+    for base in shapes:
+        c = base["Input_Channel"]
+        for prec in MEMORY_PRECISIONS:
+            for layout, fmt in MEMORY_FORMATS.items():
+                x = torch.randn(base["B"], c, base["Input_Size"], base["Input_Size"], device=device,
+                                dtype=DTYPES[prec]).contiguous(memory_format=fmt).requires_grad_()
+                w, b = (torch.randn(c, device=device, requires_grad=True) for _ in range(2))
+                mean, var = torch.zeros(c, device=device), torch.ones(c, device=device)
+                gy = torch.randn_like(x)
+
+                def fwd(x=x, w=w, b=b, mean=mean, var=var):
+                    return bn(x, mean, var, w, b, training=True)
+
+                shape = {**base, "Layout": layout}
+                cases.append(Case("bn", "fwd", prec, shape, lambda fwd=fwd: _no_grad(fwd)))
+                cases.append(Case("bn", "fwd+bwd", prec, dict(shape),
+                                  lambda fwd=fwd, x=x, w=w, b=b, gy=gy: torch.autograd.grad(fwd(), (x, w, b), gy)))
+    return cases
+
+
 BUILDERS: dict[str, tuple[Callable[..., list], Callable[..., list[Case]]]] = {
     "gemm": (gemm_shapes, gemm_cases), "conv": (conv_shapes, conv_cases),
-    "attention": (attention_shapes, attention_cases)}
+    "attention": (attention_shapes, attention_cases), "elementwise": (memory_shapes, elementwise_cases),
+    "layernorm": (memory_shapes, layernorm_cases), "softmax": (memory_shapes, softmax_cases),
+    "reduction": (memory_shapes, reduction_cases), "batchnorm": (batchnorm_shapes, batchnorm_cases)}
 
 
 # ----- measuring ------------------------------------------------------------------------------
@@ -333,9 +470,21 @@ def time_case(case: Case, device: str, warmup: int, repeats: int) -> float:
     return statistics.median(times)
 
 
+def _outermost(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events not inside another of them (CPU ops nest; their durations would count twice)."""
+    out: list[dict[str, Any]] = []
+    end = -math.inf
+    for e in sorted(events, key=lambda e: (e["ts"], -e.get("dur", 0))):
+        if e["ts"] >= end:
+            out.append(e)
+            end = e["ts"] + e.get("dur", 0)
+    return out
+
+
 def assign_kernels(events: list[dict[str, Any]], n: int, device: str) -> list[list[dict[str, Any]]]:
-    """Kernels of each of `n` cases from a chrome trace's events: a kernel belongs to the case
-    whose annotation span `habitat_case_<i>` (GPU-side on CUDA) contains its start."""
+    """Kernels of each of `n` spans from a chrome trace's events: a kernel belongs to the span
+    `habitat_case_<i>` (GPU-side on CUDA) that contains its start. On the CPU (smoke tests) the
+    outermost CPU ops stand in for kernels."""
     span_cat = "gpu_user_annotation" if device == "cuda" else "user_annotation"
     kind = "kernel" if device == "cuda" else "cpu_op"
     spans = {int(e["name"].rsplit("_", 1)[1]): (e["ts"], e["ts"] + e.get("dur", 0)) for e in events
@@ -347,28 +496,44 @@ def assign_kernels(events: list[dict[str, Any]], n: int, device: str) -> list[li
             lo, hi = spans[i]
             found = [e for e in events if e.get("cat") == kind and lo <= e["ts"] <= hi
                      and not e.get("name", "").startswith("habitat_case_")]
+        if device != "cuda":
+            found = _outermost(found)
         out.append([{"name": e["name"], "grid": e.get("args", {}).get("grid", [1, 1, 1]),
                      "block": e.get("args", {}).get("block", [1, 1, 1]), "dur": e.get("dur", 0)}
                     for e in sorted(found, key=lambda e: e["ts"])])
     return out
 
 
-def kernel_launches(cases: list[Case], device: str) -> list[list[dict[str, Any]]]:
-    """Kernels of one run of each case (warmed up before: see warm_up), from one profiler pass."""
+def kernel_launches(cases: list[Case], device: str, runs: int = 1) -> list[list[list[dict[str, Any]]]]:
+    """Kernels of `runs` runs of each case (warmed up before: see warm_up), from one profiler
+    pass: [case][run] -> the run's kernels in launch order."""
     from torch.profiler import ProfilerActivity, profile, record_function
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    runs = max(1, runs)
     with profile(activities=activities) as prof:
         for i, case in enumerate(cases):
-            with _quiet(), _precision_context(case.precision), record_function(f"habitat_case_{i}"):
-                case.run()
-            if device == "cuda":
-                torch.cuda.synchronize()
+            for r in range(runs):
+                with _quiet(), _precision_context(case.precision), record_function(f"habitat_case_{i * runs + r}"):
+                    case.run()
+                if device == "cuda":
+                    torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace.json")
         prof.export_chrome_trace(path)
         with open(path) as f:
             events = json.load(f).get("traceEvents", [])
-    return assign_kernels(events, len(cases), device)
+    spans = assign_kernels(events, len(cases) * runs, device)
+    return [spans[i * runs:(i + 1) * runs] for i in range(len(cases))]
+
+
+def is_transform(kernel_name: str) -> bool:
+    return any(t in kernel_name for t in TRANSFORM_KERNELS)
+
+
+def kernel_latency_ms(runs: list[list[dict[str, Any]]], select: Callable[[str], bool] = lambda name: True) -> float:
+    """Median over the runs of the summed durations (profiler us) of the selected kernels, in ms."""
+    sums = [sum(k["dur"] for k in run if select(k["name"])) for run in runs]
+    return statistics.median(sums) / 1000.0 if sums else 0.0
 
 
 def unique_names(kernels: list[dict[str, Any]]) -> list[str]:
@@ -376,8 +541,11 @@ def unique_names(kernels: list[dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(k["name"] for k in kernels))
 
 
-def make_row(case: Case, latency_ms: float, kernels: list[dict[str, Any]], meta: dict[str, Any],
+def make_row(case: Case, latency_ms: float, runs: list[list[dict[str, Any]]], meta: dict[str, Any],
              sms: int) -> dict[str, Any]:
+    """The CSV row of one case: `runs` are the kernels of its profiled runs (the first one names
+    the kernels)."""
+    kernels = runs[0] if runs else []
     longest = max(kernels, key=lambda k: k["dur"]) if kernels else None
     grid = list(longest["grid"]) if longest else [0, 0, 0]
     block = list(longest["block"]) if longest else [0, 0, 0]
@@ -389,7 +557,9 @@ def make_row(case: Case, latency_ms: float, kernels: list[dict[str, Any]], meta:
             "Grid x": grid[0], "Grid y": grid[1], "Grid z": grid[2],
             "Block x": block[0], "Block y": block[1], "Block z": block[2],
             "Kernels": ";" + ";".join(unique_names(kernels)),
-            "Precision": case.precision, "Phase": case.phase, **case.shape}
+            "Precision": case.precision, "Phase": case.phase,
+            "Kernel Latency": kernel_latency_ms(runs), "Transform Latency": kernel_latency_ms(runs, is_transform),
+            **case.shape}
 
 
 def write_rows(out_dir: Path, rows_by_file: dict[str, list[dict[str, Any]]]) -> list[Path]:
@@ -409,18 +579,19 @@ def write_rows(out_dir: Path, rows_by_file: dict[str, list[dict[str, Any]]]) -> 
 
 
 def measure(cases: list[Case], device: str, warmup: int, repeats: int, meta: dict[str, Any],
-            sms: int, deadline: float = math.inf) -> list[dict[str, Any]]:
-    """Rows for a batch of cases: warm-up (autotuning) first, then the kernels of one run per
-    case, then the timing. Cases not warmed up by the deadline are left out."""
+            sms: int, deadline: float = math.inf, profiled_runs: int = 1) -> list[dict[str, Any]]:
+    """Rows for a batch of cases: warm-up (autotuning) first, then the kernels of
+    `profiled_runs` runs per case, then the timing. Cases not warmed up by the deadline are
+    left out."""
     cases = warm_up(cases, device, warmup, deadline)
-    launches = kernel_launches(cases, device) if cases else []
+    launches = kernel_launches(cases, device, profiled_runs) if cases else []
     rows = []
-    for case, kernels in zip(cases, launches):
+    for case, runs in zip(cases, launches):
         try:
             latency = time_case(case, device, 1, repeats)
         except RuntimeError:
             continue
-        rows.append(make_row(case, latency, kernels, meta, sms))
+        rows.append(make_row(case, latency, runs, meta, sms))
     return rows
 
 
@@ -435,7 +606,8 @@ def main(argv: list[str] | None = None) -> int:
             "CUDNN Version": torch.backends.cudnn.version() if args.device == "cuda" else "",
             "CUDA Version": torch.version.cuda or ""}
     sms = torch.cuda.get_device_properties(0).multi_processor_count if args.device == "cuda" else 1
-    counts = {"gemm": args.gemm, "conv": args.conv, "attention": args.attention}
+    counts = {"gemm": args.gemm, "conv": args.conv, "attention": args.attention,
+              **{f: args.memory for f in MEMORY_FAMILIES}}
     start = time.time()
     rows: dict[str, list[dict[str, Any]]] = {}
     families = list(args.families)
@@ -451,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
             shapes = make_shapes(min(batch, remaining), rng, small=args.dry_run)
             remaining -= len(shapes)
             for row in measure(make_cases(shapes, args.device), args.device, args.warmup,
-                               args.repeats, meta, sms, deadline):
+                               args.repeats, meta, sms, deadline, args.profiled_runs):
                 rows.setdefault(f"{row['OPName']}_{row['Precision']}", []).append(row)
                 measured += 1
             if args.device == "cuda":

@@ -10,6 +10,8 @@
 #   bench: benchmarks/gpu/run_gpu_benchmark.py for the given models (default: all four)
 #   overhead: issue 13's overhead table (benchmarks/overhead/gpu_table.py) for the given
 #          models (default: resnet50 gpt2_small dcgan), fp32 and bf16; ~1 min per model
+#   kernels: benchmarks/gpu/collect_kernels.py for the given families (default: all), into
+#          $OUT/kernels/<GPU>-<date>/; KERNEL_BUDGET_S seconds (default 480)
 # Everything is written under $OUT (default: benchmarks/results): logs/ and <gpu>/.
 set -uo pipefail
 
@@ -82,6 +84,22 @@ run_script() {  # name time-limit script out-dir [models...]
 
 bench() { run_script bench 1500 benchmarks/gpu/run_gpu_benchmark.py "$OUT" "$@"; }
 
+kernels() {
+  installed || build || return 1
+  local gpu families=${*:-}
+  gpu=$(cd /tmp && "$PY" -c "import habitat.capture.cupti as c; print(c.origin_device())") || return 1
+  local dest="$OUT/kernels/$gpu-$(date -u +%Y-%m-%d)"
+  log "kernels: ${families:-all families} -> $dest"
+  local args=(--out "$dest" --budget-s "${KERNEL_BUDGET_S:-480}")
+  [ -n "$families" ] && args+=(--families "$(echo "$families" | tr ' ' ',')")
+  local t0=$SECONDS
+  PYTHONPATH=python timeout 590 "$PY" benchmarks/gpu/collect_kernels.py "${args[@]}" 2>&1 \
+    | grep -v "ActivityProfilerHandler" | tee "$LOGS/kernels_$(date -u +%H%M%S).log"
+  local rc=${PIPESTATUS[0]}
+  log "kernels exit $rc in $((SECONDS - t0)) s"
+  return $rc
+}
+
 overhead() {
   run_script overhead 570 benchmarks/overhead/gpu_table.py "$OUT/overhead" "$@"
   local rc=$?
@@ -94,6 +112,7 @@ case "$STAGE" in
   test) run_tests ;;
   bench) bench "$@" ;;
   overhead) overhead "$@" ;;
+  kernels) kernels "$@" ;;
   all)
     build || exit 1
     run_tests
@@ -102,5 +121,5 @@ case "$STAGE" in
     bench_rc=$?
     exit $((test_rc != 0 || bench_rc != 0))
     ;;
-  *) echo "usage: $0 [all|build|test|bench|overhead] [model ...]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|build|test|bench|overhead|kernels] [model or family ...]" >&2; exit 2 ;;
 esac

@@ -4,6 +4,7 @@ same format with `Precision` and `Phase` columns (benchmarks/gpu/collect_kernels
 from __future__ import annotations
 
 import csv
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,19 +129,26 @@ def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str
     if family == "elementwise":
         inputs, trans = ELEMENTWISE_OPS[op]
         return {"n": float(row["B"]) * float(row["H"]), "inputs": float(inputs),
-                "transcendental": float(trans), "elem_bytes": 4.0}
-    return {"rows": float(row["B"]), "cols": float(row["H"]), "elem_bytes": 4.0}
+                "transcendental": float(trans), "elem_bytes": elem_bytes}
+    return {"rows": float(row["B"]), "cols": float(row["H"]), "elem_bytes": elem_bytes}
 
 
 def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None) -> None:
+    skipped_layouts: set[str] = set()
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
             op = row["OPName"]
             phase = row.get("Phase") or "fwd"
-            if op == "conv" and phase != "fwd":
-                if phase not in CONV_GRAD:
-                    raise ValueError(f"{path}: unknown conv Phase {phase!r} (known: {', '.join(CONV_GRAD)})")
-                op = f"conv_{phase}"
+            if op == "conv" and phase != "fwd" and phase not in CONV_GRAD:
+                raise ValueError(f"{path}: unknown conv Phase {phase!r} (known: {', '.join(CONV_GRAD)})")
+            if phase != "fwd":  # a backward pass is an op of its own (not in OP_FAMILY: not read)
+                op = f"{op}_{phase}"
+            layout = row.get("Layout") or "nchw"
+            if layout != "nchw":
+                # The trainers take every collected conv row for NCHW (their transform model,
+                # habitat.learned.conv_layout, strips cuDNN's layout transforms from it).
+                skipped_layouts.add(layout)
+                continue
             if op not in OP_FAMILY or (ops is not None and op not in ops):
                 continue
             precision = row.get("Precision") or "fp32"
@@ -156,6 +164,9 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None) -> N
             tables.setdefault(family, KernelTable(family)).add(
                 op, row["Device"], latency_ms * 1000.0, blocks, row_shape(op, row, ELEM_BYTES[precision]),
                 threads, precision)
+    if skipped_layouts:
+        warnings.warn(f"{path}: rows with Layout {', '.join(sorted(skipped_layouts))} skipped: the trainers "
+                      "read NCHW rows only (habitat.learned.conv_layout)", stacklevel=3)
 
 
 def load_kernels(data_dir: str | Path, layout: str = "kernels",

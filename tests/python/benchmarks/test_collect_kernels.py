@@ -23,23 +23,26 @@ def ck():
 
 
 def test_families_option(ck):
-    assert ck.parse_args(["--out", "x"]).families == ("gemm", "conv", "attention")
+    assert ck.parse_args(["--out", "x"]).families == ("gemm", "conv", "attention", "elementwise", "layernorm",
+                                                      "softmax", "reduction", "batchnorm")
     assert ck.parse_args(["--out", "x", "--families", "attention, gemm"]).families == ("attention", "gemm")
     assert ck.parse_args(["--out", "x", "--families", "conv,conv"]).families == ("conv",)
     with pytest.raises(argparse.ArgumentTypeError, match="unknown families lstm"):
         ck.parse_families("gemm,lstm")
     with pytest.raises(SystemExit):
-        ck.parse_args(["--out", "x", "--families", "softmax"])
+        ck.parse_args(["--out", "x", "--families", "pooling"])
     dry = ck.parse_args(["--out", "x", "--dry-run"])
-    assert (dry.gemm, dry.conv, dry.attention, dry.repeats) == (4, 2, 2, 3)
+    assert (dry.gemm, dry.conv, dry.attention, dry.memory, dry.repeats, dry.profiled_runs) == (4, 2, 2, 2, 3, 2)
+    assert set(ck.FAMILY_WEIGHTS) == set(ck.FAMILIES) and sum(ck.FAMILY_WEIGHTS.values()) == pytest.approx(1.0)
 
 
 def test_budget_reaches_every_family(ck):
     families = ["gemm", "conv", "attention"]
+    w = ck.FAMILY_WEIGHTS
     first = ck.family_budget(100.0, "gemm", families)
-    assert first == pytest.approx(35.0)
+    assert first == pytest.approx(100.0 * w["gemm"] / (w["gemm"] + w["conv"] + w["attention"]))
     # gemm used all of its share: the rest is split between conv and attention
-    assert ck.family_budget(65.0, "conv", families[1:]) == pytest.approx(65.0 * 0.35 / 0.65)
+    assert ck.family_budget(65.0, "conv", families[1:]) == pytest.approx(65.0 * w["conv"] / (w["conv"] + w["attention"]))
     # time left unused by earlier families goes to the last one; an overrun leaves it nothing
     assert ck.family_budget(80.0, "attention", families[2:]) == pytest.approx(80.0)
     assert ck.family_budget(-5.0, "attention", ["attention"]) == 0.0
@@ -97,14 +100,70 @@ def test_kernels_of_the_measured_run_only(ck):
 
     case = ck.Case("conv", "fwd", "bf16", {"B": 2, "Input_Channel": 8}, lambda: None)
     meta = {"Device": "X", "Torch Version": "t", "CUDNN Version": 1, "CUDA Version": "c"}
-    row = ck.make_row(case, 0.5, k0, meta, sms=132)
+    row = ck.make_row(case, 0.5, [k0], meta, sms=132)
     assert row["Kernel Name"] == "implicit_gemm"
+    # device time: every kernel of the run (2 + 30 + 2 us), and the layout transforms alone
+    assert row["Kernel Latency"] == pytest.approx(0.034) and row["Transform Latency"] == pytest.approx(0.004)
     assert row["Kernels"] == ";nchwToNhwc;implicit_gemm"
     assert (row["Grid x"], row["Grid y"], row["Block x"]) == (66, 2, 128)
     assert row["Blocks per SM"] == pytest.approx(132 / 132)
     assert row["Warps per SM"] == pytest.approx(132 * 4 / 132)
     empty = ck.make_row(case, 0.5, [], meta, sms=132)
-    assert empty["Kernels"] == ";" and empty["Kernel Name"] == ""
+    assert empty["Kernels"] == ";" and empty["Kernel Name"] == "" and empty["Kernel Latency"] == 0.0
+
+
+def test_kernel_latency_is_the_median_over_profiled_runs(ck):
+    # Spans i * runs + r: case 0's three runs, then case 1's; the median run wins, not the mean.
+    events = [{"cat": "gpu_user_annotation", "name": f"habitat_case_{i}", "ts": 100 * i, "dur": 90} for i in range(6)]
+    durations = [10, 12, 50, 7, 7, 9]
+    events += [{"cat": "kernel", "name": "k", "ts": 100 * i + 1, "dur": d} for i, d in enumerate(durations)]
+    spans = ck.assign_kernels(events, 6, "cuda")
+    runs = [spans[0:3], spans[3:6]]
+    assert ck.kernel_latency_ms(runs[0]) == pytest.approx(0.012)
+    assert ck.kernel_latency_ms(runs[1]) == pytest.approx(0.007)
+    assert ck.kernel_latency_ms(runs[1], ck.is_transform) == 0.0
+    assert ck.is_transform("void cudnn::engines_precompiled::nhwcToNchwKernel<float>") and not ck.is_transform("sm90_xmma")
+
+
+def test_cpu_ops_count_once_when_nested(ck):
+    events = [{"cat": "user_annotation", "name": "habitat_case_0", "ts": 0, "dur": 100},
+              {"cat": "cpu_op", "name": "aten::linear", "ts": 1, "dur": 50},
+              {"cat": "cpu_op", "name": "aten::addmm", "ts": 2, "dur": 40},  # inside linear
+              {"cat": "cpu_op", "name": "aten::relu", "ts": 60, "dur": 10}]
+    (ops,) = ck.assign_kernels(events, 1, "cpu")
+    assert [k["name"] for k in ops] == ["aten::linear", "aten::relu"]
+    assert ck.kernel_latency_ms([ops]) == pytest.approx(0.060)
+
+
+def test_memory_bound_cases_run_and_keep_their_shapes(ck):
+    rng = random.Random(0)
+    shapes = ck.memory_shapes(50, rng)
+    assert all(s["B"] * s["H"] <= 2**25 for s in shapes) and max(s["H"] for s in shapes) > 1024
+    one = [{"B": 3, "H": 8}]
+    ew = ck.elementwise_cases(one, "cpu")
+    assert {(c.op, c.precision) for c in ew} == {(op, p) for op in ck.ELEMENTWISE for p in ck.MEMORY_PRECISIONS}
+    assert all(c.run().shape == (3, 8) for c in ew)
+    ln = {(c.phase, c.precision): c for c in ck.layernorm_cases(one, "cpu")}
+    dx, dw, db = ln["bwd", "fp32"].run()
+    assert dx.shape == (3, 8) and dw.shape == db.shape == (8,)
+    sm = {(c.phase, c.precision): c for c in ck.softmax_cases(one, "cpu")}
+    assert sm["fwd", "bf16"].run().dtype == ck.torch.bfloat16 and sm["bwd", "fp32"].run().shape == (3, 8)
+    sums = {c.shape["Dim"]: c.run() for c in ck.reduction_cases(one, "cpu") if c.precision == "fp32"}
+    assert sums[1].shape == (3,) and sums[0].shape == (8,)
+    bn = ck.batchnorm_cases([{"B": 2, "Input_Channel": 8, "Input_Size": 4}], "cpu")
+    assert {(c.phase, c.precision, c.shape["Layout"]) for c in bn} == {
+        (ph, p, lay) for ph in ("fwd", "fwd+bwd") for p in ck.MEMORY_PRECISIONS for lay in ("nchw", "nhwc")}
+    nhwc = next(c for c in bn if c.phase == "fwd" and c.precision == "fp32" and c.shape["Layout"] == "nhwc")
+    assert nhwc.run().is_contiguous(memory_format=ck.torch.channels_last)
+
+
+def test_conv_cases_cover_tf32_and_channels_last(ck):
+    cases = ck.conv_cases([{"B": 1, "Input_Channel": 8, "Output_Channel": 8, "Kernel_Szie": 3,
+                            "Input_Size": 6, "Stride": 1, "Padding": 1}], "cpu")
+    assert {(c.precision, c.shape["Layout"]) for c in cases} == set(ck.CONV_VARIANTS)
+    assert len(cases) == 3 * len(ck.CONV_VARIANTS)
+    fwd = next(c for c in cases if c.phase == "fwd" and c.shape["Layout"] == "nhwc" and c.precision == "tf32")
+    assert fwd.run().is_contiguous(memory_format=ck.torch.channels_last)
 
 
 def test_write_rows(ck, tmp_path):
@@ -128,7 +187,7 @@ def test_cpu_dry_run_writes_each_selected_family(ck, tmp_path, capsys):
     assert ck.main(["--device", "cpu", "--dry-run", "--out", str(out), "--families", "attention,conv",
                     "--budget-s", "60"]) == 0
     names = {p.name for p in out.glob("*.csv")}
-    assert {"conv_fp32.csv", "conv_bf16.csv", "sdpa_fp32.csv"} <= names
+    assert {"conv_fp32.csv", "conv_tf32.csv", "conv_bf16.csv", "sdpa_fp32.csv"} <= names
     assert not any(n.startswith(("bmm", "linear")) for n in names)
     with open(out / "sdpa_fp32.csv") as f:
         rows = list(csv.DictReader(f))
@@ -139,11 +198,35 @@ def test_cpu_dry_run_writes_each_selected_family(ck, tmp_path, capsys):
     with open(out / "conv_fp32.csv") as f:
         conv = list(csv.DictReader(f))
     assert {r["Phase"] for r in conv} == {"fwd", "bwd_data", "bwd_weight"}
+    assert {r["Layout"] for r in conv} == {"nchw"}
+    with open(out / "conv_bf16.csv") as f:
+        assert {r["Layout"] for r in csv.DictReader(f)} == {"nchw", "nhwc"}
+    assert all(float(r["Kernel Latency"]) > 0 and float(r["Transform Latency"]) == 0 for r in conv)
     # each listed kernel (here: CPU ops) appears once
     assert all(len(r["Kernels"].split(";")) == len(set(r["Kernels"].split(";"))) for r in conv)
     log = capsys.readouterr().out
     assert "attention:" in log and "conv:" in log and "gemm:" not in log
 
+
+
+def test_cpu_dry_run_memory_bound_families_load_as_training_rows(ck, tmp_path):
+    from habitat.learned.neusight import load_precision_kernels
+    out = tmp_path / "kernels"
+    assert ck.main(["--device", "cpu", "--dry-run", "--out", str(out), "--families", "conv,elementwise,layernorm",
+                    "--budget-s", "60"]) == 0
+    with open(out / "ln_fp32.csv") as f:
+        assert {r["Phase"] for r in csv.DictReader(f)} == {"fwd", "bwd"}
+    with pytest.warns(UserWarning, match="Layout nhwc skipped"):
+        tables = load_precision_kernels(out)
+    # channels-last conv rows are skipped (the trainers strip NCHW transforms from every row)
+    n_nchw = sum(1 for name in ("conv_fp32", "conv_tf32", "conv_bf16")
+                 for r in csv.DictReader(open(out / f"{name}.csv")) if r["Layout"] == "nchw")
+    assert len(tables["conv"]) == n_nchw
+    # a backward layer norm is not a layer norm row; 16-bit rows keep their element width
+    ln = tables["layernorm"]
+    assert set(ln.op.tolist()) == {"ln"} and len(ln) == 2 * 2  # 2 shapes x fp32, bf16; fwd only
+    ew = tables["elementwise"]
+    assert set(zip(ew.precision.tolist(), ew.shapes["elem_bytes"].tolist())) == {("fp32", 4.0), ("bf16", 2.0)}
 
 # ----- run_gpu_benchmark.py: the parts that need no GPU ----------------------------------------
 BENCH = ROOT / "benchmarks" / "gpu" / "run_gpu_benchmark.py"
