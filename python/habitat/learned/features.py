@@ -70,6 +70,19 @@ FEATURE_NAMES: dict[str, tuple[str, ...]] = {
                   "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
                   "tensor_path", "log2_elem_bytes") + DEVICE_FEATURES,
 }
+
+
+def neusight_features(family: str) -> tuple[str, ...]:
+    """The inputs of a model trained on NeuSight's FP32 rows alone (habitat.learned.train): for
+    the memory-bound families all but _MEMORY, which those rows cannot teach (every row 4 bytes
+    wide, every GPU at 8-14 GB/s per SM) and which made the leave-one-GPU-out error on kernels/
+    worse (layer norm 13.3 -> 16.6 %); habitat.learned.train_traces, whose Hopper rows vary
+    both, uses every feature."""
+    if family not in ("elementwise", "softmax", "layernorm"):
+        return FEATURE_NAMES[family]
+    return tuple(n for n in FEATURE_NAMES[family] if n not in _MEMORY)
+
+
 # Fused attention: the backward recomputes S = Q K^T and runs dV, dP, dQ, dK (2.5x the forward's
 # matrix work); a causal mask skips about half of the score tiles. Query rows per thread block.
 ATTENTION_BACKWARD_FLOPS = 2.5

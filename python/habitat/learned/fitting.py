@@ -29,6 +29,7 @@ class TrainConfig:
     eval_every: int = 50
     floor_sharpness: float = 4.0  # p of the harness soft maximum (floor^p + kernel^p)^(1/p)
     ignore_features: tuple[str, ...] = ()  # inputs the model may not use (first-layer weights 0)
+    features: tuple[str, ...] = ()  # the model's inputs, a subset of features.FEATURE_NAMES (empty: all)
     members: int = 1  # independently seeded nets averaged (packed into one MLP: same file format)
     clamp_inputs: bool = True  # prepend the input clamp (_clamp_inputs); off: ReLU extrapolation
 
@@ -144,6 +145,16 @@ def _pack_ensemble(ws: list[list[np.ndarray]], bs: list[list[np.ndarray]]) -> tu
     return out_w, out_b
 
 
+def model_features(family: str, cfg: TrainConfig) -> tuple[tuple[str, ...], list[int]]:
+    """The inputs a model of `family` takes under `cfg` and their columns in the design matrix."""
+    every = feats.FEATURE_NAMES[family]
+    names = cfg.features or every
+    unknown = [n for n in names if n not in every]
+    if unknown:
+        raise ValueError(f"{family}: unknown features {', '.join(unknown)} (known: {', '.join(every)})")
+    return tuple(names), [every.index(n) for n in names]
+
+
 def fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
         cfg: TrainConfig = TrainConfig(), floor_us: np.ndarray | None = None,
         groups: np.ndarray | None = None, val_groups: np.ndarray | None = None,
@@ -201,6 +212,11 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     torch.set_num_threads(cfg.threads)
     torch.use_deterministic_algorithms(True)
     rng = np.random.default_rng(cfg.seed)
+    # x (and the pairs' features) hold every feature of the family: keep the model's own.
+    names, cols = model_features(family, cfg)
+    x = x[:, cols]
+    if pairs is not None:
+        pairs = (pairs[0][:, cols], pairs[1], pairs[2][:, cols], pairs[3])
     if floor_us is None:
         floor_us = np.zeros(len(x))
     if sharpness is None:
@@ -228,7 +244,7 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
     std[std < 1e-6] = 1.0
     def tensor(a: np.ndarray) -> "torch.Tensor":
         return torch.tensor(a, dtype=torch.float32)
-    unused = [i for i, n in enumerate(feats.FEATURE_NAMES[family]) if n in cfg.ignore_features]
+    unused = [i for i, n in enumerate(names) if n in cfg.ignore_features]
     xn = (x - mean) / std
     xn[:, unused] = 0.0  # the engine still computes them: their weights are zeroed below
     xs = tensor(xn)
@@ -360,8 +376,8 @@ def _fit(family: str, x: np.ndarray, t_roof: np.ndarray, t_meas: np.ndarray,
                         if cfg.clamp_inputs else "none: the ReLU net extrapolates linearly outside its data",
          "hidden": list(cfg.hidden), "members": cfg.members, "activation": "relu", "e_max": E_MAX,
          "launch_floor_us": LAUNCH_FLOOR_US,
-         "features": list(feats.FEATURE_NAMES[family]),
-         "ignored_features": [feats.FEATURE_NAMES[family][i] for i in unused],
+         "features": list(names),
+         "ignored_features": [names[i] for i in unused],
          "shape_columns": list(feats.SHAPE_COLUMNS[family]),
          "normalisation": "x' = (x - norm.mean) / norm.std (tensors in the .safetensors file)",
          "output": "time_us = max(launch_floor_us, roofline_us / (e_max * sigmoid(y)))",

@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         if family not in data:
             print(f"{family}: no rows in {args.data}/kernels, skipped")
             continue
-        model = train_family(data[family], devices, cfg, logo, args.holdout)
+        fcfg = TrainConfig(**{**cfg.__dict__, "features": feats.neusight_features(family)})
+        model = train_family(data[family], devices, fcfg, logo, args.holdout)
         model.metadata["training_command"] = command
         model.save(out)
     return 0

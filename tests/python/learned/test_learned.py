@@ -119,6 +119,33 @@ def test_training_is_deterministic_and_learns(tmp_path: Path) -> None:
     np.testing.assert_allclose(c.predict_from_features(x, t_roof), pred, rtol=1e-6)
 
 
+
+def test_a_model_trained_on_some_features_takes_the_full_design_matrix(tmp_path: Path) -> None:
+    # habitat.learned.train's NeuSight-only models leave out the memory-bound width and
+    # bandwidth features (features.neusight_features): the model records its own inputs and
+    # reads them from the whole feature matrix the engine (and design) computes.
+    _write_neusight(tmp_path)
+    rows = load_kernels(tmp_path, "kernels")["gemm"]
+    x, t_roof = design(rows, default_table())
+    every = feats.FEATURE_NAMES["gemm"]
+    some = tuple(n for n in every if n not in ("log2_align", "log2_elem_bytes"))
+    m = fit("gemm", x, t_roof, rows.latency_us, TrainConfig(steps=60, batch=64, hidden=(8,), features=some))
+    assert tuple(m.metadata["features"]) == some and m.weights[0].shape[1] == len(some)
+    assert m.columns() == [every.index(n) for n in some]
+    m.save(tmp_path)
+    np.testing.assert_allclose(EfficiencyMLP.load(tmp_path, "gemm").predict_from_features(x, t_roof),
+                               m.predict_from_features(x, t_roof), rtol=1e-6)
+    with pytest.raises(ValueError, match="unknown features log2_rows"):
+        fit("gemm", x, t_roof, rows.latency_us, TrainConfig(steps=60, features=("log2_rows",)))
+    for family in ("elementwise", "softmax", "layernorm"):
+        assert set(feats.FEATURE_NAMES[family]) - set(feats.neusight_features(family)) == {
+            "log2_elem_bytes", "log2_bandwidth_per_sm"}
+    assert feats.neusight_features("gemm") == every
+    # the shipped memory-bound models are such models (habitat.learned.train's default)
+    for family in ("elementwise", "softmax", "layernorm"):
+        shipped = json.loads((Path(__file__).resolve().parents[3] / "weights" / f"{family}.json").read_text())
+        assert tuple(shipped["features"]) == feats.neusight_features(family)
+
 def test_input_clamp_is_an_exact_relu_layer() -> None:
     rng = np.random.default_rng(3)
     w = [rng.normal(size=(5, 3)), rng.normal(size=(1, 5))]
