@@ -66,6 +66,7 @@ MEMORY_PRECISIONS = ("fp32", "bf16")
 ELEMENTWISE = {"add": lambda x, y: x + y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
                "addu": lambda x, y: x + 0.5, "mulu": lambda x, y: x * 0.5, "relu": lambda x, y: torch.relu(x),
                "gelu": lambda x, y: torch.nn.functional.gelu(x), "tanh": lambda x, y: torch.tanh(x)}
+SHAPES_PER_PASS_DIVISOR = {"attention": 4, "conv": 2}
 # cuDNN's layout transform kernels around NHWC kernels given NCHW tensors (as in
 # benchmarks/accuracy/conv_layout.py): `Transform Latency` sums these.
 TRANSFORM_KERNELS = ("nchwToNhwc", "nhwcToNchw", "nchwToFoldedNhwc", "foldedNhwcToNchw", "tensorTransformGeneric")
@@ -617,8 +618,9 @@ def main(argv: list[str] | None = None) -> int:
         make_shapes, make_cases = BUILDERS[family]
         remaining, measured = counts[family], 0
         deadline = t_family + budget
-        # An attention shape is up to 48 cases (backends x precisions x causal x phases).
-        batch = max(1, args.batch // 4) if family == "attention" else args.batch
+        # An attention shape is up to 48 cases (backends x precisions x causal x phases), a conv
+        # shape 15 holding their own tensors (up to 2^27 elements each): fewer shapes per pass.
+        batch = max(1, args.batch // SHAPES_PER_PASS_DIVISOR.get(family, 1))
         while remaining > 0 and time.time() < deadline:
             shapes = make_shapes(min(batch, remaining), rng, small=args.dry_run)
             remaining -= len(shapes)
