@@ -632,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.empty_cache()
         print(f"{family}: {measured} measurements in {time.time() - t_family:.0f} s "
               f"(budget {budget:.0f} s, {max(0, remaining)} shapes left)", flush=True)
-    write_rows(Path(args.out), rows)
+        write_rows(Path(args.out), rows)  # after every family: a run cut short keeps what it measured
     total = sum(len(r) for r in rows.values())
     print(f"{total} measurements in {time.time() - start:.0f}s -> {args.out} ({', '.join(sorted(rows))})")
     return 0
