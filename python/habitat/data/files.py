@@ -34,7 +34,11 @@ def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
     """Replaces `path` with `data` atomically (temp file + fsync + rename); returns the path."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:  # name the file asked for, not the temporary one
+        raise type(exc)(exc.errno, f"cannot write '{path}' ({exc.strerror}): check that its folder exists "
+                                   "and is writable") from exc
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -34,6 +34,14 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path: Path, monkeypatch: pyt
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"]  # the temp file is gone
 
 
+
+def test_an_unwritable_folder_names_the_file_asked_for(tmp_path: Path):
+    # the temporary file's name ('.f.json.xxxx.tmp') would mean nothing to the user
+    target = tmp_path / "missing" / "f.json"
+    with pytest.raises(FileNotFoundError) as info:
+        files.atomic_write_text(target, "x")
+    assert f"cannot write '{target}'" in str(info.value) and ".tmp" not in str(info.value)
+
 def test_atomic_write_keeps_the_file_mode(tmp_path: Path):
     path = tmp_path / "f.json"
     path.write_text("x")
