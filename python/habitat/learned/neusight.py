@@ -133,7 +133,14 @@ def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str
     return {"rows": float(row["B"]), "cols": float(row["H"]), "elem_bytes": elem_bytes}
 
 
-def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None) -> None:
+# What a row's time is (collect_kernels.py): "call", CUDA events around one op call (NeuSight's
+# method, a harness floor included: `Latency`), or "kernel", the summed CUPTI durations of its
+# kernels (device time alone: `Kernel Latency`).
+TIMING_COLUMNS = {"call": "Latency", "kernel": "Kernel Latency"}
+
+
+def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timing: str = "call") -> None:
+    column = TIMING_COLUMNS[timing]
     skipped_layouts: set[str] = set()
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
@@ -154,7 +161,9 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None) -> N
             precision = row.get("Precision") or "fp32"
             if precision not in ELEM_BYTES:
                 raise ValueError(f"{path}: unknown Precision {precision!r} (known: {', '.join(ELEM_BYTES)})")
-            latency_ms = float(row["Latency"])
+            if column not in row:
+                raise ValueError(f"{path}: no {column!r} column (collected before it existed): use timing='call'")
+            latency_ms = float(row[column])
             if not latency_ms > 0:
                 continue
             blocks = float(row["Grid x"]) * float(row["Grid y"]) * float(row["Grid z"])
@@ -182,16 +191,20 @@ def load_kernels(data_dir: str | Path, layout: str = "kernels",
     return {f: t.arrays() for f, t in sorted(tables.items())}
 
 
-def load_precision_kernels(directory: str | Path, ops: set[str] | None = None) -> dict[str, KernelArrays]:
+def load_precision_kernels(directory: str | Path, ops: set[str] | None = None,
+                           timing: str = "call") -> dict[str, KernelArrays]:
     """collect_kernels.py's output for one GPU: <directory>/<op>_<precision>.csv with `Precision`
-    and `Phase` columns (sdpa.csv, a different layout, is not read here)."""
+    and `Phase` columns (sdpa.csv, a different layout, is not read here); each row's time from
+    its TIMING_COLUMNS[timing] column."""
+    if timing not in TIMING_COLUMNS:
+        raise ValueError(f"timing must be one of {', '.join(TIMING_COLUMNS)}, got {timing!r}")
     root = Path(directory)
     paths = sorted(p for p in root.glob("*.csv") if p.stem != "sdpa")
     if not paths:
         raise FileNotFoundError(f"{root}: no <op>_<precision>.csv files (benchmarks/gpu/collect_kernels.py output)")
     tables: dict[str, KernelTable] = {}
     for path in paths:
-        _read(path, tables, ops)
+        _read(path, tables, ops, timing)
     return {f: t.arrays() for f, t in sorted(tables.items())}
 
 

@@ -132,6 +132,26 @@ class TraceRows:
     workload: np.ndarray
 
 
+# The "workload" of the rows of a kernel collection (collect_kernels.py device times): they are
+# no workload's, so a leave-one-workload-out split never holds them out.
+COLLECTION = "kernels"
+COLLECTION_PREFIX = "kernels:"
+
+
+def collection_rows(directory: str | Path, family: str) -> TraceRows | None:
+    """The family's rows of a kernel collection of one GPU (benchmarks/gpu/collect_kernels.py),
+    timed as device time (`Kernel Latency`, CUPTI: no harness floor, like the trace rows), op
+    names prefixed with COLLECTION_PREFIX so their floors stay apart from NeuSight's."""
+    from habitat.learned.neusight import OP_FAMILY, load_precision_kernels
+
+    tables = load_precision_kernels(directory, {op for op, f in OP_FAMILY.items() if f == family}, timing="kernel")
+    if family not in tables:
+        return None
+    rows = tables[family]
+    rows.op = np.array([COLLECTION_PREFIX + o for o in rows.op])
+    return TraceRows(rows, np.full(len(rows), COLLECTION, dtype=object))
+
+
 def training_rows(ops: list[TraceOp], family: str, classes: tuple[str, ...] | None = None) -> TraceRows | None:
     """`classes`: the engine op classes whose ops train the family (None: every class whose
     parts are of the family)."""

@@ -227,6 +227,20 @@ def test_cpu_dry_run_memory_bound_families_load_as_training_rows(ck, tmp_path):
     assert set(ln.op.tolist()) == {"ln"} and len(ln) == 2 * 2  # 2 shapes x fp32, bf16; fwd only
     ew = tables["elementwise"]
     assert set(zip(ew.precision.tolist(), ew.shapes["elem_bytes"].tolist())) == {("fp32", 4.0), ("bf16", 2.0)}
+    # device-time rows (Kernel Latency) for the trace trainer: prefixed ops, no workload's
+    from habitat.learned import traces
+    kernel_rows = traces.collection_rows(out, "layernorm")
+    with open(out / "ln_fp32.csv") as f:
+        fwd = [r for r in csv.DictReader(f) if r["Phase"] == "fwd"]
+    assert set(kernel_rows.rows.op.tolist()) == {"kernels:ln"} and set(kernel_rows.workload) == {"kernels"}
+    assert sorted(kernel_rows.rows.latency_us[kernel_rows.rows.precision == "fp32"]) == pytest.approx(
+        sorted(float(r["Kernel Latency"]) * 1000 for r in fwd))
+    assert traces.collection_rows(out, "softmax") is None  # not collected in this run
+    with pytest.raises(ValueError, match="timing must be one of"):
+        load_precision_kernels(out, timing="wall")
+    # the H100 collection of 2026-11-22 predates the device-time column
+    with pytest.raises(ValueError, match="no 'Kernel Latency' column"):
+        load_precision_kernels(ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB", {"linear"}, "kernel")
 
 # ----- run_gpu_benchmark.py: the parts that need no GPU ----------------------------------------
 BENCH = ROOT / "benchmarks" / "gpu" / "run_gpu_benchmark.py"
