@@ -5,6 +5,7 @@ precisions); see habitat.learned.train for the method."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Hashable, Set
 from dataclasses import dataclass
 
 import numpy as np
@@ -444,8 +445,62 @@ def _harness_prediction(model: EfficiencyMLP, x: np.ndarray, t_roof: np.ndarray,
                     model.metadata["harness_floor_us"]["sharpness"])
 
 
-def _fold_floors(rows: KernelArrays, floors: dict[str, dict[str, float]], train_gpus: set[str]) -> np.ndarray:
+def _fold_floors(rows: KernelArrays, floors: dict[str, dict[str, float]], train_gpus: Set[str]) -> np.ndarray:
     """Each row's harness floor: its own GPU's when that GPU trains, else the median of the
     training GPUs' floors for the op (all an unseen GPU can be given)."""
     median = {op: float(np.median([v for g, v in per.items() if g in train_gpus])) for op, per in floors.items()}
     return np.array([floors[k][g] if g in train_gpus else median[k] for k, g in zip(floor_keys(rows), rows.device)])
+
+
+class GpuFolds:
+    """Chooses how many steps to train from GPUs held out of training, never from the GPU a
+    model is evaluated on: for a model trained on GPUs S, each v in S is held out in turn
+    (a net trained on S - {v}, validated on v) and the step with the least mean loss wins.
+    Nets trained on the same GPUs are shared between folds (validated on every left-out GPU).
+
+    `floors(train)`: each row's harness floor (fit's floor_us) for a net trained on the GPUs
+    `train`. `train_weights(mask)`: the sample weights of the training rows `mask` (default:
+    uniform draws). `group_of(gpu)`: the held-out GPUs' losses are averaged within each group
+    first, then the groups alike (default: every GPU alike). `rule`: the description recorded
+    in the step selection."""
+
+    def __init__(self, rows: KernelArrays, x: np.ndarray, t_roof: np.ndarray, cfg: TrainConfig,
+                 floors: Callable[[frozenset[str]], np.ndarray],
+                 train_weights: Callable[[np.ndarray], np.ndarray] | None = None,
+                 group_of: Callable[[str], Hashable] | None = None,
+                 rule: str = "least mean loss on GPUs held out in turn from the training GPUs"):
+        self.rows, self.x, self.t_roof, self.cfg = rows, x, t_roof, cfg
+        self.floors, self.train_weights, self.group_of, self.rule = floors, train_weights, group_of, rule
+        self.keys = rows.shape_keys()
+        self._curves: dict[frozenset[str], dict[str, list[float]]] = {}
+
+    def _curve(self, train: frozenset[str]) -> dict[str, list[float]]:
+        if train not in self._curves:
+            rows = self.rows
+            training = np.isin(rows.device, sorted(train))
+            labels = np.where(training, "", rows.device)
+            w = None
+            if self.train_weights is not None:
+                w = np.zeros(len(rows))
+                w[training] = self.train_weights(training)
+            m = fit(rows.family, self.x, self.t_roof, rows.latency_us, self.cfg, self.floors(train), self.keys,
+                    val_groups=labels, sample_weight=w)
+            self._curves[train] = m.metadata["validation_curve"]["loss"]
+        return self._curves[train]
+
+    def best_step(self, on: list[str]) -> tuple[int, dict]:
+        """The step count for a model trained on the GPUs `on` and its step_selection metadata
+        (empty, and cfg.steps, with fewer than three GPUs)."""
+        if len(on) < 3:
+            return self.cfg.steps, {}
+        curves = {v: self._curve(frozenset(on) - {v})[v] for v in on}
+        if self.group_of is None:
+            mean = np.mean(list(curves.values()), axis=0)
+        else:
+            group_of = self.group_of
+            groups = dict.fromkeys(group_of(v) for v in on)
+            mean = np.mean([np.mean([c for v, c in curves.items() if group_of(v) == k], axis=0) for k in groups],
+                           axis=0)
+        step = min((int(np.argmin(mean)) + 1) * self.cfg.eval_every, self.cfg.steps)
+        return step, {"rule": self.rule, "held_out": on, "every": self.cfg.eval_every,
+                      "mean_loss": [round(float(v), 5) for v in mean], "best_step": step}

@@ -15,8 +15,9 @@ measurement, with the floor measured per (GPU, op) on the training GPUs (harness
 rows at the floor only bound the kernel from above. The engine puts a real launch floor
 (LAUNCH_FLOOR_US) under the kernel time instead.
 
-How long to train is chosen from GPUs held out of each model's own training GPUs (_GpuFolds),
-so a leave-one-GPU-out model never sees its GPU, not even to pick its step count.
+How long to train is chosen from GPUs held out of each model's own training GPUs
+(habitat.learned.fitting.GpuFolds), so a leave-one-GPU-out model never sees its GPU, not even
+to pick its step count.
 """
 from __future__ import annotations
 
@@ -31,44 +32,11 @@ from habitat.learned import features as feats
 from habitat.learned.devices import DeviceTable, default_table
 # The fitting core lives in habitat.learned.fitting; its names are re-exported here (tests, notebooks).
 from habitat.learned.fitting import (  # noqa: F401 (re-exported)
-    FLOOR_QUANTILE, LAUNCH_FLOOR_US, MONOTONE_WEIGHT, QUICK, TrainConfig, _clamp_inputs, _fold_floors,
+    FLOOR_QUANTILE, LAUNCH_FLOOR_US, MONOTONE_WEIGHT, QUICK, GpuFolds, TrainConfig, _clamp_inputs, _fold_floors,
     _harness_metadata, _harness_prediction, _log, _pack_ensemble, _split, ape, design, fit, gpu_dir_name,
     harness_floors, row_floors, split_by_shape, summary)
 from habitat.learned.model import EfficiencyMLP
 from habitat.learned.neusight import OP_FAMILY, KernelArrays, load_kernels
-
-
-class _GpuFolds:
-    """Chooses how many steps to train from GPUs held out of training, never from the GPU a
-    model is evaluated on: for a model trained on GPUs S, each v in S is held out in turn
-    (a net trained on S - {v}, validated on v) and the step with the least mean loss wins.
-    Nets trained on the same GPUs are shared between folds (validated on every left-out GPU)."""
-
-    def __init__(self, rows: KernelArrays, x: np.ndarray, t_roof: np.ndarray,
-                 floors: dict[str, dict[str, float]], keys: np.ndarray, cfg: TrainConfig, log=_log):
-        self.rows, self.x, self.t_roof, self.floors, self.keys, self.cfg, self.log = rows, x, t_roof, floors, keys, cfg, log
-        self.gpus = sorted(np.unique(rows.device).tolist())
-        self._curves: dict[frozenset, dict[str, list[float]]] = {}
-
-    def _curve(self, train: frozenset) -> dict[str, list[float]]:
-        if train not in self._curves:
-            rows = self.rows
-            fl = _fold_floors(rows, self.floors, set(train))
-            labels = np.where(np.isin(rows.device, sorted(train)), "", rows.device)
-            m = fit(rows.family, self.x, self.t_roof, rows.latency_us, self.cfg, fl, self.keys, val_groups=labels)
-            self._curves[train] = m.metadata["validation_curve"]["loss"]
-        return self._curves[train]
-
-    def best_step(self, on: list[str]) -> tuple[int, dict]:
-        if len(on) < 3:
-            return self.cfg.steps, {}
-        curves = [self._curve(frozenset(on) - {v})[v] for v in on]
-        mean = np.mean(curves, axis=0)
-        i = int(np.argmin(mean))
-        step = min((i + 1) * self.cfg.eval_every, self.cfg.steps)
-        return step, {"rule": "least mean loss on GPUs held out in turn from the training GPUs",
-                      "held_out": on, "every": self.cfg.eval_every,
-                      "mean_loss": [round(float(v), 5) for v in mean], "best_step": step}
 
 
 def train_family(rows: KernelArrays, devices: DeviceTable, cfg: TrainConfig,
@@ -76,7 +44,7 @@ def train_family(rows: KernelArrays, devices: DeviceTable, cfg: TrainConfig,
     """Trains the shipped model on every row, after the leave-one-GPU-out models when logo_dir
     is given (saved under logo_dir/<GPU>/ for habitat.evaluate) and, when holdout > 0, a model
     without that fraction of the shapes. Each model's step count comes from GPUs held out of
-    its own training set (_GpuFolds). Errors are against NeuSight's measured rows, so the
+    its own training set (GpuFolds). Errors are against NeuSight's measured rows, so the
     predictions include the harness floor of the GPUs the model was trained on."""
     x, t_roof = design(rows, devices)
     t = rows.latency_us
@@ -85,7 +53,7 @@ def train_family(rows: KernelArrays, devices: DeviceTable, cfg: TrainConfig,
     keys = rows.shape_keys()
     gpus = sorted(np.unique(rows.device).tolist())
     config = cfg.metadata()
-    folds = _GpuFolds(rows, x, t_roof, floors, keys, cfg, log)
+    folds = GpuFolds(rows, x, t_roof, cfg, lambda train: _fold_floors(rows, floors, train))
     t0 = time.time()
 
     def fit_on(mask: np.ndarray, on_gpus: list[str], step: int, selection: dict) -> EfficiencyMLP:

@@ -35,12 +35,14 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 
 from habitat.learned.devices import DeviceTable, default_table
-from habitat.learned.fitting import (QUICK, TrainConfig, _harness_metadata, _harness_prediction, _log, ape,
-                                     design, fit, gpu_dir_name, harness_floors, row_floors, source_weights, summary)
+from habitat.learned.fitting import (QUICK, GpuFolds, TrainConfig, _harness_metadata, _harness_prediction, _log,
+                                     ape, design, fit, gpu_dir_name, harness_floors, row_floors, source_weights,
+                                     summary)
 from habitat.learned.model import EfficiencyMLP
 from habitat.learned.neusight import OP_FAMILY, KernelArrays, load_kernels
 from habitat.learned import traces as tr
@@ -54,8 +56,8 @@ TRACE_SHARE = 0.5
 # NeuSight's harness floor hides it; without trace rows it stays fitting.LAUNCH_FLOOR_US.
 TINY_ROOFLINE_US = 0.01
 # How the GPU folds' held-out losses are averaged: "sources" (NeuSight's GPUs and the traced ones
-# weigh half each) or "gpus" (every GPU alike, as habitat.learned.train does).
-FOLD_WEIGHTING = "sources"
+# weigh half each; the default) or "gpus" (every GPU alike, as habitat.learned.train does).
+FoldWeighting = Literal["sources", "gpus"]
 NEUSIGHT = "neusight"
 # The engine op classes whose trace rows train each family: every class the engine forecasts
 # with that family's model. The layer-norm model also serves the row reductions (sum, mean,
@@ -94,51 +96,22 @@ def weights(source: np.ndarray) -> np.ndarray:
     return source_weights(source, TRACE_SHARE, NEUSIGHT)
 
 
-class Folds:
-    """Step count from GPUs held out in turn (habitat.learned.train._GpuFolds, with the sources'
-    batch shares)."""
-
-    def __init__(self, rows: KernelArrays, source: np.ndarray, x: np.ndarray, t_roof: np.ndarray,
-                 floor_us: np.ndarray, cfg: TrainConfig):
-        self.rows, self.source, self.x, self.t_roof, self.floor_us, self.cfg = rows, source, x, t_roof, floor_us, cfg
-        self._curves: dict[frozenset, dict[str, list[float]]] = {}
-
-    def _curve(self, train: frozenset) -> dict[str, list[float]]:
-        if train not in self._curves:
-            labels = np.where(np.isin(self.rows.device, sorted(train)), "", self.rows.device)
-            val = labels != ""
-            w = np.zeros(len(labels))
-            w[~val] = weights(self.source[~val])
-            m = fit(self.rows.family, self.x, self.t_roof, self.rows.latency_us, self.cfg, self.floor_us,
-                    self.rows.shape_keys(), val_groups=labels, sample_weight=w)
-            self._curves[train] = m.metadata["validation_curve"]["loss"]
-        return self._curves[train]
-
-    def best_step(self, on: list[str]) -> tuple[int, dict]:
-        if len(on) < 3:
-            return self.cfg.steps, {}
-        curves = {v: self._curve(frozenset(on) - {v})[v] for v in on}
-        if FOLD_WEIGHTING == "gpus":
-            mean = np.mean(list(curves.values()), axis=0)
-        else:
-            # Each source's GPUs weigh half (NeuSight's five would otherwise outvote the traced two).
-            traced = set(self.rows.device[self.source != NEUSIGHT].tolist())
-            groups = [[c for v, c in curves.items() if (v in traced) == t] for t in (False, True)]
-            mean = np.mean([np.mean(g, axis=0) for g in groups if g], axis=0)
-        step = min((int(np.argmin(mean)) + 1) * self.cfg.eval_every, self.cfg.steps)
-        return step, {"rule": "least mean loss on GPUs held out in turn from the training GPUs "
-                              "(NeuSight's and the traced ones)", "held_out": on, "every": self.cfg.eval_every,
-                      "mean_loss": [round(float(v), 5) for v in mean], "best_step": step}
-
-
 def train_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg: TrainConfig,
-               log=_log) -> EfficiencyMLP:
-    """One model on `rows`, its step count from GPU folds over its own training GPUs."""
+               log=_log, fold_weighting: FoldWeighting = "sources") -> EfficiencyMLP:
+    """One model on `rows`, its step count from GPU folds over its own training GPUs (each fold
+    with the sources' batch shares; their losses averaged as `fold_weighting` says)."""
     x, t_roof = design(rows, devices)
     floors = floors_for(rows, source, t_roof)
     floor_us = row_floors(rows, floors)
     gpus = sorted(np.unique(rows.device).tolist())
-    step, selection = Folds(rows, source, x, t_roof, floor_us, cfg).best_step(gpus)
+    traced = set(rows.device[source != NEUSIGHT].tolist())
+    folds = GpuFolds(rows, x, t_roof, cfg, floors=lambda train: floor_us,
+                     train_weights=lambda mask: weights(source[mask]),
+                     # per source, NeuSight's five GPUs would otherwise outvote the traced two
+                     group_of=traced.__contains__ if fold_weighting == "sources" else None,
+                     rule="least mean loss on GPUs held out in turn from the training GPUs "
+                          "(NeuSight's and the traced ones)")
+    step, selection = folds.best_step(gpus)
     m = fit(rows.family, x, t_roof, rows.latency_us, cfg, floor_us, rows.shape_keys(), stop_at=step,
             sample_weight=weights(source))
     tiny = (source != NEUSIGHT) & (t_roof < TINY_ROOFLINE_US)
@@ -159,7 +132,7 @@ def train_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg
 
 
 def lowo(family: str, neusight: KernelArrays, trace: tr.TraceRows, ops: list[tr.TraceOp], devices: DeviceTable,
-         cfg: TrainConfig, log=_log) -> dict:
+         cfg: TrainConfig, log=_log, fold_weighting: FoldWeighting = "sources") -> dict:
     """Leave-one-workload-out: per workload, the model trained without its trace rows forecasts
     its ops; returns the before (engine_us: the current weights) / after error tables."""
     mine = [o for o in ops if len(o.parts) == 1 and o.parts[0][0] == family]
@@ -171,7 +144,7 @@ def lowo(family: str, neusight: KernelArrays, trace: tr.TraceRows, ops: list[tr.
             continue
         t0 = time.time()
         rows, source = combine(neusight, trace, set(tr.WORKLOADS) - {w})
-        m = train_rows(rows, source, devices, cfg, log)
+        m = train_rows(rows, source, devices, cfg, log, fold_weighting)
         pred[sel] = tr.forecast_us([mine[i] for i in sel], {family: m}, devices)
         log(f"  {family} without {w}: {m.metadata['early_stopping']['best_step']} steps, {time.time() - t0:.0f}s")
     before = np.array([o.engine_us for o in mine])
@@ -183,7 +156,7 @@ def lowo(family: str, neusight: KernelArrays, trace: tr.TraceRows, ops: list[tr.
 
 
 def train_family(family: str, neusight: KernelArrays, trace: tr.TraceRows, devices: DeviceTable, cfg: TrainConfig,
-                 logo_dir: Path | None, log=_log) -> EfficiencyMLP:
+                 logo_dir: Path | None, log=_log, fold_weighting: FoldWeighting = "sources") -> EfficiencyMLP:
     """The shipped model (every row) after the leave-one-GPU-out ones for NeuSight's GPUs."""
     t0 = time.time()
     rows, source = combine(neusight, trace)
@@ -191,7 +164,7 @@ def train_family(family: str, neusight: KernelArrays, trace: tr.TraceRows, devic
     if logo_dir is not None:
         for g in sorted(set(neusight.device.tolist())):
             keep = rows.device != g
-            m = train_rows(rows.take(keep), source[keep], devices, cfg, log)
+            m = train_rows(rows.take(keep), source[keep], devices, cfg, log, fold_weighting)
             held = neusight.take(neusight.device == g)
             x, t_roof = design(held, devices)
             logo_err[g] = summary(ape(_harness_prediction(m, x, t_roof, held.op), held.latency_us))
@@ -200,7 +173,7 @@ def train_family(family: str, neusight: KernelArrays, trace: tr.TraceRows, devic
             target.mkdir(parents=True, exist_ok=True)
             m.save(target)
             log(f"  {family} without {g}: {logo_err[g]['mean']:.1f}% on it ({time.time() - t0:.0f}s)")
-    model = train_rows(rows, source, devices, cfg, log)
+    model = train_rows(rows, source, devices, cfg, log, fold_weighting)
     trace_rows = source != NEUSIGHT
     model.metadata.update({
         "training_data": {
@@ -229,7 +202,6 @@ def _fmt_table(name: str, table: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global FOLD_WEIGHTING
     p = argparse.ArgumentParser(prog="python -m habitat.learned.train_traces", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="NeuSight data directory (reads its kernels/ only)")
@@ -245,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ignore-features", default="",
                    help="comma list of features the models may not use (TrainConfig.ignore_features)")
     p.add_argument("--members", type=int, default=1, help="independently seeded nets averaged per model")
-    p.add_argument("--fold-weighting", choices=("sources", "gpus"), default=FOLD_WEIGHTING,
+    p.add_argument("--fold-weighting", choices=get_args(FoldWeighting), default="sources",
                    help="average the GPU folds' losses per source (default) or per GPU")
     args = p.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
@@ -253,14 +225,6 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown families {sorted(unknown)}; this trainer knows {', '.join(FAMILIES)}")
     command = "python -m habitat.learned.train_traces " + " ".join(argv if argv is not None else sys.argv[1:])
-    saved, FOLD_WEIGHTING = FOLD_WEIGHTING, args.fold_weighting
-    try:
-        return _run(args, families, command)
-    finally:
-        FOLD_WEIGHTING = saved
-
-
-def _run(args: argparse.Namespace, families: list[str], command: str) -> int:
     cfg = QUICK if args.quick else TrainConfig()
     cfg = TrainConfig(**{**cfg.__dict__, "seed": args.seed,
                          "ignore_features": tuple(f for f in args.ignore_features.split(",") if f),
@@ -275,13 +239,14 @@ def _run(args: argparse.Namespace, families: list[str], command: str) -> int:
             print(f"{family}: no rows, skipped")
             continue
         if args.lowo:
-            results[family] = lowo(family, data[family], trace, ops, devices, cfg)
+            results[family] = lowo(family, data[family], trace, ops, devices, cfg, fold_weighting=args.fold_weighting)
             print(_fmt_table("before", results[family]["before"]))
             print(_fmt_table("after", results[family]["after"]))
         if args.out:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
-            model = train_family(family, data[family], trace, devices, cfg, None if args.no_logo else out / "logo")
+            model = train_family(family, data[family], trace, devices, cfg, None if args.no_logo else out / "logo",
+                                 fold_weighting=args.fold_weighting)
             model.metadata["training_command"] = command
             model.save(out)
     if args.lowo_json:
