@@ -20,6 +20,13 @@ ops; the before/after table compares it with the current weights on the same ops
 benchmarks/accuracy/real_models.py workloads are these four, so only the LOWO figures are a
 held-out score for models trained on all four.
 
+--collection DIR --train-rows collection|both: the device-time rows of a kernel collection of
+one GPU (benchmarks/gpu/collect_kernels.py, `Kernel Latency`: grids of shapes in fp32 and bf16,
+no harness floor) train too, in every model (they are no workload's). With `collection` no trace
+row trains, so --lowo scores one model on every traced op: a test on real training steps the
+model never saw. (Written 2026-11-23 before any such collection existed: only synthetic rows
+have been through it, tests/python/learned/test_trace_rows.py.)
+
 --out: the shipped models (all NeuSight rows, every workload's trace rows) and, unless
 --no-logo, the leave-one-GPU-out models logo/<GPU>/ for NeuSight's GPUs (habitat.evaluate).
 
@@ -70,11 +77,13 @@ TRAIN_CLASSES: dict[str, tuple[str, ...]] = {"elementwise": ("elementwise",), "s
 
 def combine(neusight: KernelArrays, trace: tr.TraceRows | None,
             workloads: set[str] | None = None) -> tuple[KernelArrays, np.ndarray]:
-    """NeuSight's rows plus the trace rows of `workloads` (None: all); the source of each row
-    ("neusight" or the trace row's workload)."""
+    """NeuSight's rows plus the trace rows of `workloads` (None: all) and any kernel collection's
+    rows (no workload's: always kept); the source of each row ("neusight", the trace row's
+    workload or traces.COLLECTION)."""
     parts, source = [neusight], [np.full(len(neusight), NEUSIGHT, dtype=object)]
     if trace is not None:
-        keep = np.ones(len(trace.rows), dtype=bool) if workloads is None else np.isin(trace.workload, sorted(workloads))
+        keep = (np.ones(len(trace.rows), dtype=bool) if workloads is None
+                else np.isin(trace.workload, sorted(workloads)) | (trace.workload == tr.COLLECTION))
         if keep.any():
             parts.append(trace.rows.take(keep))
             source.append(trace.workload[keep].astype(object))
@@ -121,7 +130,7 @@ def train_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg
             f"median CUPTI duration of the {int(tiny.sum())} training trace rows with a roofline under "
             f"{TINY_ROOFLINE_US} us (habitat.learned.train_traces.TINY_ROOFLINE_US)")
     ns_gpus = sorted(set(rows.device[source == NEUSIGHT].tolist()))
-    ns_floors = {op: per for op, per in floors.items() if not op.startswith(tr.OP_PREFIX)}
+    ns_floors = {op: per for op, per in floors.items() if not op.startswith((tr.OP_PREFIX, tr.COLLECTION_PREFIX))}
     m.metadata["harness_floor_us"] = _harness_metadata(ns_floors, ns_gpus, cfg.floor_sharpness)
     m.metadata["harness_floor_us"]["trace_rows"] = (
         "the trace rows are CUPTI kernel durations: fitted with a floor of "
@@ -134,19 +143,24 @@ def train_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg
 def lowo(family: str, neusight: KernelArrays, trace: tr.TraceRows, ops: list[tr.TraceOp], devices: DeviceTable,
          cfg: TrainConfig, log=_log, fold_weighting: FoldWeighting = "sources") -> dict:
     """Leave-one-workload-out: per workload, the model trained without its trace rows forecasts
-    its ops; returns the before (engine_us: the current weights) / after error tables."""
+    its ops; returns the before (engine_us: the current weights) / after error tables. When the
+    training rows hold no trace row (NeuSight and a kernel collection only), one model trained
+    on them all forecasts every op: every workload is held out at once."""
     mine = [o for o in ops if len(o.parts) == 1 and o.parts[0][0] == family]
     pred = np.full(len(mine), np.nan)
     wl = np.array([o.workload for o in mine])
-    for w in tr.WORKLOADS:
-        sel = np.nonzero(wl == w)[0]
+    traced = trace is not None and bool(np.isin(trace.workload, tr.WORKLOADS).any())
+    held_out = [{w} for w in tr.WORKLOADS] if traced else [set(tr.WORKLOADS)]
+    for ws in held_out:
+        sel = np.nonzero(np.isin(wl, sorted(ws)))[0]
         if len(sel) == 0:
             continue
         t0 = time.time()
-        rows, source = combine(neusight, trace, set(tr.WORKLOADS) - {w})
+        rows, source = combine(neusight, trace, set(tr.WORKLOADS) - ws)
         m = train_rows(rows, source, devices, cfg, log, fold_weighting)
         pred[sel] = tr.forecast_us([mine[i] for i in sel], {family: m}, devices)
-        log(f"  {family} without {w}: {m.metadata['early_stopping']['best_step']} steps, {time.time() - t0:.0f}s")
+        log(f"  {family} without {', '.join(sorted(ws))}: {m.metadata['early_stopping']['best_step']} steps, "
+            f"{time.time() - t0:.0f}s")
     before = np.array([o.engine_us for o in mine])
     return {"before": tr.error_table(mine, before), "after": tr.error_table(mine, pred),
             "per_workload": {w: {"before": tr.error_table([mine[i] for i in np.nonzero(wl == w)[0]],
@@ -182,6 +196,7 @@ def train_family(family: str, neusight: KernelArrays, trace: tr.TraceRows, devic
                       "habitat.learned.traces): workloads " + ", ".join(tr.WORKLOADS),
             "ops": sorted(np.unique(rows.op).tolist()), "gpus": sorted(np.unique(rows.device).tolist()),
             "rows": int(len(rows)), "trace_rows": int(trace_rows.sum()), "trace_share_of_batches": TRACE_SHARE,
+            "of_which_kernel_collection": int((source == tr.COLLECTION).sum()),
             "note": "trained on all four traced workloads: benchmarks/accuracy/real_models.py scores these same "
                     "workloads, so for this family its figures are not held out; the held-out figure is the "
                     "leave-one-workload-out one (python -m habitat.learned.train_traces --lowo)"},
@@ -191,6 +206,20 @@ def train_family(family: str, neusight: KernelArrays, trace: tr.TraceRows, devic
     log(f"{family}: {len(rows)} rows ({int(trace_rows.sum())} trace), "
         f"{model.metadata['early_stopping']['best_step']} steps, {time.time() - t0:.0f}s")
     return model
+
+
+def measured_rows(ops: list[tr.TraceOp], family: str, which: str, collection: str | None) -> tr.TraceRows | None:
+    """The training rows beside NeuSight's: the traces' (`which` "traces" or "both") and the
+    kernel collection's ("collection" or "both")."""
+    parts = []
+    if which in ("traces", "both"):
+        parts.append(tr.training_rows(ops, family, TRAIN_CLASSES[family]))
+    if which in ("collection", "both"):
+        parts.append(tr.collection_rows(collection, family))
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    return tr.TraceRows(KernelArrays.concat([p.rows for p in parts]), np.concatenate([p.workload for p in parts]))
 
 
 def _fmt_table(name: str, table: dict) -> str:
@@ -219,7 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--members", type=int, default=1, help="independently seeded nets averaged per model")
     p.add_argument("--fold-weighting", choices=get_args(FoldWeighting), default="sources",
                    help="average the GPU folds' losses per source (default) or per GPU")
+    p.add_argument("--collection", default=None,
+                   help="a kernel collection of one GPU with device times (benchmarks/gpu/collect_kernels.py "
+                        "'Kernel Latency'): its rows train too, in every model")
+    p.add_argument("--train-rows", choices=("traces", "collection", "both"), default="traces",
+                   help="which measured rows train beside NeuSight's; 'collection' leaves every trace row out "
+                        "(--lowo then scores one model on every traced op)")
     args = p.parse_args(argv)
+    if (args.train_rows != "traces") != (args.collection is not None):
+        p.error("--collection DIR goes with --train-rows collection or both")
     families = [f for f in args.families.split(",") if f]
     unknown = set(families) - set(FAMILIES)
     if unknown:
@@ -234,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     ops = tr.load_trace_ops(args.traces, tuple(r for r in args.runs.split(",") if r))
     results = {}
     for family in families:
-        trace = tr.training_rows(ops, family, TRAIN_CLASSES[family])
+        trace = measured_rows(ops, family, args.train_rows, args.collection)
         if trace is None or family not in data:
             print(f"{family}: no rows, skipped")
             continue

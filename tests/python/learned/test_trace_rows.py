@@ -113,3 +113,48 @@ def test_cli_trains_and_scores_leave_one_workload_out(tmp_path: Path) -> None:
     lowo = json.loads((tmp_path / "lowo.json").read_text())["softmax"]
     assert set(lowo) == {"before", "after", "per_workload"}
     assert lowo["after"]["softmax"]["n all"] == lowo["before"]["softmax"]["n all"] > 0
+
+
+
+@pytest.mark.skipif(not TRACE.is_file(), reason="recorded H100 traces not in this checkout")
+@pytest.mark.parametrize("which", ["collection", "both"])
+def test_cli_trains_on_a_kernel_collection(tmp_path: Path, which: str) -> None:
+    """--collection: device-time rows of a kernel collection (collect_kernels.py's Kernel
+    Latency) train beside NeuSight's; with --train-rows collection no trace row trains, so
+    --lowo scores one model on every traced op."""
+    import csv
+    import json
+
+    d = tmp_path / "ns" / "kernels" / "softmax"
+    d.mkdir(parents=True)
+    with open(d / "Tesla_T4.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["OPName", "Latency", "Device", "Grid x", "Grid y", "Grid z", "B", "H"])
+        for b in (64, 256, 1024, 4096):
+            for h in (128, 1024, 8192):
+                w.writerow(["softmax", 0.03 + b * h * 8 / 300e9 * 1e3, "Tesla T4", b, 1, 1, b, h])
+    coll = tmp_path / "kernels"
+    coll.mkdir()
+    with open(coll / "softmax_bf16.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["OPName", "Latency", "Kernel Latency", "Device", "Grid x", "Grid y", "Grid z", "Precision",
+                    "Phase", "B", "H"])
+        for b in (64, 512, 4096):
+            for h in (256, 2048):
+                kernel_ms = 0.002 + b * h * 4 / 3.0e12 * 1e3
+                for phase in ("fwd", "bwd"):  # the backward rows are not softmax rows
+                    w.writerow(["softmax", kernel_ms + 0.01, kernel_ms, "NVIDIA H100 80GB HBM3", b, 1, 1, "bf16",
+                                phase, b, h])
+    out = tmp_path / "w"
+    rc = tt.main(["--data", str(tmp_path / "ns"), "--traces", str(REPO / "benchmarks" / "results"),
+                  "--runs", "h100-sxm5-80gb", "--families", "softmax", "--quick", "--no-logo",
+                  "--collection", str(coll), "--train-rows", which,
+                  "--out", str(out), "--lowo", "--lowo-json", str(tmp_path / "lowo.json")])
+    assert rc == 0
+    data = json.loads((out / "softmax.json").read_text())["training_data"]
+    assert data["of_which_kernel_collection"] == 6
+    assert (data["trace_rows"] > 6) == (which == "both")
+    lowo = json.loads((tmp_path / "lowo.json").read_text())["softmax"]
+    assert lowo["after"]["softmax"]["n all"] == lowo["before"]["softmax"]["n all"] > 0
+    with pytest.raises(SystemExit):
+        tt.main(["--data", str(tmp_path / "ns"), "--traces", ".", "--train-rows", "collection"])
