@@ -493,12 +493,15 @@ class GpuFolds:
         (empty, and cfg.steps, with fewer than three GPUs)."""
         if len(on) < 3:
             return self.cfg.steps, {}
-        curves = {v: self._curve(frozenset(on) - {v})[v] for v in on}
+        # A GPU all of whose rows fit's max_rows subsample left out has no curve (--quick runs).
+        curves = {v: c[v] for v in on if v in (c := self._curve(frozenset(on) - {v}))}
+        if not curves:
+            return self.cfg.steps, {}
         if self.group_of is None:
             mean = np.mean(list(curves.values()), axis=0)
         else:
             group_of = self.group_of
-            groups = dict.fromkeys(group_of(v) for v in on)
+            groups = dict.fromkeys(group_of(v) for v in curves)
             mean = np.mean([np.mean([c for v, c in curves.items() if group_of(v) == k], axis=0) for k in groups],
                            axis=0)
         step = min((int(np.argmin(mean)) + 1) * self.cfg.eval_every, self.cfg.steps)
