@@ -21,7 +21,7 @@ from habitat.evaluate.checkout import checkout_path
 from habitat.learned import conv_layout
 from habitat.learned.devices import DeviceTable
 from habitat.learned.model import EfficiencyMLP, harness_time
-from habitat.learned.neusight import load_precision_kernels, load_sdpa
+from habitat.learned.neusight import load_attention, load_precision_kernels
 from habitat.learned.train import ape, design, row_floors, summary
 from habitat.learned.train_precision import (errors_by_precision, harness_prediction, leave_shapes_out,
                                              measured_sharpness, row_add_shares)
@@ -37,8 +37,9 @@ KERNEL_BOUND_US = 10.0
 
 def evaluate(data: Path, weights: Path, devices: DeviceTable, families=("gemm", "conv", "attention")) -> dict:
     measured = load_precision_kernels(data)
-    if (Path(data) / "sdpa.csv").is_file():
-        measured["attention"] = load_sdpa(Path(data) / "sdpa.csv")
+    attention = load_attention(data)
+    if attention is not None:
+        measured["attention"] = attention
     out: dict = {}
     for family in families:
         if family not in measured or not (weights / f"{family}.safetensors").is_file():

@@ -46,6 +46,9 @@ QUICK = TrainConfig(steps=300, max_rows=4000)
 # blog/cuda-graphs, 2019) measures a short kernel at ~2.9 us of execution and 3.4-3.8 us per
 # kernel when launched back to back on V100; an empty kernel's device time is lower.
 LAUNCH_FLOOR_US = 2.0
+# The floor fitted under a row timed as device time (CUPTI kernel durations: the recorded traces,
+# a kernel collection's `Kernel Latency`): negligible against any kernel, i.e. none.
+DEVICE_TIME_FLOOR_US = 1e-3
 # Weight of the size-monotonicity penalty (fit's `grown`), in the loss's own units (log time).
 MONOTONE_WEIGHT = 5.0
 # Fraction of each (GPU, op)'s rows, smallest rooflines first, whose median measured time is

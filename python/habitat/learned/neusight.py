@@ -135,7 +135,8 @@ def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str
 
 # What a row's time is (collect_kernels.py): "call", CUDA events around one op call (NeuSight's
 # method, a harness floor included: `Latency`), or "kernel", the summed CUPTI durations of its
-# kernels (device time alone: `Kernel Latency`).
+# kernels (device time alone: `Kernel Latency`) less cuDNN's layout transforms among them
+# (`Transform Latency`): the convolution alone, in either layout.
 TIMING_COLUMNS = {"call": "Latency", "kernel": "Kernel Latency"}
 
 
@@ -151,7 +152,7 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timi
             if phase != "fwd":  # a backward pass is an op of its own (not in OP_FAMILY: not read)
                 op = f"{op}_{phase}"
             layout = row.get("Layout") or "nchw"
-            if layout != "nchw":
+            if layout != "nchw" and timing == "call":
                 # The trainers take every collected conv row for NCHW (their transform model,
                 # habitat.learned.conv_layout, strips cuDNN's layout transforms from it).
                 skipped_layouts.add(layout)
@@ -164,6 +165,8 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timi
             if column not in row:
                 raise ValueError(f"{path}: no {column!r} column (collected before it existed): use timing='call'")
             latency_ms = float(row[column])
+            if timing == "kernel":
+                latency_ms -= float(row.get("Transform Latency") or 0.0)
             if not latency_ms > 0:
                 continue
             blocks = float(row["Grid x"]) * float(row["Grid y"]) * float(row["Grid z"])
@@ -174,8 +177,9 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timi
                 op, row["Device"], latency_ms * 1000.0, blocks, row_shape(op, row, ELEM_BYTES[precision]),
                 threads, precision)
     if skipped_layouts:
-        warnings.warn(f"{path}: rows with Layout {', '.join(sorted(skipped_layouts))} skipped: the trainers "
-                      "read NCHW rows only (habitat.learned.conv_layout)", stacklevel=3)
+        warnings.warn(f"{path}: rows with Layout {', '.join(sorted(skipped_layouts))} skipped: timed per call, "
+                      "the trainers read NCHW rows only (habitat.learned.conv_layout); timing='kernel' reads "
+                      "every layout", stacklevel=3)
 
 
 def load_kernels(data_dir: str | Path, layout: str = "kernels",
@@ -194,12 +198,12 @@ def load_kernels(data_dir: str | Path, layout: str = "kernels",
 def load_precision_kernels(directory: str | Path, ops: set[str] | None = None,
                            timing: str = "call") -> dict[str, KernelArrays]:
     """collect_kernels.py's output for one GPU: <directory>/<op>_<precision>.csv with `Precision`
-    and `Phase` columns (sdpa.csv, a different layout, is not read here); each row's time from
-    its TIMING_COLUMNS[timing] column."""
+    and `Phase` columns (the attention files, sdpa.csv and sdpa_<precision>.csv, are
+    load_attention's); each row's time from its TIMING_COLUMNS[timing] column."""
     if timing not in TIMING_COLUMNS:
         raise ValueError(f"timing must be one of {', '.join(TIMING_COLUMNS)}, got {timing!r}")
     root = Path(directory)
-    paths = sorted(p for p in root.glob("*.csv") if p.stem != "sdpa")
+    paths = sorted(p for p in root.glob("*.csv") if not p.stem.startswith("sdpa"))
     if not paths:
         raise FileNotFoundError(f"{root}: no <op>_<precision>.csv files (benchmarks/gpu/collect_kernels.py output)")
     tables: dict[str, KernelTable] = {}
@@ -214,11 +218,22 @@ def load_precision_kernels(directory: str | Path, ops: set[str] | None = None,
 SDPA_DEFAULT_BACKEND = {"bf16": "flash", "fp16": "flash", "fp32": "efficient"}
 
 
-def load_sdpa(path: str | Path, backends: dict[str, str] = SDPA_DEFAULT_BACKEND) -> KernelArrays:
-    """sdpa.csv (one row per shape, backend, precision and phase "fwd" or "fwd+bwd", Latency in
-    ms) as attention rows: op "sdpa" for the forward, "sdpa_bwd" for the backward op alone,
-    measured as fwd+bwd minus fwd of the same shape (rows where that is under a fifth of the
-    fwd+bwd time, i.e. lost in the harness's jitter, are dropped)."""
+def load_attention(directory: str | Path, timing: str = "call") -> KernelArrays | None:
+    """The attention rows of a collection: its sdpa.csv (the H100 set of 2026-11-22) and
+    sdpa_<precision>.csv files (collect_kernels.py), through load_sdpa; None without any."""
+    paths = sorted(Path(directory).glob("sdpa.csv")) + sorted(Path(directory).glob("sdpa_*.csv"))
+    parts = [load_sdpa(p, timing=timing) for p in paths]
+    parts = [a for a in parts if len(a)]
+    return KernelArrays.concat(parts) if parts else None
+
+
+def load_sdpa(path: str | Path, backends: dict[str, str] = SDPA_DEFAULT_BACKEND, timing: str = "call") -> KernelArrays:
+    """sdpa.csv (one row per shape, backend, precision and phase "fwd" or "fwd+bwd", times in
+    ms; `timing` as load_precision_kernels) as attention rows: op "sdpa" for the forward,
+    "sdpa_bwd" for the backward op alone, measured as fwd+bwd minus fwd of the same shape (rows
+    where that is under a fifth of the fwd+bwd time, i.e. lost in the harness's jitter, are
+    dropped)."""
+    column = TIMING_COLUMNS[timing]
     by_key: dict[tuple, dict[str, dict[str, str]]] = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
@@ -235,10 +250,12 @@ def load_sdpa(path: str | Path, backends: dict[str, str] = SDPA_DEFAULT_BACKEND)
         device, b, h, l, s_, e, causal, p = key
         shape = {"batch_heads": float(b) * float(h), "l": float(l), "s": float(s_), "e": float(e),
                  "causal": float(causal), "backward": 0.0, "elem_bytes": ELEM_BYTES[p]}
-        t_fwd = float(fwd["Latency"]) * 1000.0
+        if column not in fwd:
+            raise ValueError(f"{path}: no {column!r} column (collected before it existed): use timing='call'")
+        t_fwd = float(fwd[column]) * 1000.0
         table.add("sdpa", device, t_fwd, 0.0, shape, 0, p)
         if both is not None:
-            t_both = float(both["Latency"]) * 1000.0
+            t_both = float(both[column]) * 1000.0
             if t_both - t_fwd >= 0.2 * t_both:
                 table.add("sdpa_bwd", device, t_both - t_fwd, 0.0, dict(shape, backward=1.0), 0, p)
     return table.arrays()

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from habitat import _engine
+from habitat.learned.fitting import DEVICE_TIME_FLOOR_US
 from habitat.learned.neusight import KernelArrays, KernelTable
 
 RUNS = ("h100-sxm5-80gb", "h200-sxm-141gb", "h100-sxm5-80gb-2026-11-23")
@@ -29,7 +30,7 @@ WORKLOADS = ("dcgan", "gpt2_small", "lstm_seq2seq", "resnet50")
 # Op names of trace rows carry this prefix, so their floor keys never meet NeuSight's ops.
 OP_PREFIX = "trace:"
 # The floor fitted under a kernel-duration row (us): negligible against any kernel.
-TRACE_FLOOR_US = 1e-3
+TRACE_FLOOR_US = DEVICE_TIME_FLOOR_US
 # The families whose rows the traces give (the engine forecasts row-wise reductions with the
 # layer-norm model).
 MEMORY_FAMILIES = ("elementwise", "softmax", "layernorm")

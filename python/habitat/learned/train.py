@@ -117,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--precision-data", default=None,
                    help="collect_kernels.py output of one GPU (<op>_<precision>.csv): gemm and conv then train "
                         "on it plus NeuSight's rows (habitat.learned.train_precision)")
+    p.add_argument("--precision-timing", choices=("call", "kernel"), default="call",
+                   help="what a --precision-data row's time is: 'call' (Latency: CUDA events around one call, "
+                        "a harness floor included) or 'kernel' (Kernel Latency less Transform Latency: CUPTI "
+                        "device time, collections of 2026-11-23 on)")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else TrainConfig()
     cfg = TrainConfig(**{**cfg.__dict__, "seed": args.seed, "steps": args.steps or cfg.steps})
@@ -128,10 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m habitat.learned.train " + " ".join(argv if argv is not None else sys.argv[1:])
     measured = {}
     if args.precision_data:
-        from habitat.learned.neusight import load_precision_kernels, load_sdpa
-        measured = load_precision_kernels(args.precision_data)
-        if (Path(args.precision_data) / "sdpa.csv").is_file():
-            measured["attention"] = load_sdpa(Path(args.precision_data) / "sdpa.csv")
+        from habitat.learned.neusight import load_attention, load_precision_kernels
+        measured = load_precision_kernels(args.precision_data, timing=args.precision_timing)
+        attention = load_attention(args.precision_data, args.precision_timing)
+        if attention is not None:
+            measured["attention"] = attention
     for family in families:
         logo = None if args.no_logo else out / "logo"
         if family in measured and family in ("gemm", "conv", "attention"):
@@ -139,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             mcfg = TrainConfig(**{**MATRIX_CONFIG.__dict__, "seed": args.seed,
                                   "steps": args.steps or MATRIX_CONFIG.steps,
                                   "clamp_inputs": family in CLAMPED_FAMILIES})
-            model = train_matrix_family(data.get(family), measured[family], devices, mcfg, logo)
+            model = train_matrix_family(data.get(family), measured[family], devices, mcfg, logo,
+                                        device_time=args.precision_timing == "kernel")
             model.metadata["training_command"] = command
             model.save(out)
             continue

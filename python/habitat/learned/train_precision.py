@@ -29,7 +29,7 @@ from habitat.learned import conv_layout
 from habitat.learned.devices import DeviceTable
 from habitat.learned.model import EfficiencyMLP, harness_time, soft_max
 from habitat.learned.neusight import KernelArrays
-from habitat.learned.fitting import (LAUNCH_FLOOR_US, MONOTONE_WEIGHT, TrainConfig, _fold_floors, _harness_metadata, _log, ape,
+from habitat.learned.fitting import (DEVICE_TIME_FLOOR_US, LAUNCH_FLOOR_US, MONOTONE_WEIGHT, TrainConfig, _fold_floors, _harness_metadata, _log, ape,
                                    design, fit, floor_keys, gpu_dir_name, harness_floors, row_floors, source_weights,
                                    summary)
 
@@ -208,19 +208,32 @@ def _floor_groups(rows: KernelArrays, source: np.ndarray, family: str) -> tuple[
     return groups, names
 
 
-def _fit_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg: TrainConfig):
+def _device_time_floors(floors: dict[str, dict[str, float]], measured_gpus: set[str]) -> dict[str, dict[str, float]]:
+    """The measured GPUs' floors when their rows are device time (no harness: none)."""
+    return {op: {g: (DEVICE_TIME_FLOOR_US if g in measured_gpus else v) for g, v in per.items()}
+            for op, per in floors.items()}
+
+
+def _fit_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg: TrainConfig,
+              device_time: bool = False):
+    """`device_time`: the measured rows are CUPTI kernel time (load_precision_kernels timing
+    "kernel"), so they carry no harness floor to fit."""
     x, t_roof = design(rows, devices)
     measured_gpus = {d for d, src in zip(rows.device, source) if src != "neusight"}
     p_measured = _measured_sharpness(rows.family, cfg)
-    floors = _additive_floors(harness_floors(rows, t_roof), measured_gpus, p_measured)
+    if device_time:
+        floors = _device_time_floors(harness_floors(rows, t_roof), measured_gpus)
+    else:
+        floors = _additive_floors(harness_floors(rows, t_roof), measured_gpus, p_measured)
     labels = _validation_labels(rows, source, cfg.val_fraction, cfg.seed)
     monotone = rows.family in MONOTONE_FAMILIES
-    groups, group_names = _floor_groups(rows, source, rows.family)
+    groups, group_names = _floor_groups(rows, source, rows.family) if not device_time else (
+        np.full(len(rows), -1), [])
     model = fit(rows.family, x, t_roof, rows.latency_us, cfg, row_floors(rows, floors), rows.problem_keys(),
                 val_groups=labels, sample_weight=source_weights(source, MEASURED_SHARE),
                 pairs=monotone_pairs(rows, devices, cfg.seed) if monotone else None,
                 sharpness=_row_sharpness(rows.family, source, cfg), floor_groups=groups,
-                split_floor=rows.family in SPLIT_FLOOR_FAMILIES)
+                split_floor=rows.family in SPLIT_FLOOR_FAMILIES and not device_time)
     shares = model.metadata.pop("floor_add_shares", None)
     if group_names:
         start = {f"{k}|{g}": floors[k][g] for k, g in group_names}
@@ -240,11 +253,14 @@ def _fit_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg:
                                                            cfg.floor_sharpness)
     model.metadata["harness_floor_us"].update({
         "measured_sharpness": p_measured,
-        "measured_note": "rows of the measured GPUs (collect_kernels.py: one call between CUDA events) are "
-                         "fitted and evaluated as (floor^p + kernel^p)^(1/p) with p = measured_sharpness; "
-                         + ("p = 1: the per-call overhead and the kernel add, and the floor is the smallest "
-                            "rows' median less one launch_floor_us kernel" if p_measured == 1.0 else
-                            "the floor is the smallest rows' median")})
+        "measured_note": (f"rows of the measured GPUs are device time (collect_kernels.py 'Kernel Latency' less "
+                          f"'Transform Latency'): their floor is {DEVICE_TIME_FLOOR_US} us, i.e. none")
+        if device_time else
+        "rows of the measured GPUs (collect_kernels.py: one call between CUDA events) are "
+        "fitted and evaluated as (floor^p + kernel^p)^(1/p) with p = measured_sharpness; "
+        + ("p = 1: the per-call overhead and the kernel add, and the floor is the smallest "
+           "rows' median less one launch_floor_us kernel" if p_measured == 1.0 else
+           "the floor is the smallest rows' median")})
     if shares is not None:
         per: dict[str, dict[str, float]] = {}
         for (k, g), v in zip(group_names, shares):
@@ -259,14 +275,16 @@ def _fit_rows(rows: KernelArrays, source: np.ndarray, devices: DeviceTable, cfg:
 def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, devices: DeviceTable,
                         cfg: TrainConfig = MATRIX_CONFIG, logo_dir: Path | None = None,
                         test_fraction: float = TEST_FRACTION, split_seed: int = SPLIT_SEED,
-                        log=_log, select_fraction: float = 0.0) -> EfficiencyMLP:
+                        log=_log, select_fraction: float = 0.0, device_time: bool = False) -> EfficiencyMLP:
     """`select_fraction` > 0 (model selection, never for shipped weights): that fraction of the
     training problems (not the test ones) is also left out, and the model's error on it is
     recorded as metadata["selection_error_pct"]; choose between candidates by that figure
-    (benchmarks/accuracy/floor_trials.py)."""
+    (benchmarks/accuracy/floor_trials.py). `device_time`: `measured` was read with timing
+    "kernel" (device time, the layout transforms measured out), so there is no harness floor to
+    fit and no transform to model away; its held-out errors are against device time."""
     family = measured.family
     t0 = time.time()
-    if family in LAYOUT_FAMILIES:  # learn the convolution alone: see habitat.learned.conv_layout
+    if family in LAYOUT_FAMILIES and not device_time:  # learn the convolution alone: see conv_layout
         measured, _ = conv_layout.without_transforms(measured, devices)
     test = leave_shapes_out(measured, test_fraction, split_seed)
     select = selection_split(measured, test, select_fraction, split_seed)
@@ -274,7 +292,7 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
     rows = KernelArrays.concat(parts)
     source = np.concatenate(([np.full(len(neusight), "neusight", dtype=object)] if neusight is not None else [])
                             + [np.array([f"measured:{d}" for d in measured.device[~test & ~select]], dtype=object)])
-    model, floors = _fit_rows(rows, source, devices, cfg)
+    model, floors = _fit_rows(rows, source, devices, cfg, device_time)
     if select.any():
         chosen = measured.take(select)
         model.metadata["selection_error_pct"] = errors_by_precision(
@@ -294,7 +312,7 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
     if logo_dir is not None and neusight is not None:
         for g in sorted(set(neusight.device.tolist())):
             keep = rows.device != g
-            m, fl = _fit_rows(rows.take(keep), source[keep], devices, cfg)
+            m, fl = _fit_rows(rows.take(keep), source[keep], devices, cfg, device_time)
             target = rows.take(rows.device == g)
             tx, tr = design(target, devices)
             fold = _fold_floors(target, fl, set(rows.device[keep].tolist()))
@@ -312,8 +330,9 @@ def train_matrix_family(neusight: KernelArrays | None, measured: KernelArrays, d
         "training_config": cfg.metadata(),
         "training_data": {
             "source": "NeuSight kernels/ (sitar-lab/NeuSight, MIT), FP32, PyTorch 2.1, CUDA 12.1; plus "
-                      "benchmarks/results/kernels/ (collect_kernels.py, CUDA events, median of 10): "
-                      + ", ".join(measured_gpu),
+                      "benchmarks/results/kernels/ (collect_kernels.py, "
+                      + ("CUPTI device time, median of 5 runs" if device_time else "CUDA events, median of 10")
+                      + "): " + ", ".join(measured_gpu),
             "ops": sorted(set(rows.op.tolist())), "gpus": sorted(set(rows.device.tolist())), "rows": int(len(rows)),
             "precisions": {p: int((rows.precision == p).sum()) for p in sorted(set(rows.precision.tolist()))},
             "measured_share_of_batches": MEASURED_SHARE},

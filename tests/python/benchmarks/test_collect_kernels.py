@@ -242,6 +242,45 @@ def test_cpu_dry_run_memory_bound_families_load_as_training_rows(ck, tmp_path):
     with pytest.raises(ValueError, match="no 'Kernel Latency' column"):
         load_precision_kernels(ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB", {"linear"}, "kernel")
 
+
+def test_device_time_rows_train_gemm_conv_and_attention_without_a_harness_floor(ck, tmp_path):
+    """A collection read with timing 'kernel' (CUPTI device time, transforms measured out):
+    every layout is read, and the matrix trainer fits no harness floor to it. The rows come from
+    a CPU dry run, relabelled as an H100's (their times are CPU times: only the path is tested)."""
+    from habitat.learned.devices import default_table
+    from habitat.learned.fitting import DEVICE_TIME_FLOOR_US, TrainConfig
+    from habitat.learned.neusight import load_attention, load_precision_kernels
+    from habitat.learned.train_precision import train_matrix_family
+    out = tmp_path / "kernels"
+    assert ck.main(["--device", "cpu", "--dry-run", "--out", str(out), "--families", "gemm,conv,attention",
+                    "--budget-s", "90", "--seed", "3"]) == 0
+    for path in out.glob("*.csv"):
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+        for r in rows:
+            r["Device"] = "NVIDIA H100 80GB HBM3"
+            r["Transform Latency"] = str(float(r["Kernel Latency"]) / 4) if r["OPName"] == "conv" else "0"
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    measured = load_precision_kernels(out, timing="kernel")  # no warning: channels-last rows are read
+    conv_csv = [r for name in ("conv_fp32", "conv_tf32", "conv_bf16") for r in csv.DictReader(open(out / f"{name}.csv"))]
+    assert len(measured["conv"]) == len(conv_csv)
+    assert sorted(measured["conv"].latency_us) == pytest.approx(sorted(0.75e3 * float(r["Kernel Latency"]) for r in conv_csv))
+    attention = load_attention(out, "kernel")
+    assert attention is not None and len(attention) > 0
+    assert "attention" not in measured  # sdpa_<precision>.csv are load_attention's
+    cfg = TrainConfig(hidden=(8,), steps=100, batch=32, eval_every=50, clamp_inputs=False)
+    for family in ("gemm", "conv"):
+        m = train_matrix_family(None, measured[family], default_table(), cfg, test_fraction=0.25,
+                                log=lambda s: None, device_time=True)
+        floors = m.metadata["harness_floor_us"]
+        assert "device time" in floors["measured_note"] and "fitted_floors" not in m.metadata
+        assert all(v == DEVICE_TIME_FLOOR_US for per in floors["per_gpu"].values() for v in per.values())
+        assert "CUPTI device time" in m.metadata["training_data"]["source"]
+        assert m.metadata["validation_error_pct"]["held_out_shapes"]
+
 # ----- run_gpu_benchmark.py: the parts that need no GPU ----------------------------------------
 BENCH = ROOT / "benchmarks" / "gpu" / "run_gpu_benchmark.py"
 RESULTS = ROOT / "benchmarks" / "results"
