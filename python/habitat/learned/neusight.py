@@ -151,13 +151,13 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timi
                 raise ValueError(f"{path}: unknown conv Phase {phase!r} (known: {', '.join(CONV_GRAD)})")
             if phase != "fwd":  # a backward pass is an op of its own (not in OP_FAMILY: not read)
                 op = f"{op}_{phase}"
+            if op not in OP_FAMILY or (ops is not None and op not in ops):
+                continue
             layout = row.get("Layout") or "nchw"
             if layout != "nchw" and timing == "call":
                 # The trainers take every collected conv row for NCHW (their transform model,
                 # habitat.learned.conv_layout, strips cuDNN's layout transforms from it).
                 skipped_layouts.add(layout)
-                continue
-            if op not in OP_FAMILY or (ops is not None and op not in ops):
                 continue
             precision = row.get("Precision") or "fp32"
             if precision not in ELEM_BYTES:

@@ -218,6 +218,10 @@ def test_cpu_dry_run_memory_bound_families_load_as_training_rows(ck, tmp_path):
         assert {r["Phase"] for r in csv.DictReader(f)} == {"fwd", "bwd"}
     with pytest.warns(UserWarning, match="Layout nhwc skipped"):
         tables = load_precision_kernels(out)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no conv asked for: no word about its layouts
+        assert set(load_precision_kernels(out, {"ln"})) == {"layernorm"}
     # channels-last conv rows are skipped (the trainers strip NCHW transforms from every row)
     n_nchw = sum(1 for name in ("conv_fp32", "conv_tf32", "conv_bf16")
                  for r in csv.DictReader(open(out / f"{name}.csv")) if r["Layout"] == "nchw")
