@@ -55,6 +55,7 @@ MAX_ALIGN_BYTES = 16.0
 # share of its roofline than on Hopper (25-36): without it the models forecast H100/H200
 # element-wise ops 1.3-1.4x too slow, layer norm 2x (benchmarks/results/kernels/hopper-traces).
 _MEMORY = ("log2_elem_bytes", "log2_bandwidth_per_sm")
+MEMORY_FAMILIES = ("elementwise", "softmax", "layernorm")
 FEATURE_NAMES: dict[str, tuple[str, ...]] = {
     "gemm": ("log2_b", "log2_m", "log2_n", "log2_k") + _GEMM_CORE + _PRECISION + DEVICE_FEATURES,
     "conv": ("log2_batch", "log2_cin", "log2_cout", "kernel", "stride", "log2_size",
@@ -78,7 +79,7 @@ def neusight_features(family: str) -> tuple[str, ...]:
     wide, every GPU at 8-14 GB/s per SM) and which made the leave-one-GPU-out error on kernels/
     worse (layer norm 13.3 -> 16.6 %); habitat.learned.train_traces, whose Hopper rows vary
     both, uses every feature."""
-    if family not in ("elementwise", "softmax", "layernorm"):
+    if family not in MEMORY_FAMILIES:
         return FEATURE_NAMES[family]
     return tuple(n for n in FEATURE_NAMES[family] if n not in _MEMORY)
 

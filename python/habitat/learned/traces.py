@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from habitat import _engine
+from habitat.learned.features import MEMORY_FAMILIES
 from habitat.learned.fitting import DEVICE_TIME_FLOOR_US
 from habitat.learned.neusight import KernelArrays, KernelTable
 
@@ -31,9 +32,8 @@ WORKLOADS = ("dcgan", "gpt2_small", "lstm_seq2seq", "resnet50")
 OP_PREFIX = "trace:"
 # The floor fitted under a kernel-duration row (us): negligible against any kernel.
 TRACE_FLOOR_US = DEVICE_TIME_FLOOR_US
-# The families whose rows the traces give (the engine forecasts row-wise reductions with the
-# layer-norm model).
-MEMORY_FAMILIES = ("elementwise", "softmax", "layernorm")
+# The families whose rows the traces give are features.MEMORY_FAMILIES (the engine forecasts
+# row-wise reductions with the layer-norm model).
 
 
 @dataclass

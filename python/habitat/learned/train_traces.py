@@ -46,6 +46,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from habitat.learned.features import MEMORY_FAMILIES
 from habitat.learned.devices import DeviceTable, default_table
 from habitat.learned.fitting import (QUICK, GpuFolds, TrainConfig, _harness_metadata, _harness_prediction, _log,
                                      ape, design, fit, gpu_dir_name, harness_floors, row_floors, source_weights,
@@ -54,7 +55,7 @@ from habitat.learned.model import EfficiencyMLP
 from habitat.learned.neusight import OP_FAMILY, KernelArrays, load_kernels
 from habitat.learned import traces as tr
 
-FAMILIES = ("elementwise", "softmax", "layernorm")
+FAMILIES = MEMORY_FAMILIES
 # Share of each batch drawn from the trace rows (the rest from NeuSight's).
 TRACE_SHARE = 0.5
 # The models' launch floor (metadata launch_floor_us: no forecast below it) is the median CUPTI
