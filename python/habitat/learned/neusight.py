@@ -140,8 +140,21 @@ def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str
 TIMING_COLUMNS = {"call": "Latency", "kernel": "Kernel Latency"}
 
 
-def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timing: str = "call") -> None:
+def _check_timing(timing: str) -> None:
+    if timing not in TIMING_COLUMNS:
+        raise ValueError(f"timing must be one of {', '.join(TIMING_COLUMNS)}, got {timing!r}")
+
+
+def _row_ms(path: Path, row: dict[str, str], timing: str) -> float:
+    """A collected row's time in ms as `timing` reads it (TIMING_COLUMNS)."""
     column = TIMING_COLUMNS[timing]
+    if column not in row:
+        raise ValueError(f"{path}: no {column!r} column (collected before it existed): use timing='call'")
+    ms = float(row[column])
+    return ms - float(row.get("Transform Latency") or 0.0) if timing == "kernel" else ms
+
+
+def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timing: str = "call") -> None:
     skipped_layouts: set[str] = set()
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
@@ -162,11 +175,7 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timi
             precision = row.get("Precision") or "fp32"
             if precision not in ELEM_BYTES:
                 raise ValueError(f"{path}: unknown Precision {precision!r} (known: {', '.join(ELEM_BYTES)})")
-            if column not in row:
-                raise ValueError(f"{path}: no {column!r} column (collected before it existed): use timing='call'")
-            latency_ms = float(row[column])
-            if timing == "kernel":
-                latency_ms -= float(row.get("Transform Latency") or 0.0)
+            latency_ms = _row_ms(path, row, timing)
             if not latency_ms > 0:
                 continue
             blocks = float(row["Grid x"]) * float(row["Grid y"]) * float(row["Grid z"])
@@ -200,8 +209,7 @@ def load_precision_kernels(directory: str | Path, ops: set[str] | None = None,
     """collect_kernels.py's output for one GPU: <directory>/<op>_<precision>.csv with `Precision`
     and `Phase` columns (the attention files, sdpa.csv and sdpa_<precision>.csv, are
     load_attention's); each row's time from its TIMING_COLUMNS[timing] column."""
-    if timing not in TIMING_COLUMNS:
-        raise ValueError(f"timing must be one of {', '.join(TIMING_COLUMNS)}, got {timing!r}")
+    _check_timing(timing)
     root = Path(directory)
     paths = sorted(p for p in root.glob("*.csv") if not p.stem.startswith("sdpa"))
     if not paths:
@@ -233,7 +241,7 @@ def load_sdpa(path: str | Path, backends: dict[str, str] = SDPA_DEFAULT_BACKEND,
     "sdpa_bwd" for the backward op alone, measured as fwd+bwd minus fwd of the same shape (rows
     where that is under a fifth of the fwd+bwd time, i.e. lost in the harness's jitter, are
     dropped)."""
-    column = TIMING_COLUMNS[timing]
+    _check_timing(timing)
     by_key: dict[tuple, dict[str, dict[str, str]]] = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
@@ -250,12 +258,10 @@ def load_sdpa(path: str | Path, backends: dict[str, str] = SDPA_DEFAULT_BACKEND,
         device, b, h, l, s_, e, causal, p = key
         shape = {"batch_heads": float(b) * float(h), "l": float(l), "s": float(s_), "e": float(e),
                  "causal": float(causal), "backward": 0.0, "elem_bytes": ELEM_BYTES[p]}
-        if column not in fwd:
-            raise ValueError(f"{path}: no {column!r} column (collected before it existed): use timing='call'")
-        t_fwd = float(fwd[column]) * 1000.0
+        t_fwd = _row_ms(Path(path), fwd, timing) * 1000.0
         table.add("sdpa", device, t_fwd, 0.0, shape, 0, p)
         if both is not None:
-            t_both = float(both[column]) * 1000.0
+            t_both = _row_ms(Path(path), both, timing) * 1000.0
             if t_both - t_fwd >= 0.2 * t_both:
                 table.add("sdpa_bwd", device, t_both - t_fwd, 0.0, dict(shape, backward=1.0), 0, p)
     return table.arrays()
