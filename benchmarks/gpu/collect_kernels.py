@@ -314,41 +314,42 @@ def attention_cases(shapes: list[dict[str, int]], device: str,
     return cases
 
 
-def elementwise_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
-    cases = []
+def _row_tensors(shapes: list[dict[str, int]], device: str) -> Iterable[tuple[dict[str, int], str, torch.Tensor]]:
+    """(shape, precision, a random B x H tensor) for every shape in every MEMORY_PRECISIONS."""
     for s in shapes:
         for prec in MEMORY_PRECISIONS:
-            x = torch.randn(s["B"], s["H"], device=device, dtype=DTYPES[prec])
-            y = torch.rand_like(x) + 0.5
-            cases += [Case(op, "fwd", prec, dict(s), lambda f=f, x=x, y=y: f(x, y)) for op, f in ELEMENTWISE.items()]
+            yield s, prec, torch.randn(s["B"], s["H"], device=device, dtype=DTYPES[prec])
+
+
+def elementwise_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
+    cases = []
+    for s, prec, x in _row_tensors(shapes, device):
+        y = torch.rand_like(x) + 0.5
+        cases += [Case(op, "fwd", prec, dict(s), lambda f=f, x=x, y=y: f(x, y)) for op, f in ELEMENTWISE.items()]
     return cases
 
 
 def layernorm_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
     cases = []
-    for s in shapes:
-        for prec in MEMORY_PRECISIONS:
-            kw = {"device": device, "dtype": DTYPES[prec]}
-            x, w, b = torch.randn(s["B"], s["H"], **kw), torch.randn(s["H"], **kw), torch.randn(s["H"], **kw)
-            _, mean, rstd = torch.ops.aten.native_layer_norm(x, [s["H"]], w, b, 1e-5)
-            gy = torch.randn_like(x)
-            cases.append(Case("ln", "fwd", prec, dict(s),
-                              lambda x=x, w=w, b=b: torch.nn.functional.layer_norm(x, x.shape[-1:], w, b)))
-            cases.append(Case("ln", "bwd", prec, dict(s), lambda gy=gy, x=x, m=mean, r=rstd, w=w, b=b:
-                              torch.ops.aten.native_layer_norm_backward(gy, x, list(x.shape[-1:]), m, r, w, b,
-                                                                        [True, True, True])))
+    for s, prec, x in _row_tensors(shapes, device):
+        w, b = torch.randn(s["H"], device=device, dtype=x.dtype), torch.randn(s["H"], device=device, dtype=x.dtype)
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, [s["H"]], w, b, 1e-5)
+        gy = torch.randn_like(x)
+        cases.append(Case("ln", "fwd", prec, dict(s),
+                          lambda x=x, w=w, b=b: torch.nn.functional.layer_norm(x, x.shape[-1:], w, b)))
+        cases.append(Case("ln", "bwd", prec, dict(s), lambda gy=gy, x=x, m=mean, r=rstd, w=w, b=b:
+                          torch.ops.aten.native_layer_norm_backward(gy, x, list(x.shape[-1:]), m, r, w, b,
+                                                                    [True, True, True])))
     return cases
 
 
 def softmax_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
     cases = []
-    for s in shapes:
-        for prec in MEMORY_PRECISIONS:
-            x = torch.randn(s["B"], s["H"], device=device, dtype=DTYPES[prec])
-            y, gy = torch.softmax(x, -1), torch.randn_like(x)
-            cases.append(Case("softmax", "fwd", prec, dict(s), lambda x=x: torch.softmax(x, -1)))
-            cases.append(Case("softmax", "bwd", prec, dict(s), lambda gy=gy, y=y:
-                              torch.ops.aten._softmax_backward_data(gy, y, -1, y.dtype)))
+    for s, prec, x in _row_tensors(shapes, device):
+        y, gy = torch.softmax(x, -1), torch.randn_like(x)
+        cases.append(Case("softmax", "fwd", prec, dict(s), lambda x=x: torch.softmax(x, -1)))
+        cases.append(Case("softmax", "bwd", prec, dict(s), lambda gy=gy, y=y:
+                          torch.ops.aten._softmax_backward_data(gy, y, -1, y.dtype)))
     return cases
 
 
@@ -356,10 +357,8 @@ def reduction_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
     """sum over the last dimension (a row reduction, as in a norm's statistics) and over the
     first (a column reduction, as in a bias gradient)."""
     cases = []
-    for s in shapes:
-        for prec in MEMORY_PRECISIONS:
-            x = torch.randn(s["B"], s["H"], device=device, dtype=DTYPES[prec])
-            cases += [Case("sum", "fwd", prec, {**s, "Dim": d}, lambda x=x, d=d: x.sum(dim=d)) for d in (1, 0)]
+    for s, prec, x in _row_tensors(shapes, device):
+        cases += [Case("sum", "fwd", prec, {**s, "Dim": d}, lambda x=x, d=d: x.sum(dim=d)) for d in (1, 0)]
     return cases
 
 
