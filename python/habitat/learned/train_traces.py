@@ -190,17 +190,23 @@ def train_family(family: str, neusight: KernelArrays, trace: tr.TraceRows, devic
             log(f"  {family} without {g}: {logo_err[g]['mean']:.1f}% on it ({time.time() - t0:.0f}s)")
     model = train_rows(rows, source, devices, cfg, log, fold_weighting)
     trace_rows = source != NEUSIGHT
+    workloads = sorted(set(source[np.isin(source, tr.WORKLOADS)].tolist()))
+    collected = int((source == tr.COLLECTION).sum())
     model.metadata.update({
         "training_data": {
-            "source": "NeuSight kernels/ (sitar-lab/NeuSight, MIT), FP32, PyTorch 2.1, CUDA 12.1; plus the CUPTI "
-                      "kernel durations of the recorded H100/H200 training steps (benchmarks/results/<run>/traces, "
-                      "habitat.learned.traces): workloads " + ", ".join(tr.WORKLOADS),
+            "source": "NeuSight kernels/ (sitar-lab/NeuSight, MIT), FP32, PyTorch 2.1, CUDA 12.1"
+                      + ("; plus the CUPTI kernel durations of the recorded H100/H200 training steps "
+                         "(benchmarks/results/<run>/traces, habitat.learned.traces): workloads " + ", ".join(workloads)
+                         if workloads else "")
+                      + ("; plus a kernel collection's device times (collect_kernels.py Kernel Latency)"
+                         if collected else ""),
             "ops": sorted(np.unique(rows.op).tolist()), "gpus": sorted(np.unique(rows.device).tolist()),
             "rows": int(len(rows)), "trace_rows": int(trace_rows.sum()), "trace_share_of_batches": TRACE_SHARE,
-            "of_which_kernel_collection": int((source == tr.COLLECTION).sum()),
-            "note": "trained on all four traced workloads: benchmarks/accuracy/real_models.py scores these same "
-                    "workloads, so for this family its figures are not held out; the held-out figure is the "
-                    "leave-one-workload-out one (python -m habitat.learned.train_traces --lowo)"},
+            "of_which_kernel_collection": collected,
+            "note": ("trained on traced workloads: benchmarks/accuracy/real_models.py scores these same "
+                     "workloads, so for this family its figures are not held out; the held-out figure is the "
+                     "leave-one-workload-out one (python -m habitat.learned.train_traces --lowo)") if workloads
+            else "no traced workload trained this model: its figures on the traces are held out"},
         "validation_error_pct": {"leave_one_gpu_out": logo_err},
         "training_seconds": round(time.time() - t0, 1),
     })

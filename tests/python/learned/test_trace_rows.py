@@ -154,6 +154,7 @@ def test_cli_trains_on_a_kernel_collection(tmp_path: Path, which: str) -> None:
     data = json.loads((out / "softmax.json").read_text())["training_data"]
     assert data["of_which_kernel_collection"] == 6
     assert (data["trace_rows"] > 6) == (which == "both")
+    assert ("held out" in data["note"] and "not held out" not in data["note"]) == (which == "collection")
     lowo = json.loads((tmp_path / "lowo.json").read_text())["softmax"]
     assert lowo["after"]["softmax"]["n all"] == lowo["before"]["softmax"]["n all"] > 0
     with pytest.raises(SystemExit):
