@@ -118,9 +118,11 @@ def all_ops(runs: tuple[str, ...] = RUNS) -> dict[tuple[str, str, str], list[dic
 
 def _model_terms(r: dict[str, Any]) -> tuple[float, float]:
     """(transform kernels, bytes moved) the model assumes for an NCHW op: per pass, its two
-    inputs and its output, each read and written once (the three tensors x, w, y)."""
+    inputs and its output, each read and written once (the three tensors x, w, y), every
+    element counted at habitat.learned.conv_layout.ELEMENT_BYTES whatever its dtype."""
+    from habitat.learned.conv_layout import ELEMENT_BYTES
     n = len(r["passes"])
-    return 3.0 * n, n * 2.0 * r["elem_bytes"] * sum(r["tensor_elems"])
+    return 3.0 * n, n * 2.0 * ELEMENT_BYTES * sum(r["tensor_elems"])
 
 
 def fit(ops: list[dict[str, Any]]) -> tuple[float, float]:

@@ -32,6 +32,9 @@ struct FamilyModel {
     double fixed_us_per_transform = 0;
     double transforms_per_pass = 0;
     double bandwidth_share = 1;  // of the target's DRAM bandwidth, reading and writing each tensor
+    // Bytes each element is counted at (metadata "element_bytes"); absent in older files: the
+    // tensor's own element size.
+    std::optional<double> element_bytes;
     std::vector<Precision> precisions;
   };
   std::optional<NchwTransforms> nchw_transforms;
@@ -54,7 +57,8 @@ struct LearnedPart {
 std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost, bool attention_model = false);
 
 // The precision a part is forecast in: an op's matrix parts in its own precision (tensor-core
-// paths), its softmax and every memory-bound family as FP32 SIMT work.
+// paths; an NCHW TF32 convolution with unaligned channels as the FP32 work cuDNN runs), its
+// softmax and every memory-bound family as FP32 SIMT work.
 Precision learned_part_precision(const OpCost& cost, const LearnedPart& part);
 
 // Which model serves an op: `<family>` (precision-aware, trained on NeuSight FP32 plus the

@@ -75,9 +75,11 @@ bool channels_last(const TensorMeta& t) {
 // conv model's metadata carries; benchmarks/accuracy/conv_layout.py reproduces them from the
 // recorded Hopper traces): given NCHW tensors, each pass transforms its two inputs to NHWC and
 // its output back, `transforms_per_pass` kernels of `fixed_us_per_transform` each plus reading
-// and writing the pass's three tensors (input, weight, output) at `bandwidth_share` of the
-// DRAM bandwidth. Only in the metadata's precisions: TF32 passes transform only sometimes
-// (cuDNN picks NCHW kernels for the rest) and FP32 SIMT kernels read NCHW.
+// and writing the pass's three tensors (input, weight, output), each element counted at
+// `element_bytes` (the transforms take as long per element in fp32 as in bf16), at
+// `bandwidth_share` of the DRAM bandwidth. Only in the metadata's precisions (FP32 SIMT
+// kernels read NCHW; a TF32 pass with unaligned channels runs FP32 kernels:
+// learned_part_precision).
 double conv_transform_us(const LearnedShape& shape, const Device& target, Precision precision,
                          const FamilyModel::NchwTransforms& cost) {
   auto nchw = shape.find("nchw");
@@ -91,7 +93,7 @@ double conv_transform_us(const LearnedShape& shape, const Device& target, Precis
   const double out = conv_output_size(size, shape.at("padding"), k, shape.at("stride"));
   const double elements =
       conv_tensor_elements(shape.at("batch"), shape.at("cin"), shape.at("cout"), k, size, out);
-  const double bytes = 2.0 * shape.at("elem_bytes") * elements;
+  const double bytes = 2.0 * cost.element_bytes.value_or(shape.at("elem_bytes")) * elements;
   return cost.transforms_per_pass * cost.fixed_us_per_transform +
          bytes / (cost.bandwidth_share * target.bandwidth_bytes_per_s()) * 1e6;
 }
@@ -325,6 +327,10 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
           read_duration(required(v, l, "transforms_per_pass"), l.child("transforms_per_pass"));
       t.bandwidth_share = read_real(required(v, l, "bandwidth_share"), l.child("bandwidth_share"));
       if (!(t.bandwidth_share > 0)) throw DecodeError{l.child("bandwidth_share").str() + ": must be > 0"};
+      optional(v, l, "element_bytes", [&](const json& e, const Loc& el) {
+        t.element_bytes = read_real(e, el);
+        if (!(*t.element_bytes > 0)) throw DecodeError{el.str() + ": must be > 0"};
+      });
       for (const std::string& name : read_strings(required(v, l, "precisions"), l.child("precisions"))) {
         const auto p = precision_from_string(name);
         if (!p) throw DecodeError{l.child("precisions").str() + ": unknown precision '" + name + "'"};
@@ -441,10 +447,35 @@ std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const Le
   return model_time_us(main->second, x);
 }
 
+// cuDNN runs a TF32 convolution of NCHW tensors on its NHWC tensor-core kernels, between
+// layout transforms, only when both channel counts are multiples of 8; otherwise on NCHW
+// FP32 kernels (`*_f32f32_f32f32_*_nchw*`, `wgrad_alg0_engine`, `dgrad_engine`), without
+// transforms. Read from the recorded H100 and H200 DCGAN fp32 traces, where it holds for 37
+// of 40 convolution ops (benchmarks/accuracy/conv_layout.py); channels-last TF32 convolutions
+// stay on tensor cores whatever their channels (ResNet-50's 3-channel stem: padded, TF32).
+namespace {
+
+bool nchw_tf32_on_fp32_kernels(const LearnedShape& shape) {
+  const auto nchw = shape.find("nchw");
+  if (nchw == shape.end() || nchw->second == 0) return false;
+  const auto aligned = [&](const char* key) {
+    const auto it = shape.find(key);
+    return it != shape.end() && std::fmod(it->second, 8.0) == 0.0;
+  };
+  return !(aligned("cin") && aligned("cout"));
+}
+
+}  // namespace
+
 Precision learned_part_precision(const OpCost& cost, const LearnedPart& part) {
   const bool matrix = cost.op_class == OpClass::Gemm || cost.op_class == OpClass::Conv ||
                       cost.op_class == OpClass::Attention;
-  return matrix && part.family != LearnedFamily::Softmax ? cost.precision : Precision::Fp32Simt;
+  if (!matrix || part.family == LearnedFamily::Softmax) return Precision::Fp32Simt;
+  if (part.family == LearnedFamily::Conv && cost.precision == Precision::Tf32Tensor &&
+      nchw_tf32_on_fp32_kernels(part.shape)) {
+    return Precision::Fp32Simt;
+  }
+  return cost.precision;
 }
 
 std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost& cost,

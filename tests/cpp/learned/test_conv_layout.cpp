@@ -1,8 +1,9 @@
 // Convolution memory layout (learned_model.cpp conv_transform_us; evidence and constants in
-// python/habitat/learned/conv_layout.py): an NCHW convolution in a 16-bit precision is
-// forecast with cuDNN's NCHW <-> NHWC transforms around each pass (three kernels of 3.9 us plus
-// its input, weight and output read and written at 0.88 of the DRAM bandwidth); the same
-// convolution channels-last, in FP32 SIMT or in TF32, without them.
+// python/habitat/learned/conv_layout.py): an NCHW convolution on tensor cores (16-bit, or TF32
+// with both channel counts multiples of 8) is forecast with cuDNN's NCHW <-> NHWC transforms
+// around each pass (three kernels of 3.9 us plus its input, weight and output read and written
+// at 0.88 of the DRAM bandwidth); the same convolution channels-last, or in FP32 SIMT, without
+// them; an NCHW TF32 convolution with unaligned channels as FP32 SIMT work.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,8 +35,8 @@ struct Conv {
   TensorMeta x, w, y;
 };
 
-Conv conv(const std::string& dtype, bool cl_input, bool cl_weight) {
-  Conv c{T({32, 64, 28, 28}, dtype), T({128, 64, 3, 3}, dtype), T({32, 128, 28, 28}, dtype)};
+Conv conv(const std::string& dtype, bool cl_input, bool cl_weight, int64_t cin = 64) {
+  Conv c{T({32, cin, 28, 28}, dtype), T({128, cin, 3, 3}, dtype), T({32, 128, 28, 28}, dtype)};
   if (cl_input) c.x = channels_last(c.x), c.y = channels_last(c.y);
   if (cl_weight) c.w = channels_last(c.w);
   return c;
@@ -99,17 +100,49 @@ TEST(ConvLayout, Bf16NchwIsChannelsLastPlusTheTransformsOfEachPass) {
   }
 }
 
-TEST(ConvLayout, Fp32AndTf32ConvolutionsGetNoTransforms) {
+TEST(ConvLayout, Fp32SimtConvolutionsGetNoTransforms) {
   if (!std::filesystem::exists(kWeights + "/conv.safetensors")) GTEST_SKIP() << "no conv weights";
   const LearnedModels models = LearnedModels::load(kWeights);
   const Device& d = db().find("H100-SXM5-80GB");
-  for (bool tf32 : {false, true}) {
-    SCOPED_TRACE(tf32 ? "tf32" : "fp32 simt");
-    OpRecord nchw = forward(conv("float32", false, false));
-    OpRecord cl = forward(conv("float32", true, true));
-    OpCost cost_nchw = estimate_cost(nchw), cost_cl = estimate_cost(cl);
-    cost_nchw.precision = cost_cl.precision = tf32 ? Precision::Tf32Tensor : Precision::Fp32Simt;
-    EXPECT_DOUBLE_EQ(*models.predict_us(nchw, cost_nchw, d), *models.predict_us(cl, cost_cl, d));
+  OpRecord nchw = forward(conv("float32", false, false));
+  OpRecord cl = forward(conv("float32", true, true));
+  OpCost cost_nchw = estimate_cost(nchw), cost_cl = estimate_cost(cl);
+  cost_nchw.precision = cost_cl.precision = Precision::Fp32Simt;
+  EXPECT_DOUBLE_EQ(*models.predict_us(nchw, cost_nchw, d), *models.predict_us(cl, cost_cl, d));
+}
+
+TEST(ConvLayout, Tf32NchwWithAlignedChannelsTransformsLike16Bit) {
+  if (!std::filesystem::exists(kWeights + "/conv.safetensors")) GTEST_SKIP() << "no conv weights";
+  const LearnedModels models = LearnedModels::load(kWeights);
+  const Device& d = db().find("H100-SXM5-80GB");
+  const OpRecord nchw = backward(conv("float32", false, false));
+  const OpRecord cl = backward(conv("float32", true, true));
+  OpCost cost_nchw = estimate_cost(nchw), cost_cl = estimate_cost(cl);
+  cost_nchw.precision = cost_cl.precision = Precision::Tf32Tensor;
+  const double t_nchw = *models.predict_us(nchw, cost_nchw, d);
+  // Counted per element: as long as the bf16 transforms of the same tensors (element_bytes 2).
+  EXPECT_NEAR(t_nchw - *models.predict_us(cl, cost_cl, d), 2 * expected_transform_us(d, 2.0), 1e-6 * t_nchw);
+}
+
+TEST(ConvLayout, Tf32NchwWithUnalignedChannelsRunsAsFp32Work) {
+  if (!std::filesystem::exists(kWeights + "/conv.safetensors")) GTEST_SKIP() << "no conv weights";
+  const LearnedModels models = LearnedModels::load(kWeights);
+  const Device& d = db().find("H100-SXM5-80GB");
+  const OpRecord nchw = forward(conv("float32", false, false, 3));
+  OpCost cost = estimate_cost(nchw);
+  cost.precision = Precision::Tf32Tensor;
+  for (const LearnedPart& part : learned_parts(nchw, cost)) {
+    EXPECT_EQ(learned_part_precision(cost, part), Precision::Fp32Simt);
+  }
+  OpCost simt = cost;
+  simt.precision = Precision::Fp32Simt;
+  EXPECT_DOUBLE_EQ(*models.predict_us(nchw, cost, d), *models.predict_us(nchw, simt, d));
+  // Channels-last, cuDNN pads the channels and stays on TF32 tensor cores (ResNet-50's stem).
+  const OpRecord cl = forward(conv("float32", true, true, 3));
+  OpCost cost_cl = estimate_cost(cl);
+  cost_cl.precision = Precision::Tf32Tensor;
+  for (const LearnedPart& part : learned_parts(cl, cost_cl)) {
+    EXPECT_EQ(learned_part_precision(cost_cl, part), Precision::Tf32Tensor);
   }
 }
 
