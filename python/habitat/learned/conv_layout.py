@@ -32,10 +32,11 @@ Per element, not per byte: the fp32 (TF32) transforms of the DCGAN traces take a
 as the bf16 ones of the same layers (e.g. 27 against 23 us for the 64 -> 128 channel forward
 pass, H100); counted by bytes they were forecast 31 % over in sum (38 % per op, H100), per
 element 11 % under (14 % per op), the bf16 forecasts unchanged. That form was chosen on the
-fp32 DCGAN traces, which the kernel-sum benchmark also scores. The two constants were fitted by least squares
-in log time to the per-op transform kernel sums of one trace set, the H100 run of 2026-11-22,
-DCGAN, bf16 (40 ops: `benchmarks/accuracy/conv_layout.py`; per-op mean error 24 %, the sum
-3 % under); on the H200 run, not fitted, the sum comes out 14 % under (per op 19 %).
+fp32 DCGAN traces, which the kernel-sum benchmark also scores. The two constants were fitted
+by least squares in log time to the per-op transform kernel sums of one trace set, the H100
+run of 2026-11-22, DCGAN, bf16 (40 ops: `benchmarks/accuracy/conv_layout.py`; per-op mean
+error 24 %, the sum 3 % under); on the H200 run, not fitted, the sum comes out 14 % under (per
+op 19 %).
 """
 from __future__ import annotations
 
@@ -114,8 +115,8 @@ def metadata() -> dict:
     """What the conv model's JSON records about the layout: the engine adds back the transform
     cost it states (learned_model.cpp conv_transform_us), so it is the one the rows lost."""
     return {"trained_on": "the measured rows less their NCHW<->NHWC transform kernels (habitat.learned."
-                          "conv_layout.without_transforms); the engine adds them for NCHW tensor-core convolutions "
-                          "(16-bit; TF32 with both channel counts multiples of 8)",
+                          "conv_layout.without_transforms); the engine adds them for NCHW tensor-core "
+                          "convolutions (16-bit; TF32 with both channel counts multiples of 8)",
             "fixed_us_per_transform": FIXED_US, "bandwidth_share": BANDWIDTH_SHARE,
             "transforms_per_pass": TRANSFORMS_PER_PASS, "element_bytes": ELEMENT_BYTES,
             "precisions": list(TRANSFORM_PRECISIONS),

@@ -72,7 +72,7 @@ def test_nchw_tensor_core_conv_is_channels_last_plus_two_passes_of_transforms(gp
     dev = default_table().find(gpu)
     shape = {"batch": np.array([32.0]), "cin": np.array([64.0]), "cout": np.array([128.0]),
              "kernel": np.array([3.0]), "size": np.array([28.0]), "stride": np.array([1.0]),
-             "padding": np.array([1.0]), "elem_bytes": np.array([2.0])}
+             "padding": np.array([1.0])}
     per_pass = float(conv_layout.transform_us(shape, dev)[0])  # per element: fp32 as bf16
     for dtype in ("bfloat16", "float32"):  # fp32: TF32 (cuDNN's default), 64 and 128 channels
         step = {"index": 0, "wall_ms": 1.0,
