@@ -2,7 +2,7 @@
 NCHW <-> NHWC transform kernels, and what those kernels cost.
 
     python benchmarks/accuracy/conv_layout.py [--fit-run h100-sxm5-80gb --fit-workload dcgan
-                                               --fit-precision bf16]
+                                               --fit-precision bf16] [--collection DIR]
 
 Reads the GPU traces (benchmarks/results/<run>/traces/<workload>_<precision>.json.gz: ops with
 their CUPTI kernels and durations, and each tensor's strides). For every convolution op that
@@ -22,10 +22,18 @@ trace set (default: the H100 run of 2026-11-22, dcgan, bf16), and its error on e
 (run, workload, precision) as a check. Evaluation and calibration only; the constants the
 engine uses are the ones in habitat.learned.conv_layout / csrc (learned_model.cpp), written by
 hand from this script's output.
+
+--collection DIR checks both against a kernel collection instead (collect_kernels.py since
+session 11: conv_<precision>.csv rows with `Layout` and the CUPTI `Transform Latency` of each
+pass), shapes the traces never had: (3) per precision, how many NCHW rows cuDNN transformed
+against how many the engine's rule says it would (TF32: `tf32_on_tensor_cores`, both channel
+counts multiples of 8; 16-bit: always), and (4) the transform cost the engine adds (the shipped
+constants, not refitted) against the measured transforms of the rows that ran them.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import statistics
 import sys
@@ -147,12 +155,67 @@ def model_us(r: dict[str, Any], fixed_us: float, share: float) -> float:
     return k * fixed_us + b / (share * r["bandwidth_gbs"] * 1e3)
 
 
+def collection_rows(directory: Path) -> dict[str, list[dict[str, Any]]]:
+    """NCHW conv rows of a kernel collection with device-time columns, by precision: each row's
+    shape (conv_layout.transform_us's columns), GPU, measured transform time (us) and whether
+    the engine's rule puts it on tensor cores between transforms."""
+    import numpy as np
+    from habitat.learned import conv_layout as layout_model
+    out: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(directory.glob("conv_*.csv")):
+        precision = path.stem.removeprefix("conv_")
+        with path.open(newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r.get("Layout", "nchw") == "nchw"]
+        if not rows or "Transform Latency" not in rows[0]:
+            continue
+        columns = {"batch": "B", "cin": "Input_Channel", "cout": "Output_Channel", "kernel": "Kernel_Szie",
+                   "size": "Input_Size", "stride": "Stride", "padding": "Padding"}
+        parsed = []
+        for r in rows:
+            shape = {k: np.array([float(r[c])]) for k, c in columns.items()}
+            rule = precision != "tf32" or bool(layout_model.tf32_on_tensor_cores(shape)[0])
+            parsed.append({"shape": shape, "device": r["Device"], "phase": r.get("Phase", ""),
+                           "transform_us": float(r["Transform Latency"]) * 1e3,
+                           "rule_transforms": precision in layout_model.TRANSFORM_PRECISIONS and rule})
+        out[precision] = parsed
+    return out
+
+
+def check_collection(directory: Path) -> int:
+    from habitat.learned import conv_layout as layout_model
+    from habitat.learned.devices import default_table
+    by_precision = collection_rows(directory)
+    if not by_precision:
+        print(f"no conv_<precision>.csv with a `Transform Latency` column in {directory} "
+              "(collect one with `bash benchmarks/gpu/run.sh kernels conv` on a GPU)")
+        return 1
+    print(f"NCHW conv rows of {directory}: transformed (Transform Latency > 0) against the engine's rule")
+    print("| precision | rows | rule yes, measured yes | rule yes, measured no | rule no, measured yes | "
+          "rule no, measured no | model / measured transform sum | mean abs err % per row |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for precision, rows in by_precision.items():
+        counts = {(a, b): 0 for a in (True, False) for b in (True, False)}
+        for r in rows:
+            counts[(r["rule_transforms"], r["transform_us"] > 0)] += 1
+        both = [r for r in rows if r["rule_transforms"] and r["transform_us"] > 0]
+        model = [float(layout_model.transform_us(r["shape"], default_table().find(r["device"]))[0]) for r in both]
+        ratio = sum(model) / sum(r["transform_us"] for r in both) if both else float("nan")
+        err = statistics.fmean(abs(m / r["transform_us"] - 1) * 100 for m, r in zip(model, both)) \
+            if both else float("nan")
+        print(f"| {precision} | {len(rows)} | {counts[(True, True)]} | {counts[(True, False)]} | "
+              f"{counts[(False, True)]} | {counts[(False, False)]} | {ratio:.2f} | {err:.1f} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit-run", default="h100-sxm5-80gb")
     ap.add_argument("--fit-workload", default="dcgan")
     ap.add_argument("--fit-precision", default="bf16")
+    ap.add_argument("--collection", type=Path, help="check the rule and the cost against a kernel collection")
     args = ap.parse_args(argv)
+    if args.collection is not None:
+        return check_collection(args.collection)
     ops = all_ops()
     print("| run | workload | precision | op | layout | ops | passes | transform kernels | "
           "transform us | kernel us | transform share |")
