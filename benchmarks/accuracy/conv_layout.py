@@ -157,10 +157,10 @@ def model_us(r: dict[str, Any], fixed_us: float, share: float) -> float:
 
 def collection_rows(directory: Path) -> dict[str, list[dict[str, Any]]]:
     """NCHW conv rows of a kernel collection with device-time columns, by precision: each row's
-    shape (conv_layout.transform_us's columns), GPU, measured transform time (us) and whether
+    shape (habitat.learned.neusight.row_shape), GPU, measured transform time (us) and whether
     the engine's rule puts it on tensor cores between transforms."""
-    import numpy as np
     from habitat.learned import conv_layout as layout_model
+    from habitat.learned.neusight import row_shape
     out: dict[str, list[dict[str, Any]]] = {}
     for path in sorted(directory.glob("conv_*.csv")):
         precision = path.stem.removeprefix("conv_")
@@ -168,13 +168,11 @@ def collection_rows(directory: Path) -> dict[str, list[dict[str, Any]]]:
             rows = [r for r in csv.DictReader(f) if r.get("Layout", "nchw") == "nchw"]
         if not rows or "Transform Latency" not in rows[0]:
             continue
-        columns = {"batch": "B", "cin": "Input_Channel", "cout": "Output_Channel", "kernel": "Kernel_Szie",
-                   "size": "Input_Size", "stride": "Stride", "padding": "Padding"}
         parsed = []
         for r in rows:
-            shape = {k: np.array([float(r[c])]) for k, c in columns.items()}
-            rule = precision != "tf32" or bool(layout_model.tf32_on_tensor_cores(shape)[0])
-            parsed.append({"shape": shape, "device": r["Device"], "phase": r.get("Phase", ""),
+            shape = row_shape("conv", r)
+            rule = precision != "tf32" or bool(layout_model.tf32_on_tensor_cores(shape))
+            parsed.append({"shape": shape, "device": r["Device"],
                            "transform_us": float(r["Transform Latency"]) * 1e3,
                            "rule_transforms": precision in layout_model.TRANSFORM_PRECISIONS and rule})
         out[precision] = parsed
@@ -198,7 +196,7 @@ def check_collection(directory: Path) -> int:
         for r in rows:
             counts[(r["rule_transforms"], r["transform_us"] > 0)] += 1
         both = [r for r in rows if r["rule_transforms"] and r["transform_us"] > 0]
-        model = [float(layout_model.transform_us(r["shape"], default_table().find(r["device"]))[0]) for r in both]
+        model = [float(layout_model.transform_us(r["shape"], default_table().find(r["device"]))) for r in both]
         ratio = sum(model) / sum(r["transform_us"] for r in both) if both else float("nan")
         err = statistics.fmean(abs(m / r["transform_us"] - 1) * 100 for m, r in zip(model, both)) \
             if both else float("nan")

@@ -453,6 +453,7 @@ std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const Le
 // transforms. Read from the recorded H100 and H200 DCGAN fp32 traces, where it holds for 37
 // of 40 convolution ops (benchmarks/accuracy/conv_layout.py); channels-last TF32 convolutions
 // stay on tensor cores whatever their channels (ResNet-50's 3-channel stem: padded, TF32).
+// The trainers apply the same rule (habitat.learned.conv_layout.tf32_on_tensor_cores).
 namespace {
 
 bool nchw_tf32_on_fp32_kernels(const LearnedShape& shape) {
