@@ -14,7 +14,7 @@
 namespace habitat {
 
 // What NCCL achieves with one wire protocol on a tier, as nccl-tests measures it (devices.json
-// "achieved"; calibrated on published curves named there, never on the evaluation curves).
+// "achieved"; fitted on the published curves named there, each scored by a fit without it).
 // 0 = not calibrated: NCCL's tuner constant times the collective instead.
 struct AchievedProtocol {
   double busbw_fraction = 0;   // share of bandwidth_gbs a single-node ring's bus bandwidth reaches

@@ -1,10 +1,10 @@
-"""The collective model against the published nccl-tests curves (benchmarks/collectives): the
-achieved constants in devices.json are what calibrate.py fits on the calibration curves, and
-the evaluation curves (never fitted to) stay where benchmarks/collectives/README.md reports."""
+"""The collective model against the published nccl-tests curves (benchmarks/collectives), by node
+cross-validation: devices.json holds what calibrate.py fits on each whole pool of curves, every
+pooled curve is scored by a fit that never saw it, and the held-out figures stay where
+benchmarks/collectives/README.md reports them."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -17,7 +17,7 @@ BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "collectives"
 
 
 def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -25,46 +25,81 @@ def _load(name: str) -> ModuleType:
     return module
 
 
+calibrate = _load("calibrate")
+
+
 @pytest.fixture(scope="module")
-def comparison() -> dict[str, dict]:
-    return {c["name"]: c for c in _load("compare_nccl_tests").compare()}
+def comparison() -> list[dict]:
+    return _load("compare_nccl_tests").compare()
 
 
-def test_every_curve_has_a_role_and_a_source() -> None:
-    curves = json.loads((BENCH / "nccl_tests_all_reduce.json").read_text())["curves"]
-    roles = {c["role"] for c in curves}
-    assert roles == {"calibration", "evaluation"}
+def test_every_curve_has_a_harness_and_a_source() -> None:
+    curves = calibrate.load_curves()
+    assert {c["harness"] for c in curves} == {"nccl-tests", "all_reduce_bench.py"}
     for c in curves:
         assert c["source"] and c["algorithm"] in ("auto", "nvls")
+    pools = calibrate.pools(curves)
+    assert sorted((name, len(members)) for name, members in pools.items()) == [
+        ("nvlink3-nvswitch", 3), ("nvlink4-nvswitch/nvls", 2)]
+    assert all(c["harness"] == "nccl-tests" for members in pools.values() for c in members)
 
 
-def test_devices_json_holds_what_calibrate_fits() -> None:
-    curves = json.loads((BENCH / "nccl_tests_all_reduce.json").read_text())["curves"]
-    fit = _load("calibrate").fit_curve
-    for curve in (c for c in curves if c["role"] == "calibration"):
-        got = fit(curve)
-        achieved = Cluster(curve["device"], curve["ranks"]).intra["achieved"]
-        for proto in ("LL", "LL128", "Simple"):
-            if proto in got:
-                assert achieved[proto]["busbw_fraction"] == pytest.approx(got[proto]["busbw_fraction"], abs=1e-3)
-                assert achieved[proto]["step_latency_us"] == pytest.approx(got[proto]["step_latency_us"], abs=0.01)
+def test_devices_json_holds_what_calibrate_fits_on_the_whole_pools() -> None:
+    blocks = calibrate.shipped_fits(calibrate.load_curves())
+    for gpu in ("A100-SXM4-80GB", "H100-SXM5-80GB"):
+        intra = Cluster(gpu, 8).intra
+        got, achieved = blocks[intra["name"]], intra["achieved"]
+        for proto in calibrate.PROTOCOLS:
+            assert achieved[proto]["busbw_fraction"] == pytest.approx(got[proto]["busbw_fraction"], abs=1e-3)
+            assert achieved[proto]["step_latency_us"] == pytest.approx(got[proto]["step_latency_us"], abs=0.01)
         if "nvls_chunk_overhead_us" in got:
             assert achieved["nvls_latency_us"] == pytest.approx(got["nvls_latency_us"], abs=0.05)
             assert achieved["nvls_chunk_overhead_us"] == pytest.approx(got["nvls_chunk_overhead_us"], abs=0.005)
+    # Hopper's ring protocols are the A100 fit carried over (no Hopper ring curve to fit).
+    a100, hopper = blocks["nvlink3-nvswitch"], blocks["nvlink4-nvswitch"]
+    assert hopper["LL"]["step_latency_us"] == a100["LL"]["step_latency_us"]
+    assert hopper["Simple"]["busbw_fraction"] == pytest.approx(a100["Simple"]["busbw_fraction"] * 0.82 / 0.8, abs=1e-3)
 
 
-def test_evaluation_curves_stay_where_the_readme_reports(comparison: dict[str, dict]) -> None:
-    evaluation = [c for c in comparison.values() if c["role"] == "evaluation"]
-    assert len(evaluation) == 4 and all(c["points"] == 11 for c in evaluation)
-    by_gpu = {c["name"].split("(")[0].strip(): c for c in evaluation}
-    # Hopper: within the issue's 15% on both curves. The two A100 evaluation curves miss it at
-    # 1-2 MiB, where both nodes take 1.5-2x the calibration node's time (same GPU, same harness):
-    # benchmarks/collectives/README.md, 'Why the A100 evaluation curves miss'.
-    assert by_gpu["8x H100 SXM5 80GB"]["mean_abs_error_pct"] <= 15
-    assert by_gpu["8x H200 SXM"]["mean_abs_error_pct"] <= 15
-    assert by_gpu["8x A100 SXM4"]["mean_abs_error_pct"] <= 20
-    assert by_gpu["8x A100 SXM4 40GB"]["mean_abs_error_pct"] <= 20
-    for c in evaluation:  # the achieved model beats NCCL's tuner numbers on every curve
+def test_a_single_curve_fit_is_the_first_protocols_calibration() -> None:
+    """Pooling changes the data, not the fit: one Azure curve alone gives the constants the first
+    protocol shipped (calibrated on that node only, README 'Layer 2')."""
+    azure = next(c for c in calibrate.load_curves() if "Azure ND A100 v4" in c["name"])
+    fit = calibrate.fit([azure])
+    assert fit["LL"] == {"busbw_fraction": 0.515, "step_latency_us": 2.52, "points": "64 KiB-2 MiB (6)"}
+    assert (fit["Simple"]["busbw_fraction"], fit["Simple"]["step_latency_us"]) == (0.769, 13.57)
+
+
+def test_every_pooled_curve_is_scored_by_a_fit_without_it(comparison: list[dict]) -> None:
+    curves = calibrate.load_curves()
+    held_out = calibrate.held_out_fits(curves)
+    assert set(held_out) == {c["name"] for c in curves if c["harness"] == "nccl-tests"}
+    for curve in curves:
+        if curve["name"] not in held_out:
+            continue
+        pool = calibrate.pools(curves)[calibrate.pool_name(curve)]
+        rest = [c for c in pool if c is not curve]
+        expected = calibrate.achieved_blocks([calibrate.fit(rest)])[Cluster(curve["device"], 8).intra["name"]]
+        got = held_out[curve["name"]][Cluster(curve["device"], 8).intra["name"]]
+        for key, value in expected.items():
+            assert got[key] == value, (curve["name"], key)
+    scored = {c["name"]: c["scored"] for c in comparison}
+    assert all(s.startswith("held out") for n, s in scored.items() if n in held_out)
+    assert all(s.startswith("shipped constants") for n, s in scored.items() if n not in held_out)
+
+
+def test_held_out_figures_stay_where_the_readme_reports(comparison: list[dict]) -> None:
+    assert all(c["points"] == 11 for c in comparison)
+    gpus = _load("compare_nccl_tests").by_gpu(comparison)
+    # The issue's 15% over all sizes of each GPU type's curves, each curve scored held out.
+    assert gpus["A100-SXM4"]["mean_abs_error_pct"] <= 15
+    assert gpus["H100-SXM5"]["mean_abs_error_pct"] <= 15
+    assert gpus["H200-SXM"]["mean_abs_error_pct"] <= 15
+    # Per curve the A100 nodes part at 1-4 MiB (README, 'Why the A100 evaluation curves miss'):
+    # the OCI node held out is 16.1%, the stas00 node 15.0%.
+    for c in comparison:
+        assert c["mean_abs_error_pct"] <= (17 if c["device"].startswith("A100") else 15), c["name"]
+        # the achieved model beats NCCL's tuner numbers on every curve
         assert c["mean_abs_error_pct"] < c["nccl_tuner_mean_abs_error_pct"]
 
 
