@@ -4,8 +4,9 @@ Each cluster's step comes from the captured single-GPU step forecast on that clu
 (habitat.analysis.step_work) through the parallel step model; its cost is the price per
 GPU-hour (the dated price table, habitat/data/prices.json, or yours) times the GPUs, times
 the run's time. With data parallelism the step's batch is per replica, so a cluster of N GPUs
-processes N times the samples per step: the table also gives the time and cost per sample-step
-(the single-GPU step's batch), which is what to compare when the global batch is fixed.
+processes N times the samples per step: the table also gives the time per single-GPU batch
+(ms/batch), which is what to compare when the global batch is fixed. A step that is host-bound
+on one GPU stays so on every rank (habitat.analysis.parallel): the table says which.
 """
 from __future__ import annotations
 
@@ -35,10 +36,16 @@ class ClusterRow:
     def cluster(self) -> Cluster:
         return self.forecast.cluster
 
+    @property
+    def ms_per_batch(self) -> float:
+        """The step's time per single-GPU batch: what to compare when the global batch is fixed."""
+        return self.forecast.time_ms / self.replicas
+
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, **self.forecast.to_dict(), "gpus": self.cluster.world_size,
                 "run_seconds": self.run_seconds, "usd_per_gpu_hour": self.usd_per_gpu_hour,
-                "run_cost_usd": self.run_cost_usd, "replicas": self.replicas}
+                "run_cost_usd": self.run_cost_usd, "replicas": self.replicas,
+                "ms_per_batch": round(self.ms_per_batch, 4)}
 
 
 class ClusterComparison:
@@ -56,17 +63,24 @@ class ClusterComparison:
         return {"iterations": self.iterations, "clusters": [r.to_dict() for r in self.rows]}
 
     def __str__(self) -> str:
-        head = (f"{'#':>2s}  {'cluster':44s} {'parallel':12s} {'ms/step':>9s} {'exposed comm':>12s} "
-                f"{'run':>9s} {'$/GPU-h':>8s} {'run cost':>10s}")
+        head = (f"{'#':>2s}  {'cluster':44s} {'parallel':12s} {'ms/step':>9s} {'ms/batch':>9s} "
+                f"{'exposed comm':>12s} {'run':>9s} {'$/GPU-h':>8s} {'run cost':>10s}")
         lines = [f"Clusters for {self.iterations} steps, ranked by step time", head]
         for r in self.rows:
             f = r.forecast
             price = f"{r.usd_per_gpu_hour:.2f}" if r.usd_per_gpu_hour is not None else "-"
             cost = format_usd(r.run_cost_usd) if r.run_cost_usd is not None else "-"
             lines.append(f"{r.rank:2d}  {r.cluster.label()[:44]:44s} {f.parallelism.label()[:12]:12s} "
-                         f"{f.time_ms:9.2f} {f.exposed_comm_us / 1e3:10.2f}ms {format_duration(r.run_seconds):>9s} "
+                         f"{f.time_ms:9.2f} {r.ms_per_batch:9.3f} {f.exposed_comm_us / 1e3:10.2f}ms "
+                         f"{format_duration(r.run_seconds):>9s} "
                          f"{price:>8s} {cost:>10s}")
-        lines.append("A data-parallel step processes one single-GPU batch per replica.")
+        lines.append("A data-parallel step processes one single-GPU batch per replica; ms/batch is the step "
+                     "over the replicas, what to compare when the global batch is fixed.")
+        bound = [str(r.rank) for r in self.rows if r.forecast.host_bound]
+        if bound:
+            lines.append(f"Host-bound (#{', #'.join(bound)}): the host's launch cadence sets the step on every rank; "
+                         "a faster GPU will not shorten it (more GPUs only add replicas), fewer launches would "
+                         "(CUDA graphs, torch.compile, larger batches). Equal times rank by cost.")
         return "\n".join(lines)
 
 
@@ -113,7 +127,8 @@ def compare_clusters(forecast: "Forecast", clusters: Sequence[Cluster],
         rows.append(ClusterRow(rank=0, forecast=fc, run_seconds=seconds, usd_per_gpu_hour=usd,
                                run_cost_usd=None if usd is None else usd * cluster.world_size * seconds / 3600,
                                replicas=fc.parallelism.data))
-    rows.sort(key=lambda r: r.forecast.time_us)
+    # equal step times (host-bound steps often are): the cheaper run first
+    rows.sort(key=lambda r: (r.forecast.time_us, r.run_cost_usd if r.run_cost_usd is not None else float("inf")))
     for i, r in enumerate(rows):
         r.rank = i + 1
     return ClusterComparison(rows, total)

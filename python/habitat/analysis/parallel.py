@@ -21,6 +21,13 @@ from the engine's model (habitat.analysis.cluster). Times are microseconds.
   on every rank; each layer all-reduces its hidden state twice in the forward pass (after the
   attention and MLP row-parallel products) and twice in the backward pass, plus one all-reduce
   each way for the vocabulary-parallel embedding and output layer.
+- **The host** (where the single-GPU step has a timeline): each phase takes at least the time
+  the host needs to issue it (``host_*_us``), however much its device work shrinks. Tensor
+  parallelism divides a rank's device work, not its launches; a pipeline stage issues its layers'
+  launches once per micro-batch; the optimizer's launches follow the parameter tensors a rank
+  holds (1/p of them on a pipeline stage; a slice of each under TP and FSDP, as many launches).
+  DDP's gradient all-reduce runs on its own stream, and the optimizer's kernels wait for it on
+  the device while the host goes on issuing them, so a host-bound optimizer hides it.
 - **Pipeline parallel**: layers are split evenly over p stages (the embedding with the first,
   the head with the last), the batch into m micro-batches; a step takes
   ``sum(stage) + (m - 1) * max(stage)`` per micro-batch's forward and backward (the bubble is
@@ -68,6 +75,11 @@ class StepWork:
     epilogue_backward_us: float = 0.0
     #: gradient bytes of the embedding that a pipeline's first and last stage share
     tied_embedding_bytes: float = 0.0
+    #: what the host takes to issue each phase on the target (the single-GPU timeline's launch
+    #: cadence); 0 = not known, the phase is its device time
+    host_forward_us: float = 0.0
+    host_backward_us: float = 0.0
+    host_optimizer_us: float = 0.0
 
     @property
     def gradient_bytes(self) -> float:
@@ -156,6 +168,8 @@ class ParallelForecast:
     exposed_comm_us: float
     comm_us: float                      # all collectives, overlapped or not
     bubble_us: float = 0.0
+    #: the single-GPU step's host cadence sets one of its phases (see notes)
+    host_bound: bool = False
     collectives: list[dict[str, Any]] = field(default_factory=list)  # kind, bytes, count, time_us
     notes: list[str] = field(default_factory=list)
 
@@ -168,12 +182,13 @@ class ParallelForecast:
                 "time_ms": round(self.time_ms, 4), "compute_ms": round(self.compute_us / 1e3, 4),
                 "exposed_comm_ms": round(self.exposed_comm_us / 1e3, 4),
                 "comm_ms": round(self.comm_us / 1e3, 4), "bubble_ms": round(self.bubble_us / 1e3, 4),
-                "collectives": self.collectives, "notes": self.notes}
+                "host_bound": self.host_bound, "collectives": self.collectives, "notes": self.notes}
 
     def __str__(self) -> str:
         return (f"{self.cluster.label()} {self.parallelism.label()}: {self.time_ms:.2f} ms/step "
                 f"(compute {self.compute_us / 1e3:.2f}, communication {self.comm_us / 1e3:.2f} of which "
-                f"exposed {self.exposed_comm_us / 1e3:.2f}, bubble {self.bubble_us / 1e3:.2f})")
+                f"exposed {self.exposed_comm_us / 1e3:.2f}, bubble {self.bubble_us / 1e3:.2f}"
+                + ("; host-bound: the rest is the host's launch cadence)" if self.host_bound else ")"))
 
 
 class _Ledger:
@@ -224,9 +239,10 @@ def _gradient_sync(gradients: list[tuple[float, float]], backward_us: float, clu
     return max(0.0, end - backward_us)
 
 
-def _fsdp(work: StepWork, cluster: Cluster, p: Parallelism, scale: float,
+def _fsdp(work: StepWork, fwd_us: float, bwd_us: float, cluster: Cluster, p: Parallelism, scale: float,
           ledger: _Ledger) -> tuple[float, float, float]:
-    """(exposed forward us, exposed backward us, total comm us) of FSDP's per-layer collectives."""
+    """(exposed forward us, exposed backward us, total comm us) of FSDP's per-layer collectives
+    behind passes of `fwd_us` and `bwd_us`."""
     d = p.data
     group = cluster.group(d, stride=p.tensor)
     params = work.gradient_bytes * scale
@@ -238,9 +254,14 @@ def _fsdp(work: StepWork, cluster: Cluster, p: Parallelism, scale: float,
     ledger.add("parameters (FSDP, backward)", "all_gather", per_unit, d, ag, units)
     ledger.add("gradients (FSDP)", "reduce_scatter", per_unit, d, rs, units)
     # The first unit's gather cannot overlap; the others hide behind the previous unit's compute.
-    fwd_exposed = ag + max(0.0, (units - 1) * ag - work.forward_us * (units - 1) / units)
-    bwd_exposed = rs + max(0.0, (units - 1) * (ag + rs) - work.backward_us * (units - 1) / units)
+    fwd_exposed = ag + max(0.0, (units - 1) * ag - fwd_us * (units - 1) / units)
+    bwd_exposed = rs + max(0.0, (units - 1) * (ag + rs) - bwd_us * (units - 1) / units)
     return fwd_exposed, bwd_exposed, units * (2 * ag + rs)
+
+
+def _share(part_us: float, whole_us: float, parts: int) -> float:
+    """`part_us`'s share of `whole_us` (1/parts of it when the whole is 0)."""
+    return part_us / whole_us if whole_us > 0 else 1.0 / parts
 
 
 def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | str | None = None
@@ -265,6 +286,7 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
 
     # -- tensor parallel: split work / t, the rest replicated, 2+2 all-reduces per layer ---------
     fwd, bwd = work.forward_us, work.backward_us
+    hf, hb = work.host_forward_us, work.host_backward_us  # launches: TP does not divide them
     tp_fwd_comm = tp_bwd_comm = 0.0
     if t > 1:
         fwd = fwd - work.tp_split_forward_us * (1 - 1 / t)
@@ -293,9 +315,11 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
                 (work.epilogue_forward_us if s == pp - 1 else 0)
             b = n_layers * per_layer_b + (work.prologue_backward_us if s == 0 else 0) + \
                 (work.epilogue_backward_us if s == pp - 1 else 0)
-            stages.append((f / m, b / m))
+            # a stage issues its layers' launches once per micro-batch: its host time per
+            # micro-batch is its share of the step's, not divided by m
+            stages.append((f / m, b / m, hf * _share(f, fwd, pp), hb * _share(b, bwd, pp)))
         tp_f_mb, tp_b_mb = tp_fwd_comm / pp / m, tp_bwd_comm / pp / m
-        per_stage = [f + b + tp_f_mb + tp_b_mb for f, b in stages]
+        per_stage = [max(h_f, f + tp_f_mb) + max(h_b, b + tp_b_mb) for f, b, h_f, h_b in stages]
         pipeline_us = sum(per_stage) + (m - 1) * max(per_stage)
         ideal = sum(per_stage) * m / pp
         bubble = max(0.0, pipeline_us - ideal)
@@ -307,7 +331,7 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
         ledger.add("activations (PP, forward)", "send_recv", work.activation_bytes / m, 2, sr, (pp - 1))
         ledger.add("activation gradients (PP, backward)", "send_recv", work.activation_bytes / m, 2, sr, pp - 1)
         p2p_exposed = 2 * (pp - 1) * sr
-        compute = sum(stages[s][0] + stages[s][1] for s in range(pp)) * m / pp  # per rank, average
+        compute = sum(f + b for f, b, _, _ in stages) * m / pp  # per rank, average
         step_fwd_bwd = pipeline_us + p2p_exposed
         exposed = p2p_exposed
         if work.tied_embedding_bytes > 0:
@@ -318,17 +342,24 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
             step_fwd_bwd += emb
             exposed += emb
         exposed += tp_fwd_comm / pp + tp_bwd_comm / pp if t > 1 else 0.0
-        backward_for_sync = max(stages[0][1], 1e-9) * m
+        backward_for_sync = max(stages[0][1], stages[0][3], 1e-9) * m
     else:
         compute = fwd + bwd
-        step_fwd_bwd = fwd + bwd + tp_fwd_comm + tp_bwd_comm
-        exposed = tp_fwd_comm + tp_bwd_comm
-        backward_for_sync = bwd + tp_bwd_comm
+        seen_f, seen_b = max(hf, fwd + tp_fwd_comm), max(hb, bwd + tp_bwd_comm)
+        step_fwd_bwd = seen_f + seen_b
+        # TP's all-reduces run in the compute stream: exposed is what they add to each pass
+        exposed = seen_f - max(hf, fwd) + seen_b - max(hb, bwd)
+        backward_for_sync = seen_b
 
     # -- data parallel: DDP buckets overlapping the backward pass, or FSDP -------------------------
     optimizer = work.optimizer_us * shard
+    # Launches follow the parameter tensors a rank holds: a pipeline stage holds 1/pp of them, a
+    # tensor-parallel or (per-parameter) FSDP rank a slice of every one.
+    host_optimizer = work.host_optimizer_us / pp
+    sync_exposed = 0.0
     if p.data > 1 and p.sharded:
-        f_exp, b_exp, _ = _fsdp(work, cluster, p, shard, ledger)
+        f_exp, b_exp, _ = _fsdp(work, max(hf, work.forward_us), max(hb, work.backward_us), cluster, p,
+                                shard, ledger)
         step_fwd_bwd += f_exp + b_exp
         exposed += f_exp + b_exp
         optimizer /= p.data
@@ -342,10 +373,18 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
         grads = [(b * shard, backward_for_sync if late else min(r * stretch, backward_for_sync))
                  for b, r in work.gradients]
         sync_exposed = _gradient_sync(grads, backward_for_sync, cluster, p, ledger)
-        step_fwd_bwd += sync_exposed
-        exposed += sync_exposed
 
-    time_us = step_fwd_bwd + optimizer + work.other_us
+    # The optimizer's kernels wait on the device for the gradient all-reduce while the host goes on
+    # issuing them: a host-bound optimizer hides what is left of it.
+    optimizer_seen = max(host_optimizer, optimizer)
+    tail = max(optimizer_seen, sync_exposed + optimizer)
+    exposed += tail - optimizer_seen
+    host_phases = [name for name, h, d in (("forward", hf, work.forward_us), ("backward", hb, work.backward_us),
+                                          ("optimizer", work.host_optimizer_us, work.optimizer_us)) if h > d]
+    if host_phases:
+        notes.append(f"host-bound on one GPU ({', '.join(host_phases)}): every rank issues its launches at "
+                     "the single-GPU step's host cadence, which more GPUs do not shorten")
+    time_us = step_fwd_bwd + tail + work.other_us
     rows = sorted(ledger.rows.values(), key=lambda r: -r["time_us"])
     for r in rows:
         r["time_us"] = round(r["time_us"], 3)
@@ -353,4 +392,4 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
     return ParallelForecast(cluster=cluster, parallelism=p, time_us=time_us,
                             compute_us=compute + optimizer + work.other_us,
                             exposed_comm_us=exposed, comm_us=ledger.total_us, bubble_us=bubble,
-                            collectives=rows, notes=notes)
+                            host_bound=bool(host_phases), collectives=rows, notes=notes)

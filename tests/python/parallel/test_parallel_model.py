@@ -107,6 +107,54 @@ def test_fsdp_and_parse():
         parallel_step(StepWork(forward_us=1, backward_us=1), c, "tp")
 
 
+def _host_bound(work: StepWork, factor: float = 3.0) -> StepWork:
+    """The same step with a host that takes `factor` x each phase's device time to issue it."""
+    work.host_forward_us = factor * work.forward_us
+    work.host_backward_us = factor * work.backward_us
+    work.host_optimizer_us = factor * work.optimizer_us
+    return work
+
+
+def test_a_host_bound_step_is_host_bound_on_every_rank():
+    c = Cluster("H100", 8)
+    device, host = _work(), _host_bound(_work())
+    issued = host.host_forward_us + host.host_backward_us + host.host_optimizer_us
+    ddp = parallel_step(host, c, Parallelism(data=8))
+    # 100 MB of buckets finish inside the host's backward; the rest hides behind the optimizer's launches
+    assert ddp.time_us == pytest.approx(issued)
+    assert ddp.exposed_comm_us == 0 and ddp.comm_us > 0
+    assert ddp.host_bound and any("host-bound" in n for n in ddp.notes) and "host-bound" in str(ddp)
+    assert not parallel_step(device, c, Parallelism(data=8)).host_bound
+    # tensor parallelism divides the device work, not the launches: the step stays the host's
+    tp = parallel_step(host, c, "tp")
+    assert tp.time_us == pytest.approx(issued)
+    assert tp.time_us > parallel_step(device, c, "tp").time_us
+
+
+def test_a_host_bound_optimizer_hides_the_gradient_all_reduce_up_to_its_slack():
+    c = Cluster("A100", 8)
+    w = _work(grad_mb=2000)
+    w.host_optimizer_us = 5 * w.optimizer_us  # 8 ms of launches for 2 ms of device work
+    serial = parallel_step(w, c, Parallelism(data=8, overlap=False))
+    device_only = parallel_step(_work(grad_mb=2000), c, Parallelism(data=8, overlap=False))
+    # the optimizer's kernels wait for the all-reduce on the device while the host issues them
+    slack = w.host_optimizer_us - w.optimizer_us
+    assert serial.exposed_comm_us == pytest.approx(device_only.exposed_comm_us - slack)
+    assert serial.time_us == pytest.approx(device_only.time_us)
+
+
+def test_a_pipeline_stage_issues_its_launches_once_per_micro_batch():
+    c = Cluster("A100", 4)
+    w = _host_bound(_work(layers=8))
+    w.prologue_forward_us = w.prologue_backward_us = w.epilogue_forward_us = w.epilogue_backward_us = 0
+    pp = parallel_step(w, c, Parallelism(pipeline=4, micro_batches=4))
+    # each stage's host time per micro-batch is a quarter of the step's, whatever m is:
+    # the pipeline takes (sum over stages + (m - 1) x the largest) = (4 + 3) / 4 of the host's passes
+    passes = w.host_forward_us + w.host_backward_us
+    p2p = sum(r["time_us"] for r in pp.collectives if r["kind"] == "send_recv")
+    assert pp.time_us == pytest.approx(passes * 7 / 4 + p2p + w.host_optimizer_us / 4, rel=1e-6)
+
+
 def test_a_device_file_can_add_a_fabric(tmp_path):
     import json
 

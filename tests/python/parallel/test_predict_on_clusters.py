@@ -36,8 +36,13 @@ def test_step_on_clusters(clustered_forecast):
     assert [f.cluster.label() for f in fcs] == ["8x H100-SXM5-80GB (nvlink4-nvswitch)",
                                                 "8x A100-SXM4-80GB (nvlink3-nvswitch)"]
     for f in fcs:
-        single = clustered_forecast.time_ms(f.cluster.gpu)
-        assert f.time_ms >= single * 0.999  # DDP adds exposed communication, never removes work
+        # the step as seen on one GPU (the host model's launch cadence): this tiny step is
+        # host-bound, and DDP adds exposed communication to it, never removes work
+        single = clustered_forecast.latest.step_ms(f.cluster.gpu)
+        assert clustered_forecast.latest.host_bound(f.cluster.gpu)
+        assert single > 2 * clustered_forecast.time_ms(f.cluster.gpu)
+        assert f.time_ms >= single * 0.999
+        assert any("host-bound" in n for n in f.notes)
         assert f.collectives and f.collectives[0]["kind"] == "all_reduce"
     assert "On clusters:" in str(clustered_forecast)
     tp = clustered_forecast.on_clusters("tp")
@@ -65,8 +70,23 @@ def test_cli_ranks_clusters(clustered_forecast, tmp_path):
                          capture_output=True, text=True, env=subprocess_env(), timeout=120)
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)["clusters"]
-    assert [r["gpus"] for r in rows] == [8, 16]  # H100 first: faster per step
-    assert all(r["run_cost_usd"] > 0 for r in rows)
+    # both host-bound at the single-GPU step's cadence: equal steps, the cheaper run first
+    assert [r["gpus"] for r in rows] == [8, 16]
+    assert all(r["host_bound"] for r in rows) and rows[0]["time_ms"] == pytest.approx(rows[1]["time_ms"])
+    assert rows[0]["run_cost_usd"] < rows[1]["run_cost_usd"]
+    assert rows[1]["ms_per_batch"] == pytest.approx(rows[1]["time_ms"] / 16, rel=1e-3)
+    text = subprocess.run([sys.executable, "-m", "habitat", "compare", str(path), "--cluster", "8xH100"],
+                          capture_output=True, text=True, env=subprocess_env(), timeout=120)
+    assert "ms/batch" in text.stdout and "Host-bound (#1)" in text.stdout
     bad = subprocess.run([sys.executable, "-m", "habitat", "compare", str(path), "--cluster", "eightH100"],
                          capture_output=True, text=True, env=subprocess_env(), timeout=120)
     assert bad.returncode != 0 and "GPUSxGPU" in bad.stderr
+
+
+def test_a_one_gpu_cluster_is_the_step_as_seen(clustered_forecast):
+    from habitat.analysis.cluster_compare import forecast_on_cluster
+
+    for gpu in ("H100", "A100"):
+        one = forecast_on_cluster(clustered_forecast, habitat.Cluster(gpu, 1))
+        assert one.time_ms == pytest.approx(clustered_forecast.latest.step_ms(gpu), rel=1e-6)
+        assert one.comm_us == 0
