@@ -9,8 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from habitat.analysis.memory import DEFAULT_RESERVE_BYTES, MemoryEstimate, format_bytes, step_memory
 from habitat.analysis.pricing import Price, PriceTable, price_table
-
-from habitat.data.devices import devices, get_device, target_names
+from habitat.data.devices import get_device, target_names
 from habitat.data.files import atomic_write_bytes
 from habitat.data.engine import trace_document
 from habitat.data.forecast import SHAPE_BASED_METHODS, Forecast, StepForecast

@@ -4,7 +4,7 @@ method names with their meaning, cost units and warnings from here.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from habitat.analysis.compare import format_usd
 
