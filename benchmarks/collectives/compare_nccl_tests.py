@@ -49,16 +49,18 @@ def score(curve: dict, collective: Callable[[dict, int], dict]) -> dict:
 def compare(data: Path = DATA) -> list[dict]:
     curves = calibrate.load_curves(data)
     held_out = calibrate.held_out_fits(curves)
+    pools = calibrate.pools(curves)
     out = []
     for curve in curves:
         pool = calibrate.pool_name(curve)
         if curve["name"] in held_out:
-            others = len(calibrate.pools(curves)[pool]) - 1
+            others = len(pools[pool]) - 1
             scored = f"held out (fitted on the other {others} curve{'s' if others > 1 else ''} of pool {pool})"
             result = score(curve, calibrate.collective_with(held_out[curve["name"]]))
             result["shipped_fit_mean_abs_error_pct"] = score(curve, _shipped)["mean_abs_error_pct"]
         else:
-            scored = "shipped constants (in no fit: " + (f"alone in pool {pool})" if pool else "another harness)")
+            scored = ("shipped constants (in no fit: another harness)" if pool is None else
+                      f"shipped constants, fitted on this curve alone (pool {pool} has no other): a residual")
             result = score(curve, _shipped)
         out.append({"name": curve["name"], "device": curve["device"], "harness": curve["harness"],
                     "algorithm": curve["algorithm"], "scored": scored, "source": curve["source"], **result})
