@@ -48,15 +48,8 @@ WORKLOADS = ("resnet50", "dcgan")
 CONV_OPS = ("aten::cudnn_convolution", "aten::cudnn_convolution_transpose", "aten::convolution_backward")
 ELEM_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
-
-def transform_kind(name: str) -> str | None:
-    if "nchwToNhwc" in name or "nchwToFoldedNhwc" in name:
-        return "nchw_to_nhwc"
-    if "nhwcToNchw" in name or "foldedNhwcToNchw" in name:
-        return "nhwc_to_nchw"
-    if "tensorTransformGeneric" in name:
-        return "generic"
-    return None
+sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
+from cudnn_transforms import transform_kind  # noqa: E402  (torch-free, beside the kernel collector)
 
 
 def layout(t: dict[str, Any] | None) -> str:

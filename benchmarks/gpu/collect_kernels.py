@@ -52,6 +52,9 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cudnn_transforms import transform_kind  # noqa: E402  (beside this script)
+
 MEMORY_FAMILIES = ("elementwise", "layernorm", "softmax", "reduction", "batchnorm")
 FAMILIES = ("gemm", "conv", "attention") + MEMORY_FAMILIES
 # Share of --budget-s per family (renormalised over the selected ones).
@@ -67,9 +70,6 @@ ELEMENTWISE = {"add": lambda x, y: x + y, "mul": lambda x, y: x * y, "div": lamb
                "addu": lambda x, y: x + 0.5, "mulu": lambda x, y: x * 0.5, "relu": lambda x, y: torch.relu(x),
                "gelu": lambda x, y: torch.nn.functional.gelu(x), "tanh": lambda x, y: torch.tanh(x)}
 SHAPES_PER_PASS_DIVISOR = {"attention": 4, "conv": 2}
-# cuDNN's layout transform kernels around NHWC kernels given NCHW tensors (as in
-# benchmarks/accuracy/conv_layout.py): `Transform Latency` sums these.
-TRANSFORM_KERNELS = ("nchwToNhwc", "nhwcToNchw", "nchwToFoldedNhwc", "foldedNhwcToNchw", "tensorTransformGeneric")
 SDPA_PRECISIONS = ("bf16", "fp16", "fp32")
 SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -527,7 +527,8 @@ def kernel_launches(cases: list[Case], device: str, runs: int = 1) -> list[list[
 
 
 def is_transform(kernel_name: str) -> bool:
-    return any(t in kernel_name for t in TRANSFORM_KERNELS)
+    """cuDNN's layout transforms around NHWC kernels given NCHW tensors: `Transform Latency` sums them."""
+    return transform_kind(kernel_name) is not None
 
 
 def kernel_latency_ms(runs: list[list[dict[str, Any]]], select: Callable[[str], bool] = lambda name: True) -> float:
