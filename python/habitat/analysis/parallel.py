@@ -379,6 +379,10 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
     optimizer_seen = max(host_optimizer, optimizer)
     tail = max(optimizer_seen, sync_exposed + optimizer)
     exposed += tail - optimizer_seen
+    if cluster.nodes > 1 and ledger.total_us > 0:
+        notes.append(f"across nodes the {cluster.inter['name']} network is timed at NCCL's best over its nominal "
+                     "rate, not calibrated: on the one published two-node curve checked (16x A100, RoCE) the "
+                     "network reached half of it (benchmarks/collectives/README.md, 'Across nodes')")
     host_phases = [name for name, h, d in (("forward", hf, work.forward_us), ("backward", hb, work.backward_us),
                                           ("optimizer", work.host_optimizer_us, work.optimizer_us)) if h > d]
     if host_phases:
