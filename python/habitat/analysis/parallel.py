@@ -27,7 +27,9 @@ from the engine's model (habitat.analysis.cluster). Times are microseconds.
   launches once per micro-batch; the optimizer's launches follow the parameter tensors a rank
   holds (1/p of them on a pipeline stage; a slice of each under TP and FSDP, as many launches).
   DDP's gradient all-reduce runs on its own stream, and the optimizer's kernels wait for it on
-  the device while the host goes on issuing them, so a host-bound optimizer hides it.
+  the device while the host goes on issuing them, so a host-bound optimizer hides it. Not added:
+  the host work DDP itself does (its reducer copies each gradient into its bucket and back, about
+  two launches per parameter, unless ``gradient_as_bucket_view``) and the collectives' launches.
 - **Pipeline parallel**: layers are split evenly over p stages (the embedding with the first,
   the head with the last), the batch into m micro-batches; a step takes
   ``sum(stage) + (m - 1) * max(stage)`` per micro-batch's forward and backward (the bubble is
