@@ -82,6 +82,11 @@ class StepWork:
     host_forward_us: float = 0.0
     host_backward_us: float = 0.0
     host_optimizer_us: float = 0.0
+    #: the single-GPU step as seen minus its phases one after another (each the longer of its
+    #: host and device time, plus other): negative where one phase's device backlog runs while
+    #: the host issues the next. Data- and tensor-parallel ranks keep the phase sequence and
+    #: carry it; a pipeline's stage schedule replaces the sequence.
+    seen_adjust_us: float = 0.0
 
     @property
     def gradient_bytes(self) -> float:
@@ -390,7 +395,7 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
     if host_phases:
         notes.append(f"host-bound on one GPU ({', '.join(host_phases)}): every rank issues its launches at "
                      "the single-GPU step's host cadence, which more GPUs do not shorten")
-    time_us = step_fwd_bwd + tail + work.other_us
+    time_us = step_fwd_bwd + tail + work.other_us + (work.seen_adjust_us if pp == 1 else 0.0)
     rows = sorted(ledger.rows.values(), key=lambda r: -r["time_us"])
     for r in rows:
         r["time_us"] = round(r["time_us"], 3)

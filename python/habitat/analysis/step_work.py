@@ -2,8 +2,8 @@
 
 - Phases: forward, backward, optimizer and other time are the step's forecast on the target.
 - Host: where the step has a timeline on the target, what the host takes to issue each phase
-  (its launch cadence); "other" is then what the step as seen has beyond its phases, so that a
-  one-GPU "cluster" is the step as seen.
+  (its launch cadence), and how far the step as seen is from its phases one after another, so
+  that a one-GPU "cluster" is the step as seen.
 - Gradients: when the step already ran data-parallel collectives (DDP's buckets, captured as
   c10d ops) those are the buckets, ready where they were issued in the backward pass; otherwise
   the gradient bytes of the step's memory estimate (storages written in the backward pass and
@@ -80,14 +80,15 @@ def step_work_from_step(step: Any, target: str) -> StepWork:
     layers = max(1, len(row_parallel) // 2) if row_parallel else 0
     activation = max((_out_bytes(op) for op in row_parallel), default=0.0)
     host = _host_us(step, target)
+    adjust = 0.0
     if host:
-        seen = max(fwd, host["forward"]) + max(bwd, host["backward"]) + max(opt, host["optimizer"])
-        other = max(0.0, step.step_ms(target) * 1e3 - seen)
+        phases_us = max(fwd, host["forward"]) + max(bwd, host["backward"]) + max(opt, host["optimizer"]) + other
+        adjust = step.step_ms(target) * 1e3 - phases_us
     return StepWork(forward_us=fwd, backward_us=bwd, optimizer_us=opt, other_us=other,
                     gradients=gradients, layers=layers, tp_split_forward_us=split_f,
                     tp_split_backward_us=split_b, activation_bytes=activation,
                     tp_allreduces=len(row_parallel), host_forward_us=host.get("forward", 0.0),
-                    host_backward_us=host.get("backward", 0.0), host_optimizer_us=host.get("optimizer", 0.0))
+                    host_backward_us=host.get("backward", 0.0), host_optimizer_us=host.get("optimizer", 0.0), seen_adjust_us=adjust)
 
 
 def _host_us(step: Any, target: str) -> dict[str, float]:

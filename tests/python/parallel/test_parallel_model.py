@@ -171,3 +171,23 @@ def test_a_device_file_can_add_a_fabric(tmp_path):
     slow = Cluster("B200", 16)
     big = 8 * 1024 * MB
     assert c.collective_us("all_reduce", big) < slow.collective_us("all_reduce", big)
+
+
+def test_a_recorded_h100_step_on_clusters_keeps_its_step_as_seen():
+    """A format-2 trace recorded on an H100 (GPT-2 small, bf16, host-bound there): on one GPU
+    the cluster model gives the step as seen; DDP on 8 keeps it and adds what is exposed."""
+    from pathlib import Path
+
+    from habitat import Forecast
+    from habitat.analysis.cluster_compare import forecast_on_cluster
+
+    trace = (Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "h100-sxm5-80gb-2026-11-23"
+             / "traces" / "gpt2_small_bf16.json.gz")
+    forecast = Forecast.load(trace, ["H100"])
+    seen = forecast.latest.step_ms("H100")
+    assert seen > 1.2 * forecast.latest.time_ms("H100")  # host-bound on the H100
+    one = forecast_on_cluster(forecast, Cluster("H100", 1))
+    assert one.time_ms == pytest.approx(seen, rel=1e-9)
+    ddp = forecast_on_cluster(forecast, Cluster("H100", 8))
+    assert ddp.host_bound
+    assert ddp.time_ms == pytest.approx(seen + ddp.exposed_comm_us / 1e3, rel=1e-9)
