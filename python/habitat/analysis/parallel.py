@@ -28,8 +28,8 @@ from the engine's model (habitat.analysis.cluster). Times are microseconds.
   holds (1/p of them on a pipeline stage; a slice of each under TP and FSDP, as many launches).
   DDP's gradient all-reduce runs on its own stream, and the optimizer's kernels wait for it on
   the device while the host goes on issuing them, so a host-bound optimizer hides it. Not added:
-  the host work DDP itself does (its reducer copies each gradient into its bucket and back, about
-  two launches per parameter, unless ``gradient_as_bucket_view``) and the collectives' launches.
+  the work DDP's reducer itself issues (per parameter tensor 7 dispatcher calls, 3 of them kernels
+  over the gradient: benchmarks/results/ddp-reducer-ops.md) and the collectives' launches.
 - **Pipeline parallel**: layers are split evenly over p stages (the embedding with the first,
   the head with the last), the batch into m micro-batches; a step takes
   ``sum(stage) + (m - 1) * max(stage)`` per micro-batch's forward and backward (the bubble is
