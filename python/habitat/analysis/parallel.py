@@ -390,11 +390,14 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
         notes.append(f"across nodes the {cluster.inter['name']} network is timed at NCCL's best over its nominal "
                      "rate, not calibrated: on the one published two-node curve checked (16x A100, RoCE) the "
                      "network reached half of it (benchmarks/collectives/README.md, 'Across nodes')")
-    host_phases = [name for name, h, d in (("forward", hf, work.forward_us), ("backward", hb, work.backward_us),
-                                          ("optimizer", work.host_optimizer_us, work.optimizer_us)) if h > d]
+    # A rank's passes: the device work tensor parallelism left it, per micro-batch in a pipeline
+    # (whose stages each issue their share of the launches per micro-batch).
+    per_pass = p.micro_batches if pp > 1 else 1
+    host_phases = [name for name, h, d in (("forward", hf, fwd / per_pass), ("backward", hb, bwd / per_pass),
+                                          ("optimizer", host_optimizer, optimizer)) if h > d]
     if host_phases:
-        notes.append(f"host-bound on one GPU ({', '.join(host_phases)}): every rank issues its launches at "
-                     "the single-GPU step's host cadence, which more GPUs do not shorten")
+        notes.append(f"host-bound ({', '.join(host_phases)}): every rank issues its launches at the single-GPU "
+                     "step's host cadence, which more GPUs do not shorten")
     time_us = step_fwd_bwd + tail + work.other_us + (work.seen_adjust_us if pp == 1 else 0.0)
     rows = sorted(ledger.rows.values(), key=lambda r: -r["time_us"])
     for r in rows:

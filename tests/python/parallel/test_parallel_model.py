@@ -132,6 +132,15 @@ def test_a_host_bound_step_is_host_bound_on_every_rank():
     assert tp.time_us > parallel_step(device, c, "tp").time_us
 
 
+def test_tensor_parallelism_can_make_a_device_bound_step_host_bound():
+    w = _host_bound(_work(), factor=0.5)  # one GPU: the device sets every phase
+    c = Cluster("H100", 8)
+    assert not parallel_step(w, c, Parallelism(data=8)).host_bound
+    tp = parallel_step(w, c, "tp")  # 80% of the passes split 8 ways: the launches set the pace now
+    assert tp.host_bound
+    assert tp.time_us >= w.host_forward_us + w.host_backward_us
+
+
 def test_a_host_bound_optimizer_hides_the_gradient_all_reduce_up_to_its_slack():
     c = Cluster("A100", 8)
     w = _work(grad_mb=2000)
