@@ -65,7 +65,8 @@ class ClusterComparison:
     def __str__(self) -> str:
         head = (f"{'#':>2s}  {'cluster':44s} {'parallel':12s} {'ms/step':>9s} {'ms/batch':>9s} "
                 f"{'exposed comm':>12s} {'run':>9s} {'$/GPU-h':>8s} {'run cost':>10s}")
-        lines = [f"Clusters for {self.iterations} steps, ranked by step time", head]
+        lines = [f"Clusters for {self.iterations} steps, ranked by step time (as seen: the single-GPU step's host "
+                 "cadence included where it has a timeline)", head]
         for r in self.rows:
             f = r.forecast
             price = f"{r.usd_per_gpu_hour:.2f}" if r.usd_per_gpu_hour is not None else "-"
