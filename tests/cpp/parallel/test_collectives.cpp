@@ -105,8 +105,8 @@ TEST(AllReduce, LargeRingReachesTheTierBusBandwidth) {
   const Cluster c = interconnects().make_cluster("A100-SXM4-80GB", 8);
   const auto e = estimate_collective(Collective::AllReduce, 16.0 * 1024 * kMiB, 8, c);
   EXPECT_EQ(e.algorithm, CollectiveAlgorithm::Ring);
-  // Achieved: the calibrated ring/Simple share of the spec (8x A100 reach 228-231.6 GB/s at 1-8 GiB,
-  // three published nodes); NCCL's tuner models 240 (20 GB/s per link x 12).
+  // Achieved: the calibrated ring/Simple share of the spec (three published 8x A100 nodes reach
+  // 228-231.6 GB/s at 1-8 GiB); NCCL's tuner models 240 (20 GB/s per link x 12).
   EXPECT_NEAR(e.busbw_gbs, 300 * 0.762, 1.0);
   EXPECT_NEAR(e.busbw_gbs, e.algbw_gbs * 2 * 7 / 8, 1e-9);
   const double tuner_busbw = 16.0 * 1024 * kMiB * 2 * 7 / 8 / (e.tuner_time_us * 1e-6) / 1e9;
