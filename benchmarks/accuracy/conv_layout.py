@@ -184,12 +184,13 @@ def check_collection(directory: Path) -> int:
     print("| precision | rows | rule yes, measured yes | rule yes, measured no | rule no, measured yes | "
           "rule no, measured no | model / measured transform sum | mean abs err % per row |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    devices = default_table()
     for precision, rows in by_precision.items():
         counts = {(a, b): 0 for a in (True, False) for b in (True, False)}
         for r in rows:
             counts[(r["rule_transforms"], r["transform_us"] > 0)] += 1
         both = [r for r in rows if r["rule_transforms"] and r["transform_us"] > 0]
-        model = [float(layout_model.transform_us(r["shape"], default_table().find(r["device"]))) for r in both]
+        model = [float(layout_model.transform_us(r["shape"], devices.find(r["device"]))) for r in both]
         ratio = sum(model) / sum(r["transform_us"] for r in both) if both else float("nan")
         err = statistics.fmean(abs(m / r["transform_us"] - 1) * 100 for m, r in zip(model, both)) \
             if both else float("nan")
