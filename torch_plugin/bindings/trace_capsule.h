@@ -31,7 +31,8 @@ using SharedTrace = std::shared_ptr<const Trace>;
 inline pybind11::capsule make_trace_capsule(SharedTrace trace) {
   auto holder = std::make_unique<SharedTrace>(std::move(trace));
   pybind11::capsule capsule(holder.get(), trace_capsule_name(), [](PyObject* o) {
-    std::unique_ptr<SharedTrace>(static_cast<SharedTrace*>(PyCapsule_GetPointer(o, trace_capsule_name())));
+    std::unique_ptr<SharedTrace>(
+        static_cast<SharedTrace*>(PyCapsule_GetPointer(o, trace_capsule_name())));
   });
   holder.release();  // the capsule owns it now
   return capsule;

@@ -22,7 +22,8 @@ std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
   info->overload = schema.overload_name();
   {
     uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a: std::hash may differ between builds
-    for (const char c : info->name + "." + info->overload) h = hash_mix(h, static_cast<unsigned char>(c));
+    for (const char c : info->name + "." + info->overload)
+      h = hash_mix(h, static_cast<unsigned char>(c));
     info->name_hash = h;
   }
   info->skip = info->name.starts_with("profiler::");
@@ -303,8 +304,8 @@ void read_value(const c10::IValue& v, IntMeaning meaning, ArgValue& out) {
     // c10d collectives: the trace keeps the group's size and this rank (trace format 1's
     // "other" text, so older readers still load it).
     out.kind = Kind::Other;
-    out.text = "ProcessGroup(size=" + std::to_string(group->first) + ", rank=" +
-               std::to_string(group->second) + ")";
+    out.text = "ProcessGroup(size=" + std::to_string(group->first) +
+               ", rank=" + std::to_string(group->second) + ")";
   } else {
     out.kind = Kind::Other;
     out.text = v.tagKind();

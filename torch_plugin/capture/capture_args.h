@@ -19,11 +19,11 @@ enum class IntMeaning : uint8_t { Number, ScalarType, Layout, MemoryFormat };
 
 // What the capture needs of an operator, computed once per operator.
 struct OpInfo {
-  InternedString name;      // "aten::addmm"
-  InternedString overload;  // "out", "" for the default overload
-  bool skip = false;     // never recorded (profiler:: ops)
+  InternedString name;          // "aten::addmm"
+  InternedString overload;      // "out", "" for the default overload
+  bool skip = false;            // never recorded (profiler:: ops)
   bool compiled_graph = false;  // habitat::compiled_graph (csrc/compiled_kernels.h)
-  uint64_t name_hash = 0;  // of "name.overload", stable across runs (the step fingerprint)
+  uint64_t name_hash = 0;       // of "name.overload", stable across runs (the step fingerprint)
   size_t num_arguments = 0;
   size_t num_returns = 0;
   std::vector<InternedString> argument_names;  // interned once per operator, copied per op
@@ -34,7 +34,7 @@ struct OpInfo {
 const OpInfo& op_info(const c10::OperatorHandle& op);
 
 struct TensorScan {
-  bool plain = true;          // every tensor is an ordinary eager tensor
+  bool plain = true;           // every tensor is an ordinary eager tensor
   bool requires_grad = false;  // some tensor requires grad
   // Rolling hash of the tensors' ranks, sizes and dtypes, in argument order (the step
   // fingerprint; see Recorder::add_fingerprint). Only meaningful when `plain`.

@@ -1,9 +1,9 @@
 // The boxed fallback on kCaptureKey: records each op of a recording window, then runs it
 // unchanged by redispatching below the key.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
-#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/library.h>
 
@@ -185,7 +185,8 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     if (out.parent && parent.record.id == *out.parent) parent.record.has_children = true;
   }
   const auto recorded = Clock::now();
-  out.overhead_us = std::chrono::duration<double, std::micro>((start - entry) + (recorded - stop)).count();
+  out.overhead_us =
+      std::chrono::duration<double, std::micro>((start - entry) + (recorded - stop)).count();
   ts.last_op_id = out.id;
   ts.last_op_is_compiled_graph = info.compiled_graph;
   // The buffer may also hold an enclosing op's storages: the same step keeps them all.

@@ -29,14 +29,16 @@ Recorder::Recorder(size_t max_ops, bool detailed)
       start_(Clock::now()),
       precision_baseline_(compat::precision_state()) {
   if (detailed_) {
-    ops_.reserve(std::min({max_ops_, g_last_step_ops.load(std::memory_order_relaxed), kMaxReservedOps}));
+    ops_.reserve(
+        std::min({max_ops_, g_last_step_ops.load(std::memory_order_relaxed), kMaxReservedOps}));
   }
 }
 
 uint64_t Recorder::fingerprint() const {
   const uint64_t n = fingerprint_ops();
   if (n == 0) return 0;
-  const uint64_t h = finalize_hash(fingerprint_sum_.load(std::memory_order_relaxed) ^ finalize_hash(n));
+  const uint64_t h =
+      finalize_hash(fingerprint_sum_.load(std::memory_order_relaxed) ^ finalize_hash(n));
   return h == 0 ? 1 : h;
 }
 

@@ -7,8 +7,8 @@
 
 #include "capture/capture_key.h"
 #include "capture/torch_compat.h"
-#include "habitat/compiled_kernels.h"
 #include "cupti/cupti_tracer.h"
+#include "habitat/compiled_kernels.h"
 
 namespace habitat::capture {
 namespace {
@@ -83,8 +83,7 @@ Step Session::end(int64_t index, std::string* warning) {
   fingerprint_ = recorder_->fingerprint();
   fingerprint_ops_ = recorder_->fingerprint_ops();
   std::vector<SyncRecord> syncs;
-  if (auto& tracer = cupti::KernelTracer::instance();
-      outermost_ && detailed_ && tracer.active()) {
+  if (auto& tracer = cupti::KernelTracer::instance(); outermost_ && detailed_ && tracer.active()) {
     cupti::StepResult flushed = tracer.flush_into(ops);
     syncs = std::move(flushed.syncs);
     // Launch and device times onto the step's clock (the timeline's inputs); without a

@@ -33,7 +33,7 @@ struct ThreadState {
   std::vector<OpenOp> open;  // innermost last
   // The nn.Module forward calls in progress, as qualified paths (from Python hooks).
   std::vector<InternedString> modules;  // interned once per module call, copied per op
-  int optimizer_depth = 0;  // > 0 inside optimizer.step()
+  int optimizer_depth = 0;              // > 0 inside optimizer.step()
   // > 0 while torch.compile traces or autotunes on this thread: its ops are not step work.
   int suspended = 0;
   // > 0 inside an op a detailed step did not record (over its op limit): its inner calls
@@ -100,8 +100,8 @@ class Session : public c10::DebugInfoBase, public std::enable_shared_from_this<S
   uint64_t fingerprint_ = 0;
   uint64_t fingerprint_ops_ = 0;
   std::unique_ptr<Recorder> recorder_;  // created by begin()
-  double cupti_start_us_ = 0;  // CUPTI's clock at the step's start (0 without CUPTI)
-  std::shared_ptr<Session> outer_;  // the session open on this thread when this one began
+  double cupti_start_us_ = 0;           // CUPTI's clock at the step's start (0 without CUPTI)
+  std::shared_ptr<Session> outer_;      // the session open on this thread when this one began
   bool open_ = false;
   bool finished_ = false;
   bool outermost_ = false;

@@ -49,7 +49,8 @@ inline std::optional<std::pair<int, int>> process_group_size_rank(const c10::IVa
 #ifdef HABITAT_HAS_C10D
   if (!v.isObject()) return std::nullopt;
   const std::string type = v.type()->str();
-  if (type.size() < 12 || type.compare(type.size() - 12, 12, "ProcessGroup") != 0) return std::nullopt;
+  if (type.size() < 12 || type.compare(type.size() - 12, 12, "ProcessGroup") != 0)
+    return std::nullopt;
   try {
     const auto group = v.toCustomClass<::c10d::ProcessGroup>();
     return std::make_pair(group->getSize(), group->getRank());
@@ -91,8 +92,8 @@ inline void read_global_switches(PrecisionState& s) {
   auto& ctx = at::globalContext();
   s.matmul_tf32 = read_switch([&] { return ctx.allowTF32CuBLAS(); }, true);
   s.cudnn_tf32 = read_switch([&] { return ctx.allowTF32CuDNN(); }, true);
-  const auto precision = read_switch([&] { return ctx.float32MatmulPrecision(); },
-                                     at::Float32MatmulPrecision::HIGH);
+  const auto precision =
+      read_switch([&] { return ctx.float32MatmulPrecision(); }, at::Float32MatmulPrecision::HIGH);
   switch (precision) {
     case at::Float32MatmulPrecision::HIGH:
       s.matmul_precision = 1;

@@ -202,8 +202,8 @@ struct TracerState {
 #ifdef HABITAT_CUPTI_SYNC_RECORDS
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const auto* y = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
-        correlator.add(SyncActivityRecord{static_cast<uint32_t>(y->type), y->start, y->end, y->streamId,
-                                          y->cudaEventSyncId});
+        correlator.add(SyncActivityRecord{static_cast<uint32_t>(y->type), y->start, y->end,
+                                          y->streamId, y->cudaEventSyncId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_CUDA_EVENT: {

@@ -44,7 +44,7 @@ struct StepResult {
   // flush_into: the step's host synchronisations and stream waits (CUPTI clock, us; see
   // shift_to_step), when the CUPTI library records them.
   std::vector<SyncRecord> syncs;
-  Status status;                         // not ok: the step's kernels are incomplete
+  Status status;  // not ok: the step's kernels are incomplete
 };
 
 // Activity buffers: lent to CUPTI and not back yet, and other clients' buffers that CUPTI

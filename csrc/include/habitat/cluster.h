@@ -23,14 +23,15 @@ struct AchievedProtocol {
 
 // One tier of the fabric as one GPU sees it: its NVLink, its PCIe slot, or its NIC.
 struct LinkTier {
-  std::string name;              // e.g. "nvlink4-nvswitch", "ib-ndr400"
-  std::string kind;              // "nvlink", "pcie" or "network"
-  int generation = 0;            // NVLink / PCIe generation (0: not given); picks NCCL's per-GPU-family tuning
-  double bandwidth_gbs = 0;      // unidirectional spec per GPU, 1e9 B/s
-  double efficiency = 0;         // share of it a ring's nccl-tests bus bandwidth reaches
-  double hop_latency_us = 0;     // per ring step (NCCL's tuner constant for the tier)
-  double base_latency_us = 0;    // per call
-  bool switched = false;         // every GPU reaches every other at full rate (NVSwitch)
+  std::string name;  // e.g. "nvlink4-nvswitch", "ib-ndr400"
+  std::string kind;  // "nvlink", "pcie" or "network"
+  int generation =
+      0;  // NVLink / PCIe generation (0: not given); picks NCCL's per-GPU-family tuning
+  double bandwidth_gbs = 0;        // unidirectional spec per GPU, 1e9 B/s
+  double efficiency = 0;           // share of it a ring's nccl-tests bus bandwidth reaches
+  double hop_latency_us = 0;       // per ring step (NCCL's tuner constant for the tier)
+  double base_latency_us = 0;      // per call
+  bool switched = false;           // every GPU reaches every other at full rate (NVSwitch)
   double nvls_algbw_fraction = 0;  // > 0: NVLink SHARP all_reduce, algbw = this x bandwidth
   double nvls_latency_us = 0;
   // Achieved (see AchievedProtocol): LL, LL128, Simple; NVLS's per-call latency, the overhead

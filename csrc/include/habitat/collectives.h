@@ -11,9 +11,18 @@
 
 namespace habitat {
 
-enum class Collective { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, AllToAll };
+enum class Collective {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  SendRecv,
+  AllToAll
+};
 const char* to_string(Collective c);
-// "all_reduce", "allreduce", c10d's "allreduce_" / "_allgather_base_" / "reduce_scatter_tensor_coalesced_"...
+// "all_reduce", "allreduce", c10d's "allreduce_" / "_allgather_base_" /
+// "reduce_scatter_tensor_coalesced_"...
 std::optional<Collective> collective_from_name(std::string_view name);
 
 enum class CollectiveAlgorithm { Auto, Ring, Tree, Nvls };
@@ -25,8 +34,9 @@ std::optional<CollectiveAlgorithm> algorithm_from_name(std::string_view name);
 double bus_factor(Collective c, int ranks);
 
 struct CollectiveEstimate {
-  double time_us = 0;         // what the collective takes: the achieved model where the tier has one
-  double tuner_time_us = 0;   // NCCL's own tuner estimate for the same pick (its selection heuristic)
+  double time_us = 0;  // what the collective takes: the achieved model where the tier has one
+  double tuner_time_us =
+      0;                 // NCCL's own tuner estimate for the same pick (its selection heuristic)
   double algbw_gbs = 0;  // bytes / time, 1e9 B/s
   double busbw_gbs = 0;  // algbw x bus_factor
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;

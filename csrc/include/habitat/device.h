@@ -2,8 +2,8 @@
 #pragma once
 
 #include <map>
-#include <stdexcept>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,20 +18,20 @@ struct SmLimits {
   int max_threads = 0;
   int max_warps = 0;
   int max_blocks = 0;
-  int registers = 0;               // 32-bit registers per SM
+  int registers = 0;  // 32-bit registers per SM
   int max_registers_per_thread = 255;
-  int register_alloc_unit = 256;   // registers are allocated per warp in units of this many
-  int warp_alloc_granularity = 4;  // warps per scheduler allocation (informational)
-  int shared_memory = 0;           // bytes usable by blocks on one SM (max carve-out)
-  int shared_memory_per_block = 0; // bytes, opt-in maximum for one block
-  int shared_alloc_unit = 256;     // bytes
+  int register_alloc_unit = 256;      // registers are allocated per warp in units of this many
+  int warp_alloc_granularity = 4;     // warps per scheduler allocation (informational)
+  int shared_memory = 0;              // bytes usable by blocks on one SM (max carve-out)
+  int shared_memory_per_block = 0;    // bytes, opt-in maximum for one block
+  int shared_alloc_unit = 256;        // bytes
   int reserved_shared_per_block = 0;  // bytes the system reserves per block (1 KB from cc 8.0)
 };
 
 struct Device {
-  std::string name;                 // canonical id, e.g. "A100-SXM4-80GB"
-  std::string display_name;         // e.g. "NVIDIA A100 SXM4 80GB"
-  std::vector<std::string> aliases; // other names it is known by (torch device names too)
+  std::string name;                  // canonical id, e.g. "A100-SXM4-80GB"
+  std::string display_name;          // e.g. "NVIDIA A100 SXM4 80GB"
+  std::vector<std::string> aliases;  // other names it is known by (torch device names too)
   int cc_major = 0;
   int cc_minor = 0;
   int sms = 0;

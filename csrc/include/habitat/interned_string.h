@@ -24,9 +24,9 @@ class InternedString {
   static constexpr size_type npos = std::string::npos;
 
   InternedString() = default;
-  InternedString(std::string_view s) : s_(intern(s)) {}     // NOLINT: a string converts implicitly
-  InternedString(const std::string& s) : s_(intern(s)) {}   // NOLINT
-  InternedString(const char* s) : s_(intern(s)) {}          // NOLINT
+  InternedString(std::string_view s) : s_(intern(s)) {}    // NOLINT: a string converts implicitly
+  InternedString(const std::string& s) : s_(intern(s)) {}  // NOLINT
+  InternedString(const char* s) : s_(intern(s)) {}         // NOLINT
 
   const std::string& str() const { return s_ != nullptr ? *s_ : empty_string(); }
   operator const std::string&() const { return str(); }  // NOLINT
@@ -39,7 +39,9 @@ class InternedString {
   bool empty() const { return s_ == nullptr; }
   void clear() { s_ = nullptr; }
   // Appending interns the longer string (the old one stays in the pool).
-  InternedString& operator+=(std::string_view tail) { return *this = InternedString(concat(str(), tail)); }
+  InternedString& operator+=(std::string_view tail) {
+    return *this = InternedString(concat(str(), tail));
+  }
   const_iterator begin() const { return str().begin(); }
   const_iterator end() const { return str().end(); }
   char operator[](size_type i) const { return str()[i]; }
@@ -54,8 +56,12 @@ class InternedString {
   size_type find(char c, size_type pos = 0) const { return str().find(c, pos); }
   size_type rfind(std::string_view p, size_type pos = npos) const { return str().rfind(p, pos); }
   size_type rfind(char c, size_type pos = npos) const { return str().rfind(c, pos); }
-  size_type find_first_of(std::string_view p, size_type pos = 0) const { return str().find_first_of(p, pos); }
-  size_type find_last_of(std::string_view p, size_type pos = npos) const { return str().find_last_of(p, pos); }
+  size_type find_first_of(std::string_view p, size_type pos = 0) const {
+    return str().find_first_of(p, pos);
+  }
+  size_type find_last_of(std::string_view p, size_type pos = npos) const {
+    return str().find_last_of(p, pos);
+  }
   std::string substr(size_type pos = 0, size_type n = npos) const { return str().substr(pos, n); }
   int compare(std::string_view other) const { return std::string_view(str()).compare(other); }
 
@@ -66,8 +72,12 @@ class InternedString {
     return a.s_ == b.s_ || (a.s_ != nullptr && b.s_ != nullptr && *a.s_ == *b.s_);
   }
   friend bool operator==(const InternedString& a, const std::string& b) { return a.str() == b; }
-  friend bool operator==(const InternedString& a, std::string_view b) { return std::string_view(a.str()) == b; }
-  friend bool operator==(const InternedString& a, const char* b) { return std::string_view(a.str()) == b; }
+  friend bool operator==(const InternedString& a, std::string_view b) {
+    return std::string_view(a.str()) == b;
+  }
+  friend bool operator==(const InternedString& a, const char* b) {
+    return std::string_view(a.str()) == b;
+  }
   friend std::strong_ordering operator<=>(const InternedString& a, const InternedString& b) {
     if (a.s_ == b.s_) return std::strong_ordering::equal;
     return a.str().compare(b.str()) <=> 0;
@@ -76,17 +86,35 @@ class InternedString {
     return std::string_view(a.str()).compare(b) <=> 0;
   }
 
-  friend std::string operator+(const InternedString& a, std::string_view b) { return concat(a.str(), b); }
-  friend std::string operator+(const InternedString& a, const std::string& b) { return concat(a.str(), b); }
-  friend std::string operator+(const InternedString& a, const char* b) { return concat(a.str(), b); }
+  friend std::string operator+(const InternedString& a, std::string_view b) {
+    return concat(a.str(), b);
+  }
+  friend std::string operator+(const InternedString& a, const std::string& b) {
+    return concat(a.str(), b);
+  }
+  friend std::string operator+(const InternedString& a, const char* b) {
+    return concat(a.str(), b);
+  }
   friend std::string operator+(const InternedString& a, char b) { return a.str() + b; }
-  friend std::string operator+(const InternedString& a, const InternedString& b) { return concat(a.str(), b.str()); }
-  friend std::string operator+(std::string_view a, const InternedString& b) { return concat(a, b.str()); }
-  friend std::string operator+(const std::string& a, const InternedString& b) { return concat(a, b.str()); }
-  friend std::string operator+(const char* a, const InternedString& b) { return concat(a, b.str()); }
-  friend std::string operator+(std::string&& a, const InternedString& b) { return std::move(a) + b.str(); }
+  friend std::string operator+(const InternedString& a, const InternedString& b) {
+    return concat(a.str(), b.str());
+  }
+  friend std::string operator+(std::string_view a, const InternedString& b) {
+    return concat(a, b.str());
+  }
+  friend std::string operator+(const std::string& a, const InternedString& b) {
+    return concat(a, b.str());
+  }
+  friend std::string operator+(const char* a, const InternedString& b) {
+    return concat(a, b.str());
+  }
+  friend std::string operator+(std::string&& a, const InternedString& b) {
+    return std::move(a) + b.str();
+  }
   friend std::string operator+(char a, const InternedString& b) { return a + b.str(); }
-  friend std::ostream& operator<<(std::ostream& os, const InternedString& s) { return os << s.str(); }
+  friend std::ostream& operator<<(std::ostream& os, const InternedString& s) {
+    return os << s.str();
+  }
 
  private:
   static const std::string* intern(std::string_view s);

@@ -51,8 +51,8 @@ struct SyncActivityRecord {
                       // 3 stream sync, 4 context sync
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
-  uint32_t stream = 0;          // the synchronised (or waiting) stream
-  uint64_t event_sync_id = 0;   // joins the CUDA_EVENT record of the event waited on
+  uint32_t stream = 0;         // the synchronised (or waiting) stream
+  uint64_t event_sync_id = 0;  // joins the CUDA_EVENT record of the event waited on
 };
 
 // CUPTI_ACTIVITY_KIND_CUDA_EVENT: where an event was recorded.
@@ -138,9 +138,9 @@ class Correlator {
   std::size_t max_records_;
   uint32_t generation_ = 1;
   std::vector<KernelRecord> kernels_;
-  std::unordered_map<uint32_t, uint32_t> threads_;   // correlation id -> launching thread
-  std::unordered_map<uint32_t, uint64_t> external_;  // correlation id -> external id
-  std::unordered_map<uint32_t, uint64_t> api_start_; // correlation id -> launch call time (ns)
+  std::unordered_map<uint32_t, uint32_t> threads_;    // correlation id -> launching thread
+  std::unordered_map<uint32_t, uint64_t> external_;   // correlation id -> external id
+  std::unordered_map<uint32_t, uint64_t> api_start_;  // correlation id -> launch call time (ns)
   std::vector<SyncActivityRecord> syncs_;
   std::unordered_map<uint64_t, uint32_t> event_streams_;  // event sync id -> recording stream
   // The previous step's ids, kept one step so a kernel that arrives late is reported as
@@ -157,6 +157,7 @@ int64_t attach_kernels(std::vector<OpRecord>& ops, StepKernels&& kernels);
 
 // Moves the CUPTI-clock times of a step's kernels and syncs to the step's clock:
 // `step_start_us` is CUPTI's timestamp (us) at the step's start; times before it clamp to 0.
-void shift_to_step(std::vector<OpRecord>& ops, std::vector<SyncRecord>& syncs, double step_start_us);
+void shift_to_step(std::vector<OpRecord>& ops, std::vector<SyncRecord>& syncs,
+                   double step_start_us);
 
 }  // namespace habitat

@@ -33,13 +33,15 @@ const std::vector<std::string>& shape_columns(LearnedFamily f);
 const std::vector<std::string>& feature_names(LearnedFamily f);
 
 // A square convolution's output side, and the elements of its input, weight and output (the
-// conv shape columns): the bytes its roofline counts and the tensors cuDNN's layout transforms move.
+// conv shape columns): the bytes its roofline counts and the tensors cuDNN's layout transforms
+// move.
 inline double conv_output_size(double size, double padding, double kernel, double stride) {
   return std::floor((size + 2.0 * padding - kernel) / stride) + 1.0;
 }
-inline double conv_tensor_elements(double batch, double cin, double cout, double kernel, double size,
-                                   double out_size) {
-  return batch * cin * size * size + cout * cin * kernel * kernel + batch * cout * out_size * out_size;
+inline double conv_tensor_elements(double batch, double cin, double cout, double kernel,
+                                   double size, double out_size) {
+  return batch * cin * size * size + cout * cin * kernel * kernel +
+         batch * cout * out_size * out_size;
 }
 
 struct LearnedFeatures {

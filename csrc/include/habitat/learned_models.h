@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "habitat/learned_features.h"
-#include "learned/mlp.h"
 #include "habitat/predictor.h"
+#include "learned/mlp.h"
 
 namespace habitat {
 
@@ -54,7 +54,8 @@ struct LearnedPart {
 
 // Splits an op into family parts; empty when no learned family covers it (or shapes are
 // missing). `attention_model`: a fused attention op is one attention part (else two GEMMs).
-std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost, bool attention_model = false);
+std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost,
+                                       bool attention_model = false);
 
 // The precision a part is forecast in: an op's matrix parts in its own precision (tensor-core
 // paths; an NCHW TF32 convolution with unaligned channels as the FP32 work cuDNN runs), its

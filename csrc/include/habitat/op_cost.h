@@ -29,11 +29,11 @@ const char* to_string(OpClass c);
 
 struct OpCost {
   OpClass op_class = OpClass::Unknown;
-  double flops = 0;          // floating point operations (a multiply-add counts as 2)
+  double flops = 0;  // floating point operations (a multiply-add counts as 2)
   double bytes_read = 0;
   double bytes_written = 0;
   Precision precision = Precision::Fp32Simt;  // the peak column the work runs at
-  int kernels = 0;           // device kernels the op is expected to launch (launch overhead)
+  int kernels = 0;  // device kernels the op is expected to launch (launch overhead)
 
   double bytes() const { return bytes_read + bytes_written; }
   // FLOPs per byte moved; 0 when no bytes move.

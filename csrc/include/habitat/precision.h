@@ -54,7 +54,8 @@ struct PrecisionFlags {
 
 // Precision of matrix work of `family` in `dtype` under `flags` (float32 picks TF32 or SIMT
 // by the family's switch; narrower dtypes their own tensor-core column).
-Precision matmul_precision(std::string_view dtype, MatrixFamily family, const PrecisionFlags& flags);
+Precision matmul_precision(std::string_view dtype, MatrixFamily family,
+                           const PrecisionFlags& flags);
 
 // True for complex dtypes ("complex64", "complex128", "complex32", "cfloat", ...).
 bool is_complex(std::string_view dtype);

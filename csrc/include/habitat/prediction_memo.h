@@ -20,9 +20,9 @@ struct Forecast;
 
 // Whether two steps do the same device work: equal in every field the per-op forecasts and
 // totals read. That is every field but their host times (an op's start_us, wall_us,
-// overhead_us, own_before_us, its kernels' launch_us and device_start_us; the step's index, wall time, syncs
-// and hook time), which only the timeline reads, and the labels no forecast reads (an op's
-// module_path, autograd_node and thread). Two such steps get the same per-op forecasts and
+// overhead_us, own_before_us, its kernels' launch_us and device_start_us; the step's index, wall
+// time, syncs and hook time), which only the timeline reads, and the labels no forecast reads (an
+// op's module_path, autograd_node and thread). Two such steps get the same per-op forecasts and
 // totals; only their timelines can differ. A predictor that starts reading one of the fields
 // left out must add it here (prediction_memo.cpp, visit_work).
 bool same_work(const Step& a, const Step& b);
@@ -38,7 +38,7 @@ class PredictionMemo {
     // The learned model's time of the op on the origin GPU: unset until a ratio method needs
     // it, then the model's answer (which may be "no model").
     std::optional<std::optional<double>> origin_model_us;
-    std::vector<double> time_us;  // by target slot
+    std::vector<double> time_us;        // by target slot
     std::vector<unsigned char> method;  // by target slot; kUnset: not predicted yet
   };
   static constexpr unsigned char kUnset = 0xff;

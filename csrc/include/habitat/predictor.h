@@ -16,14 +16,14 @@
 namespace habitat {
 
 enum class Method {
-  WaveScaling,   // runtime-based: measured kernels wave-scaled (Habitat)
-  LearnedRatio,  // runtime-based: measured time x model(target) / model(origin)
-  RooflineRatio, // runtime-based: measured time x roofline(target) / roofline(origin)
-  LearnedShape,  // shape-based: learned efficiency on the roofline
-  Roofline,      // shape-based: roofline with a per-class efficiency
-  Fallback,      // op not modelled: bytes / bandwidth, flagged as unsupported
-  NoKernel,      // views and metadata ops: no device work
-  Composite,     // sum of the ops it decomposed into
+  WaveScaling,    // runtime-based: measured kernels wave-scaled (Habitat)
+  LearnedRatio,   // runtime-based: measured time x model(target) / model(origin)
+  RooflineRatio,  // runtime-based: measured time x roofline(target) / roofline(origin)
+  LearnedShape,   // shape-based: learned efficiency on the roofline
+  Roofline,       // shape-based: roofline with a per-class efficiency
+  Fallback,       // op not modelled: bytes / bandwidth, flagged as unsupported
+  NoKernel,       // views and metadata ops: no device work
+  Composite,      // sum of the ops it decomposed into
 };
 const char* to_string(Method m);
 
@@ -51,16 +51,16 @@ struct OpForecast {
 };
 
 struct TargetTotals {
-  double total_us = 0;                  // each op's own work counted once (see predict)
+  double total_us = 0;  // each op's own work counted once (see predict)
   std::map<Phase, double> phase_us;
-  std::map<Method, int> method_ops;     // how many leaf ops each method forecast
+  std::map<Method, int> method_ops;  // how many leaf ops each method forecast
 };
 
 struct Forecast {
-  std::vector<std::string> targets;     // canonical device names
-  std::vector<OpForecast> ops;          // aligned with Step::ops
-  std::vector<TargetTotals> totals;     // aligned with targets
-  std::vector<std::string> unsupported; // distinct op names forecast by Fallback
+  std::vector<std::string> targets;      // canonical device names
+  std::vector<OpForecast> ops;           // aligned with Step::ops
+  std::vector<TargetTotals> totals;      // aligned with targets
+  std::vector<std::string> unsupported;  // distinct op names forecast by Fallback
   // The step as the user sees it on each target (host cadence and syncs included), aligned
   // with targets; empty when the timeline is off (Predictor::set_timeline).
   std::vector<TimelineResult> timelines;
@@ -121,7 +121,8 @@ class Predictor {
   Forecast predict_ops(const Step& step, const TraceOrigin& origin,
                        const std::vector<const Device*>& devices, bool& repeats) const;
   // The shared memo's entry for a step doing the same work as the last one, or null.
-  PredictionMemo::Repeat* repeat_of(const Step& step, const std::vector<const Device*>& devices) const;
+  PredictionMemo::Repeat* repeat_of(const Step& step,
+                                    const std::vector<const Device*>& devices) const;
 
   const DeviceDatabase& db_;
   const ShapeModel* model_;

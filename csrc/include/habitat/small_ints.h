@@ -62,7 +62,9 @@ class SmallInts {
   }
   ~SmallInts() { release(); }
 
-  operator std::vector<int64_t>() const { return {begin(), end()}; }  // NOLINT: reads as the vector it replaced
+  operator std::vector<int64_t>() const {
+    return {begin(), end()};
+  }  // NOLINT: reads as the vector it replaced
 
   size_type size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -75,8 +77,12 @@ class SmallInts {
   const_iterator end() const { return data() + size_; }
   const_iterator cbegin() const { return begin(); }
   const_iterator cend() const { return end(); }
-  std::reverse_iterator<const_iterator> rbegin() const { return std::reverse_iterator<const_iterator>(end()); }
-  std::reverse_iterator<const_iterator> rend() const { return std::reverse_iterator<const_iterator>(begin()); }
+  std::reverse_iterator<const_iterator> rbegin() const {
+    return std::reverse_iterator<const_iterator>(end());
+  }
+  std::reverse_iterator<const_iterator> rend() const {
+    return std::reverse_iterator<const_iterator>(begin());
+  }
   int64_t& operator[](size_type i) { return data()[i]; }
   const int64_t& operator[](size_type i) const { return data()[i]; }
   int64_t& at(size_type i) {

@@ -29,15 +29,15 @@ const char* to_string(LaunchSource s);
 
 // How Habitat's own recording time was taken out of the traced host times.
 enum class OverheadSource {
-  Measured,    // format 2: the plugin recorded its bookkeeping per op (OpRecord::overhead_us)
+  Measured,  // format 2: the plugin recorded its bookkeeping per op (OpRecord::overhead_us)
   // Measured, plus the part of each op's capture the plugin cannot time itself (the boxed
   // call into its fallback, its checks before its clock starts), estimated from the step's
   // wrapper ops (estimate_untimed_overhead_per_op).
   MeasuredPlusWrapperOps,
   WrapperOps,  // format 1: estimated from the trace itself (see estimate_overhead_per_op)
-  Default,     // format 1, too few wrapper ops: the per-op cost measured by benchmarks (kDefault...)
-  Given,       // TimelineOptions::overhead_per_op_us
-  None,        // a modelled (CPU-origin) schedule: nothing to remove
+  Default,  // format 1, too few wrapper ops: the per-op cost measured by benchmarks (kDefault...)
+  Given,    // TimelineOptions::overhead_per_op_us
+  None,     // a modelled (CPU-origin) schedule: nothing to remove
 };
 const char* to_string(OverheadSource s);
 
@@ -62,7 +62,7 @@ struct HostCostModel {
   double default_top_level_view_us = 0;
   double unseen_base_us = 0;
   double unseen_per_kernel_us = 0;
-  std::map<Phase, double> phase_gap_us;           // Python between top-level ops, by phase
+  std::map<Phase, double> phase_gap_us;  // Python between top-level ops, by phase
   // Optimizer phase: PyTorch's optimizers run their foreach implementation when every
   // parameter is on a CUDA device (their default), one _foreach_ call where the CPU's
   // single-tensor loop calls the op once per parameter. Host time per tensor of a foreach
@@ -183,8 +183,8 @@ double uninstrumented_wall_us(const Step& step);
 // The origin host's wall time for one step played from an idle device: the host cadence times
 // `scale`, each sync waiting for the origin's measured kernels (`origin_launch_us`, one per
 // schedule event, as simulate_timeline takes them).
-double origin_host_wall_us(const HostSchedule& schedule, const std::vector<double>& origin_launch_us,
-                           double scale);
+double origin_host_wall_us(const HostSchedule& schedule,
+                           const std::vector<double>& origin_launch_us, double scale);
 
 // The factor on the origin's host cadence that makes one step's host wall time on the origin
 // (origin_host_wall_us, with the trace's own kernel durations) equal `wall_us`, an
@@ -200,15 +200,15 @@ struct PhaseTimeline {
 };
 
 struct TimelineResult {
-  bool valid = false;             // false: no schedule (CPU origin without a host model)
-  double step_us = 0;             // steady-state step time on the target
-  double host_us = 0;             // the host's issue time per step (after host_speed)
-  double kernel_sum_us = 0;       // every kernel's forecast duration added up
-  double device_busy_us = 0;      // time at least one stream is running (<= kernel_sum_us)
-  double gpu_busy_fraction = 0;   // device_busy_us / step_us
-  bool host_bound = false;        // the GPU idles more than 10% of the step waiting for the host
+  bool valid = false;            // false: no schedule (CPU origin without a host model)
+  double step_us = 0;            // steady-state step time on the target
+  double host_us = 0;            // the host's issue time per step (after host_speed)
+  double kernel_sum_us = 0;      // every kernel's forecast duration added up
+  double device_busy_us = 0;     // time at least one stream is running (<= kernel_sum_us)
+  double gpu_busy_fraction = 0;  // device_busy_us / step_us
+  bool host_bound = false;       // the GPU idles more than 10% of the step waiting for the host
   double host_speed = 1.0;
-  double host_scale = 1.0;        // the schedule's host calibration (HostSchedule::host_scale)
+  double host_scale = 1.0;  // the schedule's host calibration (HostSchedule::host_scale)
   std::map<Phase, PhaseTimeline> phases;
   LaunchSource launch_source = LaunchSource::OpTimes;
   OverheadSource overhead_source = OverheadSource::None;

@@ -23,7 +23,7 @@ struct TensorMeta {
   InternedString dtype;   // torch name without the "torch." prefix: "float32", "bfloat16", ...
   InternedString device;  // "cpu", "cuda:0", "meta", ...
   bool contiguous = true;
-  bool defined = true;  // false for an undefined (None-like) tensor in a list
+  bool defined = true;   // false for an undefined (None-like) tensor in a list
   uint64_t storage = 0;  // identifies the underlying storage within a step (0 = unknown)
   int64_t storage_offset = 0;
 
@@ -34,7 +34,18 @@ struct TensorMeta {
 
 // One schema argument's value, reduced to what cost models need.
 struct ArgValue {
-  enum class Kind : uint8_t { None, Tensor, TensorList, Int, IntList, Double, Bool, BoolList, String, Other };
+  enum class Kind : uint8_t {
+    None,
+    Tensor,
+    TensorList,
+    Int,
+    IntList,
+    Double,
+    Bool,
+    BoolList,
+    String,
+    Other
+  };
   Kind kind = Kind::None;
   std::vector<TensorMeta> tensors;  // Tensor: one entry; TensorList: each element
   SmallInts<2> ints;                // Int: one; IntList: each; Bool/BoolList: 0 or 1 each
@@ -73,20 +84,20 @@ const char* to_string(Phase p);
 std::optional<Phase> phase_from_string(const std::string& s);
 
 struct OpRecord {
-  uint64_t id = 0;                  // unique within its step, in start order
-  std::optional<uint64_t> parent;   // id of the op that called this one (composite ops)
-  int depth = 0;                    // 0 for ops called by user code or autograd directly
-  bool has_children = false;        // some op names this one as parent: its work is theirs
+  uint64_t id = 0;                 // unique within its step, in start order
+  std::optional<uint64_t> parent;  // id of the op that called this one (composite ops)
+  int depth = 0;                   // 0 for ops called by user code or autograd directly
+  bool has_children = false;       // some op names this one as parent: its work is theirs
   Phase phase = Phase::Other;
-  InternedString name;              // "aten::addmm"
-  InternedString overload;          // "out", "Tensor", "" for the default overload
-  std::vector<Argument> args;       // every schema argument, in schema order
+  InternedString name;         // "aten::addmm"
+  InternedString overload;     // "out", "Tensor", "" for the default overload
+  std::vector<Argument> args;  // every schema argument, in schema order
   std::vector<TensorMeta> outputs;
-  InternedString module_path;       // "encoder.layers.3.attn" for forward ops
-  InternedString autograd_node;     // "AddmmBackward0" for backward ops
-  uint64_t thread = 0;              // small per-step thread number
-  double start_us = 0;              // from the step's start
-  double wall_us = 0;               // measured inclusive wall time on the origin
+  InternedString module_path;    // "encoder.layers.3.attn" for forward ops
+  InternedString autograd_node;  // "AddmmBackward0" for backward ops
+  uint64_t thread = 0;           // small per-step thread number
+  double start_us = 0;           // from the step's start
+  double wall_us = 0;            // measured inclusive wall time on the origin
   // Habitat's own host time spent recording this op, outside [start_us, start_us + wall_us]
   // but inside its parent's window (format 2; absent when not measured). The timeline model
   // removes it to recover the cadence of the step without Habitat.
@@ -128,7 +139,7 @@ std::optional<SyncRecord::Kind> sync_kind_from_string(const std::string& s);
 
 struct Step {
   int64_t index = 0;
-  double wall_ms = 0;  // measured wall time of the whole step on the origin
+  double wall_ms = 0;               // measured wall time of the whole step on the origin
   int64_t measured_peak_bytes = 0;  // allocator peak during the step on a GPU origin (0 = unknown)
   int64_t dropped_ops = 0;          // ops not recorded because the step hit its record cap
   std::vector<OpRecord> ops;
@@ -139,16 +150,16 @@ struct Step {
 };
 
 struct TraceOrigin {
-  std::string device = "cpu";   // database name / torch device name of the GPU, or "cpu"
-  std::string host;             // free text: CPU model or hostname
+  std::string device = "cpu";  // database name / torch device name of the GPU, or "cpu"
+  std::string host;            // free text: CPU model or hostname
   std::string torch_version;
   std::string habitat_version;
-  bool allow_tf32 = false;      // torch.backends.cuda.matmul.allow_tf32 during capture
+  bool allow_tf32 = false;  // torch.backends.cuda.matmul.allow_tf32 during capture
   bool autocast = false;
   // Since format version 2 (absent in version 1 traces, which load with torch's defaults):
   bool cudnn_allow_tf32 = true;  // torch.backends.cudnn.allow_tf32 (default True)
   std::string float32_matmul_precision = "highest";  // torch.get_float32_matmul_precision()
-  std::string autocast_dtype;    // the autocast dtype when autocast was on ("bfloat16", ...)
+  std::string autocast_dtype;  // the autocast dtype when autocast was on ("bfloat16", ...)
 
   // The switches as one value: what an op without its own `precision` ran under.
   PrecisionFlags precision() const;
@@ -159,7 +170,8 @@ PrecisionFlags op_precision(const OpRecord& op, const TraceOrigin& origin);
 
 struct Trace {
   static constexpr const char* kFormatName = "habitat-trace";
-  static constexpr int kFormatVersion = 2;  // 2: timeline fields, per-op precision switches (optional)
+  static constexpr int kFormatVersion =
+      2;  // 2: timeline fields, per-op precision switches (optional)
   TraceOrigin origin;
   std::vector<Step> steps;
 };
@@ -169,8 +181,8 @@ class TraceFormatError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Versioned JSON document ("format": "habitat-trace", "version": 2; version 1 still loads). Loading validates
-// every field and throws TraceFormatError naming the problem (corrupt, missing field,
+// Versioned JSON document ("format": "habitat-trace", "version": 2; version 1 still loads). Loading
+// validates every field and throws TraceFormatError naming the problem (corrupt, missing field,
 // newer version than this build understands).
 std::string trace_to_json(const Trace& trace);
 // A view: a caller holding the document elsewhere (a Python str) lends it without a copy.

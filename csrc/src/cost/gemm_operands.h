@@ -14,12 +14,12 @@ namespace habitat::op_cost {
 
 struct GemmOperands {
   std::string_view stem;
-  const char* a;              // left operand: its last dimension is the contraction K
-  const char* b;              // right operand
-  const char* bias;           // added input scaled by beta, or nullptr
-  bool sums_batch = false;    // addbmm: a [B,M,K] x b [B,K,N] summed into one [M,N]
-  bool weight_nk = false;     // linear: b is a [N,K] weight, a flattens to [M,K]
-  bool learned = false;       // the learned GEMM model was trained on this op's shapes
+  const char* a;            // left operand: its last dimension is the contraction K
+  const char* b;            // right operand
+  const char* bias;         // added input scaled by beta, or nullptr
+  bool sums_batch = false;  // addbmm: a [B,M,K] x b [B,K,N] summed into one [M,N]
+  bool weight_nk = false;   // linear: b is a [N,K] weight, a flattens to [M,K]
+  bool learned = false;     // the learned GEMM model was trained on this op's shapes
 };
 
 // Operand names from the aten schemas.
@@ -51,7 +51,7 @@ inline const GemmOperands* find_gemm(std::string_view stem) {
 struct GemmDims {
   double elements = 0;  // elements of the product (one matrix per output element group)
   double m = 0, n = 0, k = 0;
-  double summed = 1;    // products summed into each output element (addbmm's batch)
+  double summed = 1;  // products summed into each output element (addbmm's batch)
   double products() const { return m * n > 0 ? elements / (m * n) * summed : 0.0; }
   double flops() const { return 2.0 * elements * k * summed; }
 };

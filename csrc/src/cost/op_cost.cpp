@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "habitat/compiled_kernels.h"
 #include "cost/fused_cost.h"
 #include "cost/op_cost_detail.h"
+#include "habitat/compiled_kernels.h"
 
 namespace habitat {
 namespace {

@@ -1,7 +1,7 @@
 // Argument lookups and the compulsory-traffic accounting every cost rule shares.
 #include <algorithm>
-#include <span>
 #include <set>
+#include <span>
 #include <tuple>
 
 #include "cost/op_cost_detail.h"
@@ -130,8 +130,8 @@ MatrixFamily matrix_family(std::string_view stem) {
 }
 
 Precision matrix_precision(const OpContext& c, const TensorMeta* operand) {
-  return matmul_precision(operand != nullptr ? operand->dtype.str() : op_dtype(c), matrix_family(c.stem),
-                          c.flags);
+  return matmul_precision(operand != nullptr ? operand->dtype.str() : op_dtype(c),
+                          matrix_family(c.stem), c.flags);
 }
 
 OpCost with_complex_arithmetic(const OpContext& c, OpCost cost) {

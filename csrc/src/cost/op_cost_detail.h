@@ -3,9 +3,9 @@
 #pragma once
 
 #include <algorithm>
-#include <span>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,7 +24,7 @@ struct OpContext {
   bool out_variant = false;  // aten::add.out: the trailing out= arguments are written, not read
   std::size_t n_outs = 0;    // how many trailing schema arguments are out= arguments
   bool allow_tf32 = false;   // the matmul switch (kept for rules written before `flags`)
-  PrecisionFlags flags{};     // every precision switch in force when the op ran
+  PrecisionFlags flags{};    // every precision switch in force when the op ran
 
   // Schema arguments that are inputs (out= arguments excluded).
   std::size_t n_inputs() const { return op.args.size() - n_outs; }

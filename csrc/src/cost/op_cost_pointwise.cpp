@@ -110,7 +110,8 @@ void add_pointwise_rules(RuleTable& t) {
   t["feature_dropout"] = {dropout, 3};
   t["alpha_dropout"] = {dropout, 4};
   t["bernoulli"] = {bernoulli, 1};
-  for (const WriterOps& group : kWriterOps) add_rules(t, group.stems, {writer, group.flops_per_element});
+  for (const WriterOps& group : kWriterOps)
+    add_rules(t, group.stems, {writer, group.flops_per_element});
 }
 
 }  // namespace habitat::op_cost

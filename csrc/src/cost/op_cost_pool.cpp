@@ -38,8 +38,8 @@ OpCost pool_backward(const OpContext& c, double) {
   if (grad == nullptr) return OpCost{};
   const bool max_pool = c.stem.find("max") != std::string_view::npos;
   const double flops = numel(*grad) * (max_pool ? 1 : window(c));
-  OpCost cost = make_cost(OpClass::Reduction, flops, input_bytes_without(c, "self"), output_bytes(c),
-                          simt_precision(grad->dtype), 1);
+  OpCost cost = make_cost(OpClass::Reduction, flops, input_bytes_without(c, "self"),
+                          output_bytes(c), simt_precision(grad->dtype), 1);
   // CUDA's max-pool backward (DilatedMaxPool{2,3}d.cu) zero-fills the input gradient before
   // its kernel writes it: a fill kernel and a second write. (The CPU records the fill as a
   // child; the parent's estimate, which stands for it, must hold it.)

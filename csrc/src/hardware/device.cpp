@@ -1,8 +1,5 @@
 #include "habitat/device.h"
 
-#include "habitat/file_io.h"
-#include "trace/json_reader.h"
-
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -13,6 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <utility>
+
+#include "habitat/file_io.h"
+#include "trace/json_reader.h"
 
 namespace habitat {
 namespace {
@@ -119,8 +119,8 @@ int as_int(const json& v, const Loc& at, bool positive) {
                         (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
   if (!integral || v.get<double>() < (positive ? 1 : 0) ||
       v.get<double>() > std::numeric_limits<int>::max()) {
-    fail(at, std::string("must be a ") + (positive ? "positive" : "non-negative") + " integer, got " +
-                 describe(v));
+    fail(at, std::string("must be a ") + (positive ? "positive" : "non-negative") +
+                 " integer, got " + describe(v));
   }
   return static_cast<int>(v.get<double>());
 }
@@ -128,8 +128,8 @@ int as_int(const json& v, const Loc& at, bool positive) {
 double as_number(const json& v, const Loc& at, bool may_be_zero) {
   if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
       (!may_be_zero && v.get<double>() == 0)) {
-    fail(at, std::string("must be a ") + (may_be_zero ? "non-negative" : "positive") + " number, got " +
-                 describe(v));
+    fail(at, std::string("must be a ") + (may_be_zero ? "non-negative" : "positive") +
+                 " number, got " + describe(v));
   }
   return v.get<double>();
 }
@@ -184,8 +184,8 @@ void check_sm_limits(const SmLimits& l, const Loc& at) {
   for (const auto& f : kSmFields) {
     const int value = l.*(f.member);
     if (value < (contains(kPositiveSmFields, f.key) ? 1 : 0)) {
-      fail(at, "field " + in_quotes(f.key) + " is missing or invalid (" +
-                      std::to_string(value) + ")");
+      fail(at,
+           "field " + in_quotes(f.key) + " is missing or invalid (" + std::to_string(value) + ")");
     }
   }
   if (l.shared_memory_per_block + l.reserved_shared_per_block > l.shared_memory) {
@@ -206,13 +206,12 @@ json parse_document(std::string_view text) {
     if (is_comment(key)) continue;
     if (key == "format") {
       if (!value.is_string() || value.get<std::string>() != kFormat) {
-        fail(root,
-             "\"format\" must be \"" + std::string(kFormat) + "\", got " + describe(value));
+        fail(root, "\"format\" must be \"" + std::string(kFormat) + "\", got " + describe(value));
       }
     } else if (key == "version") {
       if (!value.is_number_integer() || value.get<int>() < 1 || value.get<int>() > kMaxVersion) {
-        fail(root, "unsupported \"version\" " + describe(value) +
-                             " (this Habitat reads version " + std::to_string(kMaxVersion) + ")");
+        fail(root, "unsupported \"version\" " + describe(value) + " (this Habitat reads version " +
+                       std::to_string(kMaxVersion) + ")");
       }
     } else if (key == "devices") {
       if (!value.is_array()) fail(root, "\"devices\" must be a list");
@@ -272,7 +271,8 @@ void apply_entry(Device& d, const json& entry, const std::map<std::string, SmLim
     }
   }
   if (entry.contains("display_name")) {
-    d.display_name = json_reader::read_string(entry.at("display_name"), where.child("display_name"));
+    d.display_name =
+        json_reader::read_string(entry.at("display_name"), where.child("display_name"));
   }
   if (entry.contains("aliases")) {
     const json& aliases = entry.at("aliases");
@@ -298,7 +298,8 @@ void apply_entry(Device& d, const json& entry, const std::map<std::string, SmLim
   if (entry.contains("sms")) d.sms = as_int(entry.at("sms"), where.child("sms"), true);
   for (const auto& f : kNumberFields) {
     const std::string key(f.key);
-    if (entry.contains(key)) d.*(f.member) = as_number(entry.at(key), where.child(f.key), f.may_be_zero);
+    if (entry.contains(key))
+      d.*(f.member) = as_number(entry.at(key), where.child(f.key), f.may_be_zero);
   }
   if (entry.contains("peak_tflops")) {
     const json& peaks = entry.at("peak_tflops");
@@ -331,12 +332,14 @@ void apply_entry(Device& d, const json& entry, const std::map<std::string, SmLim
       if (!is_comment(key)) d.sources[key] = json_reader::read_string(value, sources_at.child(key));
     }
   }
-  if (entry.contains("notes")) d.notes = json_reader::read_string(entry.at("notes"), where.child("notes"));
+  if (entry.contains("notes"))
+    d.notes = json_reader::read_string(entry.at("notes"), where.child("notes"));
 }
 
 std::string entry_name(const json& entry, const Loc& where) {
   if (!entry.is_object()) fail(where, "each device must be an object");
-  std::string name = json_reader::read_string(json_reader::required(entry, where, "name"), where.child("name"));
+  std::string name =
+      json_reader::read_string(json_reader::required(entry, where, "name"), where.child("name"));
   if (name.find_first_not_of(" \t") == std::string::npos) fail(where.child("name"), "is empty");
   return name;
 }
@@ -379,9 +382,8 @@ void check_unique_names(const std::vector<Device>& devices) {
       const auto [it, inserted] = owner.try_emplace(key, i, name);
       if (!inserted && it->second.first != i) {
         fail(at, "name " + in_quotes(name) + " also names device " +
-                                                in_quotes(devices[it->second.first].name) +
-                                                " (as " + in_quotes(it->second.second) +
-                                                "); each name must lead to one device");
+                     in_quotes(devices[it->second.first].name) + " (as " +
+                     in_quotes(it->second.second) + "); each name must lead to one device");
       }
     }
   }
@@ -446,7 +448,7 @@ void DeviceDatabase::merge_json(std::string_view json_text) {
       std::vector<std::string> seen;
       const json& entries = doc.at("devices");
       const Loc root;
-    const Loc entries_at = root.child("devices");
+      const Loc entries_at = root.child("devices");
       for (std::size_t i = 0; i < entries.size(); ++i) {
         const std::string name = entry_name(entries[i], entries_at.at(static_cast<int64_t>(i)));
         const std::string quoted = in_quotes(name);

@@ -22,12 +22,23 @@ struct DtypeInfo {
 };
 
 constexpr std::array<DtypeInfo, 17> kDtypes{{
-    {"float32", 4, true},       {"float", 4, true},          {"float64", 8, true},
-    {"double", 8, true},        {"float16", 2, true},        {"half", 2, true},
-    {"bfloat16", 2, true},      {"float8_e4m3fn", 1, true},  {"float8_e5m2", 1, true},
-    {"int64", 8, false},        {"long", 8, false},          {"int32", 4, false},
-    {"int", 4, false},          {"int16", 2, false},         {"int8", 1, false},
-    {"uint8", 1, false},        {"bool", 1, false},
+    {"float32", 4, true},
+    {"float", 4, true},
+    {"float64", 8, true},
+    {"double", 8, true},
+    {"float16", 2, true},
+    {"half", 2, true},
+    {"bfloat16", 2, true},
+    {"float8_e4m3fn", 1, true},
+    {"float8_e5m2", 1, true},
+    {"int64", 8, false},
+    {"long", 8, false},
+    {"int32", 4, false},
+    {"int", 4, false},
+    {"int16", 2, false},
+    {"int8", 1, false},
+    {"uint8", 1, false},
+    {"bool", 1, false},
 }};
 
 const DtypeInfo* find_dtype(std::string_view dtype) {
@@ -83,10 +94,12 @@ bool PrecisionFlags::tf32(MatrixFamily family) const {
   if (family == MatrixFamily::Conv || family == MatrixFamily::Rnn) return cudnn_allow_tf32;
   // allow_tf32 and the float32 matmul precision are one state in torch; "medium" allows
   // bf16 internally where a backend has such a kernel, which cuBLAS does not: TF32 as "high".
-  return matmul_allow_tf32 || (!float32_matmul_precision.empty() && float32_matmul_precision != "highest");
+  return matmul_allow_tf32 ||
+         (!float32_matmul_precision.empty() && float32_matmul_precision != "highest");
 }
 
-Precision matmul_precision(std::string_view dtype, MatrixFamily family, const PrecisionFlags& flags) {
+Precision matmul_precision(std::string_view dtype, MatrixFamily family,
+                           const PrecisionFlags& flags) {
   if (dtype.starts_with("torch.")) dtype.remove_prefix(6);
   // A complex GEMM is real GEMMs on its parts, in the parts' precision.
   if (dtype == "complex64" || dtype == "cfloat") dtype = "float32";
@@ -97,7 +110,8 @@ Precision matmul_precision(std::string_view dtype, MatrixFamily family, const Pr
 
 bool is_complex(std::string_view dtype) {
   if (dtype.starts_with("torch.")) dtype.remove_prefix(6);
-  return dtype.starts_with("complex") || dtype == "cfloat" || dtype == "cdouble" || dtype == "chalf";
+  return dtype.starts_with("complex") || dtype == "cfloat" || dtype == "cdouble" ||
+         dtype == "chalf";
 }
 
 }  // namespace habitat

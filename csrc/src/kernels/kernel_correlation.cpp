@@ -90,9 +90,10 @@ StepKernels Correlator::take_step() {
     }
   }
 
-  std::stable_sort(syncs_.begin(), syncs_.end(), [](const SyncActivityRecord& a, const SyncActivityRecord& b) {
-    return a.start_ns < b.start_ns;
-  });
+  std::stable_sort(syncs_.begin(), syncs_.end(),
+                   [](const SyncActivityRecord& a, const SyncActivityRecord& b) {
+                     return a.start_ns < b.start_ns;
+                   });
   for (const SyncActivityRecord& r : syncs_) {
     SyncRecord sync;
     const auto event_stream = event_streams_.find(r.event_sync_id);
@@ -118,7 +119,8 @@ StepKernels Correlator::take_step() {
         continue;
     }
     sync.start_us = static_cast<double>(r.start_ns) / 1000.0;
-    sync.wall_us = r.end_ns > r.start_ns ? static_cast<double>(r.end_ns - r.start_ns) / 1000.0 : 0.0;
+    sync.wall_us =
+        r.end_ns > r.start_ns ? static_cast<double>(r.end_ns - r.start_ns) / 1000.0 : 0.0;
     out.syncs.push_back(sync);
   }
 
@@ -149,7 +151,8 @@ int64_t attach_kernels(std::vector<OpRecord>& ops, StepKernels&& kernels) {
   return orphans;
 }
 
-void shift_to_step(std::vector<OpRecord>& ops, std::vector<SyncRecord>& syncs, double step_start_us) {
+void shift_to_step(std::vector<OpRecord>& ops, std::vector<SyncRecord>& syncs,
+                   double step_start_us) {
   const auto shift = [&](double t) { return std::max(0.0, t - step_start_us); };
   for (OpRecord& op : ops) {
     for (KernelLaunch& k : op.kernels) {

@@ -16,7 +16,8 @@ constexpr double kElementwiseBlockElements = 512.0;
 constexpr double kMiB = 1048576.0;
 constexpr double kMaxAlignBytes = 16.0;
 
-// Fused attention (features.py): the backward is 2.5x the forward's matrix work; query rows per block.
+// Fused attention (features.py): the backward is 2.5x the forward's matrix work; query rows per
+// block.
 constexpr double kAttentionBackwardFlops = 2.5;
 constexpr double kAttentionBlockRows = 128.0;
 
@@ -39,8 +40,9 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
 // Empty: the device enters only through op-relative quantities (see features.py).
 const std::vector<std::string> kDeviceFeatures{};
 const std::vector<std::string> kGemmCore{
-    "log2_t_compute_us", "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_64",
-    "wave_fill_64",      "log2_waves_128",   "wave_fill_128",             "log2_bytes_over_l2"};
+    "log2_t_compute_us", "log2_t_memory_us",  "log2_intensity_over_ridge",
+    "log2_waves_64",     "wave_fill_64",      "log2_waves_128",
+    "wave_fill_128",     "log2_bytes_over_l2"};
 
 // Precision features of the matrix families (features.py _PRECISION): whether the op's
 // precision runs on units of its own on this device, the operand width, and the alignment.
@@ -118,18 +120,21 @@ const std::vector<std::string>& shape_columns(LearnedFamily f) {
       {LearnedFamily::Elementwise, {"n", "inputs", "transcendental", "elem_bytes"}},
       {LearnedFamily::Softmax, {"rows", "cols", "elem_bytes"}},
       {LearnedFamily::LayerNorm, {"rows", "cols", "elem_bytes"}},
-      {LearnedFamily::Attention, {"batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes"}},
+      {LearnedFamily::Attention,
+       {"batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes"}},
   };
   return columns.at(f);
 }
 
 const std::vector<std::string>& feature_names(LearnedFamily f) {
   static const std::vector<std::string> row_features = concat(
-      {"log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2", "log2_rows_per_sm"}, kMemoryFeatures);
+      {"log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2", "log2_rows_per_sm"},
+      kMemoryFeatures);
   static const std::map<LearnedFamily, std::vector<std::string>> names{
       {LearnedFamily::Gemm,
-       concat(concat(concat({"log2_b", "log2_m", "log2_n", "log2_k"}, kGemmCore), kPrecisionFeatures),
-              kDeviceFeatures)},
+       concat(
+           concat(concat({"log2_b", "log2_m", "log2_n", "log2_k"}, kGemmCore), kPrecisionFeatures),
+           kDeviceFeatures)},
       {LearnedFamily::Conv,
        concat(concat(concat(concat({"log2_batch", "log2_cin", "log2_cout", "kernel", "stride",
                                     "log2_size", "log2_gemm_m", "log2_gemm_k"},
@@ -138,8 +143,8 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
                      {"grad_data", "grad_weight"}),
               kDeviceFeatures)},
       {LearnedFamily::Elementwise,
-       concat(concat({"log2_n", "inputs", "transcendental", "log2_t_memory_us", "log2_bytes_over_l2",
-                      "log2_blocks_per_sm"},
+       concat(concat({"log2_n", "inputs", "transcendental", "log2_t_memory_us",
+                      "log2_bytes_over_l2", "log2_blocks_per_sm"},
                      kMemoryFeatures),
               kDeviceFeatures)},
       {LearnedFamily::Softmax, concat(row_features, kDeviceFeatures)},
@@ -210,8 +215,14 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       const double t_m = bytes / roof.bandwidth * 1e6;
       out.roofline_us = std::max(t_m, flops / fp32_peak * 1e6);
       const double blocks = std::ceil(n / kElementwiseBlockElements);
-      x = {log2c(n), inputs, trans, log2c(t_m), log2c(bytes / (dev.l2_mb * kMiB)),
-           log2c(blocks / dev.sms), log2c(eb), std::log2(dev.memory_bandwidth_gbs / dev.sms)};
+      x = {log2c(n),
+           inputs,
+           trans,
+           log2c(t_m),
+           log2c(bytes / (dev.l2_mb * kMiB)),
+           log2c(blocks / dev.sms),
+           log2c(eb),
+           std::log2(dev.memory_bandwidth_gbs / dev.sms)};
       break;
     }
     case LearnedFamily::Attention: {
@@ -220,7 +231,8 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       if ((causal != 0 && causal != 1) || (backward != 0 && backward != 1)) {
         throw std::invalid_argument("attention columns 'causal' and 'backward' must be 0 or 1");
       }
-      const double scale = (causal > 0 ? 0.5 : 1.0) * (backward > 0 ? kAttentionBackwardFlops : 1.0);
+      const double scale =
+          (causal > 0 ? 0.5 : 1.0) * (backward > 0 ? kAttentionBackwardFlops : 1.0);
       const double flops = 4.0 * bh * l * sk * e * scale;
       // forward reads Q, K, V, writes O; backward reads Q, K, V, O, dO, writes dQ, dK, dV
       const double bytes = eb * bh * (backward > 0 ? 4.0 : 2.0) * (l + sk) * e;
@@ -229,9 +241,19 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       const double blocks = bh * std::ceil(l / kAttentionBlockRows);
       const double sms = dev.sms;
       const double waves = std::ceil(blocks / sms);
-      x = {log2c(bh),  log2c(l),   log2c(sk), log2c(e), causal, backward, log2c(t_c), log2c(t_m),
-           log2c(flops / bytes / (roof.peak / roof.bandwidth)), log2c(blocks / sms),
-           blocks / (waves * sms), tensor_path(dev, precision), log2c(eb)};
+      x = {log2c(bh),
+           log2c(l),
+           log2c(sk),
+           log2c(e),
+           causal,
+           backward,
+           log2c(t_c),
+           log2c(t_m),
+           log2c(flops / bytes / (roof.peak / roof.bandwidth)),
+           log2c(blocks / sms),
+           blocks / (waves * sms),
+           tensor_path(dev, precision),
+           log2c(eb)};
       out.roofline_us = std::max(t_c, t_m);
       break;
     }
@@ -244,8 +266,13 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       const double per = softmax ? kSoftmaxFlopsPerElement : kLayerNormFlopsPerElement;
       const double t_m = bytes / roof.bandwidth * 1e6;
       out.roofline_us = std::max(t_m, per * rows * cols / fp32_peak * 1e6);
-      x = {log2c(rows), log2c(cols), log2c(t_m), log2c(bytes / (dev.l2_mb * kMiB)),
-           log2c(rows / dev.sms), log2c(eb), std::log2(dev.memory_bandwidth_gbs / dev.sms)};
+      x = {log2c(rows),
+           log2c(cols),
+           log2c(t_m),
+           log2c(bytes / (dev.l2_mb * kMiB)),
+           log2c(rows / dev.sms),
+           log2c(eb),
+           std::log2(dev.memory_bandwidth_gbs / dev.sms)};
       break;
     }
   }

@@ -2,11 +2,11 @@
 #include "learned/learned_model.h"
 
 #include <algorithm>
-#include <span>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
@@ -61,7 +61,10 @@ std::vector<LearnedPart> gemm_parts(const std::string& name, const OpRecord& op)
   const double batch = d.m * d.n > 0 ? d.elements / (d.m * d.n) : 0.0;
   if (!(d.k > 0 && d.m > 0 && d.n > 0 && batch >= 1)) return {};
   return {{LearnedFamily::Gemm,
-           {{"b", std::round(batch) * d.summed}, {"m", d.m}, {"n", d.n}, {"k", d.k},
+           {{"b", std::round(batch) * d.summed},
+            {"m", d.m},
+            {"n", d.n},
+            {"k", d.k},
             {"elem_bytes", elem_bytes(*a)}}}};
 }
 
@@ -84,11 +87,13 @@ double conv_transform_us(const LearnedShape& shape, const Device& target, Precis
                          const FamilyModel::NchwTransforms& cost) {
   auto nchw = shape.find("nchw");
   if (nchw == shape.end() || nchw->second == 0) return 0.0;
-  if (std::find(cost.precisions.begin(), cost.precisions.end(), precision) == cost.precisions.end()) {
+  if (std::find(cost.precisions.begin(), cost.precisions.end(), precision) ==
+      cost.precisions.end()) {
     return 0.0;
   }
   auto peak = target.peak_tflops.find(precision);
-  if (peak == target.peak_tflops.end() || !(peak->second > 0) || !(target.memory_bandwidth_gbs > 0)) return 0.0;
+  if (peak == target.peak_tflops.end() || !(peak->second > 0) || !(target.memory_bandwidth_gbs > 0))
+    return 0.0;
   const double k = shape.at("kernel"), size = shape.at("size");
   const double out = conv_output_size(size, shape.at("padding"), k, shape.at("stride"));
   const double elements =
@@ -100,7 +105,8 @@ double conv_transform_us(const LearnedShape& shape, const Device& target, Precis
 
 std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op) {
   const bool backward = name == "convolution_backward";
-  // "self": cudnn_convolution, cudnn_convolution_transpose and mkldnn_convolution name their input so.
+  // "self": cudnn_convolution, cudnn_convolution_transpose and mkldnn_convolution name their input
+  // so.
   const TensorMeta* x = first_of(op, {"input", "self"});
   const TensorMeta* w = first_of(op, {"weight"});
   if (x == nullptr || w == nullptr || x->shape.size() != 4 || w->shape.size() != 4) return {};
@@ -113,24 +119,27 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
   // transposed forward), so they are forecast as the direct convolution's passes.
   const TensorMeta* y = nullptr;
   if (transposed) {
-    y = backward ? first_of(op, {"grad_output"}) : (op.outputs.empty() ? nullptr : &op.outputs.front());
+    y = backward ? first_of(op, {"grad_output"})
+                 : (op.outputs.empty() ? nullptr : &op.outputs.front());
     if (y == nullptr || y->shape.size() != 4) return {};
   }
   const TensorMeta& image = transposed ? *y : *x;  // the direct convolution's input
   const double h = static_cast<double>(image.shape[2]), wd = static_cast<double>(image.shape[3]);
-  LearnedShape shape{{"batch", static_cast<double>(image.shape[0])},
-                     {"cin", static_cast<double>(w->shape[1])},  // transposed: Co
-                     {"cout", static_cast<double>(w->shape[0])},  // transposed: Ci
-                     {"kernel", std::sqrt(r * s)},
-                     {"size", std::sqrt(h * wd)},
-                     {"stride", static_cast<double>(int_arg(op, "stride", 1))},
-                     {"padding", static_cast<double>(int_arg(op, "padding", 0))},
-                     {"elem_bytes", elem_bytes(*x)},
-                     {"grad", 0.0},
-                     // cuDNN runs channels-last when the input or the weight is (PyTorch's
-                     // cudnn_conv_suggest_memory_format); otherwise NCHW. Grouped convolutions
-                     // (none in the recorded traces) are not assumed to transform.
-                     {"nchw", channels_last(*x) || channels_last(*w) || int_arg(op, "groups", 1) != 1 ? 0.0 : 1.0}};
+  LearnedShape shape{
+      {"batch", static_cast<double>(image.shape[0])},
+      {"cin", static_cast<double>(w->shape[1])},   // transposed: Co
+      {"cout", static_cast<double>(w->shape[0])},  // transposed: Ci
+      {"kernel", std::sqrt(r * s)},
+      {"size", std::sqrt(h * wd)},
+      {"stride", static_cast<double>(int_arg(op, "stride", 1))},
+      {"padding", static_cast<double>(int_arg(op, "padding", 0))},
+      {"elem_bytes", elem_bytes(*x)},
+      {"grad", 0.0},
+      // cuDNN runs channels-last when the input or the weight is (PyTorch's
+      // cudnn_conv_suggest_memory_format); otherwise NCHW. Grouped convolutions
+      // (none in the recorded traces) are not assumed to transform.
+      {"nchw",
+       channels_last(*x) || channels_last(*w) || int_arg(op, "groups", 1) != 1 ? 0.0 : 1.0}};
   if (!backward) {
     if (transposed) shape["grad"] = 1.0;
     return {{LearnedFamily::Conv, shape}};
@@ -153,7 +162,8 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
 // Fused attention ops (flash, memory-efficient, cuDNN, and the composite
 // scaled_dot_product_attention) as one attention part; the math path, and any op when no
 // attention model is loaded, as the two GEMMs (and the softmax) it is made of.
-std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord& op, bool fused_model) {
+std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord& op,
+                                         bool fused_model) {
   const std::optional<op_cost::AttentionProblem> p = op_cost::attention_problem(name, op.args);
   if (!p) return {};
   const double eb = elem_bytes(*first_of(op, {"query"}));
@@ -201,12 +211,14 @@ std::optional<std::pair<double, double>> rows_cols(const TensorMeta& t, int64_t 
 
 std::vector<LearnedPart> softmax_parts(const std::string& name, const OpRecord& op) {
   const bool backward = name.ends_with("_backward_data");
-  const TensorMeta* x = backward ? first_of(op, {"output", "grad_output"}) : first_of(op, {"self", "input"});
+  const TensorMeta* x =
+      backward ? first_of(op, {"output", "grad_output"}) : first_of(op, {"self", "input"});
   if (x == nullptr) return {};
   auto rc = rows_cols(*x, int_arg(op, "dim", -1));
   if (!rc) return {};
   // The backward reads two tensors and writes one: 1.5x the forward's traffic.
-  return {{LearnedFamily::Softmax, {{"rows", rc->first}, {"cols", rc->second}, {"elem_bytes", elem_bytes(*x)}},
+  return {{LearnedFamily::Softmax,
+           {{"rows", rc->first}, {"cols", rc->second}, {"elem_bytes", elem_bytes(*x)}},
            backward ? 1.5 : 1.0}};
 }
 
@@ -219,7 +231,9 @@ std::vector<LearnedPart> norm_parts(const std::string& name, const OpRecord& op)
   if (!(cols > 0 && total >= cols)) return {};
   // Backward reads x and dy, writes dx and reduces the weight gradients: about twice the forward.
   const double scale = name.ends_with("_backward") ? 2.0 : 1.0;
-  return {{LearnedFamily::LayerNorm, {{"rows", total / cols}, {"cols", cols}, {"elem_bytes", elem_bytes(*x)}}, scale}};
+  return {{LearnedFamily::LayerNorm,
+           {{"rows", total / cols}, {"cols", cols}, {"elem_bytes", elem_bytes(*x)}},
+           scale}};
 }
 
 std::vector<LearnedPart> reduction_parts(const OpRecord& op) {
@@ -229,7 +243,8 @@ std::vector<LearnedPart> reduction_parts(const OpRecord& op) {
   const double rows = std::max(1.0, numel(op.outputs.front().shape));
   if (!(total > 0) || total < rows) return {};
   // A row-wise reduction: the layer-norm kernel is the closest measured pattern.
-  return {{LearnedFamily::LayerNorm, {{"rows", rows}, {"cols", total / rows}, {"elem_bytes", elem_bytes(*x)}}}};
+  return {{LearnedFamily::LayerNorm,
+           {{"rows", rows}, {"cols", total / rows}, {"elem_bytes", elem_bytes(*x)}}}};
 }
 
 bool is_transcendental(const std::string& name) {
@@ -264,35 +279,46 @@ std::vector<LearnedPart> elementwise_parts(const std::string& name, const OpReco
     inputs = std::max(1.0, inputs);
   }
   return {{LearnedFamily::Elementwise,
-           {{"n", n}, {"inputs", inputs}, {"transcendental", is_transcendental(name) ? 1.0 : 0.0},
+           {{"n", n},
+            {"inputs", inputs},
+            {"transcendental", is_transcendental(name) ? 1.0 : 0.0},
             {"elem_bytes", elem_bytes(out)}}}};
 }
 
 }  // namespace
 
-std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost, bool attention_model) {
+std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost,
+                                       bool attention_model) {
   const std::string name = strip_aten(op.name);
   switch (cost.op_class) {
-    case OpClass::Gemm: return gemm_parts(name, op);
-    case OpClass::Conv: return conv_parts(name, op);
-    case OpClass::Attention: return attention_parts(name, op, attention_model);
-    case OpClass::Softmax: return softmax_parts(name, op);
+    case OpClass::Gemm:
+      return gemm_parts(name, op);
+    case OpClass::Conv:
+      return conv_parts(name, op);
+    case OpClass::Attention:
+      return attention_parts(name, op, attention_model);
+    case OpClass::Softmax:
+      return softmax_parts(name, op);
     case OpClass::Norm:
-      if (name.find("layer_norm") != std::string::npos || name.find("rms_norm") != std::string::npos) {
+      if (name.find("layer_norm") != std::string::npos ||
+          name.find("rms_norm") != std::string::npos) {
         return norm_parts(name, op);
       }
       return {};
-    case OpClass::Reduction: return reduction_parts(op);
-    case OpClass::Elementwise: return elementwise_parts(name, op);
-    default: return {};
+    case OpClass::Reduction:
+      return reduction_parts(op);
+    case OpClass::Elementwise:
+      return elementwise_parts(name, op);
+    default:
+      return {};
   }
 }
 
 namespace {
 
 // One model file pair (stem.safetensors, stem.json) of family `f`; nullopt when absent.
-std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, const std::string& stem,
-                                             LearnedFamily f) {
+std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir,
+                                             const std::string& stem, LearnedFamily f) {
   namespace fs = std::filesystem;
   const fs::path weights = dir / (stem + ".safetensors");
   const fs::path meta_path = dir / (stem + ".json");
@@ -311,9 +337,11 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
     const json meta = parse(read_file(meta_path.string(), "learned-model metadata"));
     const Loc root;
     expect_object(meta, root);
-    optional(meta, root, "features", [&](const json& v, const Loc& l) { features = read_strings(v, l); });
+    optional(meta, root, "features",
+             [&](const json& v, const Loc& l) { features = read_strings(v, l); });
     layers = read_int32(required(meta, root, "layers"), root.child("layers"), 1);
-    optional(meta, root, "e_max", [&](const json& v, const Loc& l) { e_max = read_duration(v, l); });
+    optional(meta, root, "e_max",
+             [&](const json& v, const Loc& l) { e_max = read_duration(v, l); });
     optional(meta, root, "launch_floor_us",
              [&](const json& v, const Loc& l) { launch_floor_us = read_duration(v, l); });
     optional(meta, root, "from_roofline_us",
@@ -326,14 +354,17 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
       t.transforms_per_pass =
           read_duration(required(v, l, "transforms_per_pass"), l.child("transforms_per_pass"));
       t.bandwidth_share = read_real(required(v, l, "bandwidth_share"), l.child("bandwidth_share"));
-      if (!(t.bandwidth_share > 0)) throw DecodeError{l.child("bandwidth_share").str() + ": must be > 0"};
+      if (!(t.bandwidth_share > 0))
+        throw DecodeError{l.child("bandwidth_share").str() + ": must be > 0"};
       optional(v, l, "element_bytes", [&](const json& e, const Loc& el) {
         t.element_bytes = read_real(e, el);
         if (!(*t.element_bytes > 0)) throw DecodeError{el.str() + ": must be > 0"};
       });
-      for (const std::string& name : read_strings(required(v, l, "precisions"), l.child("precisions"))) {
+      for (const std::string& name :
+           read_strings(required(v, l, "precisions"), l.child("precisions"))) {
         const auto p = precision_from_string(name);
-        if (!p) throw DecodeError{l.child("precisions").str() + ": unknown precision '" + name + "'"};
+        if (!p)
+          throw DecodeError{l.child("precisions").str() + ": unknown precision '" + name + "'"};
         t.precisions.push_back(*p);
       }
       nchw_transforms = std::move(t);
@@ -356,8 +387,10 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
     for (const std::string& name : features) {
       auto it = std::find(names.begin(), names.end(), name);
       if (it == names.end()) {
-        throw std::runtime_error(meta_path.string() + ": feature '" + name + "' is not one this build computes; "
-                                 "retrain with python -m habitat.learned.train or update the engine");
+        throw std::runtime_error(
+            meta_path.string() + ": feature '" + name +
+            "' is not one this build computes; "
+            "retrain with python -m habitat.learned.train or update the engine");
       }
       columns.push_back(static_cast<std::size_t>(it - names.begin()));
     }
@@ -370,7 +403,8 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
                     nchw_transforms,
                     std::move(smallest_trained)};
   if (model.mlp.inputs() != static_cast<int>(features.size())) {
-    throw std::runtime_error(weights.string() + ": input width differs from the metadata's features");
+    throw std::runtime_error(weights.string() +
+                             ": input width differs from the metadata's features");
   }
   return model;
 }
@@ -379,11 +413,13 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir, c
 
 LearnedModels LearnedModels::load(const std::string& dir) {
   LearnedModels models;
-  for (LearnedFamily f : {LearnedFamily::Gemm, LearnedFamily::Conv, LearnedFamily::Elementwise,
-                          LearnedFamily::Softmax, LearnedFamily::LayerNorm, LearnedFamily::Attention}) {
+  for (LearnedFamily f :
+       {LearnedFamily::Gemm, LearnedFamily::Conv, LearnedFamily::Elementwise,
+        LearnedFamily::Softmax, LearnedFamily::LayerNorm, LearnedFamily::Attention}) {
     const std::string stem(to_string(f));
     if (auto m = load_family_model(dir, stem, f)) models.models_.emplace(f, std::move(*m));
-    if (auto m = load_family_model(dir, stem + "_fp32", f)) models.fp32_models_.emplace(f, std::move(*m));
+    if (auto m = load_family_model(dir, stem + "_fp32", f))
+      models.fp32_models_.emplace(f, std::move(*m));
   }
   // An FP32 model only stands in for its family's main model on FP32 SIMT work.
   std::erase_if(models.fp32_models_, [&](const auto& kv) { return !models.has(kv.first); });
@@ -396,9 +432,7 @@ std::vector<std::string> LearnedModels::families() const {
   return out;
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 bool FamilyModel::covers(const LearnedShape& shape) const {
   for (const auto& [column, least] : smallest_trained) {
@@ -432,7 +466,8 @@ double model_time_us(const FamilyModel& model, const LearnedFeatures& x) {
 }  // namespace
 
 std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const LearnedShape& shape,
-                                                       const Device& device, Precision precision) const {
+                                                       const Device& device,
+                                                       Precision precision) const {
   auto main = models_.find(f);
   if (main == models_.end() || !main->second.covers(shape)) return std::nullopt;
   const LearnedFeatures x = compute_learned_features(f, shape, device, precision);

@@ -1,14 +1,13 @@
 #include "learned/mlp.h"
 
-#include "habitat/file_io.h"
-#include "trace/json_reader.h"
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
+#include "habitat/file_io.h"
+#include "trace/json_reader.h"
 
 namespace habitat {
 namespace {
@@ -25,7 +24,8 @@ static_assert(std::endian::native == std::endian::little,
 SafeTensorsFile parse_safetensors(const std::string& bytes, const std::string& what) {
   if (bytes.size() < 8) fail(what, "too short to be a safetensors file");
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[i]);
+  for (int i = 7; i >= 0; --i)
+    header_len = (header_len << 8) | static_cast<unsigned char>(bytes[i]);
   if (header_len > bytes.size() - 8) fail(what, "header length runs past the end of the file");
   const size_t data_begin = 8 + header_len;
   const size_t data_size = bytes.size() - data_begin;
@@ -54,11 +54,14 @@ SafeTensorsFile parse_safetensors(const std::string& bytes, const std::string& w
       }
       SafeTensor t;
       t.shape = read_ints(required(info, at, "shape"), at.child("shape"), true);
-      const auto offsets = read_ints(required(info, at, "data_offsets"), at.child("data_offsets"), true);
+      const auto offsets =
+          read_ints(required(info, at, "data_offsets"), at.child("data_offsets"), true);
       int64_t count = 1;
       for (int64_t d : t.shape) count *= d;
-      if (offsets.size() != 2 || offsets[1] < offsets[0] || static_cast<uint64_t>(offsets[1]) > data_size ||
-          static_cast<uint64_t>(offsets[1] - offsets[0]) != static_cast<uint64_t>(count) * sizeof(float)) {
+      if (offsets.size() != 2 || offsets[1] < offsets[0] ||
+          static_cast<uint64_t>(offsets[1]) > data_size ||
+          static_cast<uint64_t>(offsets[1] - offsets[0]) !=
+              static_cast<uint64_t>(count) * sizeof(float)) {
         fail(at.child("data_offsets"), "inconsistent with the shape and the file size");
       }
       t.data.resize(static_cast<size_t>(count));
@@ -84,14 +87,16 @@ Mlp Mlp::from_tensors(const SafeTensorsFile& file, int layers, const std::string
   Mlp mlp;
   mlp.mean_ = get("norm.mean").data;
   mlp.std_ = get("norm.std").data;
-  if (mlp.mean_.empty() || mlp.std_.size() != mlp.mean_.size()) fail(what, "norm.mean/norm.std sizes differ");
+  if (mlp.mean_.empty() || mlp.std_.size() != mlp.mean_.size())
+    fail(what, "norm.mean/norm.std sizes differ");
   if (layers < 1) fail(what, "needs at least one layer");
   int width = static_cast<int>(mlp.mean_.size());
   for (int i = 0; i < layers; ++i) {
     const std::string prefix = "layers." + std::to_string(i);
     const SafeTensor& w = get(prefix + ".weight");
     const SafeTensor& b = get(prefix + ".bias");
-    if (w.shape.size() != 2 || w.shape[1] != width || b.shape.size() != 1 || b.shape[0] != w.shape[0]) {
+    if (w.shape.size() != 2 || w.shape[1] != width || b.shape.size() != 1 ||
+        b.shape[0] != w.shape[0]) {
       fail(what, prefix + " has shape inconsistent with its input width " + std::to_string(width));
     }
     Layer layer{width, static_cast<int>(w.shape[0]), w.data, b.data};
@@ -110,7 +115,8 @@ double Mlp::forward(const std::vector<double>& features) const {
   // Same arithmetic as the numpy reference: normalise in double, then float32 layers.
   std::vector<float> h(features.size());
   for (size_t i = 0; i < h.size(); ++i) {
-    h[i] = static_cast<float>((features[i] - static_cast<double>(mean_[i])) / static_cast<double>(std_[i]));
+    h[i] = static_cast<float>((features[i] - static_cast<double>(mean_[i])) /
+                              static_cast<double>(std_[i]));
   }
   std::vector<float> next;
   for (size_t l = 0; l < layers_.size(); ++l) {

@@ -16,14 +16,36 @@ namespace {
 // The element size of each dtype name a trace may hold.
 int64_t dtype_bytes(std::string_view dtype, bool* known) {
   static const std::unordered_map<std::string_view, int64_t> kBytes = {
-      {"float64", 8},       {"double", 8},         {"float32", 4},         {"float", 4},
-      {"float16", 2},       {"half", 2},           {"bfloat16", 2},        {"complex128", 16},
-      {"complex64", 8},     {"complex32", 4},      {"int64", 8},           {"long", 8},
-      {"int32", 4},         {"int", 4},            {"int16", 2},           {"short", 2},
-      {"int8", 1},          {"uint8", 1},          {"uint16", 2},          {"uint32", 4},
-      {"uint64", 8},        {"bool", 1},           {"float8_e4m3fn", 1},   {"float8_e5m2", 1},
-      {"float8_e4m3fnuz", 1}, {"float8_e5m2fnuz", 1}, {"float8_e8m0fnu", 1}, {"qint8", 1},
-      {"quint8", 1},        {"qint32", 4},
+      {"float64", 8},
+      {"double", 8},
+      {"float32", 4},
+      {"float", 4},
+      {"float16", 2},
+      {"half", 2},
+      {"bfloat16", 2},
+      {"complex128", 16},
+      {"complex64", 8},
+      {"complex32", 4},
+      {"int64", 8},
+      {"long", 8},
+      {"int32", 4},
+      {"int", 4},
+      {"int16", 2},
+      {"short", 2},
+      {"int8", 1},
+      {"uint8", 1},
+      {"uint16", 2},
+      {"uint32", 4},
+      {"uint64", 8},
+      {"bool", 1},
+      {"float8_e4m3fn", 1},
+      {"float8_e5m2", 1},
+      {"float8_e4m3fnuz", 1},
+      {"float8_e5m2fnuz", 1},
+      {"float8_e8m0fnu", 1},
+      {"qint8", 1},
+      {"quint8", 1},
+      {"qint32", 4},
   };
   const auto it = kBytes.find(dtype);
   if (known != nullptr) *known = it != kBytes.end();
@@ -33,16 +55,17 @@ int64_t dtype_bytes(std::string_view dtype, bool* known) {
 // Ops that make a new tensor without computing it from data: how optimizers create state.
 bool is_factory(std::string_view base) {
   static const std::unordered_set<std::string_view> kFactory = {
-      "zeros", "zeros_like", "empty", "empty_like", "empty_strided", "full", "full_like",
-      "ones", "ones_like", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "clone",
-      "new_zeros", "new_empty", "new_full", "new_ones", "_to_copy", "tensor"};
+      "zeros",      "zeros_like",      "empty",    "empty_like", "empty_strided",
+      "full",       "full_like",       "ones",     "ones_like",  "scalar_tensor",
+      "lift_fresh", "lift_fresh_copy", "clone",    "new_zeros",  "new_empty",
+      "new_full",   "new_ones",        "_to_copy", "tensor"};
   return kFactory.count(base) != 0;
 }
 
 bool is_matmul(std::string_view base) {
   static const std::unordered_set<std::string_view> kMatmul = {
-      "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_addmm_activation",
-      "addbmm", "_scaled_mm", "_int_mm", "addmv", "mv"};
+      "mm",     "addmm",      "bmm",     "baddbmm", "matmul", "linear", "_addmm_activation",
+      "addbmm", "_scaled_mm", "_int_mm", "addmv",   "mv"};
   return kMatmul.count(base) != 0;
 }
 
@@ -67,10 +90,14 @@ struct Mutable {
   enum class Kind { None, Out, Self, SelfAndFusedState } kind = Kind::None;
   bool contains(std::string_view arg) const {
     switch (kind) {
-      case Kind::None: return false;
-      case Kind::Out: return arg == "out";
-      case Kind::Self: return arg == "self";
-      case Kind::SelfAndFusedState: return arg == "self" || is_fused_state_arg(arg);
+      case Kind::None:
+        return false;
+      case Kind::Out:
+        return arg == "out";
+      case Kind::Self:
+        return arg == "self";
+      case Kind::SelfAndFusedState:
+        return arg == "self" || is_fused_state_arg(arg);
     }
     return false;
   }
@@ -80,7 +107,7 @@ Mutable mutable_args(const OpRecord& op) {
   if (op.overload.starts_with("out")) return {Mutable::Kind::Out};
   if (!in_place(op)) return {};
   return {base_name(op.name).starts_with("_fused_") ? Mutable::Kind::SelfAndFusedState
-                                                   : Mutable::Kind::Self};
+                                                    : Mutable::Kind::Self};
 }
 
 // Each tensor among an op's arguments, in order (trace.py's tensor_args).
@@ -126,8 +153,8 @@ struct Storage {
   int64_t nbytes = 0;
   std::size_t first = 0;
   std::size_t last = 0;
-  bool created = false;   // first seen as an output of an op of this step
-  uint64_t last_id = 0;   // id of the last op that used it
+  bool created = false;  // first seen as an output of an op of this step
+  uint64_t last_id = 0;  // id of the last op that used it
   std::string_view created_by;
   Phase created_phase = Phase::Other;
   Phases read_in = 0;
@@ -140,8 +167,8 @@ Category category(const Storage& s) {
   if (!s.created && (s.mutated_in & bit(Phase::Optimizer)) && (s.read_in & bit(Phase::Forward))) {
     return Category::Parameters;
   }
-  const bool written_by_backward = (s.created && s.created_phase == Phase::Backward) ||
-                                   (s.mutated_in & bit(Phase::Backward));
+  const bool written_by_backward =
+      (s.created && s.created_phase == Phase::Backward) || (s.mutated_in & bit(Phase::Backward));
   if (written_by_backward && (s.read_in & bit(Phase::Optimizer))) return Category::Gradients;
   if ((s.mutated_in & bit(Phase::Optimizer)) && (!s.created || is_factory(s.created_by))) {
     return Category::OptimizerState;
@@ -212,7 +239,8 @@ StepMemory estimate_step_memory(const Step& step) {
   bool only_cuda = false;
   for (const OpRecord* op : ops) {
     const auto cuda = [](const TensorMeta& m) { return m.device.starts_with("cuda"); };
-    for_each_tensor_arg(*op, [&](const std::string&, const TensorMeta& m) { only_cuda |= cuda(m); });
+    for_each_tensor_arg(*op,
+                        [&](const std::string&, const TensorMeta& m) { only_cuda |= cuda(m); });
     only_cuda |= std::any_of(op->outputs.begin(), op->outputs.end(), cuda);
     if (only_cuda) break;
   }
@@ -349,8 +377,9 @@ StepMemory estimate_step_memory(const Step& step) {
     result.notes.push_back("no optimizer step in this step: parameters are counted with inputs");
   }
   if (step.dropped_ops != 0) {
-    result.notes.push_back(std::to_string(step.dropped_ops) +
-                           " op(s) were not recorded (capture cap): the estimate misses their tensors");
+    result.notes.push_back(
+        std::to_string(step.dropped_ops) +
+        " op(s) were not recorded (capture cap): the estimate misses their tensors");
   }
   if (!unknown_dtypes.empty()) {
     std::string note = "tensors of unknown dtype counted as 0 bytes: ";
@@ -372,10 +401,18 @@ StepMemory estimate_step_memory(const Step& step) {
           (*delta)[s.last + 1] -= s.nbytes;
         }
         continue;
-      case Category::Parameters: result.parameters += s.nbytes; break;
-      case Category::Gradients: result.gradients += s.nbytes; break;
-      case Category::OptimizerState: result.optimizer_state += s.nbytes; break;
-      case Category::Inputs: result.inputs += s.nbytes; break;
+      case Category::Parameters:
+        result.parameters += s.nbytes;
+        break;
+      case Category::Gradients:
+        result.gradients += s.nbytes;
+        break;
+      case Category::OptimizerState:
+        result.optimizer_state += s.nbytes;
+        break;
+      case Category::Inputs:
+        result.inputs += s.nbytes;
+        break;
     }
     // pre-existing storages live all step; ones made in the step live from creation on
     delta_live[s.created ? s.first : 0] += s.nbytes;

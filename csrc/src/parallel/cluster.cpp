@@ -28,7 +28,8 @@ double read_number(const json& v, const Loc& at, bool positive) {
 }
 
 // The "achieved" block of a tier: per protocol {busbw_fraction, step_latency_us}, and NVLS's
-// latency_us, chunk_overhead_us and channels; descriptive keys (calibrated_on, notes, _...) are skipped.
+// latency_us, chunk_overhead_us and channels; descriptive keys (calibrated_on, notes, _...) are
+// skipped.
 void apply_achieved(LinkTier& t, const json& obj, const Loc& at) {
   if (!obj.is_object()) bad(at, "must be an object");
   static constexpr std::array<const char*, 3> kProtocols{"LL", "LL128", "Simple"};
@@ -58,8 +59,9 @@ void apply_achieved(LinkTier& t, const json& obj, const Loc& at) {
     } else if (key == "nvls_channels") {
       t.nvls_channels = static_cast<int>(read_number(v, k, true));
     } else {
-      bad(k, "unknown field (known: LL, LL128, Simple, nvls_latency_us, nvls_chunk_overhead_us, "
-              "nvls_channels, calibrated_on, notes)");
+      bad(k,
+          "unknown field (known: LL, LL128, Simple, nvls_latency_us, nvls_chunk_overhead_us, "
+          "nvls_channels, calibrated_on, notes)");
     }
   }
 }
@@ -100,8 +102,10 @@ void apply_link(LinkTier& t, const json& obj, const Loc& at, bool is_new) {
       for (const auto& [f, s] : v.items())
         if (s.is_string()) t.sources[f] = s.get<std::string>();
     } else {
-      bad(k, "unknown field (known: kind, bandwidth_gbs, efficiency, hop_latency_us, "
-              "base_latency_us, switch, nvls_algbw_fraction, nvls_latency_us, achieved, sources, notes)");
+      bad(k,
+          "unknown field (known: kind, bandwidth_gbs, efficiency, hop_latency_us, "
+          "base_latency_us, switch, nvls_algbw_fraction, nvls_latency_us, achieved, sources, "
+          "notes)");
     }
   }
   if (is_new) {
@@ -171,10 +175,13 @@ void InterconnectDatabase::merge_section(const nlohmann::json& section) {
         const Loc at = root.child("devices").child(name);
         if (!entry.is_object()) bad(at, "must be an object");
         ServerLayout& s = layouts_[name];
-        if (entry.contains("intra")) s.intra = json_reader::read_string(entry.at("intra"), at.child("intra"));
-        if (entry.contains("inter")) s.inter = json_reader::read_string(entry.at("inter"), at.child("inter"));
+        if (entry.contains("intra"))
+          s.intra = json_reader::read_string(entry.at("intra"), at.child("intra"));
+        if (entry.contains("inter"))
+          s.inter = json_reader::read_string(entry.at("inter"), at.child("inter"));
         if (entry.contains("gpus_per_node"))
-          s.gpus_per_node = json_reader::read_int32(entry.at("gpus_per_node"), at.child("gpus_per_node"), 1);
+          s.gpus_per_node =
+              json_reader::read_int32(entry.at("gpus_per_node"), at.child("gpus_per_node"), 1);
       }
     } else {
       bad(root.child(key), "unknown field (known: links, devices, source_tags)");
@@ -195,8 +202,8 @@ const LinkTier* InterconnectDatabase::try_link(std::string_view name) const {
 
 const LinkTier& InterconnectDatabase::link(std::string_view name) const {
   if (const LinkTier* t = try_link(name)) return *t;
-  throw ClusterError("unknown interconnect \"" + std::string(name) + "\"; known: " +
-                     known_list(link_names()));
+  throw ClusterError("unknown interconnect \"" + std::string(name) +
+                     "\"; known: " + known_list(link_names()));
 }
 
 std::vector<std::string> InterconnectDatabase::link_names() const {
@@ -205,7 +212,8 @@ std::vector<std::string> InterconnectDatabase::link_names() const {
   return out;
 }
 
-const InterconnectDatabase::ServerLayout* InterconnectDatabase::layout(const std::string& device) const {
+const InterconnectDatabase::ServerLayout* InterconnectDatabase::layout(
+    const std::string& device) const {
   auto it = layouts_.find(device);
   return it == layouts_.end() ? nullptr : &it->second;
 }
@@ -220,8 +228,8 @@ std::string InterconnectDatabase::resolve_tier(const std::string& device, const 
   auto kind_of = [&](const std::string& tier) { return tier.empty() ? "" : links_.at(tier).kind; };
   if (w == "nvlink" || w == "nvswitch") {
     if (kind_of(usual) == "nvlink") return usual;
-    throw ClusterError(device + " has no NVLink fabric in the database; pick one of: " +
-                       known_list(link_names()));
+    throw ClusterError(
+        device + " has no NVLink fabric in the database; pick one of: " + known_list(link_names()));
   }
   if (w == "pcie") {
     if (kind_of(usual) == "pcie") return usual;
@@ -232,30 +240,33 @@ std::string InterconnectDatabase::resolve_tier(const std::string& device, const 
     return "ib-ndr400";
   }
   if (w == "ethernet" || w == "roce") return "ethernet-100g";
-  throw ClusterError("unknown interconnect \"" + wanted +
-                     "\"; use nvlink, pcie, infiniband, ethernet or one of: " +
-                     known_list(link_names()));
+  throw ClusterError(
+      "unknown interconnect \"" + wanted +
+      "\"; use nvlink, pcie, infiniband, ethernet or one of: " + known_list(link_names()));
 }
 
 Cluster InterconnectDatabase::make_cluster(const std::string& device, int world_size,
                                            std::optional<int> gpus_per_node,
                                            const std::optional<std::string>& intra,
                                            const std::optional<std::string>& inter) const {
-  if (world_size < 1) throw ClusterError("world_size must be >= 1, got " + std::to_string(world_size));
+  if (world_size < 1)
+    throw ClusterError("world_size must be >= 1, got " + std::to_string(world_size));
   const ServerLayout* server = layout(device);
   if (!server && (!intra || !inter)) {
     throw ClusterError("no usual server is known for " + device +
                        ": give both interconnects, e.g. intra=\"pcie4\", inter=\"ethernet-100g\" "
-                       "(known: " + known_list(link_names()) + ")");
+                       "(known: " +
+                       known_list(link_names()) + ")");
   }
   Cluster c;
   c.gpu = device;
-  const int per_node = gpus_per_node ? *gpus_per_node
-                                     : std::min(world_size, server ? server->gpus_per_node : 8);
+  const int per_node =
+      gpus_per_node ? *gpus_per_node : std::min(world_size, server ? server->gpus_per_node : 8);
   if (per_node < 1) throw ClusterError("gpus_per_node must be >= 1");
   if (world_size % per_node != 0) {
-    throw ClusterError("world_size " + std::to_string(world_size) + " is not a whole number of nodes of " +
-                       std::to_string(per_node) + " GPUs; set gpus_per_node to a divisor of it");
+    throw ClusterError("world_size " + std::to_string(world_size) +
+                       " is not a whole number of nodes of " + std::to_string(per_node) +
+                       " GPUs; set gpus_per_node to a divisor of it");
   }
   c.gpus_per_node = per_node;
   c.nodes = world_size / per_node;

@@ -31,7 +31,8 @@ constexpr std::array<Named, 9> kNames{{
 }};
 
 std::string squash(std::string_view name) {
-  if (auto colons = name.rfind("::"); colons != std::string_view::npos) name = name.substr(colons + 2);
+  if (auto colons = name.rfind("::"); colons != std::string_view::npos)
+    name = name.substr(colons + 2);
   std::string s;
   for (char ch : name)
     if (ch != '_') s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
@@ -67,7 +68,8 @@ constexpr std::array<double, 3> kRingBaseLat{6.6, 14.0, 8.4};
 constexpr std::array<double, 3> kTreeBaseLat{6.8, 14.0, 8.4};
 // hwLatencies (us) per step for LL and LL128 (Simple comes from the tier's own constant, which
 // devices.json cites from the same table): NVLink, PCI, NET.
-constexpr std::array<double, 2> kRingHopNvlink{0.6, 1.9}, kRingHopPci{1.0, 2.5}, kRingHopNet{2.7, 4.0};
+constexpr std::array<double, 2> kRingHopNvlink{0.6, 1.9}, kRingHopPci{1.0, 2.5},
+    kRingHopNet{2.7, 4.0};
 constexpr std::array<double, 3> kTreeHopNvlink{0.6, 1.25, 4.0}, kTreeHopPci{1.0, 1.9, 4.0},
     kTreeHopNet{5.0, 8.5, 14.0};
 // GPU families NCCL tunes for: Volta, Ampere, Hopper, Blackwell (compCapIndex).
@@ -81,19 +83,25 @@ constexpr std::array<std::array<double, 3>, 4> kPerChTree{
 constexpr std::array<std::array<double, 3>, 4> kPerChTreeLl128{
     {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}}};
 // treeCorrectionFactor: trees are slower than their model at mid sizes; powers of two from 64 B.
-constexpr std::array<std::array<double, 24>, 3> kTreeCorrection{{
-    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
-    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
-    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}}};
+constexpr std::array<std::array<double, 24>, 3> kTreeCorrection{
+    {{1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7,  .7,  .7,  .6,  .5,
+      .4,  .4,  .5,  .6,  .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+     {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7,  .6,  .6,
+      .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0, 1.0},
+     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5,
+      .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}}};
 // search.cc: the per-channel speeds NCCL's ring search tries (GB/s), pre-Hopper and Hopper+.
-constexpr std::array<double, 13> kSpeedsAmpere{40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
-constexpr std::array<double, 11> kSpeedsHopper{60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0};
+constexpr std::array<double, 13> kSpeedsAmpere{40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0,
+                                               9.0,  7.0,  6.0,  5.0,  4.0,  3.0};
+constexpr std::array<double, 11> kSpeedsHopper{60.0, 50.0, 40.0, 30.0, 24.0, 20.0,
+                                               15.0, 12.0, 11.0, 6.0,  3.0};
 
 // The family NCCL tunes for, from the intra-node fabric: NVLink 2/3/4/5 come with
 // Volta/Ampere/Hopper/Blackwell. Without NVLink the family only sets caps a PCIe ring never
 // reaches, so Ampere stands in.
 int gpu_family(const Cluster& cl) {
-  if (cl.intra.kind == "nvlink" && cl.intra.generation >= 2) return std::min(cl.intra.generation - 2, 3);
+  if (cl.intra.kind == "nvlink" && cl.intra.generation >= 2)
+    return std::min(cl.intra.generation - 2, 3);
   return 1;
 }
 
@@ -114,9 +122,12 @@ int ring_channels(double bw_gbs, int family) {
 // Ring steps a collective takes over n ranks, and how many of them cross nodes (k nodes).
 std::pair<int, int> ring_steps(Collective c, int n, int k) {
   switch (c) {
-    case Collective::AllReduce: return {2 * (n - 1), 2 * (k - 1)};
-    case Collective::SendRecv: return {1, k > 1 ? 1 : 0};
-    default: return {n - 1, k - 1};
+    case Collective::AllReduce:
+      return {2 * (n - 1), 2 * (k - 1)};
+    case Collective::SendRecv:
+      return {1, k > 1 ? 1 : 0};
+    default:
+      return {n - 1, k - 1};
   }
 }
 
@@ -180,7 +191,8 @@ Candidate ring(Collective c, double bytes, const Shape& s, const Cluster& cl, in
   if (p == Simple && s.k > 1 && c == Collective::AllReduce && bytes / (s.channels * s.n) >= 64)
     latency *= s.family >= 1 ? 1.4 : 1.9;
   const double busbw = bus * 1e9;
-  return {latency + bytes * bus_factor(c, s.n) / busbw * 1e6, CollectiveAlgorithm::Ring, kProtoNames[p], s.tier, p};
+  return {latency + bytes * bus_factor(c, s.n) / busbw * 1e6, CollectiveAlgorithm::Ring,
+          kProtoNames[p], s.tier, p};
 }
 
 // NCCL's tree all_reduce: a chain inside each node, a binary tree across nodes; every byte
@@ -192,14 +204,16 @@ Candidate tree(double bytes, const Shape& s, const Cluster& cl, int p) {
   double bus = std::min(s.bus_gbs * 0.92, s.channels * kPerChTree[s.family][col]);
   if (p == LL) bus = std::min(bus / 3.8, ll_max);
   if (p == LL128)
-    bus = std::min(bus * (s.k == 1 ? 7.0 / 9.0 : 120.0 / 128.0), s.channels * kPerChTreeLl128[s.family][col]);
+    bus = std::min(bus * (s.k == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
+                   s.channels * kPerChTreeLl128[s.family][col]);
   const int log_size = bytes >= 64 ? static_cast<int>(std::log2(bytes / 64)) : -1;
   if (log_size >= 0 && log_size < 23) bus *= kTreeCorrection[p][log_size];
   const LinkTier& intra_tier = s.g > 1 ? cl.intra : cl.inter;
   const double intra_lat = tree_hops(intra_tier)[p];
   const double inter_lat = tree_hops(cl.inter)[p];
   const double latency = kTreeBaseLat[p] + 2 * ((s.g - 1) * intra_lat + std::log2(s.k) * inter_lat);
-  return {latency + bytes / (0.5 * bus * 1e9) * 1e6, CollectiveAlgorithm::Tree, kProtoNames[p], s.tier, p};
+  return {latency + bytes / (0.5 * bus * 1e9) * 1e6, CollectiveAlgorithm::Tree, kProtoNames[p],
+          s.tier, p};
 }
 
 // NVLink SHARP: each GPU sends its buffer to the switch and receives the reduced one, so the
@@ -222,7 +236,8 @@ Candidate all_to_all(double bytes, int n, const Cluster& cl) {
   double t_inter = k > 1 ? bytes * (n - g) / n / cl.inter.ring_bytes_per_s() : 0;
   const LinkTier& slow = t_inter > t_intra ? cl.inter : cl.intra;
   const double latency = cl.intra.base_latency_us + slow.hop_latency_us;
-  return {latency + std::max(t_intra, t_inter) * 1e6, CollectiveAlgorithm::Ring, "Simple", slow.name, Simple};
+  return {latency + std::max(t_intra, t_inter) * 1e6, CollectiveAlgorithm::Ring, "Simple",
+          slow.name, Simple};
 }
 
 // NCCL's NVLS chunk for a message (enqueue.cc): NVLS_CHUNKSIZE (128 KiB) shrinks to 64, 32 and
@@ -243,7 +258,8 @@ double nvls_chunk(double bytes, double concurrent_ops) {
 // bandwidth of the protocol. NVLS: per-call latency + bytes / algbw(chunk), where each
 // (channel, head) pays `overhead` per chunk on top of streaming at the full-chunk rate:
 // 1/algbw(c) = 1/algbw(128K) + overhead / (channels x heads) x (1/c - 1/128K).
-double achieved_time_us(Collective c, double bytes, const Shape& s, const Cluster& cl, const Candidate& pick) {
+double achieved_time_us(Collective c, double bytes, const Shape& s, const Cluster& cl,
+                        const Candidate& pick) {
   if (s.k != 1 || s.g < 2) return pick.time_us;
   const LinkTier& t = cl.intra;
   if (pick.algorithm == CollectiveAlgorithm::Nvls) {
@@ -269,7 +285,8 @@ void check(const Cluster& cl, int ranks, double bytes) {
     throw ClusterError("a group of " + std::to_string(ranks) + " ranks does not fit a cluster of " +
                        std::to_string(cl.world_size()) + " GPUs");
   }
-  if (!(bytes >= 0) || !std::isfinite(bytes)) throw ClusterError("collective size must be a finite number of bytes >= 0");
+  if (!(bytes >= 0) || !std::isfinite(bytes))
+    throw ClusterError("collective size must be a finite number of bytes >= 0");
   if (cl.intra.bandwidth_gbs <= 0 || cl.intra.efficiency <= 0)
     throw ClusterError("the cluster's intra-node tier has no bandwidth");
   if (cl.nodes > 1 && (cl.inter.bandwidth_gbs <= 0 || cl.inter.efficiency <= 0))
@@ -280,13 +297,20 @@ void check(const Cluster& cl, int ranks, double bytes) {
 
 const char* to_string(Collective c) {
   switch (c) {
-    case Collective::AllReduce: return "all_reduce";
-    case Collective::AllGather: return "all_gather";
-    case Collective::ReduceScatter: return "reduce_scatter";
-    case Collective::Broadcast: return "broadcast";
-    case Collective::Reduce: return "reduce";
-    case Collective::SendRecv: return "send_recv";
-    case Collective::AllToAll: return "all_to_all";
+    case Collective::AllReduce:
+      return "all_reduce";
+    case Collective::AllGather:
+      return "all_gather";
+    case Collective::ReduceScatter:
+      return "reduce_scatter";
+    case Collective::Broadcast:
+      return "broadcast";
+    case Collective::Reduce:
+      return "reduce";
+    case Collective::SendRecv:
+      return "send_recv";
+    case Collective::AllToAll:
+      return "all_to_all";
   }
   return "?";
 }
@@ -300,10 +324,14 @@ std::optional<Collective> collective_from_name(std::string_view name) {
 
 const char* to_string(CollectiveAlgorithm a) {
   switch (a) {
-    case CollectiveAlgorithm::Auto: return "auto";
-    case CollectiveAlgorithm::Ring: return "ring";
-    case CollectiveAlgorithm::Tree: return "tree";
-    case CollectiveAlgorithm::Nvls: return "nvls";
+    case CollectiveAlgorithm::Auto:
+      return "auto";
+    case CollectiveAlgorithm::Ring:
+      return "ring";
+    case CollectiveAlgorithm::Tree:
+      return "tree";
+    case CollectiveAlgorithm::Nvls:
+      return "nvls";
   }
   return "?";
 }
@@ -319,19 +347,22 @@ double bus_factor(Collective c, int ranks) {
   if (ranks <= 1) return 0;
   const double n = ranks;
   switch (c) {
-    case Collective::AllReduce: return 2 * (n - 1) / n;
+    case Collective::AllReduce:
+      return 2 * (n - 1) / n;
     case Collective::AllGather:
     case Collective::ReduceScatter:
-    case Collective::AllToAll: return (n - 1) / n;
+    case Collective::AllToAll:
+      return (n - 1) / n;
     case Collective::Broadcast:
     case Collective::Reduce:
-    case Collective::SendRecv: return 1;
+    case Collective::SendRecv:
+      return 1;
   }
   return 1;
 }
 
-CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks, const Cluster& cluster,
-                                       CollectiveAlgorithm algorithm) {
+CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks,
+                                       const Cluster& cluster, CollectiveAlgorithm algorithm) {
   check(cluster, ranks, bytes);
   CollectiveEstimate out;
   out.algorithm = algorithm == CollectiveAlgorithm::Auto ? CollectiveAlgorithm::Ring : algorithm;
@@ -350,8 +381,10 @@ CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks, co
     for (int p : {LL, LL128, Simple}) {
       if (c == Collective::SendRecv && p != Simple) continue;
       if (p == LL128 && !ll128_enabled(cluster, shape.g)) continue;
-      if (wanted(CollectiveAlgorithm::Ring)) candidates.push_back(ring(c, bytes, shape, cluster, p));
-      if (reduces && wanted(CollectiveAlgorithm::Tree)) candidates.push_back(tree(bytes, shape, cluster, p));
+      if (wanted(CollectiveAlgorithm::Ring))
+        candidates.push_back(ring(c, bytes, shape, cluster, p));
+      if (reduces && wanted(CollectiveAlgorithm::Tree))
+        candidates.push_back(tree(bytes, shape, cluster, p));
     }
     if (reduces && wanted(CollectiveAlgorithm::Nvls)) {
       Candidate n = nvls(bytes, ranks, cluster);
@@ -362,7 +395,8 @@ CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks, co
     throw ClusterError(std::string("algorithm ") + to_string(algorithm) + " does not run " +
                        to_string(c) + " on this cluster");
   }
-  const Candidate& best = *std::min_element(candidates.begin(), candidates.end(),
+  const Candidate& best = *std::min_element(
+      candidates.begin(), candidates.end(),
       [](const Candidate& a, const Candidate& b) { return a.time_us < b.time_us; });
   out.tuner_time_us = best.time_us;
   out.time_us = achieved_time_us(c, bytes, shape, cluster, best);

@@ -19,9 +19,9 @@ constexpr std::string_view kAten = "aten::";
 // clip_grad_norm_ runs per tensor on the CPU and as _foreach_norm on CUDA.
 const std::set<std::string_view>& foreach_stems() {
   static const std::set<std::string_view> stems{
-      "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "maximum", "minimum",
-      "clamp_min", "clamp_max", "sqrt", "rsqrt", "exp", "neg", "abs", "sign", "reciprocal",
-      "copy", "zero"};
+      "add",     "sub",     "mul",       "div",        "addcmul", "addcdiv", "lerp",
+      "maximum", "minimum", "clamp_min", "clamp_max",  "sqrt",    "rsqrt",   "exp",
+      "neg",     "abs",     "sign",      "reciprocal", "copy",    "zero"};
   return stems;
 }
 
@@ -160,8 +160,8 @@ std::set<uint64_t> rnn_layer_outputs(const Step& step) {
 }
 
 // The bias gradient of a layer: the gate gradients of every step summed over time and batch.
-OpRecord rnn_bias_grad(const OpRecord& layer, const PrecisionFlags& flags, int64_t rows, int64_t gates,
-                       const std::string& dtype) {
+OpRecord rnn_bias_grad(const OpRecord& layer, const PrecisionFlags& flags, int64_t rows,
+                       int64_t gates, const std::string& dtype) {
   OpRecord op;
   op.id = layer.id;
   op.phase = layer.phase;
@@ -219,8 +219,8 @@ std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceO
     add(true, batch, hidden, gates, t);      // recurrent GEMM per step
     add(false, batch, 0, gates, t);          // cell: gates and state to h, c
   } else {
-    add(false, batch, 0, gates, t);          // cell gradient per step
-    add(true, batch, gates, hidden, t);      // gradient to the previous h per step
+    add(false, batch, 0, gates, t);      // cell gradient per step
+    add(true, batch, gates, hidden, t);  // gradient to the previous h per step
     // cuDNN runs a multi-layer RNN's backward as a wavefront over layers and time: a stacked
     // layer's input gradient (the gradient of the layer below's output) is computed step by
     // step, one [batch, gates] x [gates, in] GEMM each, as the layer below needs it; the
@@ -232,7 +232,7 @@ std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceO
     } else {
       add(true, steps * batch, gates, in, 1);  // input gradient
     }
-    add(true, gates, steps * batch, in, 1);  // W_ih gradient
+    add(true, gates, steps * batch, in, 1);      // W_ih gradient
     add(true, gates, steps * batch, hidden, 1);  // W_hh gradient
     // Bias gradients: the gate gradients summed over every step and batch row (one
     // reduction; b_ih and b_hh get the same sum).
@@ -265,7 +265,8 @@ bool cudnn_batch_norm(const OpRecord& op, bool backward, bool cudnn_enabled) {
   // The backward's running statistics and bias are those the forward had; bias is not
   // among its arguments (affine batch norms have both).
   if (!backward && arg_tensor(op, "bias") == nullptr) return false;
-  const bool stats = arg_tensor(op, "running_mean") != nullptr && arg_tensor(op, "running_var") != nullptr;
+  const bool stats =
+      arg_tensor(op, "running_mean") != nullptr && arg_tensor(op, "running_var") != nullptr;
   const bool training = op_args::boolean(op.args, backward ? "train" : "training", true);
   if (!stats && !training) return false;
   return input->shape[0] <= (training ? 880801 : 65535);
@@ -299,8 +300,7 @@ bool step_cudnn_enabled(const Step& step) {
 
 }  // namespace
 
-Mapping map_cpu_step(const Step& step, const OpIndex& index_of,
-                     const TraceOrigin& origin) {
+Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigin& origin) {
   const std::size_t n = step.ops.size();
   Mapping m;
   m.host_only.assign(n, 0);

@@ -45,7 +45,7 @@ struct Expansion {
 };
 
 struct Mapping {
-  std::vector<char> host_only;         // per op: runs on the host on CUDA (no kernel)
+  std::vector<char> host_only;  // per op: runs on the host on CUDA (no kernel)
   // Per op: its own estimate stands for its work and its children's on CUDA (an SDPA whose
   // CPU children are the unfused math path; a per-tensor optimizer op in a foreach group
   // whose CPU kernel called helpers).
@@ -65,7 +65,6 @@ std::string cuda_attention_op(std::string_view dtype, const Device& target, bool
 
 // The mapping for a CPU-traced step (ops in start order; index_of maps ids to positions).
 // `origin` gives the switches of ops that carry none of their own.
-Mapping map_cpu_step(const Step& step, const OpIndex& index_of,
-                     const TraceOrigin& origin = {});
+Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigin& origin = {});
 
 }  // namespace habitat::cuda_paths

@@ -38,8 +38,10 @@ std::string forecast_ops_to_rows(const Forecast& f) {
     w.put<double>(of.cost.bytes());
     for (std::size_t t = 0; t < n_targets; ++t) w.put<double>(of.per_target[t].time_us);
     for (std::size_t t = 0; t < n_targets; ++t) w.put<double>(of.share[t].time_us);
-    for (std::size_t t = 0; t < n_targets; ++t) w.put<uint8_t>(static_cast<uint8_t>(of.per_target[t].method));
-    for (std::size_t t = 0; t < n_targets; ++t) w.put<uint8_t>(static_cast<uint8_t>(of.share[t].method));
+    for (std::size_t t = 0; t < n_targets; ++t)
+      w.put<uint8_t>(static_cast<uint8_t>(of.per_target[t].method));
+    for (std::size_t t = 0; t < n_targets; ++t)
+      w.put<uint8_t>(static_cast<uint8_t>(of.share[t].method));
     w.put<uint8_t>(static_cast<uint8_t>(of.cost.op_class));
     w.put<uint8_t>(static_cast<uint8_t>(of.cost.precision));
   }
@@ -48,19 +50,22 @@ std::string forecast_ops_to_rows(const Forecast& f) {
 
 std::vector<std::string> method_names() {
   std::vector<std::string> out;
-  for (int m = 0; m <= static_cast<int>(Method::Composite); ++m) out.emplace_back(to_string(static_cast<Method>(m)));
+  for (int m = 0; m <= static_cast<int>(Method::Composite); ++m)
+    out.emplace_back(to_string(static_cast<Method>(m)));
   return out;
 }
 
 std::vector<std::string> op_class_names() {
   std::vector<std::string> out;
-  for (int c = 0; c <= static_cast<int>(OpClass::Unknown); ++c) out.emplace_back(to_string(static_cast<OpClass>(c)));
+  for (int c = 0; c <= static_cast<int>(OpClass::Unknown); ++c)
+    out.emplace_back(to_string(static_cast<OpClass>(c)));
   return out;
 }
 
 std::vector<std::string> precision_names() {
   std::vector<std::string> out;
-  for (int p = 0; p <= static_cast<int>(Precision::Fp64); ++p) out.emplace_back(to_string(static_cast<Precision>(p)));
+  for (int p = 0; p <= static_cast<int>(Precision::Fp64); ++p)
+    out.emplace_back(to_string(static_cast<Precision>(p)));
   return out;
 }
 

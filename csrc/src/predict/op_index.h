@@ -26,7 +26,8 @@ class OpIndex {
     }
     if (dense_) return;
     positions_.reserve(size_);
-    for (std::size_t i = 0; i < size_; ++i) positions_[step.ops[i].id] = i;  // the last of a repeated id wins
+    for (std::size_t i = 0; i < size_; ++i)
+      positions_[step.ops[i].id] = i;  // the last of a repeated id wins
   }
 
   // The position of the op numbered `id`, or npos when the step has none.

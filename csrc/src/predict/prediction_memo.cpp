@@ -1,9 +1,9 @@
 #include "habitat/prediction_memo.h"
 
 #include <algorithm>
-#include <span>
 #include <cstdint>
 #include <cstring>
+#include <span>
 
 #include "habitat/predictor.h"
 
@@ -100,7 +100,8 @@ void tensors(Sink& sink, const std::vector<TensorMeta>& ts) {
     numbers(sink, t.strides);
     text(sink, t.dtype);
     text(sink, t.device);
-    const unsigned char flags = static_cast<unsigned char>(t.contiguous) | static_cast<unsigned char>(t.defined << 1);
+    const unsigned char flags =
+        static_cast<unsigned char>(t.contiguous) | static_cast<unsigned char>(t.defined << 1);
     value(sink, flags);
     value(sink, t.storage);
     value(sink, t.storage_offset);
@@ -127,8 +128,9 @@ bool visit_work(Sink& sink, const Step& step) {
     text(sink, op.name);
     text(sink, op.overload);
     if (op.precision) {
-      const unsigned char switches = static_cast<unsigned char>(op.precision->matmul_allow_tf32) |
-                                     static_cast<unsigned char>(op.precision->cudnn_allow_tf32 << 1);
+      const unsigned char switches =
+          static_cast<unsigned char>(op.precision->matmul_allow_tf32) |
+          static_cast<unsigned char>(op.precision->cudnn_allow_tf32 << 1);
       value(sink, switches);
       text(sink, op.precision->float32_matmul_precision);
       text(sink, op.precision->autocast_dtype);
@@ -190,7 +192,8 @@ PredictionMemo::Repeat* PredictionMemo::repeat_of(const Step& step,
   return &last_->repeat;
 }
 
-PredictionMemo::Repeat* PredictionMemo::remember(const Step& step, const std::vector<const Device*>& targets,
+PredictionMemo::Repeat* PredictionMemo::remember(const Step& step,
+                                                 const std::vector<const Device*>& targets,
                                                  std::shared_ptr<const Forecast> forecast) {
   last_ = LastStep{work_of(step), targets, Repeat{std::move(forecast), nullptr, {}}};
   return &last_->repeat;

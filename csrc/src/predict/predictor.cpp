@@ -6,20 +6,19 @@
 #include <malloc.h>
 #endif
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
-
+#include "habitat/forecast_rows.h"
+#include "habitat/wave_scaling.h"
 #include "predict/cuda_paths.h"
 #include "predict/op_key.h"
 #include "predict/shape_efficiency.h"
 #include "predict/timeline_json.h"
-#include "habitat/forecast_rows.h"
-#include "habitat/wave_scaling.h"
 
 namespace habitat {
 namespace {
@@ -175,10 +174,10 @@ std::vector<char> redispatch_wrappers(const Step& step, const OpIndex& index_of)
 // bookkeeping launches nothing, and per-tensor optimizer ops take their share (by bytes) of
 // the _foreach_ op CUDA launches for their group. Returns which ops' own estimates stand for
 // their children too (cuda_paths::Mapping::parent_wins).
-std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin,
-                              const OpIndex& index_of,
-                              const OpPredictor& predictor, const std::vector<const Device*>& devices,
-                              Forecast& f, OpTargetTable<OpPrediction>& own) {
+std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin, const OpIndex& index_of,
+                              const OpPredictor& predictor,
+                              const std::vector<const Device*>& devices, Forecast& f,
+                              OpTargetTable<OpPrediction>& own) {
   cuda_paths::Mapping cuda = cuda_paths::map_cpu_step(step, index_of, origin);
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     if (!cuda.host_only[i]) continue;
@@ -308,7 +307,8 @@ ForecastParts Predictor::predict_parts(const Step& step, const TraceOrigin& orig
   }
   ForecastParts out;
   if (repeat != nullptr) {
-    if (repeat->rows == nullptr) repeat->rows = std::make_shared<const std::string>(forecast_ops_to_rows(*whole));
+    if (repeat->rows == nullptr)
+      repeat->rows = std::make_shared<const std::string>(forecast_ops_to_rows(*whole));
     out.rows = repeat->rows;
   } else {
     out.rows = std::make_shared<const std::string>(forecast_ops_to_rows(*whole));
@@ -329,8 +329,8 @@ ForecastParts Predictor::predict_parts(const Step& step, const TraceOrigin& orig
     const bool one_off = repeat == nullptr;
     whole.reset();
     if (one_off) give_back_freed_memory(step.ops.size());
-    out.summary.timelines = step_timelines(repeat != nullptr ? repeat->shares : step_shares, n_targets, step,
-                                           origin, timeline_);
+    out.summary.timelines = step_timelines(repeat != nullptr ? repeat->shares : step_shares,
+                                           n_targets, step, origin, timeline_);
   }
   return out;
 }
@@ -498,7 +498,8 @@ nlohmann::json ops_json(const Forecast& f) {
     for (std::size_t t = 0; t < of.per_target.size(); ++t) {
       const OpPrediction& p = of.per_target[t];
       const OpPrediction& share = of.share[t];
-      predictions.push_back({p.time_us, to_string(p.method), share.time_us, to_string(share.method)});
+      predictions.push_back(
+          {p.time_us, to_string(p.method), share.time_us, to_string(share.method)});
     }
     ops.push_back({{"id", of.op_id},
                    {"predictions", std::move(predictions)},

@@ -172,38 +172,50 @@ HostCostModel host_cost_model_from_json(const std::string& text) {
   if (!doc.is_object()) throw std::invalid_argument("host model: expected a JSON object");
   HostCostModel m;
   for (const char* key : {"default_op_us", "top_level_gap_us"}) {
-    if (!doc.contains(key)) throw std::invalid_argument(std::string("host model: missing \"") + key + "\"");
+    if (!doc.contains(key))
+      throw std::invalid_argument(std::string("host model: missing \"") + key + "\"");
   }
   m.default_op_us = number(doc["default_op_us"], "default_op_us");
   m.top_level_gap_us = number(doc["top_level_gap_us"], "top_level_gap_us");
   if (doc.contains("op_us")) {
-    if (!doc["op_us"].is_object()) throw std::invalid_argument("host model: op_us must map op names to us");
-    for (const auto& [name, us] : doc["op_us"].items()) m.op_us[name] = number(us, "op_us[\"" + name + "\"]");
+    if (!doc["op_us"].is_object())
+      throw std::invalid_argument("host model: op_us must map op names to us");
+    for (const auto& [name, us] : doc["op_us"].items())
+      m.op_us[name] = number(us, "op_us[\"" + name + "\"]");
   }
   auto table = [&](const char* key, auto&& put) {
     if (!doc.contains(key)) return;
-    if (!doc[key].is_object()) throw std::invalid_argument(std::string("host model: ") + key + " must be an object");
-    for (const auto& [name, us] : doc[key].items()) put(name, number(us, std::string(key) + "[\"" + name + "\"]"));
+    if (!doc[key].is_object())
+      throw std::invalid_argument(std::string("host model: ") + key + " must be an object");
+    for (const auto& [name, us] : doc[key].items())
+      put(name, number(us, std::string(key) + "[\"" + name + "\"]"));
   };
-  table("top_level_op_us", [&](const std::string& name, double us) { m.top_level_op_us[name] = us; });
-  table("foreach_per_tensor_us", [&](const std::string& name, double us) { m.foreach_per_tensor_us[name] = us; });
+  table("top_level_op_us",
+        [&](const std::string& name, double us) { m.top_level_op_us[name] = us; });
+  table("foreach_per_tensor_us",
+        [&](const std::string& name, double us) { m.foreach_per_tensor_us[name] = us; });
   table("phase_gap_us", [&](const std::string& name, double us) {
     const std::optional<Phase> phase = phase_from_string(name);
-    if (!phase) throw std::invalid_argument("host model: phase_gap_us[\"" + name + "\"] is not a phase (forward, backward, optimizer, other)");
+    if (!phase)
+      throw std::invalid_argument("host model: phase_gap_us[\"" + name +
+                                  "\"] is not a phase (forward, backward, optimizer, other)");
     m.phase_gap_us[*phase] = us;
   });
-  if (doc.contains("default_top_level_us")) m.default_top_level_us = number(doc["default_top_level_us"], "default_top_level_us");
+  if (doc.contains("default_top_level_us"))
+    m.default_top_level_us = number(doc["default_top_level_us"], "default_top_level_us");
   if (doc.contains("unseen_op_us")) {
     const json& u = doc["unseen_op_us"];
     if (!u.is_object() || !u.contains("base_us") || !u.contains("per_kernel_us")) {
-      throw std::invalid_argument("host model: unseen_op_us must be {\"base_us\": us, \"per_kernel_us\": us}");
+      throw std::invalid_argument(
+          "host model: unseen_op_us must be {\"base_us\": us, \"per_kernel_us\": us}");
     }
     m.unseen_base_us = number(u["base_us"], "unseen_op_us.base_us");
     m.unseen_per_kernel_us = number(u["per_kernel_us"], "unseen_op_us.per_kernel_us");
   }
-  m.default_top_level_view_us = doc.contains("default_top_level_view_us")
-                                    ? number(doc["default_top_level_view_us"], "default_top_level_view_us")
-                                    : m.default_top_level_us;
+  m.default_top_level_view_us =
+      doc.contains("default_top_level_view_us")
+          ? number(doc["default_top_level_view_us"], "default_top_level_view_us")
+          : m.default_top_level_us;
   if (doc.contains("calibration") && doc["calibration"].is_string()) {
     m.calibration = doc["calibration"].get<std::string>();
   }

@@ -1,16 +1,16 @@
 // modelled_schedule: a CPU-traced step's host cadence on a GPU machine, from a host model.
 #include "predict/timeline_host_model.h"
 
-#include "habitat/op_cost.h"
-#include "predict/cuda_paths.h"
-#include "predict/fixed_point_text.h"
-#include "predict/op_index.h"
-
 #include <cstdio>
 #include <map>
 #include <numeric>
 #include <string>
 #include <vector>
+
+#include "habitat/op_cost.h"
+#include "predict/cuda_paths.h"
+#include "predict/fixed_point_text.h"
+#include "predict/op_index.h"
 
 namespace habitat {
 namespace {
@@ -90,15 +90,17 @@ HostSchedule exclusive_schedule(const Step& step, const HostCostModel& model, ui
 
 // Per top-level op, its subtree's cost on the GPU machine; the optimizer's per-tensor ops as
 // the foreach calls CUDA makes instead.
-HostSchedule inclusive_schedule(const Step& step, const TraceOrigin& origin, const HostCostModel& model,
-                                uint32_t stream, std::string& mapping_note) {
+HostSchedule inclusive_schedule(const Step& step, const TraceOrigin& origin,
+                                const HostCostModel& model, uint32_t stream,
+                                std::string& mapping_note) {
   // Tensors per foreach call: the greatest common divisor of the optimizer's per-tensor op
   // counts (AdamW over 148 tensors: add_ x296, lerp_ x148, ... -> 148).
   std::map<std::string, std::pair<std::string, long>> optimizer_ops;  // name -> (foreach, count)
   for (const auto& op : step.ops) {
     if (op.depth != 0 || op.phase != Phase::Optimizer) continue;
     auto it = optimizer_ops.find(op.name);
-    if (it == optimizer_ops.end()) it = optimizer_ops.emplace(op.name, std::make_pair(foreach_of(op.name, model), 0L)).first;
+    if (it == optimizer_ops.end())
+      it = optimizer_ops.emplace(op.name, std::make_pair(foreach_of(op.name, model), 0L)).first;
     ++it->second.second;
   }
   long per_call = 0;
@@ -123,8 +125,9 @@ HostSchedule inclusive_schedule(const Step& step, const TraceOrigin& origin, con
     const OpRecord& op = step.ops[i];
     if (op.depth == 0) {
       const double gap = gap_of(model, op.phase);
-      const std::string foreach_name =
-          op.phase == Phase::Optimizer && per_call > 0 ? optimizer_ops[op.name].first : std::string();
+      const std::string foreach_name = op.phase == Phase::Optimizer && per_call > 0
+                                           ? optimizer_ops[op.name].first
+                                           : std::string();
       if (!foreach_name.empty()) {
         // One foreach call per `per_call` tensors: its gap shared among them.
         host += model.foreach_per_tensor_us.at(foreach_name) + gap / static_cast<double>(per_call);
@@ -152,27 +155,29 @@ HostSchedule inclusive_schedule(const Step& step, const TraceOrigin& origin, con
   }
   s.host_end_us = host;
   if (mapped > 0) {
-    mapping_note = "; the optimizer's " + std::to_string(mapped) + " per-tensor op calls taken as CUDA's foreach calls (" +
+    mapping_note = "; the optimizer's " + std::to_string(mapped) +
+                   " per-tensor op calls taken as CUDA's foreach calls (" +
                    std::to_string(per_call) + " tensors each)";
   }
   if (unknown_work + unknown_view > 0) {
     const std::string per_work =
         model.unseen_per_kernel_us > 0
-            ? fixed(model.unseen_base_us, 1) + " us + " + fixed(model.unseen_per_kernel_us, 1) + " us per CUDA kernel (" +
-                  fixed(unknown_kernels, 0) + " kernels)"
+            ? fixed(model.unseen_base_us, 1) + " us + " + fixed(model.unseen_per_kernel_us, 1) +
+                  " us per CUDA kernel (" + fixed(unknown_kernels, 0) + " kernels)"
             : fixed(model.default_top_level_us, 1) + " us each";
-    mapping_note += "; " + std::to_string(unknown_work + unknown_view) +
-                    " top-level op(s) of names the calibration never saw: " + std::to_string(unknown_work) +
-                    " that launch work at " + per_work + ", " + std::to_string(unknown_view) + " that launch none at " +
-                    fixed(model.default_top_level_view_us, 1) + " us each";
+    mapping_note +=
+        "; " + std::to_string(unknown_work + unknown_view) +
+        " top-level op(s) of names the calibration never saw: " + std::to_string(unknown_work) +
+        " that launch work at " + per_work + ", " + std::to_string(unknown_view) +
+        " that launch none at " + fixed(model.default_top_level_view_us, 1) + " us each";
   }
   return s;
 }
 
 }  // namespace
 
-HostSchedule modelled_schedule(const Step& step, const TraceOrigin& origin, const HostCostModel& model,
-                               uint32_t stream) {
+HostSchedule modelled_schedule(const Step& step, const TraceOrigin& origin,
+                               const HostCostModel& model, uint32_t stream) {
   std::string mapping_note;
   HostSchedule s = model.inclusive() ? inclusive_schedule(step, origin, model, stream, mapping_note)
                                      : exclusive_schedule(step, model, stream);

@@ -11,7 +11,7 @@ namespace habitat {
 // compute, not a GPU machine's launch cadence, and are not used). Each op's forecast device
 // work is launched when the host is done with the op (inclusive models: with its top-level op).
 // `origin` gives the switches of ops that carry none of their own (the CUDA paths' costs).
-HostSchedule modelled_schedule(const Step& step, const TraceOrigin& origin, const HostCostModel& model,
-                               uint32_t stream);
+HostSchedule modelled_schedule(const Step& step, const TraceOrigin& origin,
+                               const HostCostModel& model, uint32_t stream);
 
 }  // namespace habitat

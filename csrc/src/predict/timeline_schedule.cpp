@@ -167,30 +167,34 @@ double median_or_none(std::vector<double>& values, std::size_t min_samples) {
 
 // Scales the schedule's host times to the step's uninstrumented wall time, when it has one
 // (timeline_calibrate.cpp), and says so.
-void calibrate_to_uninstrumented_wall(HostSchedule& s, const Step& step, const TimelineOptions& options) {
-  const double wall_us =
-      options.uninstrumented_wall_us > 0 ? options.uninstrumented_wall_us : uninstrumented_wall_us(step);
+void calibrate_to_uninstrumented_wall(HostSchedule& s, const Step& step,
+                                      const TimelineOptions& options) {
+  const double wall_us = options.uninstrumented_wall_us > 0 ? options.uninstrumented_wall_us
+                                                            : uninstrumented_wall_us(step);
   if (wall_us <= 0) {
-    s.notes.push_back("host cadence as traced (Habitat's time removed): the trace has no uninstrumented "
-                      "step time to calibrate it to; a traced step's host runs slower than an untraced one");
+    s.notes.push_back(
+        "host cadence as traced (Habitat's time removed): the trace has no uninstrumented "
+        "step time to calibrate it to; a traced step's host runs slower than an untraced one");
     return;
   }
   const double traced_host_us = s.host_end_us;
   const double scale = calibrate_host_scale(s, step, wall_us);
   if (scale >= 1.0) {
-    s.notes.push_back("host cadence as traced: an uninstrumented step took " + fixed(wall_us / 1000.0, 2) +
+    s.notes.push_back("host cadence as traced: an uninstrumented step took " +
+                      fixed(wall_us / 1000.0, 2) +
                       " ms, no less than the traced host replayed on the origin");
     return;
   }
   for (auto& e : s.events) e.host_us *= scale;
   s.host_end_us *= scale;
   s.host_scale = scale;
-  s.notes.push_back("host cadence scaled by " + fixed(scale, 2) + " (" + fixed(traced_host_us / 1000.0, 2) +
-                    " -> " + fixed(s.host_end_us / 1000.0, 2) +
-                    " ms) so that the origin's host takes an uninstrumented step's wall time (" +
-                    fixed(wall_us / 1000.0, 2) +
-                    " ms, a steady-state step that recorded nothing): the traced step's host was slowed by "
-                    "the capture and CUPTI beyond Habitat's time removed per op");
+  s.notes.push_back(
+      "host cadence scaled by " + fixed(scale, 2) + " (" + fixed(traced_host_us / 1000.0, 2) +
+      " -> " + fixed(s.host_end_us / 1000.0, 2) +
+      " ms) so that the origin's host takes an uninstrumented step's wall time (" +
+      fixed(wall_us / 1000.0, 2) +
+      " ms, a steady-state step that recorded nothing): the traced step's host was slowed by "
+      "the capture and CUPTI beyond Habitat's time removed per op");
 }
 
 }  // namespace
@@ -207,8 +211,8 @@ double estimate_untimed_overhead_per_op(const Step& step, std::size_t min_sample
   std::vector<double> untimed;
   for_each_wrapper_op(step, [&](const OpRecord& op, const OpRecord& child) {
     if (!child.overhead_us) return;
-    untimed.push_back(std::max(0.0, op.wall_us - child.wall_us - *child.overhead_us -
-                                         child.own_before_us.value_or(0.0)));
+    untimed.push_back(std::max(
+        0.0, op.wall_us - child.wall_us - *child.overhead_us - child.own_before_us.value_or(0.0)));
   });
   return median_or_none(untimed, min_samples);
 }
@@ -242,7 +246,8 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
     per_op = options.overhead_per_op_us;
   } else if (any_overhead) {
     const double untimed = estimate_untimed_overhead_per_op(step);
-    s.overhead_source = untimed >= 0 ? OverheadSource::MeasuredPlusWrapperOps : OverheadSource::Measured;
+    s.overhead_source =
+        untimed >= 0 ? OverheadSource::MeasuredPlusWrapperOps : OverheadSource::Measured;
     s.untimed_per_op_us = std::max(0.0, untimed);
   } else {
     per_op = estimate_overhead_per_op(step);
@@ -269,8 +274,9 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
     const OpRecord& op = step.ops[i];
     const double end = op.start_us + op.wall_us;
     raw_end = std::max(raw_end, end);
-    const double overhead =
-        measured ? op.overhead_us.value_or(0.0) + op.own_before_us.value_or(0.0) + s.untimed_per_op_us : per_op;
+    const double overhead = measured ? op.overhead_us.value_or(0.0) +
+                                           op.own_before_us.value_or(0.0) + s.untimed_per_op_us
+                                     : per_op;
     removals.add(op.start_us, overhead);
     s.overhead_removed_us += overhead;
     if (op.depth == 0 && hook_share > 0) {
@@ -293,7 +299,9 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
       e.stream = kl.stream;
       // Without launch records, an op's kernels are spread over its window, the last at its
       // end (an op returns once it has launched its work).
-      const double at = kl.launch_us ? *kl.launch_us : op.start_us + op.wall_us * (static_cast<double>(k) + 1.0) / n;
+      const double at = kl.launch_us
+                            ? *kl.launch_us
+                            : op.start_us + op.wall_us * (static_cast<double>(k) + 1.0) / n;
       raw.push_back({at, e});
     }
     if (infer_syncs && waits_for_device(op)) {
@@ -315,7 +323,8 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
     ops_end = std::max(ops_end, op.start_us + op.wall_us);
   }
   for (const auto& sync : step.syncs) {
-    if (!step.ops.empty() && (sync.start_us + sync.wall_us <= ops_begin || sync.start_us >= ops_end)) {
+    if (!step.ops.empty() &&
+        (sync.start_us + sync.wall_us <= ops_begin || sync.start_us >= ops_end)) {
       ++s.habitat_syncs;
       continue;
     }
@@ -363,30 +372,34 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
   }
   s.traced_host_us = raw_end;
   s.host_end_us = std::max(last, raw_end - removals.before(raw_end));
-  s.overhead_per_op_us =
-      step.ops.empty() ? 0.0 : (s.overhead_removed_us - lead_in_removed) / static_cast<double>(step.ops.size());
+  s.overhead_per_op_us = step.ops.empty() ? 0.0
+                                          : (s.overhead_removed_us - lead_in_removed) /
+                                                static_cast<double>(step.ops.size());
 
-  const std::string removed = "Habitat's own recording time removed from the host cadence: " +
-                              fixed(s.overhead_removed_us / 1000.0, 2) + " ms (" +
-                              (lead_in_removed > 0 ? fixed(lead_in_removed / 1000.0, 2) +
-                                                         " ms of capture setup before the first op, "
-                                                   : std::string()) +
-                              fixed(s.overhead_per_op_us, 2) + " us per op, ";
+  const std::string removed =
+      "Habitat's own recording time removed from the host cadence: " +
+      fixed(s.overhead_removed_us / 1000.0, 2) + " ms (" +
+      (lead_in_removed > 0
+           ? fixed(lead_in_removed / 1000.0, 2) + " ms of capture setup before the first op, "
+           : std::string()) +
+      fixed(s.overhead_per_op_us, 2) + " us per op, ";
   const std::string hooks = any_own_before ? ", module hooks where they ran" : "";
   switch (s.overhead_source) {
     case OverheadSource::Measured:
       s.notes.push_back(removed + "measured by the recorder" + hooks + ")");
       break;
     case OverheadSource::MeasuredPlusWrapperOps:
-      s.notes.push_back(removed + "measured by the recorder" + hooks + ", and " +
-                        fixed(s.untimed_per_op_us, 2) +
-                        " us per op it cannot time itself, estimated from this step's wrapper ops)");
+      s.notes.push_back(
+          removed + "measured by the recorder" + hooks + ", and " + fixed(s.untimed_per_op_us, 2) +
+          " us per op it cannot time itself, estimated from this step's wrapper ops)");
       break;
     case OverheadSource::WrapperOps:
       s.notes.push_back(removed + "estimated from this step's wrapper ops, which launch nothing)");
       break;
     case OverheadSource::Default:
-      s.notes.push_back(removed + "the cost measured for a CUDA op with CUPTI; too few wrapper ops to estimate it)");
+      s.notes.push_back(
+          removed +
+          "the cost measured for a CUDA op with CUPTI; too few wrapper ops to estimate it)");
       break;
     case OverheadSource::Given:
       s.notes.push_back(removed + "as given)");
@@ -395,14 +408,16 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
       break;
   }
   if (s.habitat_syncs > 0) {
-    s.notes.push_back(std::to_string(s.habitat_syncs) +
-                      " synchronisation(s) outside the step's ops (Habitat's window start and flush) left out");
+    s.notes.push_back(
+        std::to_string(s.habitat_syncs) +
+        " synchronisation(s) outside the step's ops (Habitat's window start and flush) left out");
   }
   if (s.launch_source == LaunchSource::OpTimes) {
     s.notes.push_back(
         "no CUPTI launch records (trace format 1 or CUPTI off): each op's host start/wall stand in "
         "for its kernel launch times" +
-        std::string(s.syncs > 0 ? "; syncs inferred from ops that read device data on the host" : ""));
+        std::string(s.syncs > 0 ? "; syncs inferred from ops that read device data on the host"
+                                : ""));
   }
   if (options.calibrate_host) calibrate_to_uninstrumented_wall(s, step, options);
   return built;

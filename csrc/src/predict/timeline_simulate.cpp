@@ -1,9 +1,9 @@
 // simulate_timeline: a host issuing the schedule, a device running it stream by stream.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string>
-#include <map>
 #include <utility>
 #include <vector>
 
@@ -125,8 +125,8 @@ std::vector<double> launch_durations(const HostSchedule& schedule, const Step& s
   return out;
 }
 
-double origin_host_wall_us(const HostSchedule& schedule, const std::vector<double>& origin_launch_us,
-                           double scale) {
+double origin_host_wall_us(const HostSchedule& schedule,
+                           const std::vector<double>& origin_launch_us, double scale) {
   if (origin_launch_us.size() != schedule.events.size()) {
     throw std::invalid_argument("origin_host_wall_us: one duration per schedule event is needed");
   }
@@ -152,8 +152,9 @@ double origin_host_wall_us(const HostSchedule& schedule, const std::vector<doubl
 TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector<double>& launch_us,
                                  const TimelineOptions& options) {
   if (!(options.host_speed > 0) || !std::isfinite(options.host_speed)) {
-    throw std::invalid_argument("host_speed must be a finite number > 0 (1.0 = the origin's host), got " +
-                                std::to_string(options.host_speed));
+    throw std::invalid_argument(
+        "host_speed must be a finite number > 0 (1.0 = the origin's host), got " +
+        std::to_string(options.host_speed));
   }
   if (launch_us.size() != schedule.events.size()) {
     throw std::invalid_argument("simulate_timeline: one duration per schedule event is needed");

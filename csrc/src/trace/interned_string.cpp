@@ -9,7 +9,9 @@ namespace {
 
 struct Hash {
   using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  std::size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
 };
 
 // The strings live in the set's nodes, whose addresses never change (rehashing moves

@@ -40,8 +40,8 @@ Document& Document::operator=(Document&&) noexcept = default;
 
 namespace {
 
-struct Reject {};      // not JSON as this parser reads it: nlohmann gives the message
-struct TooDeep {};     // valid JSON maybe, but deeper than any trace
+struct Reject {};   // not JSON as this parser reads it: nlohmann gives the message
+struct TooDeep {};  // valid JSON maybe, but deeper than any trace
 constexpr int kMaxDepth = 256;
 
 const Value& null_value() {
@@ -326,10 +326,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char c = *p_++;
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
-      else throw Reject{};
+      if (c >= '0' && c <= '9')
+        v |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<unsigned>(c - 'A' + 10);
+      else
+        throw Reject{};
     }
     return v;
   }
@@ -339,16 +343,34 @@ class Parser {
     if (p_ == end_) throw Reject{};
     const char c = *p_++;
     switch (c) {
-      case '"': out += '"'; return;
-      case '\\': out += '\\'; return;
-      case '/': out += '/'; return;
-      case 'b': out += '\b'; return;
-      case 'f': out += '\f'; return;
-      case 'n': out += '\n'; return;
-      case 'r': out += '\r'; return;
-      case 't': out += '\t'; return;
-      case 'u': break;
-      default: throw Reject{};
+      case '"':
+        out += '"';
+        return;
+      case '\\':
+        out += '\\';
+        return;
+      case '/':
+        out += '/';
+        return;
+      case 'b':
+        out += '\b';
+        return;
+      case 'f':
+        out += '\f';
+        return;
+      case 'n':
+        out += '\n';
+        return;
+      case 'r':
+        out += '\r';
+        return;
+      case 't':
+        out += '\t';
+        return;
+      case 'u':
+        break;
+      default:
+        throw Reject{};
     }
     unsigned cp = hex4();
     if (cp >= 0xDC00 && cp <= 0xDFFF) throw Reject{};  // a low surrogate alone
@@ -452,26 +474,38 @@ const Value& Value::operator[](std::string_view key) const {
 
 const char* Value::type_name() const {
   switch (type_) {
-    case Type::Null: return "null";
-    case Type::Boolean: return "boolean";
+    case Type::Null:
+      return "null";
+    case Type::Boolean:
+      return "boolean";
     case Type::Integer:
     case Type::Unsigned:
-    case Type::Float: return "number";
-    case Type::String: return "string";
-    case Type::Array: return "array";
-    case Type::Object: return "object";
+    case Type::Float:
+      return "number";
+    case Type::String:
+      return "string";
+    case Type::Array:
+      return "array";
+    case Type::Object:
+      return "object";
   }
   return "null";
 }
 
 nlohmann::json Value::to_nlohmann() const {
   switch (type_) {
-    case Type::Null: return nullptr;
-    case Type::Boolean: return boolean_;
-    case Type::Integer: return integer_;
-    case Type::Unsigned: return unsigned_;
-    case Type::Float: return float_;
-    case Type::String: return *string_;
+    case Type::Null:
+      return nullptr;
+    case Type::Boolean:
+      return boolean_;
+    case Type::Integer:
+      return integer_;
+    case Type::Unsigned:
+      return unsigned_;
+    case Type::Float:
+      return float_;
+    case Type::String:
+      return *string_;
     case Type::Array: {
       nlohmann::json out = nlohmann::json::array();
       for (std::size_t i = 0; i < count_; ++i) out.push_back(items_[i].to_nlohmann());
@@ -479,7 +513,8 @@ nlohmann::json Value::to_nlohmann() const {
     }
     case Type::Object: {
       nlohmann::json out = nlohmann::json::object();
-      for (std::size_t i = 0; i < count_; ++i) out[std::string(members_[i].key)] = members_[i].value.to_nlohmann();
+      for (std::size_t i = 0; i < count_; ++i)
+        out[std::string(members_[i].key)] = members_[i].value.to_nlohmann();
       return out;
     }
   }

@@ -14,12 +14,11 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace habitat::json_reader {
 
@@ -32,7 +31,9 @@ class Value {
 
   bool is_null() const { return type_ == Type::Null; }
   bool is_boolean() const { return type_ == Type::Boolean; }
-  bool is_number() const { return type_ == Type::Integer || type_ == Type::Unsigned || type_ == Type::Float; }
+  bool is_number() const {
+    return type_ == Type::Integer || type_ == Type::Unsigned || type_ == Type::Float;
+  }
   bool is_number_integer() const { return type_ == Type::Integer || type_ == Type::Unsigned; }
   bool is_number_unsigned() const { return type_ == Type::Unsigned; }
   bool is_number_float() const { return type_ == Type::Float; }
@@ -91,8 +92,8 @@ class Value {
     uint64_t unsigned_;
     double float_;
     const std::string* string_;
-    const Value* items_;      // array elements
-    const Member* members_;   // object members, in document order
+    const Value* items_;     // array elements
+    const Member* members_;  // object members, in document order
   };
 
  public:

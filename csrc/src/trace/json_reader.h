@@ -6,11 +6,10 @@
 
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace habitat::json_reader {
 
@@ -178,7 +177,8 @@ std::vector<std::string> read_strings(const J& j, const Loc& loc) {
   expect_array(j, loc);
   std::vector<std::string> out;
   out.reserve(j.size());
-  for (std::size_t i = 0; i < j.size(); ++i) out.push_back(read_string(j[i], loc.at(static_cast<int64_t>(i))));
+  for (std::size_t i = 0; i < j.size(); ++i)
+    out.push_back(read_string(j[i], loc.at(static_cast<int64_t>(i))));
   return out;
 }
 

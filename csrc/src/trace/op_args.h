@@ -42,7 +42,8 @@ inline const TensorMeta* first_tensor(Args args, std::initializer_list<std::stri
 inline std::vector<const TensorMeta*> tensor_list(Args args, std::string_view name) {
   std::vector<const TensorMeta*> out;
   const ArgValue* v = find(args, name);
-  if (v == nullptr || (v->kind != ArgValue::Kind::Tensor && v->kind != ArgValue::Kind::TensorList)) {
+  if (v == nullptr ||
+      (v->kind != ArgValue::Kind::Tensor && v->kind != ArgValue::Kind::TensorList)) {
     return out;
   }
   for (const auto& t : v->tensors) {

@@ -5,10 +5,7 @@
 // the defaults back in. Reading validates each field it uses and reports the first problem
 // with its location ("steps[0].ops[3] (aten::mm).args[1].tensor.shape[0]"). Unknown keys are
 // ignored so that other documents (reports) can embed a trace.
-#include "habitat/trace.h"
-
 #include <cerrno>
-#include <span>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -16,16 +13,18 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 #include <string_view>
 #include <system_error>
 #include <unordered_map>
 
 #include "habitat/file_io.h"
+#include "habitat/precision.h"
+#include "habitat/trace.h"
 #include "habitat/trace_tree.h"
 #include "trace/json_dom.h"
 #include "trace/json_reader.h"
-#include "habitat/precision.h"
 
 namespace habitat {
 
@@ -226,18 +225,18 @@ constexpr int64_t kMaxElements = int64_t{1} << 48;
 constexpr std::string_view kDtypeNames[] = {
     "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "complex32",
     "complex64", "complex128", "bool", "bfloat16", "qint8", "quint8", "qint32", "quint4x2",
-    "quint2x4", "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16", "float8_e5m2",
-    "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu",
-    "float4_e2m1fn_x2", "uint16", "uint32", "uint64", "uint1", "uint2", "uint3", "uint4", "uint5",
-    "uint6", "uint7", "int1", "int2", "int3", "int4", "int5", "int6", "int7",
+    "quint2x4", "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16", "float8_e5m2", "float8_e4m3fn",
+    "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "uint16", "uint32",
+    "uint64", "uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7", "int1", "int2", "int3",
+    "int4", "int5", "int6", "int7",
     // aliases
-    "float", "double", "half", "long", "int", "short", "cfloat", "cdouble", "chalf", "byte",
-    "char", "undefined"};
+    "float", "double", "half", "long", "int", "short", "cfloat", "cdouble", "chalf", "byte", "char",
+    "undefined"};
 
 // torch's device types (c10::DeviceType names), optionally followed by ":<index>".
 constexpr std::string_view kDeviceTypes[] = {
-    "cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia", "xla",
-    "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "xpu", "ipu", "privateuseone"};
+    "cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip",  "ve",  "fpga", "maia",
+    "xla", "lazy", "vulkan", "mps",    "meta",   "hpu",   "mtia", "xpu", "ipu",  "privateuseone"};
 
 bool known_dtype(std::string_view dtype) {
   if (dtype.starts_with("torch.")) dtype.remove_prefix(6);
@@ -284,12 +283,14 @@ TensorMeta decode_tensor(const json& j, const Loc& loc) {
     }
     for (std::size_t i = 0; elements != 0 && i < t.shape.size(); ++i) {
       if (elements > kMaxElements / t.shape[i]) {
-        fail(l, "is " + v.dump() + ": more than 2^48 elements, which no GPU holds (a corrupt trace?)");
+        fail(l,
+             "is " + v.dump() + ": more than 2^48 elements, which no GPU holds (a corrupt trace?)");
       }
       elements *= t.shape[i];
     }
     if (elements > kMaxElements) {
-      fail(l, "is " + v.dump() + ": more than 2^48 elements, which no GPU holds (a corrupt trace?)");
+      fail(l,
+           "is " + v.dump() + ": more than 2^48 elements, which no GPU holds (a corrupt trace?)");
     }
   });
   if (const json* v = find(j, "strides")) {
@@ -305,13 +306,15 @@ TensorMeta decode_tensor(const json& j, const Loc& loc) {
   optional(j, loc, "dtype", [&](const json& v, const Loc& l) {
     t.dtype = read_string(v, l);
     if (!t.dtype.empty() && !known_dtype(t.dtype)) {
-      fail(l, "unknown dtype \"" + t.dtype + "\" (expected a torch dtype: float32, bfloat16, int64, ...)");
+      fail(l, "unknown dtype \"" + t.dtype +
+                  "\" (expected a torch dtype: float32, bfloat16, int64, ...)");
     }
   });
   optional(j, loc, "device", [&](const json& v, const Loc& l) {
     t.device = read_string(v, l);
     if (!t.device.empty() && !known_device(t.device)) {
-      fail(l, "unknown device \"" + t.device + "\" (expected a torch device: cpu, cuda:0, meta, ...)");
+      fail(l,
+           "unknown device \"" + t.device + "\" (expected a torch device: cpu, cuda:0, meta, ...)");
     }
   });
   optional(j, loc, "contiguous",
@@ -419,7 +422,8 @@ KernelLaunch decode_kernel(const json& j, const Loc& loc) {
 
 uint32_t read_stream(const json& v, const Loc& l) {
   const uint64_t s = read_id(v, l);
-  if (s > std::numeric_limits<uint32_t>::max()) fail(l, "stream id " + v.dump() + " is out of range");
+  if (s > std::numeric_limits<uint32_t>::max())
+    fail(l, "stream id " + v.dump() + " is out of range");
   return static_cast<uint32_t>(s);
 }
 
@@ -435,7 +439,8 @@ SyncRecord decode_sync(const json& j, const Loc& loc) {
   }
   s.kind = *parsed;
   s.start_us = read_duration(required(j, loc, "start_us"), loc.child("start_us"));
-  optional(j, loc, "wall_us", [&](const json& v, const Loc& l) { s.wall_us = read_duration(v, l); });
+  optional(j, loc, "wall_us",
+           [&](const json& v, const Loc& l) { s.wall_us = read_duration(v, l); });
   optional(j, loc, "stream", [&](const json& v, const Loc& l) { s.stream = read_stream(v, l); });
   optional(j, loc, "wait_stream",
            [&](const json& v, const Loc& l) { s.wait_stream = read_stream(v, l); });

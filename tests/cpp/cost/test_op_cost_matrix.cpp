@@ -3,8 +3,8 @@
 // for the same shapes.
 #include <gtest/gtest.h>
 
-#include "habitat/op_cost.h"
 #include "cost/test_op_cost_builders.h"
+#include "habitat/op_cost.h"
 
 namespace habitat {
 namespace {

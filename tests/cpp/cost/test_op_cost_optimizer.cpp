@@ -1,8 +1,8 @@
 // _foreach_* and fused optimizer costs, including multi_tensor_apply's kernel packing.
 #include <gtest/gtest.h>
 
-#include "habitat/op_cost.h"
 #include "cost/test_op_cost_builders.h"
+#include "habitat/op_cost.h"
 
 namespace habitat {
 namespace {

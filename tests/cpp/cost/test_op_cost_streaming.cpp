@@ -2,8 +2,8 @@
 // embeddings, views and unknown ops. Expected numbers are worked out in the comments.
 #include <gtest/gtest.h>
 
-#include "habitat/op_cost.h"
 #include "cost/test_op_cost_builders.h"
+#include "habitat/op_cost.h"
 
 namespace habitat {
 namespace {
@@ -176,8 +176,8 @@ TEST(OpCostPool, MaxPoolForwardAndBackward) {
   const auto avg = op(
       "aten::avg_pool2d_backward", "",
       {tensor("grad_output", T({4, 8, 4, 4})), tensor("self", T({4, 8, 8, 8})),
-       ints("kernel_size", {2}), ints("stride", {2}), ints("padding", {0}), boolean("ceil_mode", false),
-       boolean("count_include_pad", true), none("divisor_override")},
+       ints("kernel_size", {2}), ints("stride", {2}), ints("padding", {0}),
+       boolean("ceil_mode", false), boolean("count_include_pad", true), none("divisor_override")},
       {T({4, 8, 8, 8})});
   EXPECT_DOUBLE_EQ(estimate_cost(avg).bytes_written, 2048 * 4.0);
 }
@@ -233,9 +233,14 @@ TEST(OpCostNorm, NativeBatchNormReadsItsInputTwiceCudnnOnce) {
   // PyTorch's native CUDA kernels make a statistics pass and a normalisation pass over x;
   // cuDNN's training kernel reads it once.
   const TensorMeta x = T({16, 64, 8, 8}, "bfloat16");  // 65,536 elements, 128 KiB
-  const std::vector<Argument> args{tensor("input", x), tensor("weight", T({64})), tensor("bias", T({64})),
-                                   tensor("running_mean", T({64})), tensor("running_var", T({64})),
-                                   boolean("training", true), real("momentum", 0.1), real("eps", 1e-5)};
+  const std::vector<Argument> args{tensor("input", x),
+                                   tensor("weight", T({64})),
+                                   tensor("bias", T({64})),
+                                   tensor("running_mean", T({64})),
+                                   tensor("running_var", T({64})),
+                                   boolean("training", true),
+                                   real("momentum", 0.1),
+                                   real("eps", 1e-5)};
   const std::vector<TensorMeta> outs{x, T({64}), T({64})};
   const OpCost native = estimate_cost(op("aten::native_batch_norm", "", args, outs));
   const OpCost cudnn = estimate_cost(op("aten::cudnn_batch_norm", "", args, outs));
@@ -255,8 +260,8 @@ TEST(OpCostNorm, NativeBatchNormBackwardReadsXAndDyTwiceInTraining) {
     return op("aten::native_batch_norm_backward", "",
               {tensor("grad_out", x), tensor("input", x), tensor("weight", T({64})),
                tensor("running_mean", T({64})), tensor("running_var", T({64})),
-               tensor("save_mean", T({64})), tensor("save_invstd", T({64})), boolean("train", train),
-               real("eps", 1e-5), bools("output_mask", std::move(mask))},
+               tensor("save_mean", T({64})), tensor("save_invstd", T({64})),
+               boolean("train", train), real("eps", 1e-5), bools("output_mask", std::move(mask))},
               {x, T({64}), T({64})});
   };
   const double params = 5 * 64 * 4.0;
@@ -383,7 +388,8 @@ TEST(OpCostViews, ViewsMoveNothing) {
 TEST(OpCostViews, BackendQueriesLaunchNothing) {
   // aten::lstm asks cudnn_is_acceptable(input) before choosing a path: a bool from the
   // tensor's metadata, which used to be costed as an unknown op from its input's bytes.
-  for (const char* name : {"aten::cudnn_is_acceptable", "aten::is_pinned", "aten::_fused_sdp_choice"}) {
+  for (const char* name :
+       {"aten::cudnn_is_acceptable", "aten::is_pinned", "aten::_fused_sdp_choice"}) {
     const OpCost c = estimate_cost(op(name, "", {tensor("self", T({32, 128, 512}))}, {}));
     EXPECT_EQ(c.op_class, OpClass::NoKernel) << name;
     EXPECT_EQ(c.kernels, 0) << name;

@@ -1,12 +1,12 @@
 #include "fake_cupti.h"
 
-#include "cupti/cupti_kernel_record.h"
-
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
 #include <vector>
+
+#include "cupti/cupti_kernel_record.h"
 
 namespace fake_cupti {
 namespace {
@@ -181,7 +181,8 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
+CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid,
+                                                CUpti_Activity** record) {
   uint8_t* at = buffer;
   if (*record != nullptr) {
     uint8_t* current = reinterpret_cast<uint8_t*>(*record);
@@ -199,12 +200,14 @@ CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t id) {
+CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                            uint64_t id) {
   world().external[kind].push_back(id);
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t* last) {
+CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                           uint64_t* last) {
   auto& stack = world().external[kind];
   if (stack.empty()) return CUPTI_ERROR_QUEUE_EMPTY;
   if (last != nullptr) *last = stack.back();

@@ -51,9 +51,7 @@ struct OtherClient {
       cuptiActivityDisable(kind);
     }
   }
-  static void reset() {
-    unknown = kernels = 0;
-  }
+  static void reset() { unknown = kernels = 0; }
 };
 
 class CuptiBuffers : public ::testing::Test {
@@ -150,11 +148,11 @@ TEST_F(CuptiBuffers, AForeignBufferIsNeitherReadNorFreed) {
   fake_cupti::launch_kernel("profiled");  // into a buffer they lent
   ASSERT_TRUE(fake_cupti::buffer_open());
   uint8_t* theirs = *OtherClient::lent.begin();
-  fake_cupti::reregister_previous();  // our pair back with their buffer still open
+  fake_cupti::reregister_previous();            // our pair back with their buffer still open
   const StepResult step = tracer.flush_step();  // completes their buffer into our callback
   EXPECT_EQ(fake_cupti::misdelivered(), 1);
   EXPECT_EQ(tracer.buffers().foreign, foreign_before_ + 1);
-  EXPECT_EQ(step.kernels.stats.kernels, 0);       // their records were not read as ours
+  EXPECT_EQ(step.kernels.stats.kernels, 0);        // their records were not read as ours
   EXPECT_EQ(OtherClient::lent.count(theirs), 1u);  // nor freed: still theirs
   OtherClient::lent.erase(theirs);
   std::free(theirs);

@@ -296,7 +296,8 @@ TEST(DeviceDatabase, EveryGpuListsTheTensorPeaksOfItsArchitecture) {
     if (cc >= 80) {
       ASSERT_TRUE(has(Precision::Tf32Tensor) && has(Precision::Bf16Tensor));
       EXPECT_GE(d.peak_tflops.at(Precision::Tf32Tensor), fp32);  // GeForce Ampere: TF32 = FP32 rate
-      EXPECT_DOUBLE_EQ(d.peak_tflops.at(Precision::Bf16Tensor), d.peak_tflops.at(Precision::Fp16Tensor));
+      EXPECT_DOUBLE_EQ(d.peak_tflops.at(Precision::Bf16Tensor),
+                       d.peak_tflops.at(Precision::Fp16Tensor));
     } else {
       EXPECT_FALSE(has(Precision::Tf32Tensor) || has(Precision::Bf16Tensor));  // no such units
     }
@@ -310,7 +311,8 @@ TEST(DeviceDatabase, AtLeastAsGoodComparesEveryFigureThatBoundsAnOp) {
   EXPECT_TRUE(at_least_as_good(a80, a40, Precision::Bf16Tensor));  // same chip, more bandwidth
   EXPECT_FALSE(at_least_as_good(a40, a80, Precision::Bf16Tensor));
   EXPECT_TRUE(at_least_as_good(a40, a40, Precision::Fp32Simt));
-  EXPECT_TRUE(at_least_as_good(database().find("H200"), database().find("H100"), Precision::Bf16Tensor));
+  EXPECT_TRUE(
+      at_least_as_good(database().find("H200"), database().find("H100"), Precision::Bf16Tensor));
   // L4 has more L2 and a higher clock than an A100 but far less bandwidth: neither dominates.
   const Device& l4 = database().find("L4");
   EXPECT_FALSE(at_least_as_good(a40, l4, Precision::Fp32Simt));

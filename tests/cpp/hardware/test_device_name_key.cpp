@@ -14,7 +14,8 @@ TEST(DeviceNameKey, IgnoresCaseSeparatorsAndVendorWords) {
 }
 
 TEST(DeviceNameKey, IsWhatFindMatches) {
-  const auto db = DeviceDatabase::load_file(std::string(HABITAT_SOURCE_DIR) + "/python/habitat/data/devices.json");
+  const auto db = DeviceDatabase::load_file(std::string(HABITAT_SOURCE_DIR) +
+                                            "/python/habitat/data/devices.json");
   for (const Device& d : db.all()) {
     EXPECT_EQ(db.find(d.name).name, d.name);
     for (const std::string& alias : d.aliases) {

@@ -19,7 +19,6 @@
 namespace habitat {
 namespace {
 
-
 void expect_occupancy(const std::string& gpu, int threads, int regs, int smem, int blocks,
                       int warps, OccupancyLimit limit) {
   const Device& d = test::db().find(gpu);

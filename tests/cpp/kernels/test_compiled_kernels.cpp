@@ -66,8 +66,8 @@ TEST(CompiledKernels, UnknownKernelsStayOnTheGraphOp) {
 TEST(CompiledKernels, RunsKeepTheirOwnRecords) {
   // Two runs of the same graph, and another thread's op issued between a run's records.
   std::vector<OpRecord> ops = {
-      op_named("habitat_fused::k_0", 2),          op_named("habitat::compiled_graph", 2),
-      op_named("habitat_fused::k_0", 2),          op_named("aten::mm", 2, /*thread=*/1),
+      op_named("habitat_fused::k_0", 2),      op_named("habitat::compiled_graph", 2),
+      op_named("habitat_fused::k_0", 2),      op_named("aten::mm", 2, /*thread=*/1),
       op_named("habitat::compiled_graph", 2),
   };
   ops[1].kernels = {kernel("k_0", 1)};

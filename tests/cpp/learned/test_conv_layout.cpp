@@ -44,13 +44,15 @@ Conv conv(const std::string& dtype, bool cl_input, bool cl_weight, int64_t cin =
 
 OpRecord forward(const Conv& c) {
   return op("aten::convolution", "",
-            {tensor("input", c.x), tensor("weight", c.w), ints("stride", {1, 1}), ints("padding", {1, 1})}, {c.y});
+            {tensor("input", c.x), tensor("weight", c.w), ints("stride", {1, 1}),
+             ints("padding", {1, 1})},
+            {c.y});
 }
 
 OpRecord backward(const Conv& c) {
   return op("aten::convolution_backward", "",
-            {tensor("grad_output", c.y), tensor("input", c.x), tensor("weight", c.w), ints("stride", {1, 1}),
-             ints("padding", {1, 1}), bools("output_mask", {1, 1, 0})},
+            {tensor("grad_output", c.y), tensor("input", c.x), tensor("weight", c.w),
+             ints("stride", {1, 1}), ints("padding", {1, 1}), bools("output_mask", {1, 1, 0})},
             {c.x, c.w});
 }
 
@@ -61,11 +63,13 @@ double expected_transform_us(const Device& d, double elem_bytes) {
 }
 
 TEST(ConvLayout, PartsSayWhetherCudnnRunsNchw) {
-  const auto nchw = learned_parts(forward(conv("bfloat16", false, false)), estimate_cost(forward(conv("bfloat16", false, false))));
+  const auto nchw = learned_parts(forward(conv("bfloat16", false, false)),
+                                  estimate_cost(forward(conv("bfloat16", false, false))));
   ASSERT_EQ(nchw.size(), 1u);
   EXPECT_EQ(nchw[0].shape.at("nchw"), 1.0);
   // Channels-last input or weight: cuDNN runs NHWC (PyTorch's cudnn_conv_suggest_memory_format).
-  for (const auto& [in, wt] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+  for (const auto& [in, wt] :
+       {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
     const OpRecord o = forward(conv("bfloat16", in, wt));
     const auto parts = learned_parts(o, estimate_cost(o));
     ASSERT_EQ(parts.size(), 1u);
@@ -121,7 +125,8 @@ TEST(ConvLayout, Tf32NchwWithAlignedChannelsTransformsLike16Bit) {
   cost_nchw.precision = cost_cl.precision = Precision::Tf32Tensor;
   const double t_nchw = *models.predict_us(nchw, cost_nchw, d);
   // Counted per element: as long as the bf16 transforms of the same tensors (element_bytes 2).
-  EXPECT_NEAR(t_nchw - *models.predict_us(cl, cost_cl, d), 2 * expected_transform_us(d, 2.0), 1e-6 * t_nchw);
+  EXPECT_NEAR(t_nchw - *models.predict_us(cl, cost_cl, d), 2 * expected_transform_us(d, 2.0),
+              1e-6 * t_nchw);
 }
 
 TEST(ConvLayout, Tf32NchwWithUnalignedChannelsRunsAsFp32Work) {

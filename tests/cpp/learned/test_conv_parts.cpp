@@ -49,11 +49,11 @@ TEST(ConvParts, TransposedForwardIsTheDirectConvolutionsDataGradient) {
 }
 
 TEST(ConvParts, TransposedBackwardRunsTheForwardAndWeightGradientPasses) {
-  const OpRecord o = op("aten::convolution_backward", "",
-                        {tensor("grad_output", kY), tensor("input", kX), tensor("weight", kW),
-                         ints("stride", {2, 2}), ints("padding", {1, 1}), boolean("transposed", true),
-                         bools("output_mask", {1, 1, 0})},
-                        {kX, kW});
+  const OpRecord o = op(
+      "aten::convolution_backward", "",
+      {tensor("grad_output", kY), tensor("input", kX), tensor("weight", kW), ints("stride", {2, 2}),
+       ints("padding", {1, 1}), boolean("transposed", true), bools("output_mask", {1, 1, 0})},
+      {kX, kW});
   const auto parts = learned_parts(o, estimate_cost(o));
   ASSERT_EQ(parts.size(), 2u);
   expect_direct_pass(parts[0].shape, 0);
@@ -63,10 +63,10 @@ TEST(ConvParts, TransposedBackwardRunsTheForwardAndWeightGradientPasses) {
 // Its work is the direct convolution's: the cost rule counts the same FLOPs.
 TEST(ConvParts, TransposedAndDirectPassesCostTheSameFlops) {
   const OpRecord t = transposed_forward("aten::convolution", true);
-  const OpRecord direct = op("aten::convolution", "",
-                             {tensor("input", kY), tensor("weight", kW), ints("stride", {2, 2}),
-                              ints("padding", {1, 1})},
-                             {kX});
+  const OpRecord direct = op(
+      "aten::convolution", "",
+      {tensor("input", kY), tensor("weight", kW), ints("stride", {2, 2}), ints("padding", {1, 1})},
+      {kX});
   EXPECT_DOUBLE_EQ(estimate_cost(t).flops, estimate_cost(direct).flops);
 }
 

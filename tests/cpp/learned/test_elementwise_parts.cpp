@@ -29,7 +29,8 @@ TEST(ElementwiseParts, FillsReadNothing) {
   const OpRecord zero = op("aten::zero_", "", {tensor("self", kX)}, {kX});
   const OpRecord zeros_like = op("aten::zeros_like", "", {tensor("self", kX)}, {kX});
   const OpRecord zeros = op("aten::zeros", "", {ints("size", {64, 1024})}, {kX});
-  const OpRecord full = op("aten::full", "", {ints("size", {64, 1024}), real("fill_value", 2.0)}, {kX});
+  const OpRecord full =
+      op("aten::full", "", {ints("size", {64, 1024}), real("fill_value", 2.0)}, {kX});
   for (const OpRecord* o : {&fill, &zero, &zeros_like, &zeros, &full}) {
     SCOPED_TRACE(o->name);
     const LearnedShape s = only_part(*o);
@@ -40,12 +41,13 @@ TEST(ElementwiseParts, FillsReadNothing) {
 }
 
 TEST(ElementwiseParts, ReadersCountTheirSameSizeOperands) {
-  const OpRecord add_ = op("aten::add_", "Tensor", {tensor("self", kX), tensor("other", kX), integer("alpha", 1)},
-                           {kX});
+  const OpRecord add_ = op("aten::add_", "Tensor",
+                           {tensor("self", kX), tensor("other", kX), integer("alpha", 1)}, {kX});
   EXPECT_EQ(only_part(add_).at("inputs"), 2);  // reads self and other, writes self
   const OpRecord relu = op("aten::relu", "", {tensor("self", kX)}, {kX});
   EXPECT_EQ(only_part(relu).at("inputs"), 1);
-  const OpRecord bias = op("aten::add", "Tensor", {tensor("self", kX), tensor("other", T({1024}))}, {kX});
+  const OpRecord bias =
+      op("aten::add", "Tensor", {tensor("self", kX), tensor("other", T({1024}))}, {kX});
   EXPECT_EQ(only_part(bias).at("inputs"), 1);  // a broadcast operand is not counted (at least one)
 }
 
@@ -53,8 +55,8 @@ TEST(ElementwiseParts, ReadersCountTheirSameSizeOperands) {
 TEST(ElementwiseParts, FillFeaturesCountOneTensorOfTraffic) {
   const OpRecord fill = op("aten::fill_", "Scalar", {tensor("self", kX), real("value", 1.0)}, {kX});
   const Device& dev = db().find("H100-SXM5-80GB");
-  const LearnedFeatures f = compute_learned_features(LearnedFamily::Elementwise, only_part(fill), dev,
-                                                     Precision::Fp32Simt);
+  const LearnedFeatures f = compute_learned_features(LearnedFamily::Elementwise, only_part(fill),
+                                                     dev, Precision::Fp32Simt);
   const double bytes = 4.0 * 64 * 1024;  // written once, read never
   EXPECT_DOUBLE_EQ(f.roofline_us, bytes / (dev.memory_bandwidth_gbs * 1e9) * 1e6);
 }

@@ -29,7 +29,8 @@ std::string only(const std::string& stem, const std::string& family) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   for (const char* ext : {".safetensors", ".json"}) {
-    fs::copy_file(fs::path(kWeights) / (stem + ext), dir / (family + ext), fs::copy_options::overwrite_existing);
+    fs::copy_file(fs::path(kWeights) / (stem + ext), dir / (family + ext),
+                  fs::copy_options::overwrite_existing);
   }
   return dir.string();
 }
@@ -43,17 +44,21 @@ TEST(Fp32Routing, Fp32SimtAboveTheThresholdIsTheFp32ModelsEverythingElseTheMainM
   int big = 0, small = 0;
   for (double size : {64.0, 256.0, 1024.0, 4096.0, 8192.0}) {
     const LearnedShape s{{"b", 1}, {"m", size}, {"n", size}, {"k", size}, {"elem_bytes", 4}};
-    const double roof = compute_learned_features(LearnedFamily::Gemm, s, d, Precision::Fp32Simt).roofline_us;
+    const double roof =
+        compute_learned_features(LearnedFamily::Gemm, s, d, Precision::Fp32Simt).roofline_us;
     const double got = *shipped.predict_family_us(LearnedFamily::Gemm, s, d, Precision::Fp32Simt);
     // gemm_fp32.json: from_roofline_us 32.
     const LearnedModels& expected = roof >= 32.0 ? fp32 : main;
     (roof >= 32.0 ? big : small) += 1;
-    EXPECT_DOUBLE_EQ(got, *expected.predict_family_us(LearnedFamily::Gemm, s, d, Precision::Fp32Simt)) << size;
+    EXPECT_DOUBLE_EQ(got,
+                     *expected.predict_family_us(LearnedFamily::Gemm, s, d, Precision::Fp32Simt))
+        << size;
     // Tensor-core precisions always take the main model.
     LearnedShape half = s;
     half["elem_bytes"] = 2;
-    EXPECT_DOUBLE_EQ(*shipped.predict_family_us(LearnedFamily::Gemm, half, d, Precision::Bf16Tensor),
-                     *main.predict_family_us(LearnedFamily::Gemm, half, d, Precision::Bf16Tensor));
+    EXPECT_DOUBLE_EQ(
+        *shipped.predict_family_us(LearnedFamily::Gemm, half, d, Precision::Bf16Tensor),
+        *main.predict_family_us(LearnedFamily::Gemm, half, d, Precision::Bf16Tensor));
   }
   EXPECT_GT(big, 0);
   EXPECT_GT(small, 0);
@@ -74,7 +79,8 @@ TEST(DominanceEnvelopeMemo, GivesTheUnmemoisedMinimumForOpsBuiltInTheSamePlace) 
       // A fresh op each time, at the same stack address: the memo must key on content.
       OpRecord op;
       op.name = "aten::mm";
-      op.args = {test::tensor("self", test::T({m, 512}, dtype)), test::tensor("mat2", test::T({512, 1024}, dtype))};
+      op.args = {test::tensor("self", test::T({m, 512}, dtype)),
+                 test::tensor("mat2", test::T({512, 1024}, dtype))};
       op.outputs = {test::T({m, 1024}, dtype)};
       const OpCost cost = estimate_cost(op, false);
       for (const Device& target : db().all()) {
@@ -84,7 +90,8 @@ TEST(DominanceEnvelopeMemo, GivesTheUnmemoisedMinimumForOpsBuiltInTheSamePlace) 
             expected = std::min(expected, *models.predict_us(op, cost, other));
           }
         }
-        EXPECT_DOUBLE_EQ(*envelope.predict_us(op, cost, target), expected) << m << dtype << target.name;
+        EXPECT_DOUBLE_EQ(*envelope.predict_us(op, cost, target), expected)
+            << m << dtype << target.name;
         // A copy of the device (not the database's own) is forecast too, without the memo.
         const Device copy = target;
         EXPECT_DOUBLE_EQ(*envelope.predict_us(op, cost, copy), expected);

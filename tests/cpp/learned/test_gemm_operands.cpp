@@ -23,7 +23,8 @@ struct Case {
 
 std::vector<Case> cases() {
   return {
-      {op("aten::mm", "", {tensor("self", T({64, 128})), tensor("mat2", T({128, 256}))}, {T({64, 256})}),
+      {op("aten::mm", "", {tensor("self", T({64, 128})), tensor("mat2", T({128, 256}))},
+          {T({64, 256})}),
        1, 64, 256, 128},
       {op("aten::addmm", "",
           {tensor("self", T({256})), tensor("mat1", T({64, 128})), tensor("mat2", T({128, 256}))},
@@ -54,7 +55,8 @@ std::vector<Case> cases() {
       {op("aten::matmul", "", {tensor("self", T({4, 64, 128})), tensor("other", T({4, 128, 256}))},
           {T({4, 64, 256})}),
        4, 64, 256, 128},
-      {op("aten::linear", "", {tensor("input", T({4, 10, 32})), tensor("weight", T({64, 32})), none("bias")},
+      {op("aten::linear", "",
+          {tensor("input", T({4, 10, 32})), tensor("weight", T({64, 32})), none("bias")},
           {T({4, 10, 64})}),
        1, 40, 64, 32},
   };
@@ -103,8 +105,9 @@ TEST(GemmOperands, AddbmmLearnedForecastScalesWithTheBatch) {
     GTEST_SKIP() << "weights not trained yet";
   }
   const LearnedModels models = LearnedModels::load(dir);
-  const Device d =
-      DeviceDatabase::load_file(std::string(HABITAT_SOURCE_DIR) + "/python/habitat/data/devices.json").find("T4");
+  const Device d = DeviceDatabase::load_file(std::string(HABITAT_SOURCE_DIR) +
+                                             "/python/habitat/data/devices.json")
+                       .find("T4");
   const auto t1 = models.predict_us(one, estimate_cost(one), d);
   const auto t16 = models.predict_us(many, estimate_cost(many), d);
   ASSERT_TRUE(t1 && t16);
@@ -112,8 +115,9 @@ TEST(GemmOperands, AddbmmLearnedForecastScalesWithTheBatch) {
   // before the fix both read b = 1 and forecast the same time.
   EXPECT_GT(*t16, 4 * *t1);
   // The same as 16 batched products (bmm) whose outputs are kept apart.
-  const OpRecord bmm = op("aten::bmm", "", {tensor("self", T({16, 512, 512})), tensor("mat2", T({16, 512, 512}))},
-                          {T({16, 512, 512})});
+  const OpRecord bmm =
+      op("aten::bmm", "", {tensor("self", T({16, 512, 512})), tensor("mat2", T({16, 512, 512}))},
+         {T({16, 512, 512})});
   EXPECT_DOUBLE_EQ(*t16, *models.predict_us(bmm, estimate_cost(bmm), d));
 }
 
@@ -122,10 +126,12 @@ TEST(GemmOperands, AddbmmLearnedForecastScalesWithTheBatch) {
 // the GPU runs as one aten::mm (about 120 us measured).
 TEST(GemmOperands, MatmulByAMatrixReadsTheMatrixOnce) {
   const auto dt = [](std::vector<int64_t> shape) { return T(std::move(shape), "bfloat16"); };
-  const OpRecord folded = op("aten::matmul", "", {tensor("self", dt({128, 32, 1024})), tensor("other", dt({1024, 10000}))},
-                             {dt({128, 32, 10000})});
-  const OpRecord mm = op("aten::mm", "", {tensor("self", dt({4096, 1024})), tensor("mat2", dt({1024, 10000}))},
-                         {dt({4096, 10000})});
+  const OpRecord folded = op(
+      "aten::matmul", "", {tensor("self", dt({128, 32, 1024})), tensor("other", dt({1024, 10000}))},
+      {dt({128, 32, 10000})});
+  const OpRecord mm =
+      op("aten::mm", "", {tensor("self", dt({4096, 1024})), tensor("mat2", dt({1024, 10000}))},
+         {dt({4096, 10000})});
   const OpCost a = estimate_cost(folded), b = estimate_cost(mm);
   EXPECT_DOUBLE_EQ(a.flops, b.flops);
   const auto pa = learned_parts(folded, a), pb = learned_parts(mm, b);

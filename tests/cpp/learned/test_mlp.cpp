@@ -5,15 +5,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "learned/learned_model.h"
 #include "habitat/learned_models.h"
 #include "habitat/op_cost.h"
-#include "learned/mlp.h"
 #include "hardware/roofline.h"
+#include "learned/learned_model.h"
+#include "learned/mlp.h"
 
 namespace habitat {
 namespace {
@@ -21,7 +20,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // Writes the safetensors layout by hand: the test must not trust the reader to check itself.
-std::string safetensors_bytes(const std::vector<std::pair<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>>& tensors) {
+std::string safetensors_bytes(
+    const std::vector<std::pair<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>>&
+        tensors) {
   std::string header = "{";
   std::string data;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -29,9 +30,11 @@ std::string safetensors_bytes(const std::vector<std::pair<std::string, std::pair
     const size_t begin = data.size();
     data.append(reinterpret_cast<const char*>(t.second.data()), t.second.size() * sizeof(float));
     std::string shape;
-    for (size_t d = 0; d < t.first.size(); ++d) shape += (d ? "," : "") + std::to_string(t.first[d]);
-    header += (i ? "," : "") + std::string("\"") + name + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
-              "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+    for (size_t d = 0; d < t.first.size(); ++d)
+      shape += (d ? "," : "") + std::to_string(t.first[d]);
+    header += (i ? "," : "") + std::string("\"") + name + "\":{\"dtype\":\"F32\",\"shape\":[" +
+              shape + "],\"data_offsets\":[" + std::to_string(begin) + "," +
+              std::to_string(data.size()) + "]}";
   }
   header += "}";
   std::string out(8, '\0');
@@ -65,7 +68,8 @@ TEST(Mlp, ForwardMatchesHandComputation) {
 TEST(Mlp, RejectsCorruptFiles) {
   std::string bytes = tiny_net();
   EXPECT_THROW(parse_safetensors(bytes.substr(0, 5), "short"), std::runtime_error);
-  EXPECT_THROW(parse_safetensors(bytes.substr(0, bytes.size() - 4), "truncated"), std::runtime_error);
+  EXPECT_THROW(parse_safetensors(bytes.substr(0, bytes.size() - 4), "truncated"),
+               std::runtime_error);
   std::string bad_header = bytes;
   bad_header[9] = '[';
   EXPECT_THROW(parse_safetensors(bad_header, "header"), std::runtime_error);
@@ -145,7 +149,8 @@ TEST(LearnedParts, MapsGemmShapes) {
 
   OpRecord lin;
   lin.name = "aten::linear";
-  lin.args = {tensor_arg("input", tensor({8, 128, 768}, "bfloat16")), tensor_arg("weight", tensor({3072, 768}, "bfloat16"))};
+  lin.args = {tensor_arg("input", tensor({8, 128, 768}, "bfloat16")),
+              tensor_arg("weight", tensor({3072, 768}, "bfloat16"))};
   lin.outputs = {tensor({8, 128, 3072}, "bfloat16")};
   parts = learned_parts(lin, cost);
   ASSERT_EQ(parts.size(), 1u);
@@ -234,7 +239,8 @@ TEST(LearnedFeatures, NamesMatchValues) {
   EXPECT_EQ(f.values.size(), feature_names(LearnedFamily::Gemm).size());
   // The roofline time is the engine's roofline for the same FLOPs and bytes.
   const double flops = 2.0 * 512 * 512 * 512, bytes = 4.0 * 3 * 512 * 512;
-  EXPECT_NEAR(f.roofline_us, roofline_time_us(d, Precision::Fp32Simt, flops, bytes), 1e-9 * f.roofline_us);
+  EXPECT_NEAR(f.roofline_us, roofline_time_us(d, Precision::Fp32Simt, flops, bytes),
+              1e-9 * f.roofline_us);
   EXPECT_THROW(compute_learned_features(LearnedFamily::Gemm, {{"b", 1}}, d, Precision::Fp32Simt),
                std::invalid_argument);
 }
@@ -254,8 +260,12 @@ TEST(LearnedModels, CommittedWeightsPredictAboveTheRoofline) {
     EXPECT_GE(*t, f.roofline_us / 2.0 * 0.999);
   }
   // Bigger GEMMs take longer.
-  const auto small = models.predict_family_us(LearnedFamily::Gemm, {{"b", 1}, {"m", 1024}, {"n", 1024}, {"k", 1024}, {"elem_bytes", 4}}, d, Precision::Fp32Simt);
-  const auto big = models.predict_family_us(LearnedFamily::Gemm, {{"b", 1}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"elem_bytes", 4}}, d, Precision::Fp32Simt);
+  const auto small = models.predict_family_us(
+      LearnedFamily::Gemm, {{"b", 1}, {"m", 1024}, {"n", 1024}, {"k", 1024}, {"elem_bytes", 4}}, d,
+      Precision::Fp32Simt);
+  const auto big = models.predict_family_us(
+      LearnedFamily::Gemm, {{"b", 1}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"elem_bytes", 4}}, d,
+      Precision::Fp32Simt);
   EXPECT_GT(*big, 10 * *small);
 }
 
@@ -287,14 +297,17 @@ TEST(LearnedModels, CommittedConvModelDeclinesShapesBelowItsTrainingExtent) {
   const auto extent = nlohmann::json::parse(meta_file).at("shape_extent");
   const LearnedModels models = LearnedModels::load(dir);
   const Device d = test_device();
-  LearnedShape s{{"batch", 64}, {"cin", 512}, {"cout", 64}, {"kernel", 3}, {"size", 16},
+  LearnedShape s{{"batch", 64}, {"cin", 512},   {"cout", 64},      {"kernel", 3}, {"size", 16},
                  {"stride", 1}, {"padding", 1}, {"elem_bytes", 2}, {"grad", 0}};
-  EXPECT_TRUE(models.predict_family_us(LearnedFamily::Conv, s, d, Precision::Bf16Tensor).has_value());
+  EXPECT_TRUE(
+      models.predict_family_us(LearnedFamily::Conv, s, d, Precision::Bf16Tensor).has_value());
   s["cout"] = extent.at("cout")[0].get<double>() / 2;
-  EXPECT_FALSE(models.predict_family_us(LearnedFamily::Conv, s, d, Precision::Bf16Tensor).has_value());
+  EXPECT_FALSE(
+      models.predict_family_us(LearnedFamily::Conv, s, d, Precision::Bf16Tensor).has_value());
   s["cout"] = 64;
   s["size"] = extent.at("size")[0].get<double>() - 1;
-  EXPECT_FALSE(models.predict_family_us(LearnedFamily::Conv, s, d, Precision::Bf16Tensor).has_value());
+  EXPECT_FALSE(
+      models.predict_family_us(LearnedFamily::Conv, s, d, Precision::Bf16Tensor).has_value());
 }
 
 }  // namespace

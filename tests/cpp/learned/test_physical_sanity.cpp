@@ -72,8 +72,11 @@ OpRecord conv(int64_t batch, int64_t cin, int64_t cout, int64_t size, int64_t ke
   const TensorMeta y = T({batch, cout, size, size}, dtype);
   if (backward) {
     op.name = "aten::convolution_backward";
-    op.args = {tensor("grad_output", y), tensor("input", x), tensor("weight", w),
-               test::ints("stride", {1, 1}), test::ints("padding", {pad, pad}),
+    op.args = {tensor("grad_output", y),
+               tensor("input", x),
+               tensor("weight", w),
+               test::ints("stride", {1, 1}),
+               test::ints("padding", {pad, pad}),
                test::bools("output_mask", {1, 1, 0})};
     op.outputs = {x, w};
   } else {
@@ -90,8 +93,10 @@ struct Precision2 {
   bool tf32;
   const char* name;
 };
-const std::vector<Precision2> kPrecisions{
-    {"float32", false, "fp32"}, {"float32", true, "tf32"}, {"bfloat16", false, "bf16"}, {"float16", false, "fp16"}};
+const std::vector<Precision2> kPrecisions{{"float32", false, "fp32"},
+                                          {"float32", true, "tf32"},
+                                          {"bfloat16", false, "bf16"},
+                                          {"float16", false, "fp16"}};
 
 // GEMM grid: powers of two and odd sizes, 16x64x128 (the tiny addmm) included.
 const std::vector<int64_t> kDims{1, 16, 64, 100, 128, 512, 1000, 2048, 8192};
@@ -218,7 +223,8 @@ TEST_F(PhysicalSanity, GrowingAProblemRarelyMakesItFasterAndNeverMuchFaster) {
     }
   }
   EXPECT_GT(checked, 1000);
-  EXPECT_LE(falling, kMaxFallingShare * checked) << falling << " of " << checked << " doublings fall";
+  EXPECT_LE(falling, kMaxFallingShare * checked)
+      << falling << " of " << checked << " doublings fall";
   std::cout << "size monotonicity: " << falling << " of " << checked
             << " doublings forecast faster, worst ratio " << worst << "\n";
 }

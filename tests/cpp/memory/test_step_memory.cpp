@@ -25,8 +25,8 @@ json op(int id, const std::string& name, const std::string& phase,
         std::vector<std::pair<std::string, json>> args, std::vector<json> outputs) {
   json a = json::array();
   for (auto& [n, v] : args) a.push_back({{"name", n}, {"tensor", v}});
-  return {{"id", id}, {"name", name}, {"phase", phase}, {"args", a}, {"outputs", outputs},
-          {"start_us", id}, {"wall_us", 1.0}};
+  return {{"id", id},           {"name", name},   {"phase", phase}, {"args", a},
+          {"outputs", outputs}, {"start_us", id}, {"wall_us", 1.0}};
 }
 
 // Linear(4 -> 3) + ReLU + sum on a batch of 2, then plain SGD (float32). W = storage 1
@@ -35,23 +35,27 @@ Step sgd_step() {
   json ops = json::array({
       op(0, "aten::t", "forward", {{"self", tensor(1, {3, 4})}}, {tensor(1, {4, 3}, {1, 4})}),
       op(1, "aten::addmm", "forward",
-         {{"self", tensor(2, {3})}, {"mat1", tensor(3, {2, 4})}, {"mat2", tensor(1, {4, 3}, {1, 4})}},
+         {{"self", tensor(2, {3})},
+          {"mat1", tensor(3, {2, 4})},
+          {"mat2", tensor(1, {4, 3}, {1, 4})}},
          {tensor(4, {2, 3})}),
       op(2, "aten::relu", "forward", {{"self", tensor(4, {2, 3})}}, {tensor(5, {2, 3})}),
       op(3, "aten::sum", "forward", {{"self", tensor(5, {2, 3})}}, {tensor(6, {})}),
       op(4, "aten::ones_like", "backward", {{"self", tensor(6, {})}}, {tensor(7, {})}),
       op(5, "aten::expand", "backward", {{"self", tensor(7, {})}}, {tensor(7, {2, 3}, {0, 0})}),
       op(6, "aten::threshold_backward", "backward",
-         {{"grad_output", tensor(7, {2, 3}, {0, 0})}, {"self", tensor(5, {2, 3})}}, {tensor(8, {2, 3})}),
-      op(7, "aten::mm", "backward", {{"self", tensor(8, {3, 2}, {1, 3})}, {"mat2", tensor(3, {2, 4})}},
-         {tensor(9, {3, 4})}),
+         {{"grad_output", tensor(7, {2, 3}, {0, 0})}, {"self", tensor(5, {2, 3})}},
+         {tensor(8, {2, 3})}),
+      op(7, "aten::mm", "backward",
+         {{"self", tensor(8, {3, 2}, {1, 3})}, {"mat2", tensor(3, {2, 4})}}, {tensor(9, {3, 4})}),
       op(8, "aten::sum", "backward", {{"self", tensor(8, {2, 3})}}, {tensor(10, {3})}),
       op(9, "aten::add_", "optimizer", {{"self", tensor(1, {3, 4})}, {"other", tensor(9, {3, 4})}},
          {tensor(1, {3, 4})}),
       op(10, "aten::add_", "optimizer", {{"self", tensor(2, {3})}, {"other", tensor(10, {3})}},
          {tensor(2, {3})}),
   });
-  json doc = {{"format", "habitat-trace"}, {"version", 2},
+  json doc = {{"format", "habitat-trace"},
+              {"version", 2},
               {"origin", {{"device", "cpu"}}},
               {"steps", json::array({{{"index", 0}, {"wall_ms", 1.0}, {"ops", ops}}})}};
   return trace_from_json(doc.dump()).steps.front();
@@ -78,7 +82,8 @@ TEST(StepMemory, NotesDroppedOpsAndAMissingOptimizer) {
   const StepMemory m = estimate_step_memory(step);
   ASSERT_EQ(m.notes.size(), 2u);
   EXPECT_EQ(m.notes[0], "no optimizer step in this step: parameters are counted with inputs");
-  EXPECT_EQ(m.notes[1], "3 op(s) were not recorded (capture cap): the estimate misses their tensors");
+  EXPECT_EQ(m.notes[1],
+            "3 op(s) were not recorded (capture cap): the estimate misses their tensors");
   EXPECT_EQ(m.parameters, 0);
 }
 

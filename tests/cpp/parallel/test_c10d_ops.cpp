@@ -2,9 +2,9 @@
 // forecast adds them), and the collective model knows which collective each one runs.
 #include <gtest/gtest.h>
 
+#include "cost/test_op_cost_builders.h"
 #include "habitat/collectives.h"
 #include "habitat/op_cost.h"
-#include "cost/test_op_cost_builders.h"
 
 namespace habitat {
 namespace {

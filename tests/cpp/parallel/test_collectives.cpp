@@ -38,7 +38,8 @@ TEST(CollectiveNames, C10dOpsResolve) {
   EXPECT_EQ(collective_from_name("c10d::_allgather_base_"), Collective::AllGather);
   EXPECT_EQ(collective_from_name("c10d::allgather_into_tensor_coalesced_"), Collective::AllGather);
   EXPECT_EQ(collective_from_name("c10d::_reduce_scatter_base_"), Collective::ReduceScatter);
-  EXPECT_EQ(collective_from_name("c10d::reduce_scatter_tensor_coalesced_"), Collective::ReduceScatter);
+  EXPECT_EQ(collective_from_name("c10d::reduce_scatter_tensor_coalesced_"),
+            Collective::ReduceScatter);
   EXPECT_EQ(collective_from_name("c10d::broadcast_"), Collective::Broadcast);
   EXPECT_EQ(collective_from_name("c10d::send"), Collective::SendRecv);
   EXPECT_EQ(collective_from_name("c10d::recv_any_source_"), Collective::SendRecv);
@@ -62,10 +63,12 @@ TEST(Cluster, UsualServerOfEachSxmGpu) {
 }
 
 TEST(Cluster, KindsResolveAgainstTheServer) {
-  EXPECT_EQ(interconnects().make_cluster("H100-SXM5-80GB", 8, 8, "nvlink").intra.name, "nvlink4-nvswitch");
+  EXPECT_EQ(interconnects().make_cluster("H100-SXM5-80GB", 8, 8, "nvlink").intra.name,
+            "nvlink4-nvswitch");
   EXPECT_EQ(interconnects().make_cluster("H100-SXM5-80GB", 8, 8, "pcie").intra.name, "pcie4");
-  EXPECT_EQ(interconnects().make_cluster("A100-SXM4-80GB", 16, 8, std::nullopt, "infiniband").inter.name,
-            "ib-hdr200");
+  EXPECT_EQ(
+      interconnects().make_cluster("A100-SXM4-80GB", 16, 8, std::nullopt, "infiniband").inter.name,
+      "ib-hdr200");
   EXPECT_EQ(interconnects().make_cluster("L4", 4).intra.name, "pcie4");
 }
 
@@ -92,12 +95,16 @@ TEST(Cluster, BadInputSaysWhatToDo) {
 }
 
 TEST(Interconnects, RejectsUnknownFieldsAndTiers) {
-  EXPECT_THROW(InterconnectDatabase::from_json(R"({"interconnects": {"links": {"x": {"kind": "nvlink",
-      "bandwidth_gbs": 1, "efficiency": 0.5, "hop_latency_us": 1, "speed": 3}}}})"), ClusterError);
-  EXPECT_THROW(InterconnectDatabase::from_json(R"({"interconnects": {"devices": {"A100": {"intra": "nope"}}}})"),
+  EXPECT_THROW(
+      InterconnectDatabase::from_json(R"({"interconnects": {"links": {"x": {"kind": "nvlink",
+      "bandwidth_gbs": 1, "efficiency": 0.5, "hop_latency_us": 1, "speed": 3}}}})"),
+      ClusterError);
+  EXPECT_THROW(InterconnectDatabase::from_json(
+                   R"({"interconnects": {"devices": {"A100": {"intra": "nope"}}}})"),
                ClusterError);
-  EXPECT_THROW(InterconnectDatabase::from_json(R"({"interconnects": {"links": {"x": {"kind": "nvlink"}}}})"),
-               ClusterError);
+  EXPECT_THROW(
+      InterconnectDatabase::from_json(R"({"interconnects": {"links": {"x": {"kind": "nvlink"}}}})"),
+      ClusterError);
   EXPECT_TRUE(InterconnectDatabase::from_json(R"({"devices": []})").link_names().empty());
 }
 
@@ -117,13 +124,15 @@ TEST(AllReduce, LargeRingReachesTheTierBusBandwidth) {
 TEST(AllReduce, NvlsOnHopperNvswitchBeatsTheRingAtLargeSizes) {
   const Cluster c = interconnects().make_cluster("H100-SXM5-80GB", 8);
   const auto nv = estimate_collective(Collective::AllReduce, 1024 * kMiB, 8, c);
-  const auto rg = estimate_collective(Collective::AllReduce, 1024 * kMiB, 8, c, CollectiveAlgorithm::Ring);
+  const auto rg =
+      estimate_collective(Collective::AllReduce, 1024 * kMiB, 8, c, CollectiveAlgorithm::Ring);
   EXPECT_EQ(nv.algorithm, CollectiveAlgorithm::Nvls);
   EXPECT_LT(nv.time_us, rg.time_us);
   EXPECT_GT(nv.busbw_gbs, 450);  // above the wire rate, as nccl-tests reports NVLS
   EXPECT_THROW(estimate_collective(Collective::AllReduce, kMiB, 8,
                                    interconnects().make_cluster("A100-SXM4-80GB", 8),
-                                   CollectiveAlgorithm::Nvls), ClusterError);
+                                   CollectiveAlgorithm::Nvls),
+               ClusterError);
 }
 
 TEST(AllReduce, SmallMessagesAreLatencyBound) {
@@ -140,7 +149,8 @@ TEST(AllReduce, SmallMessagesAreLatencyBound) {
   const auto big = estimate_collective(Collective::AllReduce, 1024 * kMiB, 8, c);
   EXPECT_EQ(big.protocol, "Simple");
   EXPECT_NEAR(big.tuner_time_us, 8.4 + 14 * 3.4 + 1024 * kMiB * 2 * 7 / 8 / 240e9 * 1e6, 0.01);
-  EXPECT_NEAR(big.time_us, 8.4 + 14 * 10.94 + 1024 * kMiB * 2 * 7 / 8 / (0.762 * 300e9) * 1e6, 0.01);
+  EXPECT_NEAR(big.time_us, 8.4 + 14 * 10.94 + 1024 * kMiB * 2 * 7 / 8 / (0.762 * 300e9) * 1e6,
+              0.01);
   double previous = 0;
   for (double mib = 1; mib <= 1024; mib *= 2) {
     const double busbw = estimate_collective(Collective::AllReduce, mib * kMiB, 8, c).busbw_gbs;
@@ -161,7 +171,8 @@ TEST(AllReduce, ProtocolFollowsNcclsTunerAsTheMessageGrows) {
   const auto one = estimate_collective(Collective::AllReduce, kMiB, 8, h100);
   EXPECT_EQ(one.algorithm, CollectiveAlgorithm::Ring);
   EXPECT_EQ(one.protocol, "LL");
-  EXPECT_EQ(estimate_collective(Collective::AllReduce, 2 * kMiB, 8, h100).algorithm, CollectiveAlgorithm::Nvls);
+  EXPECT_EQ(estimate_collective(Collective::AllReduce, 2 * kMiB, 8, h100).algorithm,
+            CollectiveAlgorithm::Nvls);
   // LL128 needs NVLink: a PCIe-only server never picks it.
   const Cluster pcie = interconnects().make_cluster("L4", 8);
   for (double mib : {0.25, 8.0, 256.0})
@@ -170,15 +181,18 @@ TEST(AllReduce, ProtocolFollowsNcclsTunerAsTheMessageGrows) {
 
 TEST(AllReduce, CrossingNodesIsBoundByTheNodesNics) {
   const Cluster c = interconnects().make_cluster("A100-SXM4-80GB", 16);
-  const auto e = estimate_collective(Collective::AllReduce, 4096 * kMiB, 16, c, CollectiveAlgorithm::Ring);
+  const auto e =
+      estimate_collective(Collective::AllReduce, 4096 * kMiB, 16, c, CollectiveAlgorithm::Ring);
   EXPECT_EQ(e.bottleneck, "ib-hdr200");
   // 8 HDR NICs per node at 24 GB/s each (nccl-tests #119): busbw ~192 GB/s.
   EXPECT_NEAR(e.busbw_gbs, 8 * 25 * 0.96, 2.0);
   // A group inside one node never touches the NICs.
-  EXPECT_EQ(estimate_collective(Collective::AllReduce, 4096 * kMiB, 8, c).bottleneck, "nvlink3-nvswitch");
+  EXPECT_EQ(estimate_collective(Collective::AllReduce, 4096 * kMiB, 8, c).bottleneck,
+            "nvlink3-nvswitch");
   // Tree beats ring on latency for tiny messages across many nodes.
   const Cluster big = interconnects().make_cluster("A100-SXM4-80GB", 256);
-  EXPECT_EQ(estimate_collective(Collective::AllReduce, 1024, 256, big).algorithm, CollectiveAlgorithm::Tree);
+  EXPECT_EQ(estimate_collective(Collective::AllReduce, 1024, 256, big).algorithm,
+            CollectiveAlgorithm::Tree);
 }
 
 TEST(OtherCollectives, ScaleWithTheirBusFactors) {
@@ -186,7 +200,8 @@ TEST(OtherCollectives, ScaleWithTheirBusFactors) {
   const double bytes = 512 * kMiB;
   const auto ag = estimate_collective(Collective::AllGather, bytes, 8, c);
   const auto rs = estimate_collective(Collective::ReduceScatter, bytes, 8, c);
-  const auto ar = estimate_collective(Collective::AllReduce, bytes, 8, c, CollectiveAlgorithm::Ring);
+  const auto ar =
+      estimate_collective(Collective::AllReduce, bytes, 8, c, CollectiveAlgorithm::Ring);
   EXPECT_DOUBLE_EQ(ag.time_us, rs.time_us);
   EXPECT_LT(ag.time_us, ar.time_us);  // half the traffic of a ring all_reduce
   EXPECT_NEAR(ag.busbw_gbs, ar.busbw_gbs, ar.busbw_gbs * 0.02);
@@ -223,8 +238,12 @@ TEST(Achieved, TimesTheTunersPickWithoutChangingIt) {
 TEST(Achieved, NvlsRampsWithNcclsChunkSize) {
   const Cluster c = interconnects().make_cluster("H100-SXM5-80GB", 8);
   auto marginal_algbw = [&](double mib) {  // GB/s between mib and 2 x mib, latency cancels
-    const double t1 = estimate_collective(Collective::AllReduce, mib * kMiB, 8, c, CollectiveAlgorithm::Nvls).time_us;
-    const double t2 = estimate_collective(Collective::AllReduce, 2 * mib * kMiB, 8, c, CollectiveAlgorithm::Nvls).time_us;
+    const double t1 =
+        estimate_collective(Collective::AllReduce, mib * kMiB, 8, c, CollectiveAlgorithm::Nvls)
+            .time_us;
+    const double t2 =
+        estimate_collective(Collective::AllReduce, 2 * mib * kMiB, 8, c, CollectiveAlgorithm::Nvls)
+            .time_us;
     return mib * kMiB / ((t2 - t1) * 1e-6) / 1e9;
   };
   // 16 x 8 (channel, head) streams: 16 KiB chunks below 8 MiB, 32 KiB below 64 MiB, 64 KiB below
@@ -238,20 +257,25 @@ TEST(Achieved, NvlsRampsWithNcclsChunkSize) {
 
 TEST(Achieved, OnlyOneNodeIsCalibrated) {
   const Cluster c = interconnects().make_cluster("A100-SXM4-80GB", 16);
-  const auto across = estimate_collective(Collective::AllReduce, 256 * kMiB, 16, c, CollectiveAlgorithm::Ring);
+  const auto across =
+      estimate_collective(Collective::AllReduce, 256 * kMiB, 16, c, CollectiveAlgorithm::Ring);
   EXPECT_DOUBLE_EQ(across.time_us, across.tuner_time_us);
-  const auto inside = estimate_collective(Collective::AllReduce, 256 * kMiB, 8, c, CollectiveAlgorithm::Ring);
+  const auto inside =
+      estimate_collective(Collective::AllReduce, 256 * kMiB, 8, c, CollectiveAlgorithm::Ring);
   EXPECT_GT(inside.time_us, inside.tuner_time_us);
 }
 
 TEST(Achieved, BadCalibrationSaysWhatIsWrong) {
   auto db = [](const char* achieved) {
     return std::string(R"({"interconnects": {"links": {"x": {"kind": "nvlink", "bandwidth_gbs": 100,
-        "efficiency": 0.8, "hop_latency_us": 1, "achieved": )") + achieved + "}}}}";
+        "efficiency": 0.8, "hop_latency_us": 1, "achieved": )") +
+           achieved + "}}}}";
   };
-  EXPECT_NO_THROW(InterconnectDatabase::from_json(db(R"({"Simple": {"busbw_fraction": 0.7, "step_latency_us": 9}})")));
-  for (const char* bad : {R"({"Simple": {"busbw_fraction": 1.2}})", R"({"LL": {"step_latency_us": 2}})",
-                          R"({"Simple": {"busbw": 0.7}})", R"({"SIMPLE": {"busbw_fraction": 0.7}})"}) {
+  EXPECT_NO_THROW(InterconnectDatabase::from_json(
+      db(R"({"Simple": {"busbw_fraction": 0.7, "step_latency_us": 9}})")));
+  for (const char* bad :
+       {R"({"Simple": {"busbw_fraction": 1.2}})", R"({"LL": {"step_latency_us": 2}})",
+        R"({"Simple": {"busbw": 0.7}})", R"({"SIMPLE": {"busbw_fraction": 0.7}})"}) {
     try {
       InterconnectDatabase::from_json(db(bad));
       ADD_FAILURE() << "accepted " << bad;

@@ -29,7 +29,8 @@ OpRecord make(uint64_t id, std::string name, std::vector<Argument> args,
   return op;
 }
 
-OpRecord linear(uint64_t id, const std::string& dtype, std::optional<uint64_t> parent = std::nullopt) {
+OpRecord linear(uint64_t id, const std::string& dtype,
+                std::optional<uint64_t> parent = std::nullopt) {
   return make(id, "aten::linear",
               {tensor("input", T({4096, 3072}, dtype)), tensor("weight", T({768, 3072}, dtype)),
                tensor("bias", T({768}, dtype))},
@@ -70,13 +71,13 @@ TEST(CudaPaths, AutocastWrapperCountsTheBf16OpItRedispatched) {
 }
 
 TEST(CudaPaths, ConvolutionsFollowCudnnSwitchAndGemmsTheMatmulOne) {
-  const OpRecord conv = test::op("aten::convolution", "",
-                                 {tensor("input", T({64, 256, 56, 56})), tensor("weight", T({64, 256, 1, 1})),
-                                  test::none("bias"), test::ints("stride", {1, 1}),
-                                  test::ints("padding", {0, 0}), test::ints("dilation", {1, 1}),
-                                  test::boolean("transposed", false), test::ints("output_padding", {0, 0}),
-                                  test::integer("groups", 1)},
-                                 {T({64, 64, 56, 56})});
+  const OpRecord conv =
+      test::op("aten::convolution", "",
+               {tensor("input", T({64, 256, 56, 56})), tensor("weight", T({64, 256, 1, 1})),
+                test::none("bias"), test::ints("stride", {1, 1}), test::ints("padding", {0, 0}),
+                test::ints("dilation", {1, 1}), test::boolean("transposed", false),
+                test::ints("output_padding", {0, 0}), test::integer("groups", 1)},
+               {T({64, 64, 56, 56})});
   const OpRecord mm = addmm(0, "float32", 0);
   PrecisionFlags defaults;  // torch's: matmul TF32 off, cuDNN TF32 on
   EXPECT_EQ(estimate_cost(conv, defaults).precision, Precision::Tf32Tensor);
@@ -99,8 +100,10 @@ TEST(CudaPaths, ConvolutionsFollowCudnnSwitchAndGemmsTheMatmulOne) {
 
 TEST(CudaPaths, ComplexMatmulIsFourRealOnes) {
   auto mm = [](const std::string& dtype) {
-    return test::op("aten::mm", "", {tensor("self", T({1024, 1024}, dtype)), tensor("mat2", T({1024, 1024}, dtype))},
-                    {T({1024, 1024}, dtype)});
+    return test::op(
+        "aten::mm", "",
+        {tensor("self", T({1024, 1024}, dtype)), tensor("mat2", T({1024, 1024}, dtype))},
+        {T({1024, 1024}, dtype)});
   };
   const OpCost real = estimate_cost(mm("float32"));
   const OpCost complex = estimate_cost(mm("complex64"));
@@ -120,13 +123,14 @@ Step per_tensor_optimizer(int params) {
   Step step;
   uint64_t id = 0;
   for (int p = 0; p < params; ++p) {
-    OpRecord counter = make(id++, "aten::add_", {tensor("self", T({})), tensor("other", T({}))}, {T({})});
+    OpRecord counter =
+        make(id++, "aten::add_", {tensor("self", T({})), tensor("other", T({}))}, {T({})});
     counter.overload = "Tensor";
     OpRecord item = make(id++, "aten::_local_scalar_dense", {tensor("self", T({}))}, {});
-    OpRecord lerp = make(id++, "aten::lerp_",
-                         {tensor("self", T({64, 64})), tensor("end", T({64, 64})),
-                          test::real("weight", 0.1)},
-                         {T({64, 64})});
+    OpRecord lerp =
+        make(id++, "aten::lerp_",
+             {tensor("self", T({64, 64})), tensor("end", T({64, 64})), test::real("weight", 0.1)},
+             {T({64, 64})});
     lerp.overload = "Scalar";
     for (OpRecord* op : {&counter, &item, &lerp}) {
       op->phase = Phase::Optimizer;
@@ -176,11 +180,11 @@ TEST(CudaPaths, PerTensorOptimizerOpsAreCostedAsOneForeachLaunch) {
 
 TEST(CudaPaths, SdpaMathFallbackIsCostedAsTheFusedKernel) {
   const auto q = T({8, 12, 512, 64});
-  OpRecord sdpa = make(0, "aten::scaled_dot_product_attention",
-                       {tensor("query", q), tensor("key", q), tensor("value", q),
-                        test::none("attn_mask"), test::real("dropout_p", 0.1),
-                        test::boolean("is_causal", false)},
-                       {q});
+  OpRecord sdpa =
+      make(0, "aten::scaled_dot_product_attention",
+           {tensor("query", q), tensor("key", q), tensor("value", q), test::none("attn_mask"),
+            test::real("dropout_p", 0.1), test::boolean("is_causal", false)},
+           {q});
   sdpa.has_children = true;
   OpRecord math = make(1, "aten::_scaled_dot_product_attention_math",
                        {tensor("query", q), tensor("key", q), tensor("value", q)}, {q}, 0);
@@ -188,11 +192,13 @@ TEST(CudaPaths, SdpaMathFallbackIsCostedAsTheFusedKernel) {
   const auto scores = T({8, 12, 512, 512});
   OpRecord bmm = make(2, "aten::matmul", {tensor("self", q), tensor("other", T({8, 12, 64, 512}))},
                       {scores}, 1);
-  OpRecord softmax = make(3, "aten::_softmax",
-                          {tensor("self", scores), test::integer("dim", -1), test::boolean("half_to_float", false)},
-                          {scores}, 1);
-  OpRecord dropout = make(4, "aten::native_dropout", {tensor("input", scores), test::real("p", 0.1)},
-                          {scores, T({8, 12, 512, 512}, "bool")}, 1);
+  OpRecord softmax = make(
+      3, "aten::_softmax",
+      {tensor("self", scores), test::integer("dim", -1), test::boolean("half_to_float", false)},
+      {scores}, 1);
+  OpRecord dropout =
+      make(4, "aten::native_dropout", {tensor("input", scores), test::real("p", 0.1)},
+           {scores, T({8, 12, 512, 512}, "bool")}, 1);
   OpRecord pv = make(5, "aten::matmul", {tensor("self", scores), tensor("other", q)}, {q}, 1);
   Step step;
   step.ops = {sdpa, math, bmm, softmax, dropout, pv};
@@ -222,8 +228,8 @@ TEST(CudaPaths, CpuAttentionMapsToTheBackendTorchPicksOnTheTarget) {
   // cuDNN's backward where flash's launches three.
   const auto q = T({8, 12, 512, 64}, "bfloat16");
   OpRecord bwd = make(0, "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
-                      {tensor("grad_out", q), tensor("query", q), tensor("key", q), tensor("value", q),
-                       tensor("out", q), test::boolean("is_causal", true)},
+                      {tensor("grad_out", q), tensor("query", q), tensor("key", q),
+                       tensor("value", q), tensor("out", q), test::boolean("is_causal", true)},
                       {q, q, q});
   bwd.phase = Phase::Backward;
   Step step;
@@ -240,16 +246,17 @@ namespace habitat {
 namespace {
 
 OpRecord rnn_layer_op(const std::string& dtype) {
-  OpRecord op = make(0, "aten::mkldnn_rnn_layer",
-                     {tensor("input", T({32, 128, 512}, dtype)), tensor("weight0", T({4096, 512}, dtype)),
-                      tensor("weight1", T({4096, 1024}, dtype)), tensor("weight2", T({4096}, dtype)),
-                      tensor("weight3", T({4096}, dtype)), tensor("hx_", T({128, 1024}, dtype)),
-                      tensor("cx_", T({128, 1024}, dtype)), test::boolean("reverse", false),
-                      test::ints("batch_sizes", {}), test::integer("mode", 2),
-                      test::integer("hidden_size", 1024), test::integer("num_layers", 1),
-                      test::boolean("has_biases", true), test::boolean("bidirectional", false),
-                      test::boolean("batch_first", true), test::boolean("train", true)},
-                     {T({32, 128, 1024}, dtype), T({128, 1024}, dtype), T({128, 1024}, dtype)});
+  OpRecord op =
+      make(0, "aten::mkldnn_rnn_layer",
+           {tensor("input", T({32, 128, 512}, dtype)), tensor("weight0", T({4096, 512}, dtype)),
+            tensor("weight1", T({4096, 1024}, dtype)), tensor("weight2", T({4096}, dtype)),
+            tensor("weight3", T({4096}, dtype)), tensor("hx_", T({128, 1024}, dtype)),
+            tensor("cx_", T({128, 1024}, dtype)), test::boolean("reverse", false),
+            test::ints("batch_sizes", {}), test::integer("mode", 2),
+            test::integer("hidden_size", 1024), test::integer("num_layers", 1),
+            test::boolean("has_biases", true), test::boolean("bidirectional", false),
+            test::boolean("batch_first", true), test::boolean("train", true)},
+           {T({32, 128, 1024}, dtype), T({128, 1024}, dtype), T({128, 1024}, dtype)});
   return op;
 }
 
@@ -273,18 +280,22 @@ TEST(CudaPaths, OneDnnRnnLayerIsCostedAsCudnnsGemmsAndCellKernels) {
   EXPECT_GT(f.totals[0].total_us, 0.0);
   TraceOrigin strict;
   strict.cudnn_allow_tf32 = false;
-  EXPECT_EQ(Predictor(db()).predict(step, strict, {"H100"}).ops[0].cost.precision, Precision::Fp32Simt);
+  EXPECT_EQ(Predictor(db()).predict(step, strict, {"H100"}).ops[0].cost.precision,
+            Precision::Fp32Simt);
 }
-
 
 // A ResNet-style batch norm as the CPU records it: batch_norm -> _batch_norm_impl_index ->
 // native_batch_norm (whose CPU helpers are children), and its backward.
 Step batch_norm_step(const std::string& dtype, bool cudnn_enabled) {
   const TensorMeta x = T({64, 256, 56, 56}, dtype);
   auto args = [&](bool with_switch) {
-    std::vector<Argument> a{tensor("input", x), tensor("weight", T({256})), tensor("bias", T({256})),
-                            tensor("running_mean", T({256})), tensor("running_var", T({256})),
-                            test::boolean("training", true), test::real("momentum", 0.1),
+    std::vector<Argument> a{tensor("input", x),
+                            tensor("weight", T({256})),
+                            tensor("bias", T({256})),
+                            tensor("running_mean", T({256})),
+                            tensor("running_var", T({256})),
+                            test::boolean("training", true),
+                            test::real("momentum", 0.1),
                             test::real("eps", 1e-5)};
     if (with_switch) a.push_back(test::boolean("cudnn_enabled", cudnn_enabled));
     return a;
@@ -297,13 +308,13 @@ Step batch_norm_step(const std::string& dtype, bool cudnn_enabled) {
   OpRecord native = make(2, "aten::native_batch_norm", args(false), outs, 1);
   native.has_children = true;
   OpRecord fill = make(3, "aten::zero_", {tensor("self", T({2, 256}))}, {T({2, 256})}, 2);
-  OpRecord bwd = make(4, "aten::native_batch_norm_backward",
-                      {tensor("grad_out", x), tensor("input", x), tensor("weight", T({256})),
-                       tensor("running_mean", T({256})), tensor("running_var", T({256})),
-                       tensor("save_mean", T({256})), tensor("save_invstd", T({256})),
-                       test::boolean("train", true), test::real("eps", 1e-5),
-                       test::bools("output_mask", {1, 1, 1})},
-                      {x, T({256}), T({256})});
+  OpRecord bwd = make(
+      4, "aten::native_batch_norm_backward",
+      {tensor("grad_out", x), tensor("input", x), tensor("weight", T({256})),
+       tensor("running_mean", T({256})), tensor("running_var", T({256})),
+       tensor("save_mean", T({256})), tensor("save_invstd", T({256})), test::boolean("train", true),
+       test::real("eps", 1e-5), test::bools("output_mask", {1, 1, 1})},
+      {x, T({256}), T({256})});
   bwd.phase = Phase::Backward;
   Step step;
   step.ops = {outer, impl, native, fill, bwd};
@@ -321,8 +332,9 @@ TEST(CudaPaths, BatchNormRunsCudnnUnlessBf16OrCudnnIsOff) {
     }
     return names;
   };
-  EXPECT_EQ(mapped(batch_norm_step("float32", true)),
-            (std::vector<std::string>{"aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward"}));
+  EXPECT_EQ(
+      mapped(batch_norm_step("float32", true)),
+      (std::vector<std::string>{"aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward"}));
   EXPECT_TRUE(mapped(batch_norm_step("bfloat16", true)).empty());
   EXPECT_TRUE(mapped(batch_norm_step("float32", false)).empty());
   Step half = batch_norm_step("float16", true);  // half input, float32 weight: cuDNN
@@ -330,14 +342,16 @@ TEST(CudaPaths, BatchNormRunsCudnnUnlessBf16OrCudnnIsOff) {
 
   // Forecast: the float32 step costs cuDNN's one read of x forward (not the native two), and
   // the CPU's helper fill under native_batch_norm is not a CUDA kernel.
-  const Forecast f = Predictor(db()).predict(batch_norm_step("float32", true), TraceOrigin{}, {"H100"});
+  const Forecast f =
+      Predictor(db()).predict(batch_norm_step("float32", true), TraceOrigin{}, {"H100"});
   const double x_bytes = 64.0 * 256 * 56 * 56 * 4;
   EXPECT_LT(f.ops[2].cost.bytes_read, 1.01 * x_bytes);
   EXPECT_EQ(f.ops[2].cost.kernels, 1);
   EXPECT_DOUBLE_EQ(f.ops[3].share[0].time_us, 0.0);
   // bfloat16 runs the native kernels: two passes over half the bytes forward, and the
   // backward reads x and dy twice.
-  const Forecast b = Predictor(db()).predict(batch_norm_step("bfloat16", true), TraceOrigin{}, {"H100"});
+  const Forecast b =
+      Predictor(db()).predict(batch_norm_step("bfloat16", true), TraceOrigin{}, {"H100"});
   EXPECT_GT(b.ops[2].cost.bytes_read, 0.99 * x_bytes);
   EXPECT_GT(b.ops[4].cost.bytes_read, 1.99 * x_bytes);
 }
@@ -347,17 +361,29 @@ TEST(CudaPaths, BatchNormRunsCudnnUnlessBf16OrCudnnIsOff) {
 OpRecord rnn_layer_backward_op(uint64_t id, const TensorMeta& input) {
   const int64_t in = input.shape[2];
   OpRecord op = make(id, "aten::mkldnn_rnn_layer_backward",
-                     {tensor("input", input), tensor("weight1", T({4096, in})),
-                      tensor("weight2", T({4096, 1024})), tensor("weight3", T({4096})),
-                      tensor("weight4", T({4096})), tensor("hx_", T({128, 1024})),
-                      tensor("cx_tmp", T({128, 1024})), tensor("output", T({32, 128, 1024})),
-                      tensor("hy_", T({128, 1024})), tensor("cy_", T({128, 1024})),
-                      tensor("grad_output", T({32, 128, 1024})), test::none("grad_hy"),
-                      test::none("grad_cy"), test::boolean("reverse", false), test::integer("mode", 2),
-                      test::integer("hidden_size", 1024), test::integer("num_layers", 1),
-                      test::boolean("has_biases", true), test::boolean("train", true),
-                      test::boolean("bidirectional", false), test::ints("batch_sizes", {}),
-                      test::boolean("batch_first", false), tensor("workspace", T({1000}))},
+                     {tensor("input", input),
+                      tensor("weight1", T({4096, in})),
+                      tensor("weight2", T({4096, 1024})),
+                      tensor("weight3", T({4096})),
+                      tensor("weight4", T({4096})),
+                      tensor("hx_", T({128, 1024})),
+                      tensor("cx_tmp", T({128, 1024})),
+                      tensor("output", T({32, 128, 1024})),
+                      tensor("hy_", T({128, 1024})),
+                      tensor("cy_", T({128, 1024})),
+                      tensor("grad_output", T({32, 128, 1024})),
+                      test::none("grad_hy"),
+                      test::none("grad_cy"),
+                      test::boolean("reverse", false),
+                      test::integer("mode", 2),
+                      test::integer("hidden_size", 1024),
+                      test::integer("num_layers", 1),
+                      test::boolean("has_biases", true),
+                      test::boolean("train", true),
+                      test::boolean("bidirectional", false),
+                      test::ints("batch_sizes", {}),
+                      test::boolean("batch_first", false),
+                      tensor("workspace", T({1000}))},
                      {T({32, 128, in}), T({4096, in}), T({4096, 1024}), T({4096}), T({4096})});
   op.phase = Phase::Backward;
   return op;

@@ -5,14 +5,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "cost/test_op_cost_builders.h"
 #include "habitat/learned_models.h"
-#include "habitat/trace.h"
-
 #include "habitat/predictor.h"
+#include "habitat/trace.h"
+#include "habitat/wave_scaling.h"
 #include "hardware/roofline.h"
 #include "predict/shape_efficiency.h"
-#include "cost/test_op_cost_builders.h"
-#include "habitat/wave_scaling.h"
 #include "test_devices.h"
 
 namespace habitat {
@@ -207,8 +206,8 @@ TEST(Predictor, MemoisedPredictionsAreBitIdentical) {
   if (std::filesystem::exists(std::filesystem::path(dir) / "gemm.safetensors")) {
     models = std::make_unique<LearnedModels>(LearnedModels::load(dir));
   }
-  for (const ShapeModel* model : {static_cast<const ShapeModel*>(nullptr),
-                                  static_cast<const ShapeModel*>(models.get())}) {
+  for (const ShapeModel* model :
+       {static_cast<const ShapeModel*>(nullptr), static_cast<const ShapeModel*>(models.get())}) {
     Predictor memoised(db(), model);
     Predictor plain(db(), model);
     plain.set_memoize(false);
@@ -266,7 +265,8 @@ TEST(Predictor, MemoKeptAcrossStepsAndTargetsIsBitIdentical) {
   EXPECT_GT(memo.size(), 0u);
   PredictionMemo tiny(2);  // full: starts afresh, same numbers
   kept.set_memo(&tiny);
-  expect_identical(kept.predict(step, gpu, {"A100", "L4"}), plain.predict(step, gpu, {"A100", "L4"}));
+  expect_identical(kept.predict(step, gpu, {"A100", "L4"}),
+                   plain.predict(step, gpu, {"A100", "L4"}));
   EXPECT_LE(tiny.size(), 2u);
 }
 

@@ -22,7 +22,8 @@ using test::db;
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-void expect_same_timelines(const std::vector<TimelineResult>& a, const std::vector<TimelineResult>& b) {
+void expect_same_timelines(const std::vector<TimelineResult>& a,
+                           const std::vector<TimelineResult>& b) {
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t t = 0; t < a.size(); ++t) {
     const TimelineResult& x = a[t];
@@ -50,7 +51,8 @@ void expect_same_totals(const Forecast& a, const Forecast& b) {
     EXPECT_TRUE(same_bits(a.totals[t].total_us, b.totals[t].total_us));
     EXPECT_EQ(a.totals[t].method_ops, b.totals[t].method_ops);
     ASSERT_EQ(a.totals[t].phase_us.size(), b.totals[t].phase_us.size());
-    for (const auto& [phase, us] : a.totals[t].phase_us) EXPECT_TRUE(same_bits(us, b.totals[t].phase_us.at(phase)));
+    for (const auto& [phase, us] : a.totals[t].phase_us)
+      EXPECT_TRUE(same_bits(us, b.totals[t].phase_us.at(phase)));
   }
   EXPECT_EQ(a.unsupported, b.unsupported);
   expect_same_timelines(a.timelines, b.timelines);
@@ -129,8 +131,10 @@ TEST(RepeatedStep, SameWorkIgnoresHostTimesAndLabelsOnly) {
     for (OpRecord& op : s.ops) {
       for (Argument& a : op.args) {
         if (a.value.kind == ArgValue::Kind::Double || !a.value.ints.empty()) {
-          if (a.value.ints.empty()) a.value.real = -a.value.real - 1;
-          else a.value.ints[0] += 1;
+          if (a.value.ints.empty())
+            a.value.real = -a.value.real - 1;
+          else
+            a.value.ints[0] += 1;
           return;
         }
       }
@@ -158,8 +162,8 @@ TEST(RepeatedStep, ForecastsAreBitIdenticalToForecastsWithoutMemo) {
     Step step;
   };
   for (const Case& c : {Case{gpu, gpu_step(trace.steps[0])}, Case{trace.origin, trace.steps[0]}}) {
-    for (const ShapeModel* model : {static_cast<const ShapeModel*>(nullptr),
-                                    static_cast<const ShapeModel*>(models.get())}) {
+    for (const ShapeModel* model :
+         {static_cast<const ShapeModel*>(nullptr), static_cast<const ShapeModel*>(models.get())}) {
       PredictionMemo memo;
       Predictor kept(db(), model);
       kept.set_memo(&memo);

@@ -58,7 +58,8 @@ TimelineResult play(const Step& step, const TimelineOptions& options, double ker
 TEST(Timeline, DeviceBoundStepIsTheKernelSum) {
   // Ten ops launched 1 us apart, each running 100 us: the GPU never waits.
   Step step;
-  for (uint64_t i = 0; i < 10; ++i) step.ops.push_back(op_at(i, static_cast<double>(i), 1.0, {100.0}));
+  for (uint64_t i = 0; i < 10; ++i)
+    step.ops.push_back(op_at(i, static_cast<double>(i), 1.0, {100.0}));
   const TimelineResult r = play(step, no_overhead());
   ASSERT_TRUE(r.valid);
   EXPECT_NEAR(r.step_us, 1000.0, 1e-6);
@@ -70,7 +71,8 @@ TEST(Timeline, DeviceBoundStepIsTheKernelSum) {
 TEST(Timeline, HostBoundStepIsTheHostCadence) {
   // Ops every 50 us, each with a 5 us kernel: the step takes as long as the host.
   Step step;
-  for (uint64_t i = 0; i < 10; ++i) step.ops.push_back(op_at(i, 50.0 * static_cast<double>(i), 10.0, {5.0}));
+  for (uint64_t i = 0; i < 10; ++i)
+    step.ops.push_back(op_at(i, 50.0 * static_cast<double>(i), 10.0, {5.0}));
   const TimelineResult r = play(step, no_overhead());
   EXPECT_NEAR(r.host_us, 460.0, 1e-6);
   EXPECT_NEAR(r.step_us, 460.0, 1e-6);  // steady state: one host period per step
@@ -90,7 +92,7 @@ TEST(Timeline, KernelsNeverStartBeforeTheirLaunch) {
   step.ops = {op_at(0, 0, 10, {20.0}), op_at(1, 300, 10, {20.0})};
   const HostSchedule s = build_host_schedule(step, gpu(), no_overhead());
   ASSERT_EQ(s.events.size(), 2u);
-  EXPECT_DOUBLE_EQ(s.events[0].host_us, 10.0);   // launched at the end of its op's window
+  EXPECT_DOUBLE_EQ(s.events[0].host_us, 10.0);  // launched at the end of its op's window
   EXPECT_DOUBLE_EQ(s.events[1].host_us, 310.0);
   const TimelineResult r = simulate_timeline(s, {20.0, 20.0}, no_overhead());
   EXPECT_NEAR(r.device_busy_us, 40.0, 1e-9);
@@ -144,7 +146,8 @@ TEST(Timeline, MeasuredOverheadIsRemovedFromTheCadence) {
   EXPECT_NEAR(s.overhead_removed_us, 160.0, 1e-9);
   EXPECT_NEAR(s.host_end_us, 310.0 - 160.0, 1e-9);
   // Times stay in host order even when a removal exceeds the gap before an event.
-  for (std::size_t i = 1; i < s.events.size(); ++i) EXPECT_GE(s.events[i].host_us, s.events[i - 1].host_us);
+  for (std::size_t i = 1; i < s.events.size(); ++i)
+    EXPECT_GE(s.events[i].host_us, s.events[i - 1].host_us);
 }
 
 TEST(Timeline, HabitatTimeBeforeAnOpIsRemovedWhereItWasSpent) {
@@ -161,7 +164,7 @@ TEST(Timeline, HabitatTimeBeforeAnOpIsRemovedWhereItWasSpent) {
   EXPECT_EQ(s.overhead_source, OverheadSource::Measured);
   EXPECT_NEAR(s.overhead_removed_us, 50.0, 1e-9);
   ASSERT_EQ(s.events.size(), 4u);
-  EXPECT_NEAR(s.events[1].host_us, 110.0, 1e-9);        // before the hooks: as traced
+  EXPECT_NEAR(s.events[1].host_us, 110.0, 1e-9);         // before the hooks: as traced
   EXPECT_NEAR(s.events[2].host_us, 210.0 - 50.0, 1e-9);  // after them: 50 us earlier
   EXPECT_NEAR(s.host_end_us, 310.0 - 50.0, 1e-9);
 }
@@ -238,7 +241,8 @@ TEST(Timeline, SyncsOutsideTheOpsAreHabitatsWindowEdges) {
 TEST(Timeline, CaptureSetupBeforeTheFirstOpCountsAsOneTypicalGap) {
   // Top-level ops 10 us apart (5 us gaps), the first at 800 us: 795 us of setup removed.
   Step step;
-  for (uint64_t i = 0; i < 5; ++i) step.ops.push_back(op_at(i, 800.0 + 10.0 * static_cast<double>(i), 5.0, {1.0}));
+  for (uint64_t i = 0; i < 5; ++i)
+    step.ops.push_back(op_at(i, 800.0 + 10.0 * static_cast<double>(i), 5.0, {1.0}));
   const HostSchedule s = build_host_schedule(step, gpu(), no_overhead());
   EXPECT_NEAR(s.overhead_removed_us, 795.0, 1e-9);
   EXPECT_NEAR(s.host_end_us, 845.0 - 795.0, 1e-9);
@@ -268,7 +272,8 @@ TEST(Timeline, FormatOneOverheadIsEstimatedFromWrapperOps) {
   // Too few wrappers: the default measured per-op cost.
   step.ops.resize(4);
   EXPECT_LT(estimate_overhead_per_op(step), 0);
-  EXPECT_EQ(build_host_schedule(step, gpu(), TimelineOptions{}).overhead_source, OverheadSource::Default);
+  EXPECT_EQ(build_host_schedule(step, gpu(), TimelineOptions{}).overhead_source,
+            OverheadSource::Default);
 }
 
 TEST(Timeline, CpuOriginNeedsAHostModel) {
@@ -312,8 +317,10 @@ TEST(Timeline, BadHostSpeedIsRejected) {
 
 TEST(Timeline, ForecastCarriesOneTimelinePerTarget) {
   Step step;
-  for (uint64_t i = 0; i < 10; ++i) step.ops.push_back(op_at(i, 50.0 * static_cast<double>(i), 10.0, {5.0}));
-  const DeviceDatabase db = DeviceDatabase::load_file(HABITAT_SOURCE_DIR "/python/habitat/data/devices.json");
+  for (uint64_t i = 0; i < 10; ++i)
+    step.ops.push_back(op_at(i, 50.0 * static_cast<double>(i), 10.0, {5.0}));
+  const DeviceDatabase db =
+      DeviceDatabase::load_file(HABITAT_SOURCE_DIR "/python/habitat/data/devices.json");
   Predictor p(db);
   const Forecast f = p.predict(step, gpu(), {"H100-SXM5-80GB", "A100-SXM4-80GB"});
   ASSERT_EQ(f.timelines.size(), 2u);
@@ -327,7 +334,8 @@ TEST(Timeline, ForecastCarriesOneTimelinePerTarget) {
 TEST(TimelineCalibration, AStepTimedWithoutRecordingScalesTheHostCadence) {
   // Host-bound: ops every 50 us, 5 us kernels; the traced host takes 460 us.
   Step step;
-  for (uint64_t i = 0; i < 10; ++i) step.ops.push_back(op_at(i, 50.0 * static_cast<double>(i), 10.0, {5.0}));
+  for (uint64_t i = 0; i < 10; ++i)
+    step.ops.push_back(op_at(i, 50.0 * static_cast<double>(i), 10.0, {5.0}));
   // A detailed step's own wall time (its ops end at 460 us) says nothing about the untraced host.
   step.wall_ms = 0.5;
   EXPECT_LT(uninstrumented_wall_us(step), 0);
@@ -399,7 +407,8 @@ TEST(Timeline, TraceFormatTwoFieldsRoundTrip) {
   step.ops[0].own_before_us = 0.75;
   step.ops[0].kernels[0].launch_us = 1.25;
   step.ops[0].kernels[0].device_start_us = 4.0;
-  step.syncs = {{SyncRecord::Kind::Stream, 5, 2, 7, 0}, {SyncRecord::Kind::StreamWait, 6, 0, 13, 7}};
+  step.syncs = {{SyncRecord::Kind::Stream, 5, 2, 7, 0},
+                {SyncRecord::Kind::StreamWait, 6, 0, 13, 7}};
   step.hook_overhead_us = 12.0;
   trace.steps = {step};
   const Trace back = trace_from_json(trace_to_json(trace));

@@ -11,7 +11,8 @@
 namespace habitat {
 namespace {
 
-OpRecord op(uint64_t id, const std::string& name, Phase phase, int depth = 0, std::optional<uint64_t> parent = {}) {
+OpRecord op(uint64_t id, const std::string& name, Phase phase, int depth = 0,
+            std::optional<uint64_t> parent = {}) {
   OpRecord o;
   o.id = id;
   o.name = name;
@@ -80,7 +81,8 @@ TEST(HostModel, OptimizerPerTensorOpsAreCudasForeachCalls) {
   Step step;
   uint64_t id = 0;
   for (int p = 0; p < 3; ++p) {
-    for (const char* name : {"aten::add_", "aten::div", "aten::add_"}) step.ops.push_back(op(id++, name, Phase::Optimizer));
+    for (const char* name : {"aten::add_", "aten::div", "aten::add_"})
+      step.ops.push_back(op(id++, name, Phase::Optimizer));
   }
   const HostCostModel m = model();
   TimelineOptions o;
@@ -120,11 +122,15 @@ TEST(HostModel, JsonCarriesTheInclusiveFields) {
   EXPECT_EQ(m.phase_gap_us.at(Phase::Backward), 6);
   EXPECT_EQ(m.unseen_per_kernel_us, 12);
   EXPECT_EQ(m.default_top_level_view_us, 0.7);
-  EXPECT_THROW(host_cost_model_from_json(R"({"default_op_us": 3, "top_level_gap_us": 1, "phase_gap_us": {"fwd": 1}})"),
+  EXPECT_THROW(host_cost_model_from_json(
+                   R"({"default_op_us": 3, "top_level_gap_us": 1, "phase_gap_us": {"fwd": 1}})"),
                std::invalid_argument);
-  EXPECT_THROW(host_cost_model_from_json(R"({"default_op_us": 3, "top_level_gap_us": 1, "unseen_op_us": {"base_us": 1}})"),
-               std::invalid_argument);
-  EXPECT_FALSE(host_cost_model_from_json(R"({"default_op_us": 3, "top_level_gap_us": 1})").inclusive());
+  EXPECT_THROW(
+      host_cost_model_from_json(
+          R"({"default_op_us": 3, "top_level_gap_us": 1, "unseen_op_us": {"base_us": 1}})"),
+      std::invalid_argument);
+  EXPECT_FALSE(
+      host_cost_model_from_json(R"({"default_op_us": 3, "top_level_gap_us": 1})").inclusive());
 }
 
 }  // namespace

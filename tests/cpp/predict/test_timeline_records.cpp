@@ -45,7 +45,7 @@ TEST(TimelineRecords, KernelsCarryTheirLaunchAndStartTimes) {
 
 TEST(TimelineRecords, SyncsAndStreamWaitsAreJoinedToTheirStreams) {
   Correlator c;
-  c.add(EventActivityRecord{77, 13});  // an event recorded on stream 13
+  c.add(EventActivityRecord{77, 13});                         // an event recorded on stream 13
   c.add(SyncActivityRecord{3, 5'000'000, 5'250'000, 7, 0});   // cudaStreamSynchronize(7)
   c.add(SyncActivityRecord{2, 4'000'000, 4'001'000, 7, 77});  // stream 7 waits on the event
   c.add(SyncActivityRecord{1, 6'000'000, 6'100'000, 0, 77});  // cudaEventSynchronize

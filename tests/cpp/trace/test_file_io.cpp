@@ -28,7 +28,8 @@ TEST(ReadFile, ReadsBytesAndNamesWhatFailed) {
     FAIL() << "expected an error";
   } catch (const std::system_error& e) {
     EXPECT_EQ(e.code().value(), ENOENT);
-    EXPECT_NE(std::string(e.what()).find("cannot read test file '" + path.string() + "'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("cannot read test file '" + path.string() + "'"),
+              std::string::npos);
   }
   try {
     read_file(fs::temp_directory_path().string(), "test file");
@@ -40,15 +41,17 @@ TEST(ReadFile, ReadsBytesAndNamesWhatFailed) {
 
 TEST(ReadFile, EveryLoaderReportsAMissingFileTheSameWay) {
   const std::string missing = (fs::temp_directory_path() / "habitat_no_such_file.json").string();
-  for (const auto& [what, load] : std::initializer_list<std::pair<const char*, void (*)(const std::string&)>>{
+  for (const auto& [what, load] :
+       std::initializer_list<std::pair<const char*, void (*)(const std::string&)>>{
            {"habitat trace", [](const std::string& p) { load_trace(p); }},
            {"device database", [](const std::string& p) { DeviceDatabase::load_file(p); }}}) {
     try {
       load(missing);
       FAIL() << what << ": expected an error";
     } catch (const std::runtime_error& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("cannot read ") + what + " '" + missing + "'"),
-                std::string::npos)
+      EXPECT_NE(
+          std::string(e.what()).find(std::string("cannot read ") + what + " '" + missing + "'"),
+          std::string::npos)
           << e.what();
     }
   }

@@ -2,10 +2,9 @@
 // escapes, UTF-8, the last of duplicated keys) and, for text that is not JSON, the same error.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "trace/json_dom.h"
 #include "trace/json_reader.h"
@@ -32,9 +31,17 @@ TEST(JsonDom, ReadsWhatNlohmannReads) {
           -9223372036854775808, -9223372036854775809, 1E-7, 2.5e+2], "c": {"d": null, "e": true,
           "f": false, "g": "x\"y\\z\/\b\f\n\r\t\u00e9\ud83d\ude00"}, "h": ")"
       "caf\\u00e9 \xc3\xa9 \xf0\x9f\x98\x80\"}",
-      R"([])", R"({})", R"("plain")", "  \n\t 42 \r\n", R"([[[[]]], {"": ""}])",
-      "\xEF\xBB\xBF{\"bom\": 1}", R"({"k": 1, "k": 2})", R"(0.1)", R"(123456789012345678901234567890)",
-      R"(-1.7976931348623157e308)", R"(4.9e-324)",
+      R"([])",
+      R"({})",
+      R"("plain")",
+      "  \n\t 42 \r\n",
+      R"([[[[]]], {"": ""}])",
+      "\xEF\xBB\xBF{\"bom\": 1}",
+      R"({"k": 1, "k": 2})",
+      R"(0.1)",
+      R"(123456789012345678901234567890)",
+      R"(-1.7976931348623157e308)",
+      R"(4.9e-324)",
   };
   for (const auto& text : documents) {
     const nlohmann::json expected = nlohmann::json::parse(text);
@@ -64,10 +71,36 @@ TEST(JsonDom, LastDuplicateKeyWins) {
 
 TEST(JsonDom, RejectsWhatNlohmannRejectsWithItsMessage) {
   const std::vector<std::string> bad = {
-      "", "{", "[1,]", R"({"a" 1})", R"({"a": 1,})", "01", "1.", ".5", "-", "1e", "+1",
-      "tru", "nul", R"("unterminated)", "\"tab\there\"", R"("\x")", R"("\u12")",
-      R"("\ud800")", R"("\udc00")", R"("\ud800\u0041")", "\"\xff\"", "\"\xc0\x80\"",
-      "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "[1] 2", "{\"a\":1}}", "\xEF\xBB", "NaN", "1e400", "[-1e999]",
+      "",
+      "{",
+      "[1,]",
+      R"({"a" 1})",
+      R"({"a": 1,})",
+      "01",
+      "1.",
+      ".5",
+      "-",
+      "1e",
+      "+1",
+      "tru",
+      "nul",
+      R"("unterminated)",
+      "\"tab\there\"",
+      R"("\x")",
+      R"("\u12")",
+      R"("\ud800")",
+      R"("\udc00")",
+      R"("\ud800\u0041")",
+      "\"\xff\"",
+      "\"\xc0\x80\"",
+      "\"\xed\xa0\x80\"",
+      "\"\xf4\x90\x80\x80\"",
+      "[1] 2",
+      "{\"a\":1}}",
+      "\xEF\xBB",
+      "NaN",
+      "1e400",
+      "[-1e999]",
   };
   for (const auto& text : bad) {
     const std::string expected = error_of(text, false);

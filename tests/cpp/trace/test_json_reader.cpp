@@ -40,17 +40,19 @@ TEST(JsonReader, NamesThePathToTheBadValue) {
   EXPECT_EQ(message_of([&] { read_ints(doc["steps"][0]["ops"][0]["shape"], shape, true); }),
             "steps[0].ops[0] (aten::mm).shape[1]: must be >= 0, got -1");
   EXPECT_EQ(message_of([&] { required(doc, root, "origin"); }), "origin: missing required field");
-  EXPECT_EQ(message_of([&] { read_string(doc["steps"], steps); }), "steps: expected a string, got array");
+  EXPECT_EQ(message_of([&] { read_string(doc["steps"], steps); }),
+            "steps: expected a string, got array");
   EXPECT_NE(message_of([&] { parse("{\"a\": "); }).find("not valid JSON"), std::string::npos);
 }
 
 TEST(JsonReader, DeviceDatabaseErrorsNameTheEntryAndField) {
   const std::string text = R"({"devices": [{"name": "T4", "sms": "forty"}]})";
-  DeviceDatabase db =
-      DeviceDatabase::load_file(std::string(HABITAT_SOURCE_DIR) + "/python/habitat/data/devices.json");
+  DeviceDatabase db = DeviceDatabase::load_file(std::string(HABITAT_SOURCE_DIR) +
+                                                "/python/habitat/data/devices.json");
   const std::string m = message_of([&] { db.merge_json(text); });
-  EXPECT_NE(m.find("device database: devices[0] (\"T4\").sms: must be a positive integer, got \"forty\""),
-            std::string::npos)
+  EXPECT_NE(
+      m.find("device database: devices[0] (\"T4\").sms: must be a positive integer, got \"forty\""),
+      std::string::npos)
       << m;
 }
 
@@ -60,7 +62,8 @@ TEST(JsonReader, LearnedMetadataErrorsNameTheFileAndField) {
   std::ofstream(dir / "gemm.safetensors") << "not read: the metadata fails first";
   std::ofstream(dir / "gemm.json") << R"({"layers": "two", "features": []})";
   const std::string m = message_of([&] { LearnedModels::load(dir.string()); });
-  EXPECT_NE(m.find((dir / "gemm.json").string() + ": layers: expected an integer, got string"), std::string::npos)
+  EXPECT_NE(m.find((dir / "gemm.json").string() + ": layers: expected an integer, got string"),
+            std::string::npos)
       << m;
   fs::remove_all(dir);
 }

@@ -388,7 +388,8 @@ TEST(TraceJsonErrors, NewerVersionAsksForUpgrade) {
   doc["version"] = 7;
   EXPECT_TRUE(Contains(error_of(doc),
                        "written by a newer Habitat (version 7); this build reads "
-                       "up to version " + std::to_string(Trace::kFormatVersion) + ": upgrade habitat"));
+                       "up to version " +
+                           std::to_string(Trace::kFormatVersion) + ": upgrade habitat"));
   doc["version"] = 0;
   EXPECT_TRUE(Contains(error_of(doc), "version: unsupported version 0"));
   doc["version"] = "1";
@@ -418,8 +419,9 @@ TEST(TraceJsonErrors, MissingFieldsNameTheirPlace) {
 TEST(TraceJsonErrors, ImpossibleTracesNameTheBadField) {
   json doc = minimal_doc();
   doc["steps"][0]["ops"][1]["args"][0]["tensor"]["shape"] = {1000000000000LL, 1000000000000LL};
-  EXPECT_TRUE(Contains(error_of(doc), "steps[0].ops[1] (aten::addmm).args[0].tensor.shape: is "
-                                      "[1000000000000,1000000000000]: more than 2^48 elements"));
+  EXPECT_TRUE(Contains(error_of(doc),
+                       "steps[0].ops[1] (aten::addmm).args[0].tensor.shape: is "
+                       "[1000000000000,1000000000000]: more than 2^48 elements"));
   doc = minimal_doc();  // each dimension fine, the product past 2^48
   doc["steps"][0]["ops"][1]["args"][0]["tensor"]["shape"] = {1 << 20, 1 << 20, 1 << 9};
   EXPECT_TRUE(Contains(error_of(doc), "more than 2^48 elements"));
@@ -433,7 +435,8 @@ TEST(TraceJsonErrors, ImpossibleTracesNameTheBadField) {
   doc["steps"][0]["ops"][1]["args"][0]["tensor"]["dtype"] = "float7";
   EXPECT_TRUE(Contains(error_of(doc),
                        "args[0].tensor.dtype: unknown dtype \"float7\" (expected a torch dtype"));
-  for (const char* ok : {"torch.float32", "bfloat16", "float8_e4m3fn", "complex64", "qint8", "half"}) {
+  for (const char* ok :
+       {"torch.float32", "bfloat16", "float8_e4m3fn", "complex64", "qint8", "half"}) {
     doc["steps"][0]["ops"][1]["args"][0]["tensor"]["dtype"] = ok;
     EXPECT_EQ(error_of(doc), "(no error)") << ok;
   }

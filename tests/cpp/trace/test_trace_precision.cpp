@@ -67,7 +67,8 @@ TEST(TracePrecision, BadSwitchValuesNameTheField) {
     try {
       trace_from_json(R"({"format": "habitat-trace", "version": 2, "origin": {},
         "steps": [{"index": 0, "wall_ms": 1.0, "ops": [{"id": 0, "name": "aten::mm",
-        "precision": )" + op_precision + "}]}]}");
+        "precision": )" +
+                      op_precision + "}]}]}");
     } catch (const TraceFormatError& e) {
       return std::string(e.what());
     }

@@ -3,9 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <limits>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "habitat/trace.h"
 #include "habitat/trace_tree.h"

@@ -123,7 +123,8 @@ const Device& find_device(const std::string& name, const std::optional<std::stri
   static std::map<std::string, DeviceDatabase> cache;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(*devices_json);
-  if (it == cache.end()) it = cache.emplace(*devices_json, DeviceDatabase::load_file(*devices_json)).first;
+  if (it == cache.end())
+    it = cache.emplace(*devices_json, DeviceDatabase::load_file(*devices_json)).first;
   return it->second.find(name);
 }
 

@@ -10,12 +10,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bindings.h"
 #include "bindings/trace_capsule.h"
@@ -72,14 +71,15 @@ struct TimelineSettings {
   double host_speed = 1.0;
   std::string host_model_json;
   double overhead_per_op_us = -1;  // < 0: the engine's estimate (TimelineOptions)
-  double steady_wall_ms = 0;       // > 0: an uninstrumented step's wall time to calibrate the host to
+  double steady_wall_ms = 0;  // > 0: an uninstrumented step's wall time to calibrate the host to
 };
 
 // The host model in a JSON text (the same file is passed for every step); none for "".
 const HostCostModel* host_model(const std::string& json) {
   if (json.empty()) return nullptr;
   static OncePerKey<HostCostModel> cache;
-  return cache.get(json, [&] { return std::make_unique<HostCostModel>(host_cost_model_from_json(json)); });
+  return cache.get(
+      json, [&] { return std::make_unique<HostCostModel>(host_cost_model_from_json(json)); });
 }
 
 // HABITAT_OP_MEMO=0 turns the per-op memo off (benchmarks and tests compare the two).
@@ -139,7 +139,8 @@ Result forecast_with(Result (Predictor::*predict)(const Step&, const TraceOrigin
   options.host_speed = timeline.host_speed;
   options.host_model = host_model(timeline.host_model_json);
   options.overhead_per_op_us = timeline.overhead_per_op_us;
-  if (timeline.steady_wall_ms > 0) options.uninstrumented_wall_us = timeline.steady_wall_ms * 1000.0;
+  if (timeline.steady_wall_ms > 0)
+    options.uninstrumented_wall_us = timeline.steady_wall_ms * 1000.0;
   predictor.set_timeline(true, options);
   predictor.set_memoize(memo_enabled());
   if (!memo_enabled()) return (predictor.*predict)(step, origin, targets);
@@ -158,17 +159,21 @@ Forecast forecast_for(const Step& step, const TraceOrigin& origin,
 
 // The forecast as totals and per-op rows (what Python reads).
 ForecastParts forecast_parts(const Step& step, const TraceOrigin& origin,
-                             const std::vector<std::string>& targets, const std::string& weights_dir,
+                             const std::vector<std::string>& targets,
+                             const std::string& weights_dir,
                              const TimelineSettings& timeline = {}) {
   return forecast_with(&Predictor::predict_parts, step, origin, targets, weights_dir, timeline);
 }
 
 // A number of the summary as its JSON document gave it: a non-finite one is null.
-py::object number(double v) { return std::isfinite(v) ? py::object(py::float_(v)) : py::object(py::none()); }
+py::object number(double v) {
+  return std::isfinite(v) ? py::object(py::float_(v)) : py::object(py::none());
+}
 
 // A dict with its keys in sorted order, as the summary's JSON objects (std::map) list them.
 py::dict sorted_dict(std::vector<std::pair<std::string, py::object>> items) {
-  std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(items.begin(), items.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   py::dict d;
   for (auto& [key, value] : items) d[py::str(key)] = std::move(value);
   return d;
@@ -214,16 +219,19 @@ py::object summary_dict(const Forecast& f) {
   for (std::size_t t = 0; t < f.targets.size(); ++t) {
     const TargetTotals& tt = f.totals[t];
     std::vector<std::pair<std::string, py::object>> phases;
-    for (const auto& [phase, us] : tt.phase_us) phases.emplace_back(to_string(phase), number(us / 1000.0));
+    for (const auto& [phase, us] : tt.phase_us)
+      phases.emplace_back(to_string(phase), number(us / 1000.0));
     std::vector<std::pair<std::string, py::object>> methods;
-    for (const auto& [method, n] : tt.method_ops) methods.emplace_back(to_string(method), py::int_(n));
+    for (const auto& [method, n] : tt.method_ops)
+      methods.emplace_back(to_string(method), py::int_(n));
     totals.append(sorted_dict({{"target", py::str(f.targets[t])},
                                {"total_ms", number(tt.total_us / 1000.0)},
                                {"phases", sorted_dict(std::move(phases))},
                                {"methods", sorted_dict(std::move(methods))}}));
   }
-  std::vector<std::pair<std::string, py::object>> doc{
-      {"targets", str_list(f.targets)}, {"totals", totals}, {"unsupported", str_list(f.unsupported)}};
+  std::vector<std::pair<std::string, py::object>> doc{{"targets", str_list(f.targets)},
+                                                      {"totals", totals},
+                                                      {"unsupported", str_list(f.unsupported)}};
   if (!f.timelines.empty()) {
     py::list timelines;
     for (std::size_t t = 0; t < f.timelines.size() && t < f.targets.size(); ++t) {
@@ -233,7 +241,6 @@ py::object summary_dict(const Forecast& f) {
   }
   return sorted_dict(std::move(doc));
 }
-
 
 // Per-op rows (forecast_rows.h) as Python sees them: a read-only bytes-like buffer shared with
 // the engine (a repeated step's rows are the last one's), read by numpy.frombuffer without a
@@ -257,7 +264,8 @@ class TraceArg {
     } else if (PyUnicode_Check(trace.ptr()) || PyBytes_Check(trace.ptr())) {
       text_ = trace.cast<std::string_view>();
     } else {
-      throw py::type_error(std::string(function) + " takes a trace document (dict) or its JSON text, got " +
+      throw py::type_error(std::string(function) +
+                           " takes a trace document (dict) or its JSON text, got " +
                            Py_TYPE(trace.ptr())->tp_name);
     }
   }
@@ -289,8 +297,8 @@ std::string forecast_step(const std::string& trace_json, const std::vector<std::
                           int step, const std::string& weights_dir, double host_speed,
                           const std::string& host_model_json) {
   const Trace trace = trace_from_json(trace_json);
-  return forecast_to_json(
-      forecast_for(step_at(trace, step), trace.origin, targets, weights_dir, {host_speed, host_model_json}));
+  return forecast_to_json(forecast_for(step_at(trace, step), trace.origin, targets, weights_dir,
+                                       {host_speed, host_model_json}));
 }
 
 ForecastParts forecast_one_step(TraceArg& trace_arg, const std::vector<std::string>& targets,
@@ -305,7 +313,8 @@ ForecastParts forecast_one_step(TraceArg& trace_arg, const std::vector<std::stri
 
 // Habitat's wave scaling of kernels known only by their time, work and (when known) launch
 // shape, as the evaluation's NeuSight rows are: habitat.evaluate runs the engine's formula.
-std::vector<double> wave_scale_us(const std::vector<double>& time_us, const std::vector<double>& flops,
+std::vector<double> wave_scale_us(const std::vector<double>& time_us,
+                                  const std::vector<double>& flops,
                                   const std::vector<double>& bytes, const std::string& origin,
                                   const std::string& target,
                                   const std::optional<std::vector<double>>& blocks,
@@ -315,8 +324,9 @@ std::vector<double> wave_scale_us(const std::vector<double>& time_us, const std:
   const std::size_t n = time_us.size();
   if (flops.size() != n || bytes.size() != n || (blocks && blocks->size() != n) ||
       (threads_per_block && threads_per_block->size() != n)) {
-    throw py::value_error("wave_scale_us: time_us, flops, bytes, blocks and threads_per_block "
-                          "must have the same length");
+    throw py::value_error(
+        "wave_scale_us: time_us, flops, bytes, blocks and threads_per_block "
+        "must have the same length");
   }
   const auto p = precision_from_string(precision);
   if (!p) throw py::value_error("unknown precision '" + precision + "'");
@@ -341,7 +351,6 @@ std::vector<double> wave_scale_us(const std::vector<double>& time_us, const std:
 
 }  // namespace
 
-
 void bind_engine(py::module_& m) {
   m.def("wave_scale_us", &wave_scale_us, py::arg("time_us"), py::arg("flops"), py::arg("bytes"),
         py::arg("origin"), py::arg("target"), py::arg("blocks") = py::none(),
@@ -361,7 +370,8 @@ void bind_engine(py::module_& m) {
   py::class_<OpRowsBuffer>(m, "OpRowsBuffer", py::buffer_protocol(),
                            "A step's per-op rows (read-only bytes, shared with the engine).")
       .def_buffer([](OpRowsBuffer& r) {
-        return py::buffer_info(const_cast<char*>(r.data->data()), 1, py::format_descriptor<uint8_t>::format(), 1,
+        return py::buffer_info(const_cast<char*>(r.data->data()), 1,
+                               py::format_descriptor<uint8_t>::format(), 1,
                                {static_cast<py::ssize_t>(r.data->size())}, {py::ssize_t{1}}, true);
       })
       .def("__len__", [](const OpRowsBuffer& r) { return r.data->size(); })
@@ -438,7 +448,8 @@ void bind_engine(py::module_& m) {
         return py::make_tuple(origin, steps);
       },
       py::arg("trace"), py::arg("targets"), py::arg("weights_dir") = "",
-      py::arg("host_speed") = 1.0, py::arg("host_model_json") = "", py::arg("overhead_per_op_us") = -1.0,
+      py::arg("host_speed") = 1.0, py::arg("host_model_json") = "",
+      py::arg("overhead_per_op_us") = -1.0,
       "Forecasts every step of a trace document (a dict, read without JSON text, or its JSON\n"
       "text), read once: (the trace document without\n"
       "steps, [(step capsule, index, wall_ms, forecast document without ops, per-op rows)]).\n"
@@ -447,8 +458,8 @@ void bind_engine(py::module_& m) {
   m.def(
       "forecast_captured",
       [](py::handle capsule, const std::string& origin_trace_json,
-         const std::vector<std::string>& targets, const std::string& weights_dir,
-         double host_speed, const std::string& host_model_json, double steady_wall_ms) {
+         const std::vector<std::string>& targets, const std::string& weights_dir, double host_speed,
+         const std::string& host_model_json, double steady_wall_ms) {
         const SharedTrace captured = trace_from_capsule(capsule);
         ForecastParts f;
         {

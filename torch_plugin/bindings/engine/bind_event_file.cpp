@@ -3,14 +3,14 @@
 // the GIL with training. The format is TensorBoard's (tensorboard/compat/proto/event.proto,
 // summary.proto; record framing as in TFRecord): uint64 length, masked CRC-32C of the length,
 // the serialised Event, masked CRC-32C of it. Only the fields Habitat writes are encoded.
+#include <pybind11/stl.h>
+
 #include <array>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <pybind11/stl.h>
 
 #include "bindings.h"
 
@@ -143,7 +143,8 @@ void bind_event_file(py::module_& m) {
       },
       py::arg("event"), "A serialised Event framed as an event-file record (length, CRCs).");
   m.def(
-      "crc32c", [](const py::bytes& data) {
+      "crc32c",
+      [](const py::bytes& data) {
         const std::string s = data;
         return crc32c(s.data(), s.size());
       },

@@ -100,7 +100,8 @@ void bind_parallel(py::module_& m) {
           },
           py::arg("texts"), "From devices.json documents, later ones overriding earlier ones.")
       .def("link_names", &InterconnectDatabase::link_names)
-      .def("link", [](const InterconnectDatabase& db, const std::string& n) { return tier_dict(db.link(n)); })
+      .def("link", [](const InterconnectDatabase& db,
+                      const std::string& n) { return tier_dict(db.link(n)); })
       .def("server",
            [](const InterconnectDatabase& db, const std::string& device) -> py::object {
              const auto* s = db.layout(device);
@@ -115,8 +116,10 @@ void bind_parallel(py::module_& m) {
            py::arg("world_size"), py::arg("gpus_per_node") = py::none(),
            py::arg("intra") = py::none(), py::arg("inter") = py::none());
 
-  m.def("bus_factor", [](const std::string& kind, int ranks) { return bus_factor(collective_of(kind), ranks); },
-        py::arg("kind"), py::arg("ranks"));
+  m.def(
+      "bus_factor",
+      [](const std::string& kind, int ranks) { return bus_factor(collective_of(kind), ranks); },
+      py::arg("kind"), py::arg("ranks"));
   m.def(
       "collective_name",
       [](const std::string& name) -> py::object {

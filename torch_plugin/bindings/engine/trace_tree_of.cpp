@@ -30,7 +30,9 @@ class Walker {
     } else if (PyFloat_Check(obj)) {
       const double d = PyFloat_AS_DOUBLE(obj);
       if (!std::isfinite(d)) {
-        fail(std::string(std::isnan(d) ? "nan" : d > 0 ? "inf" : "-inf") +
+        fail(std::string(std::isnan(d) ? "nan"
+                         : d > 0       ? "inf"
+                                       : "-inf") +
              " is not a JSON number: write non-finite floats as \"inf\", \"-inf\" or \"nan\"");
       }
       node.set_real(d);
@@ -55,21 +57,22 @@ class Walker {
       while (PyDict_Next(obj, &pos, &key, &value)) {
         path_.push_back({key, -1, value});
         // The member copies its key: str keys (all of a trace's) are read in place.
-        const TraceTree::Node member = PyUnicode_Check(key) ? node.member(i++, utf8(key))
-                                                            : node.member(i++, key_text(key));
+        const TraceTree::Node member =
+            PyUnicode_Check(key) ? node.member(i++, utf8(key)) : node.member(i++, key_text(key));
         fill(member, value, depth + 1);
         path_.pop_back();
       }
     } else {
-      fail(std::string("a ") + Py_TYPE(obj)->tp_name +
-           " is not a JSON value: documents hold only dicts, lists, str, int, float, bool and None");
+      fail(
+          std::string("a ") + Py_TYPE(obj)->tp_name +
+          " is not a JSON value: documents hold only dicts, lists, str, int, float, bool and None");
     }
   }
 
  private:
   struct Frame {
-    PyObject* key;      // a member's key; null for an array element
-    Py_ssize_t index;   // an array element's index
+    PyObject* key;     // a member's key; null for an array element
+    Py_ssize_t index;  // an array element's index
     PyObject* value;
   };
 
@@ -148,9 +151,11 @@ class Walker {
       } else {
         s += '[' + std::to_string(f.index) + ']';
         // An op (steps[i].ops[j]) is named after its op, as the reader names it.
-        if (i == 3 && is_key(path_[0], "steps") && is_key(path_[2], "ops") && PyDict_Check(f.value)) {
+        if (i == 3 && is_key(path_[0], "steps") && is_key(path_[2], "ops") &&
+            PyDict_Check(f.value)) {
           PyObject* name = PyDict_GetItemString(f.value, "name");
-          const char* data = name != nullptr && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : nullptr;
+          const char* data =
+              name != nullptr && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : nullptr;
           if (data != nullptr && *data != '\0') s += std::string(" (") + data + ")";
           PyErr_Clear();
         }
@@ -160,7 +165,8 @@ class Walker {
   }
 
   static bool is_key(const Frame& f, const char* name) {
-    return f.key != nullptr && PyUnicode_Check(f.key) && PyUnicode_CompareWithASCIIString(f.key, name) == 0;
+    return f.key != nullptr && PyUnicode_Check(f.key) &&
+           PyUnicode_CompareWithASCIIString(f.key, name) == 0;
   }
 
   [[noreturn]] void fail(const std::string& what) const {

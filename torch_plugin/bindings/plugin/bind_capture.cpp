@@ -111,7 +111,7 @@ void bind_capture(py::module_& m) {
   m.attr("CAPTURE_KEY") = capture::kCaptureKeyName;
 
   py::class_<Session, std::shared_ptr<Session>>(m, "_CaptureSession",
-                                                 "One recording window (one training step).")
+                                                "One recording window (one training step).")
       .def(py::init<size_t, bool>(), py::arg("max_ops"), py::arg("detailed") = true,
            "detailed=False: a steady-state step (only its wall time and fingerprint are kept).")
       .def("begin", &Session::begin,
@@ -127,8 +127,7 @@ void bind_capture(py::module_& m) {
             }
             return py::make_tuple(CapturedStep{std::move(trace)}, warning);
           },
-          py::arg("index"),
-          "Closes the window; returns (the captured step, warning or '').")
+          py::arg("index"), "Closes the window; returns (the captured step, warning or '').")
       .def_property_readonly("dropped", &Session::dropped,
                              "Ops not recorded because the step reached max_ops.")
       .def_property_readonly("open", &Session::open)
