@@ -54,6 +54,7 @@ def trace_all(cache: Path, only: str | None, extra: bool = False) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import config_models  # noqa: E402  (benchmarks/accuracy/config_models.py)
     import models  # noqa: E402  (benchmarks/gpu/models.py)
+
     from habitat.capture.predict import _origin, record_step
     from habitat.data import engine
 

@@ -34,9 +34,10 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks" / "overhead"))
 
+from proxy import proxy_mlp, proxy_transformer  # noqa: E402
+
 from habitat import _C  # noqa: E402
 from habitat.capture.predict import record_step  # noqa: E402
-from proxy import proxy_mlp, proxy_transformer  # noqa: E402
 
 # benchmarks/gpu/models.py, loaded under its own name (tests/python/models.py is "models").
 _spec = importlib.util.spec_from_file_location("gpu_models", ROOT / "benchmarks" / "gpu" / "models.py")

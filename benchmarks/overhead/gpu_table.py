@@ -45,11 +45,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
 
+from models import WORKLOADS  # noqa: E402
+
 import habitat  # noqa: E402
 from habitat import _C  # noqa: E402
 from habitat.capture.cupti import KernelTracing, cupti_status  # noqa: E402
 from habitat.capture.predict import record_step  # noqa: E402
-from models import WORKLOADS  # noqa: E402
 
 MODELS = ("resnet50", "gpt2_small", "dcgan")  # the table
 COLUMNS = [  # (key, header)

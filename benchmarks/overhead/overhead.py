@@ -29,10 +29,11 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "python"))
 
+from models import TinyTransformer, make_workload  # noqa: E402
+
 import habitat  # noqa: E402
 from habitat import _C  # noqa: E402
 from habitat.capture.predict import record_step  # noqa: E402
-from models import TinyTransformer, make_workload  # noqa: E402
 
 
 def _profiler() -> ContextManager[Any]:

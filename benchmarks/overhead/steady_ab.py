@@ -32,9 +32,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from proxy import WORKLOADS, _all_targets  # noqa: E402
+
 import habitat  # noqa: E402
 from habitat import _C  # noqa: E402
-from proxy import WORKLOADS, _all_targets  # noqa: E402
 
 
 def _q25(values: list[float]) -> float:

@@ -23,8 +23,8 @@ BLOCK = 200
 
 def main(argv: list[str]) -> int:
     rounds = int(argv[0]) if argv else 10
-    from torch.utils.tensorboard import SummaryWriter
     from tools_fixtures import capture
+    from torch.utils.tensorboard import SummaryWriter
 
     from habitat.present.tensorboard import EventFile, scalars
 

@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scale  # noqa: E402
+
 from habitat.data.engine import trace_document  # noqa: E402
 from habitat.data.forecast import Forecast  # noqa: E402
 

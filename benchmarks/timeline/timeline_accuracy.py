@@ -18,8 +18,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from habitat import _engine
-from habitat.evaluate.timeline import (evaluate, host_breakdown, host_difference, markdown,
-                                       own_errors_with_constant, summary)
+from habitat.evaluate.timeline import (
+    evaluate,
+    host_breakdown,
+    host_difference,
+    markdown,
+    own_errors_with_constant,
+    summary,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,9 +22,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import cpu_replay  # noqa: E402
 import torch  # noqa: E402
 
-import cpu_replay  # noqa: E402
 import habitat  # noqa: E402
 from habitat.capture import predict as capture_predict  # noqa: E402
 

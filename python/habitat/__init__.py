@@ -30,16 +30,19 @@ except ImportError:
     _torch = None
 
 from habitat import _engine  # noqa: F401,E402
-from habitat.data.devices import Device, devices, get_device, load_devices  # noqa: F401
-from habitat.data.forecast import Forecast, StepForecast, set_views as _set_views  # noqa: F401
-from habitat.data.trace import load_trace, save_trace, validate_trace  # noqa: F401
-from habitat.analysis.compare import compare as _compare
 from habitat.analysis.cluster import Cluster  # noqa: F401
-from habitat.analysis.cluster_compare import compare_clusters, forecast_on_clusters as _on_clusters  # noqa: F401
+from habitat.analysis.cluster_compare import compare_clusters  # noqa: F401
+from habitat.analysis.cluster_compare import forecast_on_clusters as _on_clusters
+from habitat.analysis.compare import compare as _compare
 from habitat.analysis.memory import estimate_step_memory  # noqa: F401
-from habitat.present.text import format_forecast as _format_forecast
+from habitat.data.devices import Device, devices, get_device, load_devices  # noqa: F401
+from habitat.data.forecast import Forecast, StepForecast  # noqa: F401
+from habitat.data.forecast import set_views as _set_views
+from habitat.data.trace import load_trace, save_trace, validate_trace  # noqa: F401
 from habitat.present.report import write_report  # noqa: F401
 from habitat.present.tensorboard import TensorBoardLogger  # noqa: F401
+from habitat.present.text import format_forecast as _format_forecast
+
 
 def _text_with_clusters(forecast: Forecast) -> str:
     text = _format_forecast(forecast)
@@ -121,7 +124,7 @@ else:
     if _problem is not None:
         raise ImportError(_problem)
     _load_capture_plugin(_torch.__version__)
+    from habitat.capture import compile as _compile  # noqa: F401  (registers backend="habitat")
+    from habitat.capture.cupti import cupti_available  # noqa: F401
     from habitat.capture.predict import predict_on, record_step  # noqa: F401
     from habitat.capture.sinks import json_handler, tensorboard_handler  # noqa: F401
-    from habitat.capture.cupti import cupti_available  # noqa: F401
-    from habitat.capture import compile as _compile  # noqa: F401  (registers backend="habitat")

@@ -12,10 +12,8 @@ from subprocess_env import subprocess_env
 from tools_fixtures import capture
 
 import habitat
-
 from habitat.cli import main
 from habitat.data.devices import devices, format_devices_table
-
 
 
 @pytest.fixture(scope="module")

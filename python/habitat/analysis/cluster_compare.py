@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from habitat.analysis.cluster import Cluster
 from habitat.analysis.compare import format_duration, format_usd, run_iterations
-from habitat.analysis.parallel import Parallelism, ParallelForecast, parallel_step
+from habitat.analysis.parallel import ParallelForecast, Parallelism, parallel_step
 from habitat.analysis.pricing import PriceTable, price_table
 from habitat.analysis.step_work import step_work_from_step
 

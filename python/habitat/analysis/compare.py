@@ -10,8 +10,8 @@ from typing import Any, Mapping, Sequence
 from habitat.analysis.memory import DEFAULT_RESERVE_BYTES, MemoryEstimate, format_bytes, step_memory
 from habitat.analysis.pricing import Price, PriceTable, price_table
 from habitat.data.devices import get_device, target_names
-from habitat.data.files import atomic_write_bytes
 from habitat.data.engine import trace_document
+from habitat.data.files import atomic_write_bytes
 from habitat.data.forecast import SHAPE_BASED_METHODS, Forecast, StepForecast
 
 PLOT_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}

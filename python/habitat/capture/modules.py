@@ -12,8 +12,8 @@ module called contributes no name, like ``model.named_modules()``.
 from __future__ import annotations
 
 import sys
-import time
 import threading
+import time
 import warnings
 import weakref
 from typing import Any

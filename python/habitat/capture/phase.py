@@ -12,8 +12,7 @@ from typing import Any
 
 import torch
 from torch.optim import Optimizer
-from torch.optim.optimizer import (register_optimizer_step_post_hook,
-                                   register_optimizer_step_pre_hook)
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.hooks import RemovableHandle
 
 from habitat import _C

@@ -31,7 +31,8 @@ import torch
 
 from habitat import _C, _engine
 from habitat._version import __version__
-from habitat.capture import modules as _modules, phase as _phase
+from habitat.capture import modules as _modules
+from habitat.capture import phase as _phase
 from habitat.capture.compile import install_compile_callbacks
 from habitat.capture.cupti import KernelTracing, hold_nvtx, origin_device, release_nvtx
 from habitat.capture.sinks import StepSink, history_handler, log_dir_sinks, tensorboard_handler

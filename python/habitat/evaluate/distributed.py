@@ -37,9 +37,9 @@ from typing import Callable
 from habitat.analysis.cluster import Cluster
 from habitat.analysis.parallel import Parallelism, StepWork, parallel_step
 from habitat.evaluate import models as M
-from habitat.evaluate.megatron_layer import megatron_gpt
 from habitat.evaluate import predictors as P
 from habitat.evaluate.checkout import checkout_path
+from habitat.evaluate.megatron_layer import megatron_gpt
 from habitat.learned.devices import DeviceTable
 
 #: The repository's copy of the labels this evaluation needs (NeuSight's LICENSE beside them).

@@ -23,8 +23,13 @@ from habitat.learned.devices import DeviceTable
 from habitat.learned.model import EfficiencyMLP, harness_time
 from habitat.learned.neusight import load_attention, load_precision_kernels
 from habitat.learned.train import ape, design, row_floors, summary
-from habitat.learned.train_precision import (errors_by_precision, harness_prediction, leave_shapes_out,
-                                             measured_sharpness, row_add_shares)
+from habitat.learned.train_precision import (
+    errors_by_precision,
+    harness_prediction,
+    leave_shapes_out,
+    measured_sharpness,
+    row_add_shares,
+)
 
 DEFAULT_DATA = Path("benchmarks") / "results" / "kernels" / "H100-SXM5-80GB"  # in the checkout
 

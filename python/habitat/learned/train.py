@@ -30,11 +30,31 @@ import numpy as np
 
 from habitat.learned import features as feats
 from habitat.learned.devices import DeviceTable, default_table
+
 # The fitting core lives in habitat.learned.fitting; its names are re-exported here (tests, notebooks).
 from habitat.learned.fitting import (  # noqa: F401 (re-exported)
-    FLOOR_QUANTILE, LAUNCH_FLOOR_US, MONOTONE_WEIGHT, QUICK, GpuFolds, TrainConfig, _clamp_inputs, _fold_floors,
-    _harness_metadata, _harness_prediction, _log, _pack_ensemble, _split, ape, design, fit, gpu_dir_name,
-    harness_floors, row_floors, split_by_shape, summary)
+    FLOOR_QUANTILE,
+    LAUNCH_FLOOR_US,
+    MONOTONE_WEIGHT,
+    QUICK,
+    GpuFolds,
+    TrainConfig,
+    _clamp_inputs,
+    _fold_floors,
+    _harness_metadata,
+    _harness_prediction,
+    _log,
+    _pack_ensemble,
+    _split,
+    ape,
+    design,
+    fit,
+    gpu_dir_name,
+    harness_floors,
+    row_floors,
+    split_by_shape,
+    summary,
+)
 from habitat.learned.model import EfficiencyMLP
 from habitat.learned.neusight import OP_FAMILY, KernelArrays, load_kernels
 

@@ -27,11 +27,26 @@ import numpy as np
 
 from habitat.learned import conv_layout
 from habitat.learned.devices import DeviceTable
+from habitat.learned.fitting import (
+    DEVICE_TIME_FLOOR_US,
+    LAUNCH_FLOOR_US,
+    MONOTONE_WEIGHT,
+    TrainConfig,
+    _fold_floors,
+    _harness_metadata,
+    _log,
+    ape,
+    design,
+    fit,
+    floor_keys,
+    gpu_dir_name,
+    harness_floors,
+    row_floors,
+    source_weights,
+    summary,
+)
 from habitat.learned.model import EfficiencyMLP, harness_time, soft_max
 from habitat.learned.neusight import KernelArrays
-from habitat.learned.fitting import (DEVICE_TIME_FLOOR_US, LAUNCH_FLOOR_US, MONOTONE_WEIGHT, TrainConfig, _fold_floors, _harness_metadata, _log, ape,
-                                   design, fit, floor_keys, gpu_dir_name, harness_floors, row_floors, source_weights,
-                                   summary)
 
 TEST_FRACTION = 0.2
 SPLIT_SEED = 0

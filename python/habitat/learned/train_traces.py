@@ -46,14 +46,27 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from habitat.learned.features import MEMORY_FAMILIES
+from habitat.learned import traces as tr
 from habitat.learned.devices import DeviceTable, default_table
-from habitat.learned.fitting import (QUICK, GpuFolds, TrainConfig, _harness_metadata, _harness_prediction, _log,
-                                     ape, design, fit, gpu_dir_name, harness_floors, row_floors, source_weights,
-                                     summary)
+from habitat.learned.features import MEMORY_FAMILIES
+from habitat.learned.fitting import (
+    QUICK,
+    GpuFolds,
+    TrainConfig,
+    _harness_metadata,
+    _harness_prediction,
+    _log,
+    ape,
+    design,
+    fit,
+    gpu_dir_name,
+    harness_floors,
+    row_floors,
+    source_weights,
+    summary,
+)
 from habitat.learned.model import EfficiencyMLP
 from habitat.learned.neusight import OP_FAMILY, KernelArrays, load_kernels
-from habitat.learned import traces as tr
 
 FAMILIES = MEMORY_FAMILIES
 # Share of each batch drawn from the trace rows (the rest from NeuSight's).

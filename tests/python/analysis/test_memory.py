@@ -7,8 +7,7 @@ import json
 import pytest
 import torch
 
-from habitat.analysis.memory import (CUBLAS_WORKSPACE_DEFAULT, CUBLAS_WORKSPACE_HOPPER, GiB,
-                            estimate_step_memory)
+from habitat.analysis.memory import CUBLAS_WORKSPACE_DEFAULT, CUBLAS_WORKSPACE_HOPPER, GiB, estimate_step_memory
 
 
 def t(sid: int, shape: list[int], strides: list[int] | None = None, device: str = "cpu",
@@ -184,8 +183,9 @@ def _allocator_peak_of_step(run_step) -> int:
 
 def _captured_step(model_kind: str):
     """(estimate of a captured steady-state step, model, optimizer, batch, run_step)."""
-    import habitat
     from torch import nn
+
+    import habitat
 
     torch.manual_seed(0)
     if model_kind == "mlp_adam":

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from bench_scripts import loaded_script
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -6,7 +6,6 @@ import csv
 from pathlib import Path
 
 import pytest
-
 from bench_scripts import loaded_script
 
 COLUMNS = ["OPName", "Latency", "Device", "Precision", "Phase", "B", "Input_Channel", "Output_Channel",

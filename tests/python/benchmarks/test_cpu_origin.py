@@ -3,11 +3,8 @@ H200, each with a host model calibrated without any trace of its workload, again
 recorded GPU measurements (issue #15, its third "done when")."""
 from __future__ import annotations
 
-
 import pytest
-
 from bench_scripts import ROOT, loaded_script
-
 
 
 @pytest.fixture(scope="module")

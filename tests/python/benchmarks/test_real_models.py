@@ -2,11 +2,8 @@
 recorded GPU kernel sums, and the CPU traces' optimizer ops are costed as CUDA's foreach."""
 from __future__ import annotations
 
-
 import pytest
-
 from bench_scripts import loaded_script
-
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from bench_scripts import loaded_script
 
 TRACE = "h100-sxm5-80gb/traces/dcgan_fp32.json.gz"

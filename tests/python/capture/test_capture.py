@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 import torch
+from models import OPTIMIZERS, WORKLOADS, make_workload
+from threads import run_in_threads
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from habitat import _C
 from habitat.capture.predict import record_step
 from habitat.data.trace import tensor_args
-from models import OPTIMIZERS, WORKLOADS, make_workload
-from threads import run_in_threads
 
 
 def full_name(op: dict[str, Any]) -> str:

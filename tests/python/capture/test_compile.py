@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from habitat import _C
-from habitat.capture.compile import FUSED_NAMESPACE, compiled_graphs
 from habitat.analysis.regions import compiled_regions
+from habitat.capture.compile import FUSED_NAMESPACE, compiled_graphs
 from habitat.capture.predict import HabitatWarning, predict_on
 
 HAS_CAPTURE = hasattr(_C, "_CaptureSession")

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from subprocess_env import subprocess_env
 
 import habitat
 from habitat import _C
 from habitat.capture import cupti
 from habitat.data import engine
 from habitat.data.trace import tensor_args
-from subprocess_env import subprocess_env
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU fallback")

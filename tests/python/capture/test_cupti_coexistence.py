@@ -21,7 +21,8 @@ from torch.profiler import ProfilerActivity, profile
 import habitat
 from habitat import _C
 from habitat.capture import cupti, predict
-from habitat.capture import modules as habitat_modules, phase as habitat_phase
+from habitat.capture import modules as habitat_modules
+from habitat.capture import phase as habitat_phase
 
 _NSIGHT = ("cuptiActivityRegisterCallbacks failed (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED). "
            "Another CUPTI client (Nsight Systems/Compute, torch.profiler or another profiler) "

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
-
-import habitat
-from habitat.data.forecast import Forecast
-from habitat.capture.predict import HabitatWarning
 from models import OPTIMIZERS, WORKLOADS, make_workload
 from threads import run_in_threads
+
+import habitat
+from habitat.capture.predict import HabitatWarning
+from habitat.data.forecast import Forecast
 
 TARGETS = ["A100", "H100", "L4"]
 

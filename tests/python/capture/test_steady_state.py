@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 import warnings
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -17,7 +17,8 @@ from torch.optim import optimizer as optim_module
 
 import habitat
 from habitat import _C
-from habitat.capture import modules as habitat_modules, phase as habitat_phase
+from habitat.capture import modules as habitat_modules
+from habitat.capture import phase as habitat_phase
 from habitat.capture.predict import HabitatWarning, record_step
 from habitat.data.forecast import read_step_history
 

@@ -1,14 +1,14 @@
 """The device database as Python sees it: lookups, errors, user files, the table."""
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
 import pytest
+from subprocess_env import subprocess_env
 
 import habitat
-from subprocess_env import subprocess_env
-import importlib
 
 hd = importlib.import_module("habitat.data.devices")  # habitat.data.devices is also the function
 

@@ -16,11 +16,11 @@ from types import MappingProxyType
 from typing import Any, Callable
 
 import pytest
+from subprocess_env import subprocess_env
 
 from habitat import _engine
 from habitat.data.forecast import Forecast
 from habitat.data.trace import TraceFormatError, save_trace, validate_trace
-from subprocess_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[3]
 RECORDED = sorted(REPO.glob("benchmarks/results/*/traces/*.json.gz"))

@@ -13,9 +13,11 @@ torch = pytest.importorskip("torch")
 from habitat.learned import features as feats  # noqa: E402
 from habitat.learned import safetensors_io  # noqa: E402
 from habitat.learned.devices import DeviceTable, default_table  # noqa: E402
-from habitat.learned.model import EfficiencyMLP  # noqa: E402
+from habitat.learned.model import (
+    EfficiencyMLP,  # noqa: E402
+    soft_max,  # noqa: E402
+)
 from habitat.learned.neusight import load_kernels  # noqa: E402
-from habitat.learned.model import soft_max  # noqa: E402
 from habitat.learned.train import TrainConfig, _clamp_inputs, design, fit, harness_floors  # noqa: E402
 
 

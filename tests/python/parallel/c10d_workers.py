@@ -22,8 +22,9 @@ def _ddp_steps(with_habitat: bool, rank: int) -> tuple[list[torch.Tensor], list[
     """Two DDP steps (DDP rebuilds its buckets in gradient-ready order after the first); returns
     the parameters after them, the bucket sizes DDP sent in the second (bytes, from a comm hook
     that then runs DDP's own all-reduce) and, with habitat, the second step as captured."""
-    import habitat
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    import habitat
 
     sent: list[int] = []
 

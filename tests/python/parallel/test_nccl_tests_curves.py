@@ -5,8 +5,8 @@ benchmarks/collectives/README.md reports them."""
 from __future__ import annotations
 
 import pytest
-
 from bench_scripts import load_script
+
 from habitat.analysis.cluster import Cluster
 
 # compare_nccl_tests imports calibrate by that name (the script's directory): one module for both.

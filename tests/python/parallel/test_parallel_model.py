@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from habitat.analysis.cluster import Cluster
-from habitat.analysis.parallel import (MB, Parallelism, StepWork, ddp_buckets, parallel_step)
+from habitat.analysis.parallel import MB, Parallelism, StepWork, ddp_buckets, parallel_step
 
 
 def _work(grad_mb: float = 100.0, n_grads: int = 100, layers: int = 8) -> StepWork:

@@ -8,8 +8,9 @@ import sys
 import pytest
 
 torch = pytest.importorskip("torch")
-import habitat  # noqa: E402
 from subprocess_env import subprocess_env  # noqa: E402
+
+import habitat  # noqa: E402
 
 
 def _transformer_like() -> torch.nn.Module:

@@ -6,10 +6,17 @@ import json
 import pytest
 from tools_fixtures import capture
 
-from habitat.data.devices import devices, get_device
 from habitat.analysis.memory import GiB
-from habitat.analysis.pricing import (DEFAULT_PRICE_FILE, PriceFileError, current_prices, default_prices,
-                             load_prices, pick_default, price_per_hour)
+from habitat.analysis.pricing import (
+    DEFAULT_PRICE_FILE,
+    PriceFileError,
+    current_prices,
+    default_prices,
+    load_prices,
+    pick_default,
+    price_per_hour,
+)
+from habitat.data.devices import devices, get_device
 
 
 @pytest.fixture(scope="module")

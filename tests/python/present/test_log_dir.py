@@ -16,13 +16,13 @@ import pytest
 
 pytest.importorskip("tensorboard", reason="log_dir writes TensorBoard logs")
 
-import habitat  # noqa: E402
 from subprocess_env import subprocess_env  # noqa: E402
+from tools_fixtures import TARGETS, capture  # noqa: E402
+
+import habitat  # noqa: E402
 from habitat.capture.sinks import HISTORY_FILE, SAVE_EVERY_STEPS, json_handler, log_dir_sinks  # noqa: E402
 from habitat.data.forecast import Forecast, read_step_history  # noqa: E402
 from habitat.present.tensorboard import OPS_TABLE, STEP, TensorBoardLogger  # noqa: E402
-from tools_fixtures import TARGETS, capture  # noqa: E402
-
 
 TRAIN = """
 import sys, torch, habitat

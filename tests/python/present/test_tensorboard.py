@@ -11,8 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.custom_scalar import layout_pb2  # noqa: E402
 from tools_fixtures import TARGETS, capture  # noqa: E402
 
-from habitat.present.tensorboard import (OP_HISTOGRAM, OPS_TABLE, PHASE, STEP, TOP_OPS,  # noqa: E402
-                                 TensorBoardLogger, tag_keys)
+from habitat.present.tensorboard import OP_HISTOGRAM, OPS_TABLE, PHASE, STEP, TOP_OPS, TensorBoardLogger, tag_keys  # noqa: E402
 
 STEPS = 3
 
