@@ -35,6 +35,7 @@ Input_Channel, Input_Size, Layout.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import csv
 import json
@@ -471,37 +472,70 @@ def time_case(case: Case, device: str, warmup: int, repeats: int) -> float:
 
 
 def _outermost(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The events not inside another of them (CPU ops nest; their durations would count twice)."""
+    """The events not inside another of the same thread (CPU ops nest; their durations would
+    count twice)."""
     out: list[dict[str, Any]] = []
-    end = -math.inf
+    end: dict[Any, float] = {}
     for e in sorted(events, key=lambda e: (e["ts"], -e.get("dur", 0))):
-        if e["ts"] >= end:
+        tid = e.get("tid")
+        if e["ts"] >= end.get(tid, -math.inf):
             out.append(e)
-            end = e["ts"] + e.get("dur", 0)
+            end[tid] = e["ts"] + e.get("dur", 0)
     return out
+
+
+# Chrome-trace categories of the CUDA API calls that launch kernels (any thread): a kernel's
+# `correlation` names the call that launched it.
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+CASE_SPAN = "habitat_case_"
+
+
+def case_spans(events: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:
+    """CPU time span (start, end, us) of each run `habitat_case_<i>` (record_function's
+    `user_annotation` events, on the thread that ran the case)."""
+    return {int(e["name"][len(CASE_SPAN):]): (e["ts"], e["ts"] + e.get("dur", 0)) for e in events
+            if e.get("cat") == "user_annotation" and e.get("name", "").startswith(CASE_SPAN)}
+
+
+def _kernel_run(kernel: dict[str, Any], launches: dict[Any, float], spans: list[tuple[float, float, int]],
+                starts: list[float]) -> int | None:
+    """The run a kernel belongs to. Its launch (the CUDA call with its correlation id, on any
+    thread: autograd launches the backward from its own thread, outside the record_function of
+    the caller's thread, which only gpu_user_annotation spans would see) lies inside the run's
+    CPU span. Without a launch record, its GPU start (Kineto aligns the GPU clock to the CPU's)
+    lies between the run's start and the next run's: every run ends with a synchronize."""
+    launch = launches.get(kernel.get("args", {}).get("correlation"))
+    at = kernel["ts"] if launch is None else launch
+    k = bisect.bisect_right(starts, at) - 1
+    if k < 0:
+        return None
+    lo, hi, run = spans[k]
+    return run if launch is None or at <= hi else None
 
 
 def assign_kernels(events: list[dict[str, Any]], n: int, device: str) -> list[list[dict[str, Any]]]:
-    """Kernels of each of `n` spans from a chrome trace's events: a kernel belongs to the span
-    `habitat_case_<i>` (GPU-side on CUDA) that contains its start. On the CPU (smoke tests) the
-    outermost CPU ops stand in for kernels."""
-    span_cat = "gpu_user_annotation" if device == "cuda" else "user_annotation"
-    kind = "kernel" if device == "cuda" else "cpu_op"
-    spans = {int(e["name"].rsplit("_", 1)[1]): (e["ts"], e["ts"] + e.get("dur", 0)) for e in events
-             if e.get("name", "").startswith("habitat_case_") and e.get("cat") == span_cat}
-    out = []
-    for i in range(n):
-        found = []
-        if i in spans:
-            lo, hi = spans[i]
-            found = [e for e in events if e.get("cat") == kind and lo <= e["ts"] <= hi
-                     and not e.get("name", "").startswith("habitat_case_")]
-        if device != "cuda":
-            found = _outermost(found)
-        out.append([{"name": e["name"], "grid": e.get("args", {}).get("grid", [1, 1, 1]),
-                     "block": e.get("args", {}).get("block", [1, 1, 1]), "dur": e.get("dur", 0)}
-                    for e in sorted(found, key=lambda e: e["ts"])])
-    return out
+    """Kernels of each of `n` runs `habitat_case_<i>` from a chrome trace's events (on CUDA, see
+    _kernel_run). On the CPU (smoke tests) the outermost CPU ops inside a run's span stand in
+    for kernels."""
+    spans = case_spans(events)
+    found: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+    if device == "cuda":
+        launches = {e["args"]["correlation"]: e["ts"] for e in events
+                    if e.get("cat") in LAUNCH_CATEGORIES and "correlation" in e.get("args", {})}
+        ordered = sorted((lo, hi, i) for i, (lo, hi) in spans.items())
+        starts = [lo for lo, _, _ in ordered]
+        for e in events:
+            if e.get("cat") == "kernel":
+                run = _kernel_run(e, launches, ordered, starts)
+                if run is not None and run < n:
+                    found[run].append(e)
+    else:
+        for i, (lo, hi) in spans.items():
+            if i < n:
+                found[i] = _outermost([e for e in events if e.get("cat") == "cpu_op" and lo <= e["ts"] <= hi])
+    return [[{"name": e["name"], "grid": e.get("args", {}).get("grid", [1, 1, 1]),
+              "block": e.get("args", {}).get("block", [1, 1, 1]), "dur": e.get("dur", 0)}
+             for e in sorted(run, key=lambda e: e["ts"])] for run in found]
 
 
 def kernel_launches(cases: list[Case], device: str, runs: int = 1) -> list[list[list[dict[str, Any]]]]:
@@ -523,6 +557,9 @@ def kernel_launches(cases: list[Case], device: str, runs: int = 1) -> list[list[
         with open(path) as f:
             events = json.load(f).get("traceEvents", [])
     spans = assign_kernels(events, len(cases) * runs, device)
+    stray = sum(1 for e in events if e.get("cat") == "kernel") - sum(len(s) for s in spans)
+    if stray:
+        print(f"warning: {stray} kernels launched outside every case's span (left out)", file=sys.stderr)
     return [spans[i * runs:(i + 1) * runs] for i in range(len(cases))]
 
 
