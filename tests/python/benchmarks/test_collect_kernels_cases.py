@@ -1,0 +1,76 @@
+"""The kernel collector's cases (benchmarks/gpu/cases_*.py) on the CPU: each family's cases cover
+its precisions, layouts and phases and keep their shape columns."""
+from __future__ import annotations
+
+import contextlib
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+from bench_scripts import loaded_script
+
+MODULES = ("cases_conv", "cases_matmul", "cases_memory", "kernel_case")
+
+
+@pytest.fixture(scope="module")
+def kc():
+    with loaded_script("benchmarks/gpu/collect_kernels.py", "collect_kernels"):
+        yield SimpleNamespace(**{m.split("_", 1)[1]: sys.modules[m] for m in MODULES})
+
+
+def _by(cases, *keys):
+    return {tuple(c.shape.get(k, getattr(c, k, None)) for k in keys): c for c in cases}
+
+
+def _conv_shape(**kw):
+    return {"B": 2, "Input_Channel": 8, "Output_Channel": 8, "Kernel_Szie": 3, "Input_Size": 6, "Stride": 1,
+            "Padding": 1, **kw}
+
+
+def test_conv_cases_cover_tf32_and_channels_last(kc):
+    cases = kc.conv.conv_cases([_conv_shape()], "cpu")
+    assert {(c.precision, c.shape["Layout"]) for c in cases} == set(kc.conv.CONV_VARIANTS)
+    assert len(cases) == 3 * len(kc.conv.CONV_VARIANTS) and {c.op for c in cases} == {"conv"}
+    fwd = next(c for c in cases if c.phase == "fwd" and c.shape["Layout"] == "nhwc" and c.precision == "tf32")
+    assert fwd.run().is_contiguous(memory_format=torch.channels_last)
+
+
+def test_batch_norm_training_cases(kc):
+    bn = kc.conv.batchnorm_cases([{"B": 2, "Input_Channel": 8, "Input_Size": 4}], "cpu")
+    assert {(c.phase, c.precision, c.shape["Layout"]) for c in bn} == {
+        (ph, p, lay) for ph in ("fwd", "fwd+bwd") for p in ("fp32", "bf16") for lay in ("nchw", "nhwc")}
+    assert {c.file for c in bn} == {"bn_fp32", "bn_bf16"}
+    cases = _by(bn, "phase", "precision", "Layout")
+    nhwc = cases["fwd", "bf16", "nhwc"].run()
+    assert nhwc.is_contiguous(memory_format=torch.channels_last) and nhwc.dtype == torch.bfloat16
+    dx, dw, db = cases["fwd+bwd", "bf16", "nhwc"].run()
+    assert dx.dtype == torch.bfloat16 and dw.dtype == db.dtype == torch.float32  # autocast's mix
+    assert dx.shape == (2, 8, 4, 4) and dw.shape == (8,)
+
+
+def test_attention_cases_cover_backends_causal_and_phases(kc):
+    backends = {"flash": contextlib.nullcontext, "math": contextlib.nullcontext}
+    cases = kc.matmul.attention_cases([{"B": 1, "H": 2, "L": 16, "S": 24, "E": 8}], "cpu", backends)
+    keys = {(c.precision, c.shape["Backend"], c.shape["Causal"], c.phase) for c in cases}
+    assert len(keys) == len(cases) == 3 * 2 * 2 * 2
+    assert {c.file for c in cases} == {"sdpa_bf16", "sdpa_fp16", "sdpa_fp32"}
+    fwd_bwd = next(c for c in cases if c.phase == "fwd+bwd" and c.precision == "fp32")
+    dq, dk, dv = fwd_bwd.run()
+    assert dq.shape == (1, 2, 16, 8) and dk.shape == dv.shape == (1, 2, 24, 8)
+    assert set(kc.matmul.sdpa_backends()) <= set(kc.matmul.SDPA_BACKENDS)
+    assert "math" in kc.matmul.sdpa_backends()
+
+
+def test_memory_bound_cases_run_and_keep_their_shapes(kc):
+    one = [{"B": 3, "H": 8}]
+    ew = kc.memory.elementwise_cases(one, "cpu")
+    assert {(c.op, c.precision) for c in ew} == {(op, p) for op in kc.memory.ELEMENTWISE for p in ("fp32", "bf16")}
+    assert all(c.run().shape == (3, 8) for c in ew)
+    ln = {(c.phase, c.precision): c for c in kc.memory.layernorm_cases(one, "cpu")}
+    dx, dw, db = ln["bwd", "fp32"].run()
+    assert dx.shape == (3, 8) and dw.shape == db.shape == (8,)
+    sm = {(c.phase, c.precision): c for c in kc.memory.softmax_cases(one, "cpu")}
+    assert sm["fwd", "bf16"].run().dtype == torch.bfloat16 and sm["bwd", "fp32"].run().shape == (3, 8)
+
+
