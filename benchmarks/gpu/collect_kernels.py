@@ -17,18 +17,21 @@ Families (--families, comma-separated, default all):
   bwd), softmax (fwd, bwd), reduction (sum over the last or the first dimension: `Dim`) on
   B x H tensors, and batchnorm (training mode, fwd and fwd+bwd, NCHW and channels-last, B x C x
   Input_Size^2), in fp32 and bf16 (batch norm: bf16 input, fp32 parameters, as under autocast).
---budget-s is split between the selected families (time a family leaves unused goes to the
-next), so every selected family is reached.
+Shapes are drawn per family from --seed (the same shapes whatever else runs). --budget-s is
+split between the selected families (time a family leaves unused goes to the next), so every
+selected family is reached. Files already in --out are kept: rows of a file this run also
+writes are appended to (another --seed measures other shapes).
 
-Per batch of shapes: each case is warmed up first (cuDNN's autotuner, with cudnn.benchmark on,
-tries its candidate kernels here); then one torch.profiler pass runs each case --profiled-runs
-times, each run followed by a synchronize: the kernels of those runs alone (launched from any
-thread: autograd's backward included) give the kernel columns (the longest kernel per op is
-reported, as NeuSight does, and the distinct kernels of a run in `Kernels`) and
-`Kernel Latency`, the median over the runs of the summed durations of the case's kernels (ms,
-CUPTI's device time: no launch gaps, no host time, so no harness floor), and `Transform
-Latency`, the same for cuDNN's NCHW<->NHWC layout transform kernels alone; then CUDA events time
-the case (`Latency`, ms): median of --repeats runs, NeuSight's method (host launch included).
+Per pass of shapes (as many as --batch and the device's memory allow): each case is warmed up
+first (cuDNN's autotuner, with cudnn.benchmark on, tries its candidate kernels here); then one
+torch.profiler pass runs each case --profiled-runs times, each run followed by a synchronize:
+the kernels of those runs alone (launched from any thread: autograd's backward included) give
+the kernel columns (the longest kernel per op is reported, as NeuSight does, and the distinct
+kernels of a run in `Kernels`) and `Kernel Latency`, the median over the runs of the summed
+durations of the case's kernels (ms, CUPTI's device time: no launch gaps, no host time, so no
+harness floor), and `Transform Latency`, the same for cuDNN's NCHW<->NHWC layout transform
+kernels alone; then CUDA events time the case (`Latency`, ms): median of --repeats runs,
+NeuSight's method (host launch included).
 Columns follow NeuSight's plus `Precision`, `Phase`, the two kernel columns and the shape.
 Shapes: GEMM A[B,M,N] x B[B,N,K] (N is the reduction, as in NeuSight); conv B, Input_Channel,
 Output_Channel, Kernel_Szie, Input_Size, Stride, Padding, Layout; attention (OPName sdpa) B, H,
@@ -41,6 +44,7 @@ import argparse
 import random
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -48,8 +52,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_families import FAMILIES  # noqa: E402  (the collector's modules are beside it)
-from kernel_measure import measure  # noqa: E402
-from kernel_rows import write_rows  # noqa: E402
+from kernel_measure import device_memory_full, measure, next_pass  # noqa: E402
+from kernel_rows import read_rows, write_rows  # noqa: E402
 
 COUNT_OPTIONS = ("gemm", "conv", "attention", "memory")
 
@@ -83,8 +87,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profiled-runs", type=int, default=5,
                    help="runs per case in the profiler pass (Kernel Latency: their median)")
     p.add_argument("--budget-s", type=float, default=840.0,
-                   help="total time; split between the families, no new shape batch past it")
-    p.add_argument("--batch", type=int, default=16, help="shapes per profiler pass")
+                   help="total time; split between the families, no new pass of shapes past it")
+    p.add_argument("--batch", type=int, default=16, help="shapes per profiler pass (at most)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.dry_run:
@@ -97,6 +101,11 @@ def family_budget(remaining_s: float, family: str, left: Iterable[str]) -> float
     """This family's share of the time still left, `left` being it and the families after it."""
     total = sum(FAMILIES[f].weight for f in left)
     return max(0.0, remaining_s) * FAMILIES[family].weight / total if total > 0 else 0.0
+
+
+def family_rng(seed: int, family: str) -> random.Random:
+    """Each family's own generator: its shapes do not depend on which families run before it."""
+    return random.Random(f"{seed}/{family}")
 
 
 # ----- the run --------------------------------------------------------------------------------
@@ -113,29 +122,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device: run on a GPU machine, or use --device cpu --dry-run for a smoke test")
     torch.backends.cudnn.benchmark = True
-    rng = random.Random(args.seed)
     meta, sms = environment(args.device)
+    out = Path(args.out)
+    kept = read_rows(out) if out.is_dir() else {}
+    if kept:
+        print(f"{out}: keeping the {sum(map(len, kept.values()))} rows of its {len(kept)} files", flush=True)
+    memory_full = device_memory_full(args.device)
     start = time.time()
     rows: dict[str, list[dict[str, Any]]] = {}
     families = list(args.families)
     for i, name in enumerate(families):
         family, t_family = FAMILIES[name], time.time()
         budget = family_budget(args.budget_s - (t_family - start), name, families[i:])
-        remaining, measured = getattr(args, family.count), 0
         deadline = t_family + budget
-        batch = max(1, args.batch // family.pass_divisor)
-        while remaining > 0 and time.time() < deadline:
-            shapes = family.shapes(min(batch, remaining), rng, small=args.dry_run)
-            remaining -= len(shapes)
-            for file, row in measure(family.cases(shapes, args.device), args.device, args.warmup, args.repeats,
-                                     meta, sms, deadline, args.profiled_runs):
+        pending = family.shapes(getattr(args, family.count), family_rng(args.seed, name), args.dry_run)
+        per_pass = max(1, args.batch // family.pass_divisor)
+        measured = failed = 0
+        while pending and time.time() < deadline:
+            cases, pending, bad = next_pass(pending, partial(family.cases, device=args.device), per_pass,
+                                            memory_full)
+            failed += bad
+            for file, row in measure(cases, args.device, args.warmup, args.repeats, meta, sms, deadline,
+                                     args.profiled_runs):
                 rows.setdefault(file, []).append(row)
                 measured += 1
+            del cases
             if args.device == "cuda":
                 torch.cuda.empty_cache()
-        print(f"{name}: {measured} measurements in {time.time() - t_family:.0f} s "
-              f"(budget {budget:.0f} s, {max(0, remaining)} shapes left)", flush=True)
-        write_rows(Path(args.out), rows)  # after every family: a run cut short keeps what it measured
+            write_rows(out, rows, kept)  # after every pass: a run cut short keeps what it measured
+        print(f"{name}: {measured} measurements in {time.time() - t_family:.0f} s (budget {budget:.0f} s, "
+              f"{len(pending)} shapes left, {failed} failed to build)", flush=True)
     total = sum(len(r) for r in rows.values())
     print(f"{total} measurements in {time.time() - start:.0f}s -> {args.out} ({', '.join(sorted(rows))})")
     return 0

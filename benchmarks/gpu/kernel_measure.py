@@ -1,6 +1,7 @@
 """Measuring a pass of cases (kernel_case.Case): warm-up (cuDNN's autotuning) first, then one
 torch.profiler pass for the kernels of a few runs of each case (kernel_trace.py), then CUDA
-events around single calls."""
+events around single calls. And the making of a pass: as many shapes' cases as the device's
+memory takes."""
 from __future__ import annotations
 
 import json
@@ -10,12 +11,17 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import torch
 from kernel_case import Case, precision_context, quiet
 from kernel_rows import Kernel, Row, make_row
-from kernel_trace import assign_kernels, stray_kernels
+from kernel_trace import assign_kernels, trace_warnings
+
+Shape = TypeVar("Shape")
+# Share of the device's memory the tensors of one pass may hold (checked as its cases are made):
+# the runs' outputs and cuDNN's workspaces need the rest.
+PASS_MEMORY_SHARE = 0.4
 
 
 def warm_up(cases: list[Case], device: str, runs: int, deadline: float = math.inf) -> list[Case]:
@@ -82,9 +88,8 @@ def kernel_launches(cases: list[Case], device: str, runs: int = 1) -> list[list[
         with open(path) as f:
             events = json.load(f).get("traceEvents", [])
     spans = assign_kernels(events, len(cases) * runs, device)
-    stray = stray_kernels(events, spans) if device == "cuda" else 0
-    if stray:
-        print(f"warning: {stray} kernels launched outside every case's span (left out)", file=sys.stderr)
+    for note in trace_warnings(events, len(cases) * runs) if device == "cuda" else []:
+        print(f"warning: {note}", file=sys.stderr)
     return [spans[i * runs:(i + 1) * runs] for i in range(len(cases))]
 
 
@@ -103,3 +108,30 @@ def measure(cases: list[Case], device: str, warmup: int, repeats: int, meta: dic
             continue
         rows.append((case.file, make_row(case, latency, runs, meta, sms)))
     return rows
+
+
+def next_pass(shapes: list[Shape], make_cases: Callable[[list[Shape]], list[Case]], max_shapes: int,
+              memory_full: Callable[[], bool]) -> tuple[list[Case], list[Shape], int]:
+    """The cases of the next pass, made shape by shape from the front of `shapes` until
+    `max_shapes` are in or memory_full() says the device holds enough; the shapes left; and how
+    many shapes failed to be made (out of memory, an unsupported combination): those are
+    skipped."""
+    cases: list[Case] = []
+    taken = failed = 0
+    while taken < len(shapes) and taken - failed < max(1, max_shapes) and not (cases and memory_full()):
+        shape = shapes[taken]
+        taken += 1
+        try:
+            cases += make_cases([shape])
+        except (RuntimeError, NotImplementedError, ValueError):
+            failed += 1
+    return cases, shapes[taken:], failed
+
+
+def device_memory_full(device: str, share: float = PASS_MEMORY_SHARE) -> Callable[[], bool]:
+    """memory_full for next_pass: on CUDA, whether the tensors made hold `share` of the device's
+    memory; on the CPU (smoke tests, small shapes) never."""
+    if device != "cuda":
+        return lambda: False
+    total = torch.cuda.get_device_properties(0).total_memory
+    return lambda: torch.cuda.memory_allocated() > share * total

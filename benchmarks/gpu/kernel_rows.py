@@ -53,13 +53,26 @@ def make_row(case: Any, latency_ms: float, runs: list[list[Kernel]], meta: dict[
             **case.shape}
 
 
-def write_rows(out_dir: Path, rows_by_file: dict[str, list[Row]]) -> list[Path]:
-    """Writes <out_dir>/<name>.csv for every name with rows. The columns are BASE_COLUMNS and then
+def read_rows(out_dir: Path) -> dict[str, list[Row]]:
+    """The rows of the CSV files already in out_dir, by file name (without .csv)."""
+    found = {}
+    for path in sorted(Path(out_dir).glob("*.csv")):
+        with open(path, newline="") as f:
+            found[path.stem] = list(csv.DictReader(f))
+    return found
+
+
+def write_rows(out_dir: Path, rows_by_file: dict[str, list[Row]],
+               kept: dict[str, list[Row]] | None = None) -> list[Path]:
+    """Writes <out_dir>/<name>.csv for every name with rows: the `kept` rows of that name (an
+    earlier run's, read_rows) first, then this run's. The columns are BASE_COLUMNS and then
     every shape column of the rows, in the order they first appear."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    kept = kept or {}
     written = []
-    for name, rows in sorted(rows_by_file.items()):
-        if not rows:
+    for name, new in sorted(rows_by_file.items()):
+        rows = kept.get(name, []) + new
+        if not new:
             continue
         shape_cols = list(dict.fromkeys(c for r in rows for c in r if c not in BASE_COLUMNS))
         path = out_dir / f"{name}.csv"

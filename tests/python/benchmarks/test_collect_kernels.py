@@ -4,8 +4,10 @@ CSVs: test_collect_kernels_trace.py.)"""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import importlib.util
+import io
 import random
 import sys
 from pathlib import Path
@@ -66,6 +68,56 @@ def test_shapes_are_reproducible_and_bounded(ck):
     assert {s["E"] for s in shapes} == {64, 128}
     assert any(s["L"] != s["S"] for s in shapes) and any(s["L"] == s["S"] for s in shapes)
     assert all(128 <= s["L"] <= 8192 for s in shapes)
+
+
+def test_family_shapes_do_not_depend_on_the_families_before(ck):
+    a = ck.FAMILIES["batchnorm"].shapes(30, ck.family_rng(0, "batchnorm"))
+    ck.FAMILIES["conv"].shapes(30, ck.family_rng(0, "conv"))
+    assert ck.FAMILIES["batchnorm"].shapes(30, ck.family_rng(0, "batchnorm")) == a
+    assert ck.FAMILIES["batchnorm"].shapes(30, ck.family_rng(1, "batchnorm")) != a
+
+
+def test_passes_hold_what_memory_allows_and_skip_failing_shapes(ck):
+    measure = sys.modules["kernel_measure"]
+
+    def make(shapes):
+        if shapes[0] == "bad":
+            raise RuntimeError("CUDA out of memory")
+        return [f"{shapes[0]}:{i}" for i in range(2)]
+    cases, left, failed = measure.next_pass(["a", "b", "c", "d", "e"], make, 3, lambda: False)
+    assert cases == ["a:0", "a:1", "b:0", "b:1", "c:0", "c:1"] and left == ["d", "e"] and failed == 0
+    held = []
+    cases, left, failed = measure.next_pass(["a", "bad", "b", "c"], lambda s: held.append(s[0]) or make(s), 3,
+                                            lambda: len(held) >= 3)
+    assert cases == ["a:0", "a:1", "b:0", "b:1"] and left == ["c"] and failed == 1
+    # memory already full after the first shape: one shape a pass, never none
+    cases, left, _ = measure.next_pass(["a", "b"], make, 8, lambda: True)
+    assert cases == ["a:0", "a:1"] and left == ["b"]
+    assert measure.device_memory_full("cpu")() is False
+
+
+def _main(ck, *argv: str) -> str:
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log):
+        assert ck.main(["--device", "cpu", "--dry-run", *argv]) == 0
+    return log.getvalue()
+
+
+def test_dry_run_keeps_the_files_of_earlier_calls(ck, tmp_path):
+    out = tmp_path / "kernels"
+    log = _main(ck, "--out", str(out), "--families", "layernorm,reduction", "--budget-s", "600")
+    assert {p.stem for p in out.glob("*.csv")} == {f"{s}_{p}" for s in ("ln", "sum") for p in ("fp32", "bf16")}
+    assert "0 failed to build" in log
+    with open(out / "ln_fp32.csv") as f:
+        first = list(csv.DictReader(f))
+    # a second call into the directory (another seed) keeps every row
+    log = _main(ck, "--out", str(out), "--families", "layernorm", "--budget-s", "600", "--seed", "5")
+    assert "keeping the" in log
+    with open(out / "ln_fp32.csv") as f:
+        both = list(csv.DictReader(f))
+    key = ("B", "H", "Phase")
+    assert [tuple(r[k] for k in key) for r in both[:len(first)]] == [tuple(r[k] for k in key) for r in first]
+    assert len(both) == 2 * len(first) and (out / "sum_fp32.csv").exists()
 
 
 def test_cpu_dry_run_writes_each_selected_family(ck, tmp_path, capsys):

@@ -155,11 +155,12 @@ def test_cpu_ops_count_once_when_nested(kt, kr):
     assert kr.kernel_latency_ms([ops]) == pytest.approx(0.065)
 
 
-def test_write_rows(kr, tmp_path):
+def test_write_rows_appends_to_an_earlier_runs_files(kr, tmp_path):
     meta = {"Device": "X", "Torch Version": "t", "CUDNN Version": "", "CUDA Version": ""}
     a = kr.make_row(Case("sdpa", "fwd", "bf16", {"B": 1, "H": 2, "Causal": 1, "Backend": "flash"}), 1.0, [], meta, 1)
     b = kr.make_row(Case("sdpa", "fwd+bwd", "bf16", {"B": 1, "H": 2, "Causal": 0, "Backend": "math"}), 2.0, [], meta, 1)
-    paths = kr.write_rows(tmp_path / "out", {"sdpa_bf16": [a, b], "empty": []})
+    out = tmp_path / "out"
+    paths = kr.write_rows(out, {"sdpa_bf16": [a, b], "empty": []})
     assert [p.name for p in paths] == ["sdpa_bf16.csv"]
     with open(paths[0]) as f:
         rows = list(csv.DictReader(f))
@@ -167,3 +168,38 @@ def test_write_rows(kr, tmp_path):
     assert list(rows[0])[len(kr.BASE_COLUMNS):] == ["B", "H", "Causal", "Backend"]
     assert [(r["Phase"], r["Backend"], r["Latency"]) for r in rows] == [("fwd", "flash", "1.0"),
                                                                         ("fwd+bwd", "math", "2.0")]
+    # a second run into the directory: the earlier rows first, then its own; a new column joins
+    kept = kr.read_rows(out)
+    c = kr.make_row(Case("sdpa", "fwd", "bf16", {"B": 4, "H": 2, "Causal": 0, "Backend": "cudnn", "Extra": 1}),
+                    3.0, [], meta, 1)
+    kr.write_rows(out, {"sdpa_bf16": [c], "ln_bf16": []}, kept)
+    with open(paths[0]) as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["B"], r["Backend"], r["Extra"]) for r in rows] == [("1", "flash", ""), ("1", "math", ""),
+                                                                   ("4", "cudnn", "1")]
+    assert not (out / "ln_bf16.csv").exists()
+
+
+
+def _sync(ts: float, dur: float = 200) -> dict:
+    return {"cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "tid": MAIN, "ts": ts, "dur": dur,
+            "args": {"correlation": 900 + ts}}
+
+
+def test_synchronizes_place_the_kernels_when_the_cpu_spans_clock_disagrees(kt):
+    aligned = _sdpa_fwd_bwd_trace()
+    want = kt.assign_kernels(aligned, 2, "cuda")
+    assert kt.place_kernels(aligned, 2)[1] == "spans" and kt.trace_warnings(aligned, 2) == []
+    # the CPU spans 3 ms late against CUPTI's clock: no launch inside any span
+    skewed = [{**e, "ts": e["ts"] + 3000} if e["cat"] == "user_annotation" else e for e in aligned]
+    assert kt.place_kernels(skewed, 2)[1] == "synchronizes"
+    assert kt.assign_kernels(skewed, 2, "cuda") == want
+    (note,) = kt.trace_warnings(skewed, 2)
+    assert "synchronize after each run" in note
+    # the profiler's own synchronize at its exit, or one before the first run, does not shift the runs
+    for extra in (_sync(3000), _sync(500, 10)):
+        assert kt.assign_kernels(skewed + [extra], 2, "cuda") == want
+    # without a synchronize a run the runs cannot be told apart: the kernels are left out, and said so
+    unsynced = [e for e in skewed if e.get("name") != "cudaDeviceSynchronize" or e["ts"] < 2000]
+    assert kt.assign_kernels(unsynced, 2, "cuda") == [[], []]
+    assert kt.trace_warnings(unsynced, 2) == ["8 kernels launched outside every case's run (left out)"]
