@@ -1,5 +1,5 @@
-"""Convolution and batch norm cases of the kernel collector: dense convolutions (family conv) and
-training-mode batch norm (batchnorm)."""
+"""Convolution and batch norm cases of the kernel collector: dense convolutions (family conv),
+grouped and depthwise ones (gconv), 1x1 ones (pointwise), training-mode batch norm (batchnorm)."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,28 +12,56 @@ from kernel_case import DTYPES, MEMORY_FORMATS, MEMORY_PRECISIONS, Case, no_grad
 CONV_VARIANTS = (("fp32", "nchw"), ("tf32", "nchw"), ("tf32", "nhwc"), ("bf16", "nchw"), ("bf16", "nhwc"))
 
 
-def conv_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
+def conv_backward(gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, stride: int, padding: int, groups: int,
+                  mask: list[bool]) -> tuple:
+    """aten.convolution_backward as autograd calls it for F.conv2d (no bias, no dilation): the
+    gradients `mask` asks for, (input, weight, bias)."""
+    return torch.ops.aten.convolution_backward(gy, x, w, None, [stride] * 2, [padding] * 2, [1, 1], False, [0, 0],
+                                               groups, mask)
+
+
+def _conv_cases(shapes: list[dict[str, Any]], device: str, op: str, stem: str | None = None) -> list[Case]:
+    """fwd, bwd_data and bwd_weight of each shape in each CONV_VARIANTS; `Groups` (default 1)
+    splits the channels. The backward passes (conv_backward) compute one gradient each."""
     cases = []
     for base in shapes:
         batch, cin, cout = base["B"], base["Input_Channel"], base["Output_Channel"]
         ksize, size, stride, pad = base["Kernel_Szie"], base["Input_Size"], base["Stride"], base["Padding"]
+        groups = base.get("Groups", 1)
         for prec, layout in CONV_VARIANTS:
             dt, fmt = DTYPES[prec], MEMORY_FORMATS[layout]
             shape = {**base, "Layout": layout}
             x = torch.randn(batch, cin, size, size, device=device, dtype=dt).contiguous(memory_format=fmt)
-            w = torch.randn(cout, cin, ksize, ksize, device=device, dtype=dt).contiguous(memory_format=fmt)
-            y = torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
+            w = torch.randn(cout, cin // groups, ksize, ksize, device=device, dtype=dt).contiguous(memory_format=fmt)
+            y = torch.nn.functional.conv2d(x, w, stride=stride, padding=pad, groups=groups)
             gy = torch.randn_like(y).contiguous(memory_format=fmt)
             del y
 
-            def bwd(mask, x=x, w=w, gy=gy, stride=stride, pad=pad):
-                return torch.ops.aten.convolution_backward(gy, x, w, None, [stride] * 2, [pad] * 2, [1, 1],
-                                                           False, [0, 0], 1, mask)
-            cases.append(Case("conv", "fwd", prec, dict(shape),
-                              lambda x=x, w=w, s=stride, p=pad: torch.nn.functional.conv2d(x, w, stride=s, padding=p)))
-            cases.append(Case("conv", "bwd_data", prec, dict(shape), lambda bwd=bwd: bwd([True, False, False])))
-            cases.append(Case("conv", "bwd_weight", prec, dict(shape), lambda bwd=bwd: bwd([False, True, False])))
+            def fwd(x=x, w=w, s=stride, p=pad, g=groups):
+                return torch.nn.functional.conv2d(x, w, stride=s, padding=p, groups=g)
+
+            def bwd(mask, x=x, w=w, gy=gy, s=stride, p=pad, g=groups):
+                return conv_backward(gy, x, w, s, p, g, mask)
+            cases.append(Case(op, "fwd", prec, dict(shape), fwd, stem))
+            cases.append(Case(op, "bwd_data", prec, dict(shape), lambda bwd=bwd: bwd([True, False, False]), stem))
+            cases.append(Case(op, "bwd_weight", prec, dict(shape), lambda bwd=bwd: bwd([False, True, False]), stem))
     return cases
+
+
+def conv_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
+    return _conv_cases(shapes, device, "conv")
+
+
+def gconv_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
+    """OPName gconv (gconv_<precision>.csv): not a dense conv's row, its `Groups` column says how
+    the channels split (depthwise: Groups == Input_Channel == Output_Channel)."""
+    return _conv_cases(shapes, device, "gconv")
+
+
+def pointwise_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
+    """Dense convolutions (OPName conv, read with the conv family's rows) in their own files,
+    conv1x1_<precision>.csv, so no other family's run rewrites them."""
+    return _conv_cases(shapes, device, "conv", stem="conv1x1")
 
 
 def batchnorm_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:

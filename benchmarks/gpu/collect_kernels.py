@@ -11,13 +11,17 @@ Families (--families, comma-separated, default all):
 - gemm: bmm and linear in fp32, tf32, bf16, fp16;
 - conv: fwd, bwd_data, bwd_weight in fp32 (TF32 off: SIMT kernels), tf32 (cuDNN's default for
   fp32 tensors) and bf16, the tensor-core precisions both NCHW and channels-last (`Layout`);
+- gconv: grouped and depthwise convolutions, as conv, in gconv_<precision>.csv (OPName gconv),
+  conv's columns and `Groups` (depthwise: Groups == Input_Channel == Output_Channel);
+- pointwise: 1x1 convolutions, as conv, in conv1x1_<precision>.csv (OPName conv: dense conv rows);
 - attention: F.scaled_dot_product_attention forced to each SDPA backend (flash, efficient,
   cudnn, math where this torch has it); fwd and fwd+bwd; causal and not; bf16, fp16, fp32;
 - elementwise (add, mul, div, addu, mulu, relu, gelu, tanh: NeuSight's ops), layernorm (ln fwd,
   bwd), softmax (fwd, bwd), reduction (sum over the last or the first dimension: `Dim`) on
   B x H tensors, and batchnorm (training mode, fwd and fwd+bwd, NCHW and channels-last, B x C x
   Input_Size^2), in fp32 and bf16 (batch norm: bf16 input, fp32 parameters, as under autocast).
-Shapes are drawn per family from --seed (the same shapes whatever else runs). --budget-s is
+Shapes are drawn per family from --seed (the same shapes whatever else runs); gconv, pointwise
+and batchnorm draw a third of theirs from real networks' layers (network_shapes.py). --budget-s is
 split between the selected families (time a family leaves unused goes to the next), so every
 selected family is reached. Files already in --out are kept: rows of a file this run also
 writes are appended to (another --seed measures other shapes).
@@ -36,7 +40,7 @@ Columns follow NeuSight's plus `Precision`, `Phase`, the two kernel columns and 
 Shapes: GEMM A[B,M,N] x B[B,N,K] (N is the reduction, as in NeuSight); conv B, Input_Channel,
 Output_Channel, Kernel_Szie, Input_Size, Stride, Padding, Layout; attention (OPName sdpa) B, H,
 L, S, E, Causal, Backend; memory-bound ops B, H (and Dim); batch norm (OPName bn) B,
-Input_Channel, Input_Size, Layout.
+Input_Channel, Input_Size, Layout; gconv as conv and Groups.
 """
 from __future__ import annotations
 
@@ -77,7 +81,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dry-run", action="store_true", help="a handful of small shapes (smoke test)")
     p.add_argument("--gemm", type=int, default=1200, help="GEMM shapes (each in 4 precisions)")
     p.add_argument("--conv", type=int, default=300,
-                   help="conv shapes (fwd + 2 bwd, each in the precisions and layouts of cases_conv.CONV_VARIANTS)")
+                   help="shapes per conv family (conv, gconv, pointwise: fwd + 2 bwd, each in the precisions "
+                        "and layouts of cases_conv.CONV_VARIANTS)")
     p.add_argument("--attention", type=int, default=200,
                    help="attention shapes (each: backends x precisions x causal x fwd, fwd+bwd)")
     p.add_argument("--memory", type=int, default=300,

@@ -12,22 +12,23 @@ from typing import Callable
 import torch
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-# The precisions of the memory-bound families (batch norm: of its input).
+# The precisions of the memory-bound and training-step families (batch norm: of its input).
 MEMORY_PRECISIONS = ("fp32", "bf16")
 MEMORY_FORMATS = {"nchw": torch.contiguous_format, "nhwc": torch.channels_last}
 
 
 @dataclass
 class Case:
-    op: str                 # the CSV's OPName: bmm, linear, conv, sdpa, gelu, ...
-    phase: str              # fwd, bwd, bwd_data, bwd_weight, fwd+bwd
+    op: str                 # the CSV's OPName: bmm, linear, conv, sdpa, gelu, adamw, ...
+    phase: str              # fwd, bwd, bwd_data, bwd_weight, fwd+bwd, step
     precision: str
     shape: dict[str, int | str]  # the row's shape columns
     run: Callable[[], object]
+    stem: str | None = None  # the CSV file's name before _<precision> (default: op)
 
     @property
     def file(self) -> str:
-        return f"{self.op}_{self.precision}"
+        return f"{self.stem or self.op}_{self.precision}"
 
 
 class _Tf32(contextlib.AbstractContextManager):

@@ -5,11 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cases_conv import batchnorm_cases, conv_cases
+from cases_conv import batchnorm_cases, conv_cases, gconv_cases, pointwise_cases
 from cases_matmul import attention_cases, gemm_cases
 from cases_memory import elementwise_cases, layernorm_cases, reduction_cases, softmax_cases
 from kernel_case import Case
-from kernel_shapes import attention_shapes, batchnorm_shapes, conv_shapes, gemm_shapes, memory_shapes
+from kernel_shapes import (
+    attention_shapes,
+    batchnorm_shapes,
+    conv_shapes,
+    gconv_shapes,
+    gemm_shapes,
+    memory_shapes,
+    pointwise_shapes,
+)
 
 
 @dataclass(frozen=True)
@@ -19,19 +27,21 @@ class Family:
     count: str            # the option giving the number of shapes: gemm, conv, attention or memory
     weight: float         # share of --budget-s (renormalised over the selected families)
     # --batch / this = shapes per profiler pass: an attention shape is up to 48 cases (backends x
-    # precisions x causal x phases), a conv shape 15 holding their own tensors (up to 2^27
-    # elements each)
+    # precisions x causal x phases), a conv shape 15 holding their own tensors
     pass_divisor: int = 1
 
 
-# In the default order of --families (all of them).
+# In the default order of --families (all of them): the families of the 2026-11 collections
+# first, as they ran then.
 FAMILIES: dict[str, Family] = {
-    "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.25),
-    "conv": Family(conv_shapes, conv_cases, "conv", 0.25, 2),
-    "attention": Family(attention_shapes, attention_cases, "attention", 0.15, 4),
-    "elementwise": Family(memory_shapes, elementwise_cases, "memory", 0.10),
-    "layernorm": Family(memory_shapes, layernorm_cases, "memory", 0.06),
-    "softmax": Family(memory_shapes, softmax_cases, "memory", 0.06),
-    "reduction": Family(memory_shapes, reduction_cases, "memory", 0.05),
+    "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.20),
+    "conv": Family(conv_shapes, conv_cases, "conv", 0.20, 2),
+    "attention": Family(attention_shapes, attention_cases, "attention", 0.12, 4),
+    "elementwise": Family(memory_shapes, elementwise_cases, "memory", 0.06),
+    "layernorm": Family(memory_shapes, layernorm_cases, "memory", 0.04),
+    "softmax": Family(memory_shapes, softmax_cases, "memory", 0.04),
+    "reduction": Family(memory_shapes, reduction_cases, "memory", 0.04),
     "batchnorm": Family(batchnorm_shapes, batchnorm_cases, "memory", 0.08),
+    "gconv": Family(gconv_shapes, gconv_cases, "conv", 0.14, 2),
+    "pointwise": Family(pointwise_shapes, pointwise_cases, "conv", 0.08, 2),
 }

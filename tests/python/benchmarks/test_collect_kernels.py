@@ -26,7 +26,7 @@ def ck():
 
 def test_families_option(ck):
     assert ck.parse_args(["--out", "x"]).families == ("gemm", "conv", "attention", "elementwise", "layernorm",
-                                                      "softmax", "reduction", "batchnorm")
+                                                      "softmax", "reduction", "batchnorm", "gconv", "pointwise")
     assert ck.parse_args(["--out", "x", "--families", "attention, gemm"]).families == ("attention", "gemm")
     assert ck.parse_args(["--out", "x", "--families", "conv,conv"]).families == ("conv",)
     with pytest.raises(argparse.ArgumentTypeError, match="unknown families lstm"):
@@ -144,6 +144,30 @@ def test_cpu_dry_run_writes_each_selected_family(ck, tmp_path, capsys):
     assert all(len(r["Kernels"].split(";")) == len(set(r["Kernels"].split(";"))) for r in conv)
     log = capsys.readouterr().out
     assert "attention:" in log and "conv:" in log and "gemm:" not in log
+
+
+def test_cpu_dry_run_grouped_and_1x1_convolutions_and_batch_norm(ck, tmp_path):
+    from habitat.learned.neusight import load_precision_kernels
+    out = tmp_path / "kernels"
+    log = _main(ck, "--out", str(out), "--families", "gconv,pointwise,batchnorm", "--budget-s", "600")
+    assert "gconv:" in log and "pointwise:" in log and "batchnorm:" in log and "conv:" not in log.replace("gconv:", "")
+    assert {p.stem for p in out.glob("*.csv")} == {f"{s}_{p}" for s in ("gconv", "conv1x1") for p in
+                                                   ("fp32", "tf32", "bf16")} | {"bn_fp32", "bn_bf16"}
+    conv_columns = ["B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"]
+    with open(out / "gconv_bf16.csv") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames[-9:] == conv_columns + ["Groups", "Layout"]
+        rows = list(reader)
+    assert {r["OPName"] for r in rows} == {"gconv"} and {r["Layout"] for r in rows} == {"nchw", "nhwc"}
+    assert {r["Phase"] for r in rows} == {"fwd", "bwd_data", "bwd_weight"}
+    assert all(float(r["Kernel Latency"]) > 0 and int(r["Input_Channel"]) % int(r["Groups"]) == 0 for r in rows)
+    with open(out / "bn_fp32.csv") as f:
+        bn = list(csv.DictReader(f))
+    assert {(r["Phase"], r["Layout"]) for r in bn} == {(p, lay) for p in ("fwd", "fwd+bwd") for lay in ("nchw", "nhwc")}
+    # 1x1 rows are dense conv rows: the loader reads them with the conv family's; grouped ones it leaves
+    conv = load_precision_kernels(out, timing="kernel")["conv"]
+    conv1x1 = [r for p in ("fp32", "tf32", "bf16") for r in csv.DictReader(open(out / f"conv1x1_{p}.csv"))]
+    assert len(conv) == len(conv1x1) and set(conv.shapes["kernel"].tolist()) == {1.0}
 
 
 def test_cpu_dry_run_memory_bound_families_load_as_training_rows(ck, tmp_path):

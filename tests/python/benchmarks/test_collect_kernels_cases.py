@@ -1,5 +1,6 @@
 """The kernel collector's cases (benchmarks/gpu/cases_*.py) on the CPU: each family's cases cover
-its precisions, layouts and phases and keep their shape columns."""
+its precisions, layouts and phases, keep their shape columns, and compute what a training step
+computes (a backward pass against autograd's gradient)."""
 from __future__ import annotations
 
 import contextlib
@@ -10,6 +11,7 @@ import pytest
 import torch
 from bench_scripts import loaded_script
 
+F = torch.nn.functional
 MODULES = ("cases_conv", "cases_matmul", "cases_memory", "kernel_case")
 
 
@@ -34,6 +36,39 @@ def test_conv_cases_cover_tf32_and_channels_last(kc):
     assert len(cases) == 3 * len(kc.conv.CONV_VARIANTS) and {c.op for c in cases} == {"conv"}
     fwd = next(c for c in cases if c.phase == "fwd" and c.shape["Layout"] == "nhwc" and c.precision == "tf32")
     assert fwd.run().is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("groups,stride,ksize", [(8, 1, 3), (8, 2, 5), (2, 1, 7), (4, 2, 3), (1, 2, 1)])
+def test_conv_backward_is_autograds(kc, groups, stride, ksize):
+    x = torch.randn(2, 8, 6, 6, requires_grad=True)
+    w = torch.randn(8, 8 // groups, ksize, ksize, requires_grad=True)
+    y = F.conv2d(x, w, stride=stride, padding=ksize // 2, groups=groups)
+    gy = torch.randn_like(y)
+    gx, gw = torch.autograd.grad(y, (x, w), gy)
+    data = kc.conv.conv_backward(gy, x.detach(), w.detach(), stride, ksize // 2, groups, [True, False, False])
+    weight = kc.conv.conv_backward(gy, x.detach(), w.detach(), stride, ksize // 2, groups, [False, True, False])
+    assert torch.allclose(data[0], gx, atol=1e-4) and data[1] is None
+    assert torch.allclose(weight[1], gw, atol=1e-3) and weight[0] is None
+
+
+def test_grouped_conv_cases(kc):
+    shape = _conv_shape(Groups=8, Stride=2, Kernel_Szie=5, Padding=2)
+    cases = _by(kc.conv.gconv_cases([shape], "cpu"), "phase", "precision", "Layout")
+    assert len(cases) == 3 * len(kc.conv.CONV_VARIANTS) and {c.op for c in cases.values()} == {"gconv"}
+    assert {c.file for c in cases.values()} == {"gconv_fp32", "gconv_tf32", "gconv_bf16"}
+    assert all(c.shape["Groups"] == 8 for c in cases.values())
+    assert cases["fwd", "bf16", "nhwc"].run().shape == (2, 8, 3, 3)
+    dx, dw, _ = cases["bwd_data", "fp32", "nchw"].run()
+    assert dx.shape == (2, 8, 6, 6) and dw is None
+    _, dw, _ = cases["bwd_weight", "tf32", "nhwc"].run()
+    assert dw.shape == (8, 1, 5, 5)
+
+
+def test_pointwise_rows_are_conv_rows_in_their_own_files(kc):
+    cases = kc.conv.pointwise_cases([_conv_shape(Kernel_Szie=1, Padding=0, Output_Channel=16, Stride=2)], "cpu")
+    assert {c.op for c in cases} == {"conv"} and {c.file for c in cases} == {"conv1x1_fp32", "conv1x1_tf32",
+                                                                              "conv1x1_bf16"}
+    assert next(c for c in cases if c.phase == "fwd").run().shape == (2, 16, 3, 3)
 
 
 def test_batch_norm_training_cases(kc):
