@@ -1,9 +1,9 @@
 """Memory-bound cases of the kernel collector on B x H tensors, in fp32 and bf16: NeuSight's
-element-wise ops (family elementwise), layer norm (layernorm), softmax (softmax), sum over either
-dimension (reduction)."""
+element-wise ops (family elementwise), activations forward and backward (activation), layer norm
+(layernorm), softmax (softmax), sum and mean over either dimension (reduction)."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 from kernel_case import DTYPES, MEMORY_PRECISIONS, Case
@@ -14,6 +14,23 @@ A = torch.ops.aten
 ELEMENTWISE = {"add": lambda x, y: x + y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
                "addu": lambda x, y: x + 0.5, "mulu": lambda x, y: x * 0.5, "relu": lambda x, y: torch.relu(x),
                "gelu": lambda x, y: F.gelu(x), "tanh": lambda x, y: torch.tanh(x)}
+# Activation -> (forward, backward as autograd calls it: (grad, input, output) -> grad input).
+# GPT-2 runs GELU's tanh form, MobileNet-v2 ReLU6 (aten hardtanh), MobileNet-v3 hardswish and
+# hardsigmoid, EfficientNet SiLU and sigmoid (squeeze-excitation).
+ACTIVATIONS: dict[str, tuple[Callable, Callable]] = {
+    "relu": (torch.relu, lambda g, x, y: A.threshold_backward(g, y, 0)),
+    "relu6": (F.relu6, lambda g, x, y: A.hardtanh_backward(g, x, 0.0, 6.0)),
+    "gelu": (F.gelu, lambda g, x, y: A.gelu_backward(g, x)),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), lambda g, x, y: A.gelu_backward(g, x, approximate="tanh")),
+    "silu": (F.silu, lambda g, x, y: A.silu_backward(g, x)),
+    "hardswish": (F.hardswish, lambda g, x, y: A.hardswish_backward(g, x)),
+    "hardsigmoid": (F.hardsigmoid, lambda g, x, y: A.hardsigmoid_backward(g, x)),
+    "sigmoid": (torch.sigmoid, lambda g, x, y: A.sigmoid_backward(g, y)),
+    "tanh": (torch.tanh, lambda g, x, y: A.tanh_backward(g, y)),
+}
+# The activations whose backward reads their output (the others read their input).
+FROM_OUTPUT = {"relu", "sigmoid", "tanh"}
+REDUCTIONS = {"sum": torch.sum, "mean": torch.mean}
 
 
 def _row_tensors(shapes: list[dict[str, int]], device: str) -> Iterable[tuple[dict[str, int], str, torch.Tensor]]:
@@ -28,6 +45,20 @@ def elementwise_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
     for s, prec, x in _row_tensors(shapes, device):
         y = torch.rand_like(x) + 0.5
         cases += [Case(op, "fwd", prec, dict(s), lambda f=f, x=x, y=y: f(x, y)) for op, f in ELEMENTWISE.items()]
+    return cases
+
+
+def activation_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
+    """Each activation's forward and backward (Phase bwd: the aten backward op alone, on a
+    stored input and output), all in activation_<precision>.csv with the activation as OPName
+    (relu, gelu and tanh forward rows read like elementwise's)."""
+    cases = []
+    for s, prec, x in _row_tensors(shapes, device):
+        g = torch.randn_like(x)
+        for op, (fwd, bwd) in ACTIVATIONS.items():
+            y = fwd(x) if op in FROM_OUTPUT else None
+            cases.append(Case(op, "fwd", prec, dict(s), lambda fwd=fwd, x=x: fwd(x), "activation"))
+            cases.append(Case(op, "bwd", prec, dict(s), lambda bwd=bwd, g=g, x=x, y=y: bwd(g, x, y), "activation"))
     return cases
 
 
@@ -55,9 +86,11 @@ def softmax_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
 
 
 def reduction_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
-    """sum over the last dimension (a row reduction, as in a norm's statistics) and over the
-    first (a column reduction, as in a bias gradient)."""
+    """sum and mean over the last dimension (`Dim` 1: a row reduction, as in a norm's
+    statistics or global pooling) and over the first (`Dim` 0: a column reduction, as in a bias
+    gradient)."""
     cases = []
     for s, prec, x in _row_tensors(shapes, device):
-        cases += [Case("sum", "fwd", prec, {**s, "Dim": d}, lambda x=x, d=d: x.sum(dim=d)) for d in (1, 0)]
+        cases += [Case(op, "fwd", prec, {**s, "Dim": d}, lambda f=f, x=x, d=d: f(x, dim=d))
+                  for op, f in REDUCTIONS.items() for d in (1, 0)]
     return cases

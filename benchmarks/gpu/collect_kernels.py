@@ -1,30 +1,41 @@
-"""Measures GPU kernels per op family and precision and writes NeuSight-like CSVs (one file per
-op and precision) for training the learned models beyond FP32 and beyond NeuSight's GPUs. The
-modules beside it do the work: kernel_families.py (the families), kernel_shapes.py, cases_*.py,
-kernel_measure.py, kernel_trace.py, kernel_rows.py.
+"""Measures GPU kernels per op family and precision and writes NeuSight-like CSVs
+(<stem>_<precision>.csv) for training the learned models beyond FP32 and beyond NeuSight's GPUs.
+The entry point of the modules beside it: kernel_families.py (the families), kernel_shapes.py and
+network_shapes.py, cases_*.py, kernel_measure.py, kernel_trace.py, kernel_rows.py.
 
     python benchmarks/gpu/collect_kernels.py --out benchmarks/results/kernels/<gpu> [--budget-s 540]
-    python benchmarks/gpu/collect_kernels.py --out DIR --families conv,layernorm --budget-s 120
+    python benchmarks/gpu/collect_kernels.py --out DIR --families gconv,batchnorm --budget-s 240
     python benchmarks/gpu/collect_kernels.py --device cpu --dry-run --out /tmp/kernels   # smoke test
 
-Families (--families, comma-separated, default all):
-- gemm: bmm and linear in fp32, tf32, bf16, fp16;
+Families (--families, comma-separated, default all; files; shape columns):
+- gemm: bmm and linear in fp32, tf32, bf16, fp16; bmm_*, linear_*; B, M, N, K (A[B,M,N] x B[B,N,K],
+  N the reduction, as NeuSight);
 - conv: fwd, bwd_data, bwd_weight in fp32 (TF32 off: SIMT kernels), tf32 (cuDNN's default for
-  fp32 tensors) and bf16, the tensor-core precisions both NCHW and channels-last (`Layout`);
-- gconv: grouped and depthwise convolutions, as conv, in gconv_<precision>.csv (OPName gconv),
-  conv's columns and `Groups` (depthwise: Groups == Input_Channel == Output_Channel);
-- pointwise: 1x1 convolutions, as conv, in conv1x1_<precision>.csv (OPName conv: dense conv rows);
-- attention: F.scaled_dot_product_attention forced to each SDPA backend (flash, efficient,
-  cudnn, math where this torch has it); fwd and fwd+bwd; causal and not; bf16, fp16, fp32;
-- elementwise (add, mul, div, addu, mulu, relu, gelu, tanh: NeuSight's ops), layernorm (ln fwd,
-  bwd), softmax (fwd, bwd), reduction (sum over the last or the first dimension: `Dim`) on
-  B x H tensors, and batchnorm (training mode, fwd and fwd+bwd, NCHW and channels-last, B x C x
-  Input_Size^2), in fp32 and bf16 (batch norm: bf16 input, fp32 parameters, as under autocast).
-Shapes are drawn per family from --seed (the same shapes whatever else runs); gconv, pointwise
-and batchnorm draw a third of theirs from real networks' layers (network_shapes.py). --budget-s is
-split between the selected families (time a family leaves unused goes to the next), so every
-selected family is reached. Files already in --out are kept: rows of a file this run also
-writes are appended to (another --seed measures other shapes).
+  fp32 tensors) and bf16, the tensor-core precisions both NCHW and channels-last; conv_*;
+  B, Input_Channel, Output_Channel, Kernel_Szie, Input_Size, Stride, Padding, Layout;
+- gconv: grouped and depthwise convolutions, as conv; gconv_* (OPName gconv); conv's columns
+  and Groups (depthwise: Groups == Input_Channel == Output_Channel);
+- pointwise: 1x1 convolutions, as conv; conv1x1_* (OPName conv: dense conv rows); conv's columns;
+- attention: F.scaled_dot_product_attention forced to each SDPA backend (flash, efficient, cudnn,
+  math where this torch has it); fwd and fwd+bwd; causal and not; bf16, fp16, fp32; sdpa_*;
+  B, H, L, S, E, Causal, Backend;
+- batchnorm: training mode, fwd and fwd+bwd, NCHW and channels-last, fp32 or bf16 input with
+  fp32 parameters (as under autocast); bn_*; B, Input_Channel, Input_Size, Layout;
+- elementwise (add, mul, div, addu, mulu, relu, gelu, tanh: NeuSight's ops; <op>_*), activation
+  (relu, relu6, gelu, gelu_tanh, silu, hardswish, hardsigmoid, sigmoid, tanh, fwd and the aten
+  backward op, bwd; activation_*), layernorm (ln fwd, bwd; ln_*), softmax (fwd, bwd; softmax_*),
+  reduction (sum and mean over the last or the first dimension; sum_*, mean_*; Dim): B x H
+  tensors (B, H), in fp32 and bf16;
+- embedding: F.embedding fwd and aten.embedding_dense_backward bwd; embedding_*; Vocab, Dim, Tokens;
+- crossentropy: F.cross_entropy fwd and fwd+bwd, and its aten parts log_softmax and nll_loss, fwd
+  and bwd; crossentropy_*; Tokens, Classes;
+- adamw: one AdamW step over a list of parameters, fused and foreach (Impl), parameters in fp32
+  or bf16; adamw_*; Tensors, Elements, Largest, Chunks, Impl.
+Shapes are drawn per family from --seed (the same shapes whatever else runs); the new families
+draw a third of them from real networks' layers (network_shapes.py). --budget-s is split
+between the selected families (time a family leaves unused goes to the next), so every selected
+family is reached. Files already in --out are kept: rows of a file this run also writes are
+appended to (another --seed measures other shapes).
 
 Per pass of shapes (as many as --batch and the device's memory allow): each case is warmed up
 first (cuDNN's autotuner, with cudnn.benchmark on, tries its candidate kernels here); then one
@@ -35,12 +46,8 @@ kernels of a run in `Kernels`) and `Kernel Latency`, the median over the runs of
 durations of the case's kernels (ms, CUPTI's device time: no launch gaps, no host time, so no
 harness floor), and `Transform Latency`, the same for cuDNN's NCHW<->NHWC layout transform
 kernels alone; then CUDA events time the case (`Latency`, ms): median of --repeats runs,
-NeuSight's method (host launch included).
-Columns follow NeuSight's plus `Precision`, `Phase`, the two kernel columns and the shape.
-Shapes: GEMM A[B,M,N] x B[B,N,K] (N is the reduction, as in NeuSight); conv B, Input_Channel,
-Output_Channel, Kernel_Szie, Input_Size, Stride, Padding, Layout; attention (OPName sdpa) B, H,
-L, S, E, Causal, Backend; memory-bound ops B, H (and Dim); batch norm (OPName bn) B,
-Input_Channel, Input_Size, Layout; gconv as conv and Groups.
+NeuSight's method (host launch included). Columns follow NeuSight's plus `Precision`, `Phase`,
+the two kernel columns and the shape.
 """
 from __future__ import annotations
 
@@ -86,7 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--attention", type=int, default=200,
                    help="attention shapes (each: backends x precisions x causal x fwd, fwd+bwd)")
     p.add_argument("--memory", type=int, default=300,
-                   help="shapes per memory-bound family (each in its ops, phases and precisions)")
+                   help="shapes per family of the others (each in its ops, phases and precisions)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=10, help="CUDA-event timings per case (Latency)")
     p.add_argument("--profiled-runs", type=int, default=5,

@@ -7,16 +7,22 @@ from typing import Any, Callable
 
 from cases_conv import batchnorm_cases, conv_cases, gconv_cases, pointwise_cases
 from cases_matmul import attention_cases, gemm_cases
-from cases_memory import elementwise_cases, layernorm_cases, reduction_cases, softmax_cases
+from cases_memory import activation_cases, elementwise_cases, layernorm_cases, reduction_cases, softmax_cases
+from cases_training import adamw_cases, crossentropy_cases, embedding_cases
 from kernel_case import Case
 from kernel_shapes import (
+    activation_shapes,
+    adamw_shapes,
     attention_shapes,
     batchnorm_shapes,
     conv_shapes,
+    crossentropy_shapes,
+    embedding_shapes,
     gconv_shapes,
     gemm_shapes,
     memory_shapes,
     pointwise_shapes,
+    reduction_shapes,
 )
 
 
@@ -34,14 +40,18 @@ class Family:
 # In the default order of --families (all of them): the families of the 2026-11 collections
 # first, as they ran then.
 FAMILIES: dict[str, Family] = {
-    "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.20),
-    "conv": Family(conv_shapes, conv_cases, "conv", 0.20, 2),
-    "attention": Family(attention_shapes, attention_cases, "attention", 0.12, 4),
-    "elementwise": Family(memory_shapes, elementwise_cases, "memory", 0.06),
-    "layernorm": Family(memory_shapes, layernorm_cases, "memory", 0.04),
-    "softmax": Family(memory_shapes, softmax_cases, "memory", 0.04),
-    "reduction": Family(memory_shapes, reduction_cases, "memory", 0.04),
-    "batchnorm": Family(batchnorm_shapes, batchnorm_cases, "memory", 0.08),
+    "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.16),
+    "conv": Family(conv_shapes, conv_cases, "conv", 0.16, 2),
+    "attention": Family(attention_shapes, attention_cases, "attention", 0.10, 4),
+    "elementwise": Family(activation_shapes, elementwise_cases, "memory", 0.04),
+    "layernorm": Family(memory_shapes, layernorm_cases, "memory", 0.03),
+    "softmax": Family(memory_shapes, softmax_cases, "memory", 0.03),
+    "reduction": Family(reduction_shapes, reduction_cases, "memory", 0.03),
+    "batchnorm": Family(batchnorm_shapes, batchnorm_cases, "memory", 0.06),
     "gconv": Family(gconv_shapes, gconv_cases, "conv", 0.14, 2),
     "pointwise": Family(pointwise_shapes, pointwise_cases, "conv", 0.08, 2),
+    "activation": Family(activation_shapes, activation_cases, "memory", 0.06),
+    "embedding": Family(embedding_shapes, embedding_cases, "memory", 0.03),
+    "crossentropy": Family(crossentropy_shapes, crossentropy_cases, "memory", 0.04),
+    "adamw": Family(adamw_shapes, adamw_cases, "memory", 0.04),
 }

@@ -11,7 +11,20 @@ import math
 import random
 from typing import Any
 
-from network_shapes import BATCHNORM, DEPTHWISE, GROUPED, POINTWISE, layers
+from network_shapes import (
+    ACTIVATIONS,
+    BATCHNORM,
+    CROSS_ENTROPY,
+    DEPTHWISE,
+    EMBEDDINGS,
+    GROUPED,
+    PARAMETER_LISTS,
+    POINTWISE,
+    REDUCTIONS,
+    layers,
+    resnet,
+    transformer,
+)
 
 # Share of a new family's shapes taken from real networks' layers (none in a dry run).
 REAL_SHARE = 1 / 3
@@ -21,11 +34,20 @@ RANGES = {
     "gconv": {"B": (1, 256), "Input_Channel": (8, 4096), "Input_Size": (4, 200), "Groups": (2, 64)},
     "pointwise": {"B": (1, 256), "Input_Channel": (4, 4096), "Output_Channel": (4, 4096), "Input_Size": (1, 112)},
     "batchnorm": {"B": (1, 256), "Input_Channel": (8, 2560), "Input_Size": (2, 160)},
+    "activation": {"B": (1, 2**16), "H": (1, 2**21)},  # 2^16 tokens; EfficientNet's 96@112 is 1.2M an image
+    "reduction": {"B": (1, 2**19), "H": (1, 2**17)},   # global pooling over 256 x 2048 channels
+    "embedding": {"Vocab": (2, 2**18), "Dim": (16, 8192), "Tokens": (1, 2**16)},
+    "crossentropy": {"Tokens": (1, 2**16), "Classes": (2, 2**18)},  # up to a multilingual vocabulary
 }
 GROUP_WIDTHS = (2, 4, 8, 16, 24, 32, 48, 64, 128)  # channels per group of a grouped (not depthwise) conv
-# Element caps: the largest tensor of a shape (batch x channels x size^2). Real networks' layers
-# fit them at a training batch (the tests check it).
-CAPS = {"gconv": 2**28, "pointwise": 2**28, "batchnorm": 2**28}
+# Element caps: the largest tensor of a shape (conv-like: batch x channels x size^2; flat: rows x
+# columns; embeddings: the table, and tokens x dim; cross-entropy: the logits; AdamW: all
+# parameters together). Real networks' layers fit them at a training batch (the tests check it).
+CAPS = {"gconv": 2**28, "pointwise": 2**28, "batchnorm": 2**28, "flat": 2**28, "embedding": 2**28,
+        "embedding_tokens": 2**27, "crossentropy": 2**29, "adamw": 2**29}
+# PyTorch's multi_tensor_apply (kChunkSize of its CUDA sources) splits each tensor of a foreach or
+# fused optimizer step into chunks of this many elements.
+OPTIMIZER_CHUNK = 65536
 Shape = dict[str, Any]
 
 
@@ -187,4 +209,109 @@ def batchnorm_shapes(n: int, rng: random.Random, small: bool = False) -> list[Sh
             size = _draw(rng, "batchnorm", "Input_Size", 16, small)
         batch, size = _fit(_draw(rng, "batchnorm", "B", 4, small), size, channels, CAPS["batchnorm"])
         out.append({"B": batch, "Input_Channel": channels, "Input_Size": size})
+    return out
+
+
+def _flat(n: int, rng: random.Random, small: bool, family: str, table: dict[str, list[tuple]]) -> list[Shape]:
+    """{B, H}: rows and columns, mostly aligned to 8, their product under CAPS["flat"]."""
+    out = []
+    for i in range(n):
+        real = _real(rng, small, table)
+        if real:
+            rows, cols = real
+        else:
+            rows, cols = _draw(rng, family, "B", 64, small), _draw(rng, family, "H", 256, small, i % 4 != 3)
+        while rows * cols > CAPS["flat"]:
+            if rows > 1:
+                rows //= 2
+            else:
+                cols //= 2
+        out.append({"B": rows, "H": cols})
+    return out
+
+
+def activation_shapes(n: int, rng: random.Random, small: bool = False) -> list[Shape]:
+    """Inputs of element-wise ops and activations: tokens x features or images x C*H*W."""
+    return _flat(n, rng, small, "activation", ACTIVATIONS)
+
+
+def reduction_shapes(n: int, rng: random.Random, small: bool = False) -> list[Shape]:
+    """Inputs of sum and mean (reduced over either dimension)."""
+    return _flat(n, rng, small, "reduction", REDUCTIONS)
+
+
+def embedding_shapes(n: int, rng: random.Random, small: bool = False) -> list[Shape]:
+    """{Vocab, Dim, Tokens}: the table's rows and width, and the tokens looked up."""
+    out = []
+    for i in range(n):
+        real = _real(rng, small, EMBEDDINGS)
+        if real:
+            vocab, dim, tokens = real
+        else:
+            vocab = _draw(rng, "embedding", "Vocab", 64, small)
+            dim = _draw(rng, "embedding", "Dim", 32, small, i % 4 != 3)
+            tokens = _draw(rng, "embedding", "Tokens", 64, small)
+        while vocab * dim > CAPS["embedding"]:
+            vocab //= 2
+        while tokens > 1 and tokens * dim > CAPS["embedding_tokens"]:
+            tokens //= 2
+        out.append({"Vocab": vocab, "Dim": dim, "Tokens": tokens})
+    return out
+
+
+def crossentropy_shapes(n: int, rng: random.Random, small: bool = False) -> list[Shape]:
+    """{Tokens, Classes}: the logits' rows (images or tokens) and classes."""
+    out = []
+    for _ in range(n):
+        real = _real(rng, small, CROSS_ENTROPY)
+        if real:
+            tokens, classes = real
+        else:
+            tokens = _draw(rng, "crossentropy", "Tokens", 64, small)
+            classes = _draw(rng, "crossentropy", "Classes", 64, small)
+        while tokens * classes > CAPS["crossentropy"]:
+            if tokens > 1:
+                tokens //= 2
+            else:
+                classes //= 2
+        out.append({"Tokens": tokens, "Classes": classes})
+    return out
+
+
+def _random_transformer(rng: random.Random, small: bool) -> list[int]:
+    hidden = 8 * _dim(rng, 1, 4, False) if small else 64 * _dim(rng, 1, 32, False)
+    vocab = 0 if rng.random() < 0.3 else _dim(rng, 16 if small else 1000, 64 if small else 2**16, False)
+    depth, fused = _dim(rng, 1, 2 if small else 48, False), rng.random() < 0.5
+    sizes = transformer(depth, hidden, 4 * hidden, vocab, fused)
+    while depth > 1 and sum(sizes) > CAPS["adamw"]:
+        depth //= 2
+        sizes = transformer(depth, hidden, 4 * hidden, vocab, fused)
+    return sizes
+
+
+def _random_cnn(rng: random.Random, small: bool) -> list[int]:
+    base = 2 * _dim(rng, 1, 2, False) if small else 8 * _dim(rng, 2, 16, False)
+    blocks = tuple(_dim(rng, 1, 1 if small else 8, False) for _ in range(4))
+    return resnet(tuple(base * 2**s for s in range(4)), blocks, 10 if small else rng.choice([10, 1000]))
+
+
+def _random_list(rng: random.Random, small: bool) -> list[int]:
+    sizes = [_dim(rng, 1, 2**8 if small else 2**22, False) for _ in range(_dim(rng, 2, 8 if small else 512, False))]
+    total = sum(sizes)
+    return sizes if total <= CAPS["adamw"] else [max(1, s * CAPS["adamw"] // total) for s in sizes]
+
+
+def adamw_shapes(n: int, rng: random.Random, small: bool = False) -> list[Shape]:
+    """Parameter lists of one optimizer step: {Tensors, Elements, Largest, Chunks} (Chunks: the
+    OPTIMIZER_CHUNK pieces the multi-tensor kernels walk) and `sizes`, each tensor's elements
+    (not a column). About a third are real models' lists (network_shapes.PARAMETER_LISTS), the
+    rest transformers and ResNets of random depth and width, and random lists."""
+    out = []
+    for _ in range(n):
+        if not small and rng.random() < REAL_SHARE:
+            sizes = PARAMETER_LISTS[rng.choice(sorted(PARAMETER_LISTS))]()
+        else:
+            sizes = rng.choice([_random_transformer, _random_cnn, _random_list])(rng, small)
+        out.append({"Tensors": len(sizes), "Elements": sum(sizes), "Largest": max(sizes),
+                    "Chunks": sum(math.ceil(s / OPTIMIZER_CHUNK) for s in sizes), "sizes": tuple(sizes)})
     return out

@@ -1,11 +1,13 @@
 """What real networks run, per op family of the kernel collector: the layers of MobileNet-v2/v3,
-EfficientNet-B0, ConvNeXt-T, ResNet-50, ResNeXt and RegNetY. The shape generators
-(kernel_shapes.py) draw part of their shapes from these tables and size their random ranges to
-contain them; the tests check both. Torch-free.
+EfficientNet-B0, ConvNeXt-T, ResNet-50, ResNeXt, RegNetY, and the tensors of BERT, GPT-2, ViT and
+T5 at common training sizes. The shape generators (kernel_shapes.py) draw part of their shapes
+from these tables and size their random ranges to contain them; the tests check both. Torch-free.
 
 Layer tables are per sample, at a 224x224 input (torchvision's definitions: inverted residual
 blocks expand, filter depthwise, squeeze-excite on a 1x1 map, project); the generators pick the
-batch.
+batch. Flat tables (element-wise, reductions, embeddings, losses) are at a training batch:
+BERT-base 32 x 512 tokens, GPT-2 8 x 1024, ViT-B/16 256 x 197, T5-small 32 x 512, CNNs 128-256
+images.
 """
 from __future__ import annotations
 
@@ -69,6 +71,101 @@ BATCHNORM = {
                         (1152, 7), (320, 7), (1280, 7)],
     "resnext101_32x8d": [(256, 56), (512, 56), (512, 28), (1024, 28), (1024, 14), (2048, 14), (2048, 7)],
 }
+# Element-wise and activation inputs, (rows, columns): tokens x features, or images x C*H*W.
+ACTIVATIONS = {
+    "bert_base": [(16384, 3072), (16384, 768)],            # GELU on the FFN, residual adds
+    "gpt2_small": [(8192, 3072), (8192, 768)],             # GELU (tanh)
+    "vit_b16": [(50432, 3072), (50432, 768)],
+    "t5_small": [(16384, 2048), (16384, 512)],             # ReLU on the FFN
+    "resnet50": [(256, 802816), (256, 200704), (256, 100352)],  # ReLU at 64@112, 64@56, 2048@7
+    "mobilenet_v2": [(128, 1204224), (128, 47040)],        # ReLU6 at 96@112, 960@7
+    "mobilenet_v3_large": [(128, 200704), (128, 188160), (128, 72), (128, 960)],  # hardswish; SE hardsigmoid
+    "efficientnet_b0": [(128, 401408), (128, 1204224), (128, 56448), (128, 96), (128, 1152)],  # SiLU; SE sigmoid
+}
+# Reductions (rows, columns), summed or averaged over either: bias gradients (over tokens),
+# squeeze-excitation and global pooling (over H*W), RMS norm statistics, a loss's mean.
+REDUCTIONS = {
+    "bert_base": [(16384, 3072), (16384, 768)],
+    "gpt2_small": [(8192, 2304), (1, 8192)],
+    "vit_b16": [(50432, 768)],
+    "t5_small": [(16384, 512), (1, 16384)],
+    "resnet50": [(524288, 49)],                            # 256 x 2048 channels x 7x7
+    "efficientnet_b0": [(4096, 12544), (12288, 3136), (147456, 49)],
+    "mobilenet_v3_large": [(122880, 49)],
+}
+# Embeddings: (vocabulary, dimension, tokens).
+EMBEDDINGS = {
+    "bert_base": [(30522, 768, 16384), (512, 768, 16384), (2, 768, 16384)],
+    "gpt2": [(50257, 768, 8192), (1024, 768, 8192), (50257, 1024, 8192), (50257, 1600, 4096)],
+    "t5": [(32128, 512, 16384), (32128, 768, 16384)],
+    "llama_7b": [(32000, 4096, 4096)],
+    "xlm_roberta_base": [(250002, 768, 8192)],
+}
+# Cross-entropy: (tokens, classes).
+CROSS_ENTROPY = {
+    "imagenet": [(256, 1000), (32, 1000)], "cifar10": [(128, 10)], "bert_base_mlm": [(16384, 30522)],
+    "gpt2": [(8192, 50257)], "t5_small": [(16384, 32128), (4096, 32128)], "llama_7b": [(4096, 32000)],
+}
+
+
+def _transformer_layer(d: int, ffn: int, fused_qkv: bool) -> list[int]:
+    """One pre- or post-norm encoder layer with biases: attention, two norms, the MLP."""
+    attention = [3 * d * d, 3 * d] if fused_qkv else [d * d, d] * 3
+    return attention + [d * d, d, d, d, ffn * d, ffn, ffn * d, d, d, d]
+
+
+def bert_base() -> list[int]:
+    embeddings = [30522 * 768, 512 * 768, 2 * 768, 768, 768]
+    return embeddings + _transformer_layer(768, 3072, False) * 12 + [768 * 768, 768]  # + pooler
+
+
+def gpt2_small() -> list[int]:
+    return [50257 * 768, 1024 * 768] + _transformer_layer(768, 3072, True) * 12 + [768, 768]
+
+
+def vit_b16() -> list[int]:
+    stem = [768 * 3 * 16 * 16, 768, 768, 197 * 768]  # patch conv, its bias, class token, positions
+    return stem + _transformer_layer(768, 3072, True) * 12 + [768, 768, 1000 * 768, 1000]
+
+
+def t5_small() -> list[int]:
+    """No biases, RMS norms, relative position biases, the embedding shared with the LM head."""
+    d, ffn = 512, 2048
+    encoder = ([d * d] * 4 + [d] + [ffn * d, ffn * d] + [d]) * 6 + [32 * 8, d]
+    decoder = ([d * d] * 4 + [d] + [d * d] * 4 + [d] + [ffn * d, ffn * d] + [d]) * 6 + [32 * 8, d]
+    return [32128 * d] + encoder + decoder
+
+
+def transformer(depth: int, hidden: int, ffn: int, vocab: int, fused_qkv: bool) -> list[int]:
+    """A token embedding (none for vocab 0), `depth` layers, a final norm."""
+    return ([vocab * hidden] if vocab else []) + _transformer_layer(hidden, ffn, fused_qkv) * depth + [hidden, hidden]
+
+
+def resnet(widths: tuple[int, ...], blocks: tuple[int, ...], classes: int) -> list[int]:
+    """A bottleneck ResNet (torchvision's): conv weights (no biases), a batch norm's weight and
+    bias after each, a projection shortcut in each stage's first block, the classifier."""
+    stem = widths[0]
+    sizes = [stem * 3 * 7 * 7, stem, stem]
+    cin = stem
+    for width, count in zip(widths, blocks):
+        out = 4 * width
+        for b in range(count):
+            sizes += [width * cin, width, width, width * width * 9, width, width, out * width, out, out]
+            if b == 0:
+                sizes += [out * cin, out, out]
+            cin = out
+    return sizes + [classes * cin, classes]
+
+
+def resnet50() -> list[int]:
+    return resnet((64, 128, 256, 512), (3, 4, 6, 3), 1000)
+
+
+# AdamW parameter lists (one entry per tensor: its element count).
+PARAMETER_LISTS = {"bert_base": bert_base, "gpt2_small": gpt2_small, "vit_b16": vit_b16, "t5_small": t5_small,
+                   "resnet50": resnet50}
+
+
 def layers(table: dict[str, list[tuple]]) -> list[tuple]:
     """Every distinct layer of a table, in order."""
     return list(dict.fromkeys(layer for net in table.values() for layer in net))

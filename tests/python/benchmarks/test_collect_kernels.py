@@ -1,6 +1,7 @@
-"""The GPU kernel collector's CPU-side parts: options, budget split, shapes; and CPU dry runs of
-the whole script (tiny shapes). (Cases: test_collect_kernels_cases.py; kernels of a run and
-CSVs: test_collect_kernels_trace.py.)"""
+"""The GPU kernel collector's CPU-side parts: options, budget split, passes, and a CPU dry run of
+the whole script (every family, tiny shapes) whose CSVs have the documented columns and load
+into the learned models' tables. (Shapes: test_collect_kernels_shapes.py; cases:
+test_collect_kernels_cases.py; kernels of a run: test_collect_kernels_trace.py.)"""
 from __future__ import annotations
 
 import argparse
@@ -8,14 +9,42 @@ import contextlib
 import csv
 import importlib.util
 import io
-import random
+import re
+import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 from bench_scripts import loaded_script
 
 ROOT = Path(__file__).resolve().parents[3]
+PRECISIONS = ("fp32", "bf16")
+CONV_PRECISIONS = ("fp32", "tf32", "bf16")
+CONV_COLUMNS = ["B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"]
+NEUSIGHT_OPS = ("add", "mul", "div", "addu", "mulu", "relu", "gelu", "tanh")
+ACTIVATIONS = {"relu", "relu6", "gelu", "gelu_tanh", "silu", "hardswish", "hardsigmoid", "sigmoid", "tanh"}
+# What each family writes, as documented (the module docstring):
+# family -> (file stems, precisions, OPNames, phases, shape columns in order)
+DOCUMENTED = {
+    "gemm": (("bmm", "linear"), ("fp32", "tf32", "bf16", "fp16"), {"bmm", "linear"}, {"fwd"}, ["B", "M", "N", "K"]),
+    "conv": (("conv",), CONV_PRECISIONS, {"conv"}, {"fwd", "bwd_data", "bwd_weight"}, CONV_COLUMNS + ["Layout"]),
+    "attention": (("sdpa",), ("bf16", "fp16", "fp32"), {"sdpa"}, {"fwd", "fwd+bwd"},
+                  ["B", "H", "L", "S", "E", "Causal", "Backend"]),
+    "elementwise": (NEUSIGHT_OPS, PRECISIONS, set(NEUSIGHT_OPS), {"fwd"}, ["B", "H"]),
+    "layernorm": (("ln",), PRECISIONS, {"ln"}, {"fwd", "bwd"}, ["B", "H"]),
+    "softmax": (("softmax",), PRECISIONS, {"softmax"}, {"fwd", "bwd"}, ["B", "H"]),
+    "reduction": (("sum", "mean"), PRECISIONS, {"sum", "mean"}, {"fwd"}, ["B", "H", "Dim"]),
+    "batchnorm": (("bn",), PRECISIONS, {"bn"}, {"fwd", "fwd+bwd"}, ["B", "Input_Channel", "Input_Size", "Layout"]),
+    "gconv": (("gconv",), CONV_PRECISIONS, {"gconv"}, {"fwd", "bwd_data", "bwd_weight"},
+              CONV_COLUMNS + ["Groups", "Layout"]),
+    "pointwise": (("conv1x1",), CONV_PRECISIONS, {"conv"}, {"fwd", "bwd_data", "bwd_weight"}, CONV_COLUMNS + ["Layout"]),
+    "activation": (("activation",), PRECISIONS, ACTIVATIONS, {"fwd", "bwd"}, ["B", "H"]),
+    "embedding": (("embedding",), PRECISIONS, {"embedding"}, {"fwd", "bwd"}, ["Vocab", "Dim", "Tokens"]),
+    "crossentropy": (("crossentropy",), PRECISIONS, {"cross_entropy", "log_softmax", "nll_loss"},
+                     {"fwd", "fwd+bwd", "bwd"}, ["Tokens", "Classes"]),
+    "adamw": (("adamw",), PRECISIONS, {"adamw"}, {"step"}, ["Tensors", "Elements", "Largest", "Chunks", "Impl"]),
+}
 
 
 @pytest.fixture(scope="module")
@@ -24,11 +53,30 @@ def ck():
         yield module
 
 
+def _main(ck, *argv: str) -> str:
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log):
+        assert ck.main(["--device", "cpu", "--dry-run", *argv]) == 0
+    return log.getvalue()
+
+
+@pytest.fixture(scope="module")
+def dry_run(ck, tmp_path_factory):
+    """One CPU dry run of every family: its directory and its log (a budget no family runs out of)."""
+    out = tmp_path_factory.mktemp("dry_run") / "kernels"
+    return out, _main(ck, "--out", str(out), "--budget-s", "36000")
+
+
+def _rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
 def test_families_option(ck):
-    assert ck.parse_args(["--out", "x"]).families == ("gemm", "conv", "attention", "elementwise", "layernorm",
-                                                      "softmax", "reduction", "batchnorm", "gconv", "pointwise")
+    assert ck.parse_args(["--out", "x"]).families == tuple(DOCUMENTED)
     assert ck.parse_args(["--out", "x", "--families", "attention, gemm"]).families == ("attention", "gemm")
-    assert ck.parse_args(["--out", "x", "--families", "conv,conv"]).families == ("conv",)
+    assert ck.parse_args(["--out", "x", "--families", "gconv,batchnorm,gconv"]).families == ("gconv", "batchnorm")
     with pytest.raises(argparse.ArgumentTypeError, match="unknown families lstm"):
         ck.parse_families("gemm,lstm")
     with pytest.raises(SystemExit):
@@ -52,27 +100,9 @@ def test_budget_reaches_every_family(ck):
     assert ck.family_budget(50.0, "attention", ["attention"]) == pytest.approx(50.0)
 
 
-def test_shapes_are_reproducible_and_bounded(ck):
-    ks = sys.modules["kernel_shapes"]
-    g1, g2 = ks.gemm_shapes(40, random.Random(3)), ks.gemm_shapes(40, random.Random(3))
-    assert g1 == g2
-    assert {op for op, _ in g1} == {"bmm", "linear"}
-    for op, s in g1:
-        assert s["B"] * (s["M"] * s["N"] + s["N"] * s["K"] + s["M"] * s["K"]) <= 2**28
-        assert op == "bmm" or s["B"] == 1
-    for s in ks.conv_shapes(40, random.Random(1)):
-        assert s["B"] * max(s["Input_Channel"], s["Output_Channel"]) * s["Input_Size"] ** 2 <= 2**27
-        assert s["Padding"] == s["Kernel_Szie"] // 2 and s["Stride"] in (1, 2)
-    shapes = ks.attention_shapes(200, random.Random(0))
-    assert all(s["B"] * s["H"] * s["L"] * s["S"] <= 2**28 for s in shapes)
-    assert {s["E"] for s in shapes} == {64, 128}
-    assert any(s["L"] != s["S"] for s in shapes) and any(s["L"] == s["S"] for s in shapes)
-    assert all(128 <= s["L"] <= 8192 for s in shapes)
-
-
 def test_family_shapes_do_not_depend_on_the_families_before(ck):
     a = ck.FAMILIES["batchnorm"].shapes(30, ck.family_rng(0, "batchnorm"))
-    ck.FAMILIES["conv"].shapes(30, ck.family_rng(0, "conv"))
+    ck.FAMILIES["gconv"].shapes(30, ck.family_rng(0, "gconv"))
     assert ck.FAMILIES["batchnorm"].shapes(30, ck.family_rng(0, "batchnorm")) == a
     assert ck.FAMILIES["batchnorm"].shapes(30, ck.family_rng(1, "batchnorm")) != a
 
@@ -96,90 +126,78 @@ def test_passes_hold_what_memory_allows_and_skip_failing_shapes(ck):
     assert measure.device_memory_full("cpu")() is False
 
 
-def _main(ck, *argv: str) -> str:
-    log = io.StringIO()
-    with contextlib.redirect_stdout(log):
-        assert ck.main(["--device", "cpu", "--dry-run", *argv]) == 0
-    return log.getvalue()
+def test_cpu_dry_run_of_every_family_writes_the_documented_files(ck, dry_run):
+    out, log = dry_run
+    files = {p.stem: p for p in out.glob("*.csv")}
+    expected = {f"{stem}_{p}" for stems, precs, *_ in DOCUMENTED.values() for stem in stems for p in precs}
+    assert set(files) == expected
+    base = sys.modules["kernel_rows"].BASE_COLUMNS
+    doc = ck.__doc__
+    for family, (stems, precisions, ops, phases, columns) in DOCUMENTED.items():
+        assert f"{family}:" in log and f"{family}: 0 measurements" not in log
+        found_ops, found_phases = set(), set()
+        for stem in stems:
+            for prec in precisions:
+                header, rows = _rows(files[f"{stem}_{prec}"])
+                assert header == base + columns, (stem, prec)
+                assert rows and {r["Precision"] for r in rows} == {prec}
+                assert all(float(r["Kernel Latency"]) > 0 and float(r["Latency"]) > 0 for r in rows), (stem, prec)
+                # each listed kernel (here: CPU ops) appears once
+                assert all(len(r["Kernels"].split(";")) == len(set(r["Kernels"].split(";"))) for r in rows)
+                found_ops |= {r["OPName"] for r in rows}
+                found_phases |= {r["Phase"] for r in rows}
+        assert (found_ops, found_phases) == (ops, phases), family
+        for column in columns:
+            assert column in doc, f"{family}: column {column} undocumented"
+    assert re.findall(r"(\d+) failed to build", log) == ["0"] * len(DOCUMENTED)
 
 
-def test_dry_run_keeps_the_files_of_earlier_calls(ck, tmp_path):
-    out = tmp_path / "kernels"
-    log = _main(ck, "--out", str(out), "--families", "layernorm,reduction", "--budget-s", "600")
-    assert {p.stem for p in out.glob("*.csv")} == {f"{s}_{p}" for s in ("ln", "sum") for p in ("fp32", "bf16")}
-    assert "0 failed to build" in log
-    with open(out / "ln_fp32.csv") as f:
-        first = list(csv.DictReader(f))
-    # a second call into the directory (another seed) keeps every row
-    log = _main(ck, "--out", str(out), "--families", "layernorm", "--budget-s", "600", "--seed", "5")
-    assert "keeping the" in log
-    with open(out / "ln_fp32.csv") as f:
-        both = list(csv.DictReader(f))
-    key = ("B", "H", "Phase")
-    assert [tuple(r[k] for k in key) for r in both[:len(first)]] == [tuple(r[k] for k in key) for r in first]
-    assert len(both) == 2 * len(first) and (out / "sum_fp32.csv").exists()
-
-
-def test_cpu_dry_run_writes_each_selected_family(ck, tmp_path, capsys):
-    out = tmp_path / "kernels"
-    assert ck.main(["--device", "cpu", "--dry-run", "--out", str(out), "--families", "attention,conv",
-                    "--budget-s", "60"]) == 0
-    names = {p.name for p in out.glob("*.csv")}
-    assert {"conv_fp32.csv", "conv_tf32.csv", "conv_bf16.csv", "sdpa_fp32.csv"} <= names
-    assert not any(n.startswith(("bmm", "linear")) for n in names)
-    with open(out / "sdpa_fp32.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert {r["Phase"] for r in rows} == {"fwd", "fwd+bwd"}
-    assert {r["Causal"] for r in rows} == {"0", "1"}
-    assert "math" in {r["Backend"] for r in rows}
-    assert all(float(r["Latency"]) > 0 for r in rows)
-    with open(out / "conv_fp32.csv") as f:
-        conv = list(csv.DictReader(f))
-    assert {r["Phase"] for r in conv} == {"fwd", "bwd_data", "bwd_weight"}
+def test_cpu_dry_run_rows(dry_run):
+    out, _ = dry_run
+    _, sdpa = _rows(out / "sdpa_fp32.csv")
+    assert {r["Causal"] for r in sdpa} == {"0", "1"} and "math" in {r["Backend"] for r in sdpa}
+    _, conv = _rows(out / "conv_fp32.csv")
     assert {r["Layout"] for r in conv} == {"nchw"}
-    with open(out / "conv_bf16.csv") as f:
-        assert {r["Layout"] for r in csv.DictReader(f)} == {"nchw", "nhwc"}
-    assert all(float(r["Kernel Latency"]) > 0 and float(r["Transform Latency"]) == 0 for r in conv)
-    # each listed kernel (here: CPU ops) appears once
-    assert all(len(r["Kernels"].split(";")) == len(set(r["Kernels"].split(";"))) for r in conv)
-    log = capsys.readouterr().out
-    assert "attention:" in log and "conv:" in log and "gemm:" not in log
-
-
-def test_cpu_dry_run_grouped_and_1x1_convolutions_and_batch_norm(ck, tmp_path):
-    from habitat.learned.neusight import load_precision_kernels
-    out = tmp_path / "kernels"
-    log = _main(ck, "--out", str(out), "--families", "gconv,pointwise,batchnorm", "--budget-s", "600")
-    assert "gconv:" in log and "pointwise:" in log and "batchnorm:" in log and "conv:" not in log.replace("gconv:", "")
-    assert {p.stem for p in out.glob("*.csv")} == {f"{s}_{p}" for s in ("gconv", "conv1x1") for p in
-                                                   ("fp32", "tf32", "bf16")} | {"bn_fp32", "bn_bf16"}
-    conv_columns = ["B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"]
-    with open(out / "gconv_bf16.csv") as f:
-        reader = csv.DictReader(f)
-        assert reader.fieldnames[-9:] == conv_columns + ["Groups", "Layout"]
-        rows = list(reader)
-    assert {r["OPName"] for r in rows} == {"gconv"} and {r["Layout"] for r in rows} == {"nchw", "nhwc"}
-    assert {r["Phase"] for r in rows} == {"fwd", "bwd_data", "bwd_weight"}
-    assert all(float(r["Kernel Latency"]) > 0 and int(r["Input_Channel"]) % int(r["Groups"]) == 0 for r in rows)
-    with open(out / "bn_fp32.csv") as f:
-        bn = list(csv.DictReader(f))
+    assert all(float(r["Transform Latency"]) == 0 for r in conv)
+    _, bf16 = _rows(out / "gconv_bf16.csv")
+    assert {r["Layout"] for r in bf16} == {"nchw", "nhwc"}
+    assert all(int(r["Input_Channel"]) % int(r["Groups"]) == 0 for r in bf16)
+    _, adamw = _rows(out / "adamw_bf16.csv")
+    assert {r["Impl"] for r in adamw} == {"fused", "foreach"}
+    _, bn = _rows(out / "bn_fp32.csv")
     assert {(r["Phase"], r["Layout"]) for r in bn} == {(p, lay) for p in ("fwd", "fwd+bwd") for lay in ("nchw", "nhwc")}
-    # 1x1 rows are dense conv rows: the loader reads them with the conv family's; grouped ones it leaves
-    conv = load_precision_kernels(out, timing="kernel")["conv"]
-    conv1x1 = [r for p in ("fp32", "tf32", "bf16") for r in csv.DictReader(open(out / f"conv1x1_{p}.csv"))]
-    assert len(conv) == len(conv1x1) and set(conv.shapes["kernel"].tolist()) == {1.0}
 
 
-def test_cpu_dry_run_memory_bound_families_load_as_training_rows(ck, tmp_path):
-    from habitat.learned.neusight import load_precision_kernels
+def test_dry_run_writes_the_selected_families_and_keeps_earlier_files(ck, tmp_path):
     out = tmp_path / "kernels"
-    assert ck.main(["--device", "cpu", "--dry-run", "--out", str(out), "--families", "conv,elementwise,layernorm",
-                    "--budget-s", "60"]) == 0
+    log = _main(ck, "--out", str(out), "--families", "embedding,reduction", "--budget-s", "600")
+    assert {p.stem for p in out.glob("*.csv")} == {f"{s}_{p}" for s in ("embedding", "sum", "mean") for p in PRECISIONS}
+    assert "embedding:" in log and "reduction:" in log and "gemm:" not in log
+    _, first = _rows(out / "embedding_fp32.csv")
+    # a second call into the directory (another family, then the same one again) keeps every row
+    log = _main(ck, "--out", str(out), "--families", "embedding", "--budget-s", "600", "--seed", "5")
+    assert "keeping the" in log
+    _, both = _rows(out / "embedding_fp32.csv")
+    key = ("Vocab", "Dim", "Tokens", "Phase")
+    assert [tuple(r[k] for k in key) for r in both[:len(first)]] == [tuple(r[k] for k in key) for r in first]
+    assert len(both) == 2 * len(first) and len(_rows(out / "sum_fp32.csv")[1]) > 0
+
+
+def _copy(src: Path, dst: Path, stems: tuple[str, ...]) -> Path:
+    dst.mkdir(parents=True)
+    for stem in stems:
+        for path in src.glob(f"{stem}_*.csv"):
+            shutil.copy(path, dst / path.name)
+    return dst
+
+
+def test_cpu_dry_run_memory_bound_families_load_as_training_rows(dry_run, tmp_path):
+    from habitat.learned.neusight import load_precision_kernels
+    out = _copy(dry_run[0], tmp_path / "kernels", ("conv", "ln") + NEUSIGHT_OPS)
     with open(out / "ln_fp32.csv") as f:
         assert {r["Phase"] for r in csv.DictReader(f)} == {"fwd", "bwd"}
     with pytest.warns(UserWarning, match="Layout nhwc skipped"):
         tables = load_precision_kernels(out)
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no conv asked for: no word about its layouts
         assert set(load_precision_kernels(out, {"ln"})) == {"layernorm"}
@@ -208,7 +226,22 @@ def test_cpu_dry_run_memory_bound_families_load_as_training_rows(ck, tmp_path):
         load_precision_kernels(ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB", {"linear"}, "kernel")
 
 
-def test_device_time_rows_train_gemm_conv_and_attention_without_a_harness_floor(ck, tmp_path):
+def test_new_families_files_load_beside_the_known_ones(dry_run):
+    """The loader reads a whole collection: 1x1 convolutions as conv rows, the activation
+    family's relu, gelu and tanh forward rows as element-wise rows; the rest (grouped conv, the
+    backward ops, batch norm, embedding, losses, AdamW) waits for its models."""
+    from habitat.learned.neusight import load_precision_kernels
+    out = dry_run[0]
+    tables = load_precision_kernels(out, timing="kernel")
+    conv = [r for stem in ("conv", "conv1x1") for p in CONV_PRECISIONS for r in _rows(out / f"{stem}_{p}.csv")[1]]
+    assert len(tables["conv"]) == len(conv)
+    elementwise = [r for stem in NEUSIGHT_OPS for p in PRECISIONS for r in _rows(out / f"{stem}_{p}.csv")[1]]
+    activations = [r for p in PRECISIONS for r in _rows(out / f"activation_{p}.csv")[1]
+                   if r["Phase"] == "fwd" and r["OPName"] in NEUSIGHT_OPS]
+    assert len(tables["elementwise"]) == len(elementwise) + len(activations) > len(elementwise)
+
+
+def test_device_time_rows_train_gemm_conv_and_attention_without_a_harness_floor(dry_run, tmp_path):
     """A collection read with timing 'kernel' (CUPTI device time, transforms measured out):
     every layout is read, and the matrix trainer fits no harness floor to it. The rows come from
     a CPU dry run, relabelled as an H100's (their times are CPU times: only the path is tested)."""
@@ -216,9 +249,7 @@ def test_device_time_rows_train_gemm_conv_and_attention_without_a_harness_floor(
     from habitat.learned.fitting import DEVICE_TIME_FLOOR_US, TrainConfig
     from habitat.learned.neusight import load_attention, load_precision_kernels
     from habitat.learned.train_precision import train_matrix_family
-    out = tmp_path / "kernels"
-    assert ck.main(["--device", "cpu", "--dry-run", "--out", str(out), "--families", "gemm,conv,attention",
-                    "--budget-s", "90", "--seed", "3"]) == 0
+    out = _copy(dry_run[0], tmp_path / "kernels", ("bmm", "linear", "conv", "sdpa"))
     for path in out.glob("*.csv"):
         with open(path) as f:
             rows = list(csv.DictReader(f))
@@ -245,6 +276,7 @@ def test_device_time_rows_train_gemm_conv_and_attention_without_a_harness_floor(
         assert all(v == DEVICE_TIME_FLOOR_US for per in floors["per_gpu"].values() for v in per.values())
         assert "CUPTI device time" in m.metadata["training_data"]["source"]
         assert m.metadata["validation_error_pct"]["held_out_shapes"]
+
 
 # ----- run_gpu_benchmark.py: the parts that need no GPU ----------------------------------------
 BENCH = ROOT / "benchmarks" / "gpu" / "run_gpu_benchmark.py"

@@ -1,6 +1,6 @@
 """The kernel collector's cases (benchmarks/gpu/cases_*.py) on the CPU: each family's cases cover
 its precisions, layouts and phases, keep their shape columns, and compute what a training step
-computes (a backward pass against autograd's gradient)."""
+computes (each backward case against autograd's gradient)."""
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +12,7 @@ import torch
 from bench_scripts import loaded_script
 
 F = torch.nn.functional
-MODULES = ("cases_conv", "cases_matmul", "cases_memory", "kernel_case")
+MODULES = ("cases_conv", "cases_matmul", "cases_memory", "cases_training", "kernel_case")
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +109,77 @@ def test_memory_bound_cases_run_and_keep_their_shapes(kc):
     assert sm["fwd", "bf16"].run().dtype == torch.bfloat16 and sm["bwd", "fp32"].run().shape == (3, 8)
 
 
+def test_reductions_over_either_dimension(kc):
+    cases = kc.memory.reduction_cases([{"B": 3, "H": 8}], "cpu")
+    assert {(c.op, c.shape["Dim"], c.precision) for c in cases} == {
+        (op, d, p) for op in ("sum", "mean") for d in (0, 1) for p in ("fp32", "bf16")}
+    assert {c.file for c in cases} == {"sum_fp32", "sum_bf16", "mean_fp32", "mean_bf16"}
+    got = {(c.op, c.shape["Dim"]): c.run() for c in cases if c.precision == "fp32"}
+    assert got["sum", 1].shape == got["mean", 1].shape == (3,) and got["sum", 0].shape == got["mean", 0].shape == (8,)
+    assert torch.allclose(got["mean", 1] * 8, got["sum", 1]) and torch.allclose(got["mean", 0] * 3, got["sum", 0])
+
+
+def test_activation_backwards_are_autograds(kc):
+    x = torch.randn(4, 33) * 4  # past relu6's and the hard functions' knees too
+    g = torch.randn_like(x)
+    for op, (fwd, bwd) in kc.memory.ACTIVATIONS.items():
+        xr = x.clone().requires_grad_()
+        (want,) = torch.autograd.grad(fwd(xr), xr, g)
+        y = fwd(x) if op in kc.memory.FROM_OUTPUT else None
+        assert torch.allclose(bwd(g, x, y), want, atol=1e-5), op
+
+
+def test_activation_cases(kc):
+    cases = _by(kc.memory.activation_cases([{"B": 4, "H": 33}], "cpu"), "op", "phase", "precision")
+    names = {"relu", "relu6", "gelu", "gelu_tanh", "silu", "hardswish", "hardsigmoid", "sigmoid", "tanh"}
+    assert set(kc.memory.ACTIVATIONS) == names
+    assert set(cases) == {(op, ph, p) for op in names for ph in ("fwd", "bwd") for p in ("fp32", "bf16")}
+    assert {c.file for c in cases.values()} == {"activation_fp32", "activation_bf16"}
+    for (op, phase, prec), case in cases.items():
+        out = case.run()
+        assert out.shape == (4, 33) and out.dtype == kc.case.DTYPES[prec], (op, phase, prec)
+
+
+def test_embedding_cases(kc):
+    cases = _by(kc.training.embedding_cases([{"Vocab": 11, "Dim": 6, "Tokens": 40}], "cpu"), "phase", "precision")
+    assert set(cases) == {(ph, p) for ph in ("fwd", "bwd") for p in ("fp32", "bf16")}
+    assert cases["fwd", "bf16"].run().shape == (40, 6) and cases["bwd", "bf16"].run().shape == (11, 6)
+    assert cases["bwd", "bf16"].run().dtype == torch.bfloat16
+    table, ids = torch.randn(11, 6, requires_grad=True), torch.randint(0, 11, (40,))
+    grad = torch.randn(40, 6)
+    (want,) = torch.autograd.grad(F.embedding(ids, table), table, grad)
+    assert torch.allclose(kc.training.embedding_backward(grad, ids, 11), want, atol=1e-5)
+
+
+def test_cross_entropy_cases_and_their_aten_parts(kc):
+    cases = _by(kc.training.crossentropy_cases([{"Tokens": 12, "Classes": 7}], "cpu"), "op", "phase", "precision")
+    assert {(op, ph) for op, ph, _ in cases} == {("cross_entropy", "fwd"), ("cross_entropy", "fwd+bwd"),
+                                                 ("log_softmax", "fwd"), ("log_softmax", "bwd"),
+                                                 ("nll_loss", "fwd"), ("nll_loss", "bwd")}
+    assert {c.file for c in cases.values()} == {"crossentropy_fp32", "crossentropy_bf16"}
+    assert all(c.shape == {"Tokens": 12, "Classes": 7} for c in cases.values())
+    c = {k[:2]: v for k, v in cases.items() if k[2] == "fp32"}
+    loss = c["cross_entropy", "fwd"].run()
+    (grad,) = c["cross_entropy", "fwd+bwd"].run()
+    nll, _ = c["nll_loss", "fwd"].run()
+    assert torch.allclose(loss, nll) and torch.allclose(c["log_softmax", "fwd"].run().exp().sum(1), torch.ones(12))
+    # the parts' backward chain (nll_loss, then log_softmax) is autograd's gradient
+    assert torch.allclose(c["log_softmax", "bwd"].run(), grad, atol=1e-6)
+    assert c["nll_loss", "bwd"].run().shape == (12, 7)
+
+
+def test_adamw_step_cases(kc):
+    shape = {"Tensors": 3, "Elements": 310, "Largest": 300, "Chunks": 3, "sizes": (300, 3, 7)}
+    cases = kc.training.adamw_cases([shape], "cpu")
+    assert {(c.precision, c.shape["Impl"]) for c in cases} == {(p, i) for p in ("fp32", "bf16")
+                                                               for i in ("fused", "foreach")}
+    assert all(c.op == "adamw" and c.phase == "step" and "sizes" not in c.shape for c in cases)
+    assert {c.file for c in cases} == {"adamw_fp32", "adamw_bf16"}
+    for case in cases:
+        opt = case.run.__self__
+        params = opt.param_groups[0]["params"]
+        assert [p.numel() for p in params] == [300, 3, 7] and params[0].dtype == kc.case.DTYPES[case.precision]
+        assert opt.defaults[case.shape["Impl"]] is True and opt.state[params[0]]  # state made beforehand
+        before = params[0].detach().clone()
+        case.run()
+        assert not torch.equal(before, params[0].detach())

@@ -1,8 +1,8 @@
 """The kernel collector's shapes (benchmarks/gpu/kernel_shapes.py): every family's shapes are
-reproducible and bounded, and the new families' cover what real networks run
-(benchmarks/gpu/network_shapes.py)."""
+reproducible and bounded, and cover what real networks run (benchmarks/gpu/network_shapes.py)."""
 from __future__ import annotations
 
+import math
 import random
 import sys
 
@@ -31,7 +31,7 @@ def families():
 
 
 NAMES = ["gemm", "conv", "attention", "elementwise", "layernorm", "softmax", "reduction", "batchnorm", "gconv",
-         "pointwise"]
+         "pointwise", "activation", "embedding", "crossentropy", "adamw"]
 
 
 def test_every_family_is_tested(families):
@@ -61,13 +61,21 @@ def _elements(name: str, s) -> int:
         return s["B"] * max(s["Input_Channel"], s.get("Output_Channel", 0)) * s["Input_Size"] ** 2
     if name == "attention":
         return s["B"] * s["H"] * s["L"] * s["S"]
+    if name == "embedding":
+        return max(s["Vocab"], s["Tokens"]) * s["Dim"]
+    if name == "crossentropy":
+        return s["Tokens"] * s["Classes"]
+    if name == "adamw":
+        return s["Elements"]
     return s["B"] * s["H"]
 
 
 # Each family's bound on _elements: what one pass of the device must hold per tensor (conv: the
-# 2026-11 collections' cap; batch norm up to ResNet-50's first at batch 256).
+# 2026-11 collections' cap; flat tensors up to ResNet-50's first ReLU at batch 256; the logits of
+# BERT's masked-LM head at 32 x 512 tokens; the parameters of a GPT-2 large).
 BOUNDS = {"gemm": 2**28, "conv": 2**27, "attention": 2**28, "layernorm": 2**25, "softmax": 2**25,
-          "elementwise": 2**25, "reduction": 2**25, "gconv": 2**28, "pointwise": 2**28, "batchnorm": 2**28}
+          "gconv": 2**28, "pointwise": 2**28, "batchnorm": 2**28, "elementwise": 2**28, "activation": 2**28,
+          "reduction": 2**28, "embedding": 2**28, "crossentropy": 2**29, "adamw": 2**29}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -95,6 +103,22 @@ def test_conv_family_shapes(ks):
     assert any(s["Input_Size"] == 1 for s in point) and any(s["Stride"] == 2 for s in point)
 
 
+def test_adamw_parameter_lists(ks, nets):
+    shapes = ks.adamw_shapes(DRAWS, random.Random(0))
+    for s in shapes:
+        sizes = s["sizes"]
+        assert (s["Tensors"], s["Elements"], s["Largest"]) == (len(sizes), sum(sizes), max(sizes))
+        assert s["Chunks"] == sum(math.ceil(n / 65536) for n in sizes) and min(sizes) >= 1
+    counts = [s["Tensors"] for s in shapes]
+    assert min(counts) <= 8 and max(counts) >= 400  # a few tensors to a deep model's hundreds
+    # real models' lists (network_shapes.PARAMETER_LISTS), exactly
+    real = {(s["Tensors"], s["Elements"]) for s in shapes}
+    expected = {"bert_base": (199, 109482240), "gpt2_small": (148, 124439808), "vit_b16": (152, 86567656),
+                "t5_small": (131, 60506624), "resnet50": (161, 25557032)}
+    assert {k: (len(f()), sum(f())) for k, f in nets.PARAMETER_LISTS.items()} == expected
+    assert set(expected.values()) <= real
+
+
 # family -> (generator, real networks' table, a real layer -> the generated shape's key, the shape's key)
 COVERAGE = {
     "gconv/depthwise": ("gconv_shapes", "DEPTHWISE", lambda c, s, k, st: (c, c, s, k, st),
@@ -104,6 +128,11 @@ COVERAGE = {
     "pointwise": ("pointwise_shapes", "POINTWISE", lambda i, o, s, st: (i, o, s, st),
                   lambda x: (x["Input_Channel"], x["Output_Channel"], x["Input_Size"], x["Stride"])),
     "batchnorm": ("batchnorm_shapes", "BATCHNORM", lambda c, s: (c, s), lambda x: (x["Input_Channel"], x["Input_Size"])),
+    "activation": ("activation_shapes", "ACTIVATIONS", lambda r, c: (r, c), lambda x: (x["B"], x["H"])),
+    "reduction": ("reduction_shapes", "REDUCTIONS", lambda r, c: (r, c), lambda x: (x["B"], x["H"])),
+    "embedding": ("embedding_shapes", "EMBEDDINGS", lambda v, d, t: (v, d, t),
+                  lambda x: (x["Vocab"], x["Dim"], x["Tokens"])),
+    "crossentropy": ("crossentropy_shapes", "CROSS_ENTROPY", lambda t, c: (t, c), lambda x: (x["Tokens"], x["Classes"])),
 }
 
 
@@ -123,6 +152,10 @@ RANGE_COLUMNS = {
               ("GROUPED", lambda c, g, s, st: {"Input_Channel": c, "Input_Size": s, "Groups": g})],
     "pointwise": [("POINTWISE", lambda i, o, s, st: {"Input_Channel": i, "Output_Channel": o, "Input_Size": s})],
     "batchnorm": [("BATCHNORM", lambda c, s: {"Input_Channel": c, "Input_Size": s})],
+    "activation": [("ACTIVATIONS", lambda r, c: {"B": r, "H": c})],
+    "reduction": [("REDUCTIONS", lambda r, c: {"B": r, "H": c})],
+    "embedding": [("EMBEDDINGS", lambda v, d, t: {"Vocab": v, "Dim": d, "Tokens": t})],
+    "crossentropy": [("CROSS_ENTROPY", lambda t, c: {"Tokens": t, "Classes": c})],
 }
 
 
@@ -136,17 +169,23 @@ def test_random_ranges_contain_real_networks_and_caps_fit_their_batches(ks, nets
             for column, value in columns(*layer).items():
                 lo, hi = ks.RANGES[family][column]
                 assert lo <= value <= hi, f"{family} {table} {layer}: {column} {value} outside {lo}..{hi}"
-    for table, columns in RANGE_COLUMNS[family]:
-        for layer in nets.layers(getattr(nets, table)):
-            c = columns(*layer)
-            per_image = max(c["Input_Channel"], c.get("Output_Channel", 0)) * c["Input_Size"] ** 2
-            assert CNN_BATCH * per_image <= ks.CAPS[family]
+    if family in ("gconv", "pointwise", "batchnorm"):
+        for table, columns in RANGE_COLUMNS[family]:
+            for layer in nets.layers(getattr(nets, table)):
+                c = columns(*layer)
+                per_image = max(c["Input_Channel"], c.get("Output_Channel", 0)) * c["Input_Size"] ** 2
+                assert CNN_BATCH * per_image <= ks.CAPS[family]
     for group in nets.GROUPED.values():
         assert all(c // g in ks.GROUP_WIDTHS and c % g == 0 for c, g, _, _ in group)
+    assert all(r * c <= ks.CAPS["flat"] for r, c in nets.layers(nets.ACTIVATIONS) + nets.layers(nets.REDUCTIONS))
+    assert all(v * d <= ks.CAPS["embedding"] and t * d <= ks.CAPS["embedding_tokens"]
+               for v, d, t in nets.layers(nets.EMBEDDINGS))
+    assert all(t * c <= ks.CAPS["crossentropy"] for t, c in nets.layers(nets.CROSS_ENTROPY))
+    assert all(sum(f()) <= ks.CAPS["adamw"] for f in nets.PARAMETER_LISTS.values())
 
 
 def test_existing_generators_unchanged(ks):
-    """gemm, conv, attention and the memory-bound families keep the 2026-11 collections' shapes."""
+    """gemm, conv, attention and layer norm / softmax keep the 2026-11 collections' shapes."""
     g1 = ks.gemm_shapes(40, random.Random(3))
     assert {op for op, _ in g1} == {"bmm", "linear"}
     for op, s in g1:
