@@ -19,12 +19,13 @@ import pytest
 from bench_scripts import loaded_script
 
 ROOT = Path(__file__).resolve().parents[3]
+README = ROOT / "benchmarks" / "gpu" / "README.md"
 PRECISIONS = ("fp32", "bf16")
 CONV_PRECISIONS = ("fp32", "tf32", "bf16")
 CONV_COLUMNS = ["B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"]
 NEUSIGHT_OPS = ("add", "mul", "div", "addu", "mulu", "relu", "gelu", "tanh")
 ACTIVATIONS = {"relu", "relu6", "gelu", "gelu_tanh", "silu", "hardswish", "hardsigmoid", "sigmoid", "tanh"}
-# What each family writes, as documented (the module docstring):
+# What each family writes, as documented (the module docstring, benchmarks/gpu/README.md):
 # family -> (file stems, precisions, OPNames, phases, shape columns in order)
 DOCUMENTED = {
     "gemm": (("bmm", "linear"), ("fp32", "tf32", "bf16", "fp16"), {"bmm", "linear"}, {"fwd"}, ["B", "M", "N", "K"]),
@@ -132,7 +133,7 @@ def test_cpu_dry_run_of_every_family_writes_the_documented_files(ck, dry_run):
     expected = {f"{stem}_{p}" for stems, precs, *_ in DOCUMENTED.values() for stem in stems for p in precs}
     assert set(files) == expected
     base = sys.modules["kernel_rows"].BASE_COLUMNS
-    doc = ck.__doc__
+    doc, readme = ck.__doc__, README.read_text()
     for family, (stems, precisions, ops, phases, columns) in DOCUMENTED.items():
         assert f"{family}:" in log and f"{family}: 0 measurements" not in log
         found_ops, found_phases = set(), set()
@@ -146,9 +147,10 @@ def test_cpu_dry_run_of_every_family_writes_the_documented_files(ck, dry_run):
                 assert all(len(r["Kernels"].split(";")) == len(set(r["Kernels"].split(";"))) for r in rows)
                 found_ops |= {r["OPName"] for r in rows}
                 found_phases |= {r["Phase"] for r in rows}
+            assert f"{stem}_" in readme, f"{stem}_* not in {README.name}"
         assert (found_ops, found_phases) == (ops, phases), family
         for column in columns:
-            assert column in doc, f"{family}: column {column} undocumented"
+            assert column in doc and f"`{column}`" in readme, f"{family}: column {column} undocumented"
     assert re.findall(r"(\d+) failed to build", log) == ["0"] * len(DOCUMENTED)
 
 
