@@ -68,7 +68,7 @@ def ab(label: str, make: Callable[[], Callable[[], None]], targets: list[str], p
         with predictor:
             fn()
     predictor.wait()
-    before = dict(predictor._kind_counts)  # steps begun per kind (detailed/fingerprinted/timed)
+    before = dict(predictor._schedule.kind_counts)  # steps begun per kind (detailed/fingerprinted/timed)
     plain: list[tuple[float, float]] = []
     ours: list[tuple[float, float]] = []
     rng = random.Random(seed)
@@ -79,7 +79,7 @@ def ab(label: str, make: Callable[[], Callable[[], None]], targets: list[str], p
         else:
             ours.append(_predicted_step(fn, predictor))
             plain.append(_plain_step(fn))
-    kinds = {k: v - before[k] for k, v in predictor._kind_counts.items()}
+    kinds = {k: v - before[k] for k, v in predictor._schedule.kind_counts.items()}
     counts = predictor.step_counts
     predictor.close()
     rows = []

@@ -26,7 +26,7 @@ import cpu_replay  # noqa: E402
 import torch  # noqa: E402
 
 import habitat  # noqa: E402
-from habitat.capture import predict as capture_predict  # noqa: E402
+from habitat.capture import worker as capture_worker  # noqa: E402
 
 
 def idle_stalls_ms(trace: dict[str, Any], longer_than_us: float = 1000.0) -> float:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     step = cpu_replay.workloads()[args.workload]()
     for _ in range(5):
         step()
-    decode = capture_predict.decode_step
+    decode = capture_worker.decode_step
     decode_ms: list[float] = []
 
     def timed_decode(*a: Any, **k: Any) -> Any:
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             decode_ms.append(1000 * (time.perf_counter() - t0))
 
-    capture_predict.decode_step = timed_decode  # measured, not changed
+    capture_worker.decode_step = timed_decode  # measured, not changed
     first, second = [], []
     try:
         for _ in range(args.turns):
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             first.append(idle_stalls_ms(forecast.steps[0].trace))
             second.append(idle_stalls_ms(forecast.steps[1].trace))
     finally:
-        capture_predict.decode_step = decode
+        capture_worker.decode_step = decode
     print(f"{args.workload}, {args.turns} turns, load {os.getloadavg()[0]:.2f} (1-min)")
     print(f"decode_step: median {statistics.median(decode_ms):.1f} ms")
     print(f"idle stalls > 1 ms, step 0 (worker idle): median {statistics.median(first):.2f} ms, "

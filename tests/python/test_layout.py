@@ -42,6 +42,8 @@ TORCH_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("habitat.present.tensorboard", "torch.utils.tensorboard"): "summary builders, lazily",
 }
 TORCH_FREE = ("data", "analysis", "present")
+#: Modules of the capture layer that import no torch either (predict_on's logic, tested alone).
+TORCH_FREE_CAPTURE = ("habitat.capture.schedule", "habitat.capture.clusters")
 
 
 def _module_name(path: Path) -> str:
@@ -183,6 +185,15 @@ def test_torch_free_layers(layer):
                 if (_module_name(path), imported) not in TORCH_EXCEPTIONS:
                     bad.append(f"{_module_name(path)} imports {imported}")
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("module", TORCH_FREE_CAPTURE)
+def test_torch_free_capture_modules(module):
+    deps = _imports(PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py"))
+    bad = sorted(i for i in deps if i.split(".")[0] == "torch" or i == "habitat._C"
+                 or (i.startswith("habitat.") and _layer(i) not in (*TORCH_FREE, None)
+                     and i not in TORCH_FREE_CAPTURE))
+    assert not bad, f"{module} imports " + ", ".join(bad)
 
 
 def test_known_exceptions_still_needed():

@@ -316,11 +316,11 @@ def test_predict_on_traces_only_detailed_steps_and_never_synchronises_in_steady_
     predictor = habitat.predict_on("A100")
     steps: list[tuple[str, bool]] = []  # (kind, CUPTI active inside the step)
     for _ in range(12):
-        before = dict(predictor._kind_counts)
+        before = dict(predictor._schedule.kind_counts)
         with predictor:
             active = fake.active
             model(x).sum()
-        steps.append((next(k for k, v in predictor._kind_counts.items() if v != before[k]), active))
+        steps.append((next(k for k, v in predictor._schedule.kind_counts.items() if v != before[k]), active))
     predictor.close()
     detailed = sum(kind == "detailed" for kind, _ in steps)
     assert detailed == predictor.step_counts["detailed"] == 2

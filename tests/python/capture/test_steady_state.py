@@ -167,9 +167,9 @@ def test_reused_steps_share_one_decode_and_save_the_same_document() -> None:
 
 def test_slow_sinks_of_reused_steps_are_coalesced_within_their_share(monkeypatch: pytest.MonkeyPatch,
                                                                      tmp_path: Path) -> None:
-    from habitat.capture import predict as predict_module
+    from habitat.capture import worker as worker_module
 
-    monkeypatch.setattr(predict_module, "SINK_ALLOWANCE_S", 0.02)
+    monkeypatch.setattr(worker_module, "SINK_ALLOWANCE_S", 0.02)
     seen: list[int] = []
 
     def slow_sink(forecast: object, step: object) -> None:  # 5 ms of CPU on the forecast thread
@@ -352,10 +352,10 @@ def _kinds(predictor: habitat.predict_on, run: Callable[[], None], steps: int) -
     """The kind of each of the next `steps` steps: D detailed, F fingerprinted, T timed."""
     out = []
     for _ in range(steps):
-        before = dict(predictor._kind_counts)
+        before = dict(predictor._schedule.kind_counts)
         with predictor:
             run()
-        kind = next(k for k, v in predictor._kind_counts.items() if v != before[k])
+        kind = next(k for k, v in predictor._schedule.kind_counts.items() if v != before[k])
         out.append(kind[0].upper())
     return "".join(out)
 
@@ -413,7 +413,7 @@ def test_defaults_follow_alternating_train_and_eval_steps() -> None:
     # kind of step keeps its own forecast.
     assert train[-1] != evals[-1]
     assert len(set(train[3:])) == 1 and len(set(evals[3:])) == 1
-    assert predictor._kind_counts["timed"] == 0
+    assert predictor._schedule.kind_counts["timed"] == 0
     predictor.close()
 
 
@@ -472,9 +472,9 @@ def test_a_slow_worker_never_makes_training_wait() -> None:
 
 def test_steps_beyond_the_workers_queue_are_skipped_and_counted(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from habitat.capture import predict as predict_module
+    from habitat.capture import worker as worker_module
 
-    monkeypatch.setattr(predict_module, "MAX_QUEUED_STEPS", 4)
+    monkeypatch.setattr(worker_module, "MAX_QUEUED_STEPS", 4)
     release = threading.Event()
 
     def stuck_sink(forecast: object, step: object) -> None:

@@ -116,7 +116,7 @@ def test_predict_on_calibrates_reused_steps_to_its_steady_steps() -> None:
     x = torch.randn(4, 16)
     predictor = habitat.predict_on(gpu, detail_steps=1)
     predictor.forecast.origin["device"] = gpu  # what the worker sets from a CUDA step
-    predictor._origin_fixed = True
+    predictor._worker.origin_fixed = True
     for _ in range(12):
         with predictor as forecast:
             model(x).square().mean().backward()
@@ -136,17 +136,17 @@ def test_predict_on_calibrates_reused_steps_to_its_steady_steps() -> None:
     # The mechanism with chosen wall times: half the detailed step's host.
     from habitat.data.engine import forecast_captured
 
-    fingerprint, (_, captured, peak_bytes, _, *_) = next(iter(predictor._by_fingerprint.items()))
+    fingerprint, (_, captured, peak_bytes, _, *_) = next(iter(predictor._worker.reused.by_fingerprint.items()))
     summary, rows = forecast_captured(captured.capsule, predictor.forecast.origin, [gpu])
     cached = (summary, captured, peak_bytes, rows, 0.0)  # as traced: calibrated to no wall time
     traced_host = summary["timelines"][0]["host_ms"]
-    predictor._steady_walls.pop(fingerprint, None)
+    predictor._worker.reused.steady_walls.pop(fingerprint, None)
     for _ in range(STEADY_MIN_STEPS - 1):
-        assert predictor._calibrated_to_steady_steps(fingerprint, 0.5 * traced_host, cached) is cached
-    calibrated = predictor._calibrated_to_steady_steps(fingerprint, 0.5 * traced_host, cached)
+        assert predictor._worker.reused.calibrated(fingerprint, 0.5 * traced_host, cached) is cached
+    calibrated = predictor._worker.reused.calibrated(fingerprint, 0.5 * traced_host, cached)
     timeline = calibrated[0]["timelines"][0]
     assert 0.4 < timeline["host_scale"] < 0.6
     assert timeline["host_ms"] == pytest.approx(0.5 * traced_host, rel=1e-6)
-    assert predictor._by_fingerprint[fingerprint] is calibrated
+    assert predictor._worker.reused.by_fingerprint[fingerprint] is calibrated
     # A median within STEADY_RECALIBRATE of the last one forecasts nothing again.
-    assert predictor._calibrated_to_steady_steps(fingerprint, 0.52 * traced_host, calibrated) is calibrated
+    assert predictor._worker.reused.calibrated(fingerprint, 0.52 * traced_host, calibrated) is calibrated

@@ -1,0 +1,268 @@
+"""predict_on's forecast worker: finished steps are queued on the training thread and forecast
+on one background thread (``habitat-forecast-*``), in step order, then handed to the sinks.
+
+The training thread never waits for it: a detailed step is forecast by the engine (without the
+GIL), a steady-state step reuses the forecast of the detailed step with its fingerprint
+(:mod:`habitat.capture.reuse`). Errors become warnings raised on the training thread at its
+next step or read of the forecast.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Iterable
+
+import torch
+
+from habitat.capture.environment import BYTES_PER_RECORDED_OP, gpu_of
+from habitat.capture.record import HabitatWarning, decode_step
+from habitat.capture.reuse import ReusedForecasts
+from habitat.capture.sinks import StepSink, history_handler, tensorboard_handler
+from habitat.data.engine import forecast_captured
+from habitat.data.forecast import Forecast, StepForecast
+
+#: Steady-state steps queued for the worker at most; more are skipped (and counted).
+MAX_QUEUED_STEPS = 256
+#: Steady-state steps whose reused forecast waits before the worker is woken for them (all
+#: of them are handled at once, in order; reading the forecast handles them at once too).
+REUSE_BATCH = 32
+#: A reused step's sinks (log_dir files, TensorBoard, on_step) run in Python on the forecast
+#: thread and hold the GIL the training loop needs: a tiny model's log_dir made its steps 4-8x
+#: slower. After SINK_ALLOWANCE_S of sink time, the sinks of reused steps get SINK_SHARE of
+#: the training time those steps took; the steps between are *coalesced*: forecast, counted
+#: (``forecast.steps``), written to the step history and TensorBoard's scalars (one event
+#: record, encoded in C++), not sent to the other sinks.
+#: Detailed steps always reach them all.
+SINK_SHARE = 0.02
+SINK_ALLOWANCE_S = 1.0
+
+_thread = threading.local()  # whether this thread is the forecast worker
+
+
+class ForecastWorker:
+    """Forecasts the queued steps of one predict_on into its :class:`Forecast` and runs the
+    sinks. Its queue and counts are guarded by the predictor's `lock`: the step schedule
+    decides against the queue in the same critical section (methods ending in ``_locked``
+    are called holding it)."""
+
+    def __init__(self, forecast: Forecast, lock: threading.Lock, sinks: list[StepSink], *,
+                 verbose: bool, max_ops_per_step: int, default_max_ops: bool) -> None:
+        self.forecast = forecast
+        self._lock = lock
+        self.sinks = sinks
+        self.verbose = verbose
+        self._max_ops_per_step = max_ops_per_step
+        self._default_max_ops = default_max_ops  # the limit was the machine's default
+        #: How the steps were handled: detailed, reused, skipped, coalesced.
+        self.counts = {"detailed": 0, "reused": 0, "skipped": 0, "coalesced": 0}
+        self.queued_detailed = 0  # detailed steps queued or being forecast
+        #: The origin's device was read from a captured step (or set by the caller).
+        self.origin_fixed = False
+        self.reused = ReusedForecasts(forecast)
+        self._queue: deque[tuple[Any, ...]] = deque()  # steps for the worker, in order
+        self._draining = False
+        self._sink_credit_s = SINK_ALLOWANCE_S  # sink time reused steps may still take
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: deque[Future[None]] = deque()
+        self._messages: deque[str] = deque()  # warnings from the worker, raised on our thread
+
+    # ----- the training thread's side ------------------------------------------------
+    def detailed_locked(self, index: int, captured: Any, peak_bytes: int, fingerprint: int) -> None:
+        """Queues a step recorded in detail, to be forecast by the engine."""
+        self.queued_detailed += 1
+        self._queue.append(("detailed", index, captured, peak_bytes, fingerprint))
+        self._schedule_drain()
+
+    def reuse_locked(self, index: int, wall_ms: float, fingerprint: int | None) -> None:
+        """Queues a steady-state step to reuse the forecast of `fingerprint`; None (no
+        detailed step had it) or a full queue: the step is measured, not forecast (skipped)."""
+        if fingerprint is None or len(self._queue) >= MAX_QUEUED_STEPS:
+            self.counts["skipped"] += 1
+            return
+        self._queue.append(("reuse", index, wall_ms, fingerprint))
+        # A reused forecast is cheap: the worker takes them in batches (or when the
+        # forecast is read), so steady-state steps do not wake it and contend for the GIL.
+        if len(self._queue) >= REUSE_BATCH:
+            self._schedule_drain()
+
+    def wait(self, stacklevel: int) -> None:
+        """Waits until every finished step is forecast (reading the forecast does this)."""
+        if getattr(_thread, "forecasting", False):
+            return  # the worker reading its own forecast (logging, printing)
+        with self._lock:
+            if self._queue:
+                self._schedule_drain()  # reused steps still batched
+        self.raise_messages(wait=True, stacklevel=stacklevel)
+
+    def raise_messages(self, *, wait: bool, stacklevel: int = 3) -> None:
+        """Raises the worker's warnings on the calling thread; `wait`: for every step first."""
+        with self._lock:
+            futures = list(self._pending)
+        for future in futures:
+            if not wait and not future.done():
+                break
+            future.result()
+            with self._lock:
+                if self._pending and self._pending[0] is future:
+                    self._pending.popleft()
+        while self._messages:
+            warnings.warn(self._messages.popleft(), HabitatWarning, stacklevel=stacklevel)
+
+    @property
+    def busy(self) -> bool:
+        """Whether warnings or steps are still pending (checked at each step's end)."""
+        return bool(self._messages or self._pending)
+
+    def shutdown(self) -> None:
+        """Stops the worker thread (after :meth:`wait`); a later step starts a new one."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+    def close_sinks(self) -> list[Exception]:
+        """Calls each sink's ``close()``; returns what they raised."""
+        errors = []
+        for sink in self.sinks:
+            try:
+                close = getattr(sink, "close", None)
+                if close is not None:
+                    close()
+            except Exception as e:
+                errors.append(e)
+        return errors
+
+    # ----- the worker thread ---------------------------------------------------------
+    def _schedule_drain(self) -> None:
+        """Starts the worker on the queue unless it is on it already (hold the lock)."""
+        if self._draining:
+            return
+        self._draining = True
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1,
+                                                thread_name_prefix="habitat-forecast")
+        self._pending.append(self._executor.submit(self._drain))
+
+    def _drain(self) -> None:
+        """The worker: handles queued steps in order until the queue is empty."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._draining = False
+                    return
+                item = self._queue.popleft()
+            try:
+                if item[0] == "detailed":
+                    _, index, captured, peak_bytes, fingerprint = item
+                    self._forecast_step(captured, peak_bytes, index, fingerprint)
+                else:
+                    _, index, wall_ms, fingerprint = item
+                    self._reuse_forecast(index, wall_ms, fingerprint)
+            finally:
+                if item[0] == "detailed":
+                    with self._lock:
+                        self.queued_detailed -= 1
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self.counts[kind] += 1
+
+    def _reuse_forecast(self, index: int, wall_ms: float, fingerprint: int) -> None:
+        """A steady-state step: the forecast of the detailed step with its fingerprint,
+        counted with the step's own measured time."""
+        cached = self.reused.by_fingerprint.get(fingerprint)
+        if cached is None:  # that detailed step could not be forecast
+            self._count("skipped")
+            return
+        _thread.forecasting = True
+        cached = self.reused.calibrated(fingerprint, wall_ms, cached)
+        summary, captured, peak_bytes, rows, _ = cached
+
+        def detail() -> tuple[dict[str, Any], Any]:  # called under the detail lock
+            return self.reused.trace(fingerprint, captured, peak_bytes, index, wall_ms), rows
+
+        forecast = self.forecast._add_forecast(index, wall_ms, summary, detail, rows)
+        self._count("reused")
+        if not self.sinks and not self.verbose:
+            return
+        credit = min(SINK_ALLOWANCE_S, self._sink_credit_s + SINK_SHARE * wall_ms / 1e3)
+        start = time.thread_time()
+        if credit <= 0:
+            # Coalesced: only the step history (steps.jsonl, one short line) and the TensorBoard
+            # scalars (one event record encoded in C++) are written, so every forecast step
+            # stays on disk and in TensorBoard; their time counts against the share.
+            self._count("coalesced")
+            self._run_sinks(forecast, index, _coalesced_sinks(self.sinks))
+        else:
+            self._run_sinks(forecast, index)
+        self._sink_credit_s = credit - (time.thread_time() - start)
+
+    def _forecast_step(self, captured: Any, peak_bytes: int, index: int,
+                       fingerprint: int | None = None) -> None:
+        _thread.forecasting = True
+        try:
+            if captured.dropped_ops:
+                why = (f" (the default for this machine: a quarter of the memory available at "
+                       f"start, ~{BYTES_PER_RECORDED_OP // 1024} KB per recorded op)"
+                       if self._default_max_ops else "")
+                self._messages.append(
+                    f"habitat: step {index} ran more than {self._max_ops_per_step} ops{why}; "
+                    f"{captured.dropped_ops} were not recorded and are missing from its forecast "
+                    "(raise predict_on(..., max_ops_per_step=N) if the memory is there)")
+            if not self.origin_fixed:
+                gpu = gpu_of(captured) if torch.cuda.is_available() else None
+                if gpu is not None:
+                    self.forecast.origin["device"] = gpu
+                self.origin_fixed = True
+            # The engine runs without the GIL; the per-op detail (the step decoded, an object
+            # per op) is built only when something reads it, so training threads keep the GIL.
+            summary_doc, rows = forecast_captured(captured.capsule, self.forecast.origin,
+                                                  self.forecast.targets, self.forecast.host_speed)
+            forecast = self.forecast._add_forecast(
+                index, captured.wall_ms, summary_doc,
+                lambda: (decode_step(captured, peak_bytes), rows), rows)
+        except Exception as e:  # a forecasting problem must not stop training
+            self._count("skipped")
+            self._messages.append(
+                f"habitat: could not forecast step {index} ({type(e).__name__}: {e}); the "
+                "training step itself ran normally")
+            return
+        self._count("detailed")
+        if fingerprint is not None:
+            self.reused.keep(fingerprint, summary_doc, captured, peak_bytes, rows)
+        self._run_sinks(forecast, index)
+
+    def _run_sinks(self, forecast: StepForecast, index: int, sinks: list[StepSink] | None = None) -> None:
+        for sink in self.sinks if sinks is None else sinks:
+            try:
+                sink(self.forecast, forecast)
+            except Exception as e:  # nor must a sink's
+                self._messages.append(
+                    f"habitat: {_sink_name(sink)} failed on step {index} ({type(e).__name__}: "
+                    f"{e}); the training step itself ran normally")
+        if self.verbose and sinks is None:
+            print(forecast)
+
+
+def sink_list(on_step: StepSink | Iterable[StepSink] | None) -> list[StepSink]:
+    """predict_on's `on_step` as a list of sinks (a TypeError names one that is no callable)."""
+    if on_step is None:
+        return []
+    sinks = [on_step] if callable(on_step) else list(on_step)
+    for sink in sinks:
+        if not callable(sink):
+            raise TypeError(f"on_step takes callables sink(forecast, step), got {sink!r}")
+    return sinks
+
+
+def _coalesced_sinks(sinks: list[StepSink]) -> list[StepSink]:
+    """What still runs for a coalesced step: the step history, and TensorBoard's scalars."""
+    return [s if isinstance(s, history_handler) else s.log_scalars for s in sinks
+            if isinstance(s, (history_handler, tensorboard_handler))]
+
+
+def _sink_name(sink: StepSink) -> str:
+    return getattr(sink, "__qualname__", None) or type(sink).__name__
