@@ -7,10 +7,12 @@ The package is in layers (tests/python/test_layout.py checks them)::
     present/   text, report, TensorBoard, progress               (imports data and analysis)
     capture/   predict_on, CUPTI, torch.compile (habitat._C)     (imports data and torch)
 
-This module wires them together: it plugs analysis' ``compare`` and present's text view into
-:class:`Forecast` (``forecast.compare()``, ``print(forecast)``; see habitat.data.forecast), and
-imports the capture layer only when torch is importable. Without torch, saved traces are still
-loaded, forecast, compared and reported; the capture names raise ImportError when used.
+This module wires them together. It holds the views of :class:`Forecast` that live above the
+data layer: ``print(forecast)``, ``forecast.compare()`` and ``forecast.on_clusters()`` call
+``_forecast_text``, ``_compare_forecast`` and ``_forecast_on_clusters``, imported below (data
+never imports analysis or present; every ``habitat.*`` import runs this module first). It
+imports the capture layer only when torch is importable. Without torch, saved traces are
+still loaded, forecast, compared and reported; the capture names raise ImportError when used.
 """
 from __future__ import annotations
 
@@ -32,26 +34,15 @@ except ImportError:
 from habitat import _engine  # noqa: F401,E402
 from habitat.analysis.cluster import Cluster  # noqa: F401
 from habitat.analysis.cluster_compare import compare_clusters  # noqa: F401
-from habitat.analysis.cluster_compare import forecast_on_clusters as _on_clusters
-from habitat.analysis.compare import compare as _compare
+from habitat.analysis.cluster_compare import forecast_on_clusters as _forecast_on_clusters  # noqa: F401
+from habitat.analysis.compare import compare as _compare_forecast  # noqa: F401
 from habitat.analysis.memory import estimate_step_memory  # noqa: F401
 from habitat.data.devices import Device, devices, get_device, load_devices  # noqa: F401
 from habitat.data.forecast import Forecast, StepForecast  # noqa: F401
-from habitat.data.forecast import set_views as _set_views
 from habitat.data.trace import load_trace, save_trace, validate_trace  # noqa: F401
 from habitat.present.report import write_report  # noqa: F401
 from habitat.present.tensorboard import TensorBoardLogger  # noqa: F401
-from habitat.present.text import format_forecast as _format_forecast
-
-
-def _text_with_clusters(forecast: Forecast) -> str:
-    text = _format_forecast(forecast)
-    if not forecast.clusters or not any(s.ops for s in forecast.steps):
-        return text
-    return text + "\n\nOn clusters:\n" + "\n".join(f"  {fc}" for fc in forecast.on_clusters())
-
-
-_set_views(compare=_compare, text=_text_with_clusters, clusters=_on_clusters)
+from habitat.present.text import forecast_text as _forecast_text  # noqa: F401
 
 #: The names the capture layer provides; without torch they raise ImportError when used.
 CAPTURE_NAMES = ("predict_on", "record_step", "cupti_available", "tensorboard_handler",

@@ -2,7 +2,8 @@
 
 Layers (see python/habitat/__init__.py)::
 
-    data      (trace, forecast, devices, engine)  imports nothing of habitat but _engine
+    data      (trace, forecast, devices, engine)  imports nothing of habitat but _engine (and
+                                                  the root's views, ROOT_VIEWS)
     analysis  (compare, memory, pricing, regions) imports data
     present   (text, report, tensorboard, ...)    imports data and analysis
     capture   (predict_on, cupti, compile, ...)   imports data; present only for its sinks
@@ -35,6 +36,13 @@ ALLOWED = {
 }
 #: Known exceptions, each with its reason and owner; remove an entry once its import is fixed.
 KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
+#: Imports of the package root from a layer, by design: a function reaching a view of a higher
+#: layer through it when called (the root has imported every layer by then), never at import time.
+ROOT_VIEWS: dict[tuple[str, str], str] = {
+    ("habitat.data.forecast", "habitat"): "Forecast.__str__, compare and on_clusters: the text "
+                                          "view (present) and the GPU and cluster comparisons "
+                                          "(analysis), named in habitat/__init__.py",
+}
 #: Torch imports allowed in the torch-free layers, each lazy and with its reason.
 TORCH_EXCEPTIONS: dict[tuple[str, str], str] = {
     # The TensorBoard sink builds its histogram/text summaries with torch's summary helpers,
@@ -118,7 +126,7 @@ def _layer(module: str) -> str | None:
 
 def _permitted(module: str, imported: str) -> bool:
     layer = _layer(module)
-    if layer is None or (module, imported) in KNOWN_EXCEPTIONS:
+    if layer is None or (module, imported) in KNOWN_EXCEPTIONS or (module, imported) in ROOT_VIEWS:
         return True
     if _layer(imported) == layer:
         return True
@@ -198,7 +206,7 @@ def test_torch_free_capture_modules(module):
 
 def test_known_exceptions_still_needed():
     graph = _graph()
-    for (module, imported), reason in KNOWN_EXCEPTIONS.items():
+    for (module, imported), reason in {**KNOWN_EXCEPTIONS, **ROOT_VIEWS}.items():
         assert imported in graph.get(module, set()), f"stale exception {module} -> {imported}: {reason}"
     for (module, imported), reason in TORCH_EXCEPTIONS.items():
         path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")

@@ -5,18 +5,16 @@ of :class:`~habitat.data.step_forecast.StepForecast`, each with its ops'
 :class:`~habitat.data.op_forecast.OpForecast`; saved files are read by
 :mod:`habitat.data.saved_forecast`. Those names are importable from here too.
 
-This is the data layer: it imports nothing of Habitat above it. Two conveniences of
-:class:`Forecast` belong to higher layers, ``forecast.compare()`` (analysis: ranking GPUs) and
-``print(forecast)`` (present: the text view). They are *views*, plugged in by the package
-(``habitat/__init__.py`` calls :func:`set_views` once it has imported analysis and present),
-so data never imports upward and there is no import cycle. Importing any ``habitat.*`` module
-first runs ``habitat/__init__``, so the views are always in place for users; a missing view
-falls back to ``repr`` (for ``str``) or an error naming the module to import (for ``compare``).
+This is the data layer: it imports nothing of Habitat above it at import time. Three
+conveniences of :class:`Forecast` belong to higher layers: ``print(forecast)`` (present: the
+text view), ``forecast.compare()`` (analysis: ranking GPUs) and ``forecast.on_clusters()``
+(analysis: multi-GPU forecasts). Each is a function of the package root (``habitat/__init__.py``
+imports every layer before any forecast exists), which these methods import when called, so
+``print(forecast)`` is followed from here and nothing is plugged in at import time.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -264,44 +262,25 @@ class Forecast:
     # ----- choosing a GPU ------------------------------------------------------------
     def compare(self, targets: str | Sequence[str] = "all", **options: Any) -> Any:
         """Ranks GPUs by predicted time, cost and memory fit (see :mod:`habitat.analysis.compare`)."""
-        if _views.compare is None:
-            raise RuntimeError("Forecast.compare needs habitat.analysis.compare: import habitat")
-        return _views.compare(self, targets, **options)
+        import habitat  # analysis' view, through the package root (see the module's docstring)
+
+        return habitat._compare_forecast(self, targets, **options)
 
     def on_clusters(self, parallel: Any = None, *, check: bool = False) -> list[Any]:
         """The latest detailed step on each of :attr:`clusters` (ParallelForecast objects; see
         :mod:`habitat.analysis.parallel`), with `parallel` or the predictor's parallelism.
         ``check=True`` only validates the clusters and the parallelism (raises ValueError)."""
-        if _views.clusters is None:
-            raise RuntimeError("Forecast.on_clusters needs habitat.analysis: import habitat")
-        return _views.clusters(self, self.clusters, self.parallel if parallel is None else parallel,
-                               check=check)
+        import habitat  # analysis' view, through the package root (see the module's docstring)
+
+        return habitat._forecast_on_clusters(self, self.clusters,
+                                             self.parallel if parallel is None else parallel,
+                                             check=check)
 
     # ----- display -------------------------------------------------------------------
     def __repr__(self) -> str:
         return f"Forecast(targets={self.targets}, steps={len(self.steps)})"
 
     def __str__(self) -> str:
-        return repr(self) if _views.text is None else _views.text(self)
+        import habitat  # present's text view, through the package root (see the module's docstring)
 
-
-@dataclass
-class _Views:
-    """The higher layers' functions behind Forecast.compare and str(Forecast)."""
-
-    compare: Callable[..., Any] | None = None
-    text: Callable[[Forecast], str] | None = None
-    clusters: Callable[..., Any] | None = None
-
-
-_views = _Views()
-
-
-def set_views(*, compare: Callable[..., Any], text: Callable[[Forecast], str],
-              clusters: Callable[..., Any] | None = None) -> None:
-    """Plugs in ``forecast.compare(...)`` (``compare(forecast, targets, **options)``),
-    ``str(forecast)`` (``text(forecast)``) and ``forecast.on_clusters()``
-    (``clusters(forecast, clusters, parallel)``); called by ``habitat/__init__.py``."""
-    _views.compare, _views.text = compare, text
-    if clusters is not None:
-        _views.clusters = clusters
+        return habitat._forecast_text(self)

@@ -1,4 +1,4 @@
-"""The readable text table printed by ``print(forecast)``."""
+"""The readable text printed by ``print(forecast)``."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
@@ -85,3 +85,13 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
         lines.append("Not modelled (forecast from bytes moved, please report): "
                      + ", ".join(step.unsupported))
     return "\n".join(lines)
+
+
+def forecast_text(forecast: "Forecast") -> str:
+    """``print(forecast)`` (Forecast.__str__, through habitat/__init__.py): the table of
+    :func:`format_forecast`, then the latest step on each of the forecast's clusters
+    (predict_on's world_size or cluster), if any."""
+    text = format_forecast(forecast)
+    if not forecast.clusters or not any(s.ops for s in forecast.steps):
+        return text
+    return text + "\n\nOn clusters:\n" + "\n".join(f"  {fc}" for fc in forecast.on_clusters())
