@@ -1,4 +1,5 @@
-"""python -m habitat.evaluate {kernels,models,distributed} --data DIR [--quick] [--json OUT] [--origin G] [--target G]
+"""python -m habitat.evaluate {kernels,models} --data DIR [--quick] [--json OUT] [--origin G] [--target G]
+python -m habitat.evaluate distributed [--data DIR] [--target GPU_DIR] [--json OUT]
 python -m habitat.evaluate precision [--data benchmarks/results/kernels/H100-SXM5-80GB] [--json OUT]
 python -m habitat.evaluate cards --data DIR [--origin GPU --target GPU] [--json OUT]"""
 from __future__ import annotations
@@ -20,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
                                 description="Accuracy of Habitat's predictors on NeuSight-format measurements.")
     p.add_argument("what", choices=("kernels", "models", "distributed", "precision", "cards"),
                    help="kernels: per-op CSVs (kernels/, test/); models: end-to-end labels/; "
-                        "distributed: 4x A100 DP/TP/PP labels (default data: the repository's copy); "
+                        "distributed: 4-GPU DP/TP/PP labels of the --target GPU folder in --data (default: the "
+                        "repository's copy, NVIDIA_A100-SXM4-40GB); "
                         "precision: GEMM and conv on the measured multi-precision kernels' held-out shapes; "
                         "cards: two GPUs on the same test/ GEMM shapes, measured and forecast ratio")
     p.add_argument("--data", default=None, help="NeuSight-format data directory (precision: collect_kernels.py "
@@ -30,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a small subsample (tests, CI)")
     p.add_argument("--json", default=None, help="write the numbers to this file")
     p.add_argument("--origin", action="append", default=None, help="restrict origins (repeatable)")
-    p.add_argument("--target", action="append", default=None, help="restrict targets (repeatable)")
+    p.add_argument("--target", action="append", default=None,
+                   help="restrict targets (repeatable); distributed: the GPU folder whose labels to forecast")
     p.add_argument("--groups", default=None,
                    help="kernels only: comma list of bmm,linear,conv,elementwise,softmax,ln (default all)")
     args = p.parse_args(argv)
@@ -62,13 +65,17 @@ def main(argv: list[str] | None = None) -> int:
         results = kernels.evaluate(data, model_set, devices, args.quick, origins, targets, groups)
         kernels.print_report(results)
     elif args.what == "distributed":
-        results = distributed.evaluate(data, model_set, devices)
+        try:
+            results = distributed.evaluate(data, model_set, devices, (args.target or [None])[0])
+        except (FileNotFoundError, ValueError) as exc:
+            p.error(str(exc))
         distributed.print_report(results)
     else:
         results = models.evaluate(data, model_set, devices, args.quick, origins, targets)
         results["summary"] = models.print_report(results)
     results["anchors"] = {"kernel": P.ANCHORS_KERNEL, "e2e": P.ANCHORS_E2E}
-    results["weights"] = str(weights)
+    # the checkout's weights by their path in it (a committed result names no machine's folder)
+    results["weights"] = str(weights.relative_to(Path.cwd()) if weights.is_relative_to(Path.cwd()) else weights)
     results["quick"] = args.quick
     print(f"\n({args.what}: {time.time() - start:.0f}s)")
     if args.json:

@@ -118,18 +118,20 @@ def node_parts(row: dict[str, str], training: bool) -> dict[str, list[Part]]:
 
 def load_config(csv_path: Path, training: bool) -> list[NodeWork]:
     meta = json.loads(csv_path.with_suffix(".json").read_text())
-    layers = int(meta["num_layer"])
-    nodes = []
     with open(csv_path, newline="") as f:
-        for row in csv.DictReader(f):
-            repeat = layers if _LAYER0.search(row["meta"]) else 1
-            measured = {k: float(row[f"{k}_latency"] or 0) * 1000.0 for k in ("fw", "bw", "acc")}
-            parts = node_parts(row, training)
-            if not training:
-                parts = {"fw": parts.get("fw", [])} if parts else {}
-                measured["bw"] = measured["acc"] = 0.0
-            nodes.append(NodeWork(row["Name"], repeat, measured, parts))
-    return nodes
+        return [node_work(row, int(meta["num_layer"]), training) for row in csv.DictReader(f)]
+
+
+def node_work(row: dict[str, str], layers: int, training: bool) -> NodeWork:
+    """One fx node of a trace CSV: its work, measured times (us) and repeat (`layers` for the
+    nodes of the traced layer)."""
+    repeat = layers if _LAYER0.search(row["meta"]) else 1
+    measured = {k: float(row[f"{k}_latency"] or 0) * 1000.0 for k in ("fw", "bw", "acc")}
+    parts = node_parts(row, training)
+    if not training:
+        parts = {"fw": parts.get("fw", [])} if parts else {}
+        measured["bw"] = measured["acc"] = 0.0
+    return NodeWork(row["Name"], repeat, measured, parts)
 
 
 def _parts_time(parts: list[Part], predict) -> float:
