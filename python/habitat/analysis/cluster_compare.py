@@ -6,7 +6,9 @@ GPU-hour (the dated price table, habitat/data/prices.json, or yours) times the G
 the run's time. With data parallelism the step's batch is per replica, so a cluster of N GPUs
 processes N times the samples per step: the table also gives the time per single-GPU batch
 (ms/batch), which is what to compare when the global batch is fixed. A step that is host-bound
-on one GPU stays so on every rank (habitat.analysis.parallel): the table says which.
+on one GPU stays so on every rank (habitat.analysis.parallel): the table says which, and gives
+per cluster the shares of the step that are exposed communication, host cadence and pipeline
+bubble.
 """
 from __future__ import annotations
 
@@ -64,17 +66,22 @@ class ClusterComparison:
 
     def __str__(self) -> str:
         head = (f"{'#':>2s}  {'cluster':44s} {'parallel':12s} {'ms/step':>9s} {'ms/batch':>9s} "
-                f"{'exposed comm':>12s} {'run':>9s} {'$/GPU-h':>8s} {'run cost':>10s}")
+                f"{'comm':>5s} {'host':>5s} {'bubble':>6s} {'run':>9s} {'$/GPU-h':>8s} {'run cost':>10s}")
         lines = [f"Clusters for {self.iterations} steps, ranked by step time (as seen: the single-GPU step's host "
                  "cadence included where it has a timeline)", head]
         for r in self.rows:
             f = r.forecast
             price = f"{r.usd_per_gpu_hour:.2f}" if r.usd_per_gpu_hour is not None else "-"
             cost = format_usd(r.run_cost_usd) if r.run_cost_usd is not None else "-"
+            shares = " ".join(f"{f.share(us) * 100:{w}.0f}%" for us, w in
+                              ((f.exposed_comm_us, 4), (f.host_bound_us, 4), (f.bubble_us, 5)))
             lines.append(f"{r.rank:2d}  {r.cluster.label()[:44]:44s} {f.parallelism.label()[:12]:12s} "
-                         f"{f.time_ms:9.2f} {r.ms_per_batch:9.3f} {f.exposed_comm_us / 1e3:10.2f}ms "
+                         f"{f.time_ms:9.2f} {r.ms_per_batch:9.3f} {shares} "
                          f"{format_duration(r.run_seconds):>9s} "
                          f"{price:>8s} {cost:>10s}")
+        lines.append("Shares of the step: comm = communication exposed (not hidden behind compute), host = what the "
+                     "host's launch cadence adds (the GPU waits for launches), bubble = pipeline stages idle; each a share "
+                     "of the whole step, so they may overlap (stages idle whatever sets their pace).")
         lines.append("A data-parallel step processes one single-GPU batch per replica; ms/batch is the step "
                      "over the replicas, what to compare when the global batch is fixed.")
         bound = [str(r.rank) for r in self.rows if r.forecast.host_bound]

@@ -40,7 +40,7 @@ from the engine's model (habitat.analysis.cluster). Times are microseconds.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from habitat.analysis.cluster import Cluster
@@ -177,6 +177,9 @@ class ParallelForecast:
     bubble_us: float = 0.0
     #: the single-GPU step's host cadence sets one of its phases (see notes)
     host_bound: bool = False
+    #: what the host's cadence adds to the step: the step less the same step with the host left
+    #: out (every phase its device time, no overlap between phases)
+    host_bound_us: float = 0.0
     collectives: list[dict[str, Any]] = field(default_factory=list)  # kind, bytes, count, time_us
     notes: list[str] = field(default_factory=list)
 
@@ -184,18 +187,27 @@ class ParallelForecast:
     def time_ms(self) -> float:
         return self.time_us / 1000.0
 
+    def share(self, part_us: float) -> float:
+        """`part_us` as a share of the step (0 for an empty step)."""
+        return part_us / self.time_us if self.time_us > 0 else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster.label(), "parallelism": self.parallelism.label(),
                 "time_ms": round(self.time_ms, 4), "compute_ms": round(self.compute_us / 1e3, 4),
                 "exposed_comm_ms": round(self.exposed_comm_us / 1e3, 4),
                 "comm_ms": round(self.comm_us / 1e3, 4), "bubble_ms": round(self.bubble_us / 1e3, 4),
-                "host_bound": self.host_bound, "collectives": self.collectives, "notes": self.notes}
+                "host_bound": self.host_bound, "host_bound_ms": round(self.host_bound_us / 1e3, 4),
+                "shares": {"exposed_comm": round(self.share(self.exposed_comm_us), 4),
+                           "host_bound": round(self.share(self.host_bound_us), 4),
+                           "bubble": round(self.share(self.bubble_us), 4)},
+                "collectives": self.collectives, "notes": self.notes}
 
     def __str__(self) -> str:
         return (f"{self.cluster.label()} {self.parallelism.label()}: {self.time_ms:.2f} ms/step "
                 f"(compute {self.compute_us / 1e3:.2f}, communication {self.comm_us / 1e3:.2f} of which "
                 f"exposed {self.exposed_comm_us / 1e3:.2f}, bubble {self.bubble_us / 1e3:.2f}"
-                + ("; host-bound: the rest is the host's launch cadence)" if self.host_bound else ")"))
+                + (f"; host-bound {self.host_bound_us / 1e3:.2f}: the host's launch cadence)" if self.host_bound
+                   else ")"))
 
 
 class _Ledger:
@@ -403,7 +415,13 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
     for r in rows:
         r["time_us"] = round(r["time_us"], 3)
         r["bytes"] = round(r["bytes"])
+    host_bound_us = 0.0
+    if hf or hb or work.host_optimizer_us:
+        device_only = replace(work, host_forward_us=0.0, host_backward_us=0.0, host_optimizer_us=0.0,
+                              seen_adjust_us=0.0)
+        host_bound_us = max(0.0, time_us - parallel_step(device_only, cluster, p).time_us)
     return ParallelForecast(cluster=cluster, parallelism=p, time_us=time_us,
                             compute_us=compute + optimizer + work.other_us,
                             exposed_comm_us=exposed, comm_us=ledger.total_us, bubble_us=bubble,
-                            host_bound=bool(host_phases), collectives=rows, notes=notes)
+                            host_bound=bool(host_phases), host_bound_us=host_bound_us, collectives=rows,
+                            notes=notes)

@@ -165,6 +165,23 @@ def test_a_pipeline_stage_issues_its_launches_once_per_micro_batch():
     assert pp.time_us == pytest.approx(passes * 7 / 4 + p2p + w.host_optimizer_us / 4, rel=1e-6)
 
 
+def test_shares_of_the_step_exposed_communication_host_cadence_and_bubble():
+    c = Cluster("A100", 8)
+    serial = parallel_step(_work(grad_mb=1000), c, Parallelism(data=8, overlap=False))
+    assert serial.host_bound_us == 0 and serial.bubble_us == 0
+    assert serial.share(serial.exposed_comm_us) == pytest.approx(serial.exposed_comm_us / serial.time_us)
+    assert serial.to_dict()["shares"]["exposed_comm"] > 0.05
+    # a host-bound step: the host adds what the step takes over its device time
+    host = _host_bound(_work())
+    ddp = parallel_step(host, c, Parallelism(data=8))
+    device_time = parallel_step(_work(), c, Parallelism(data=8)).time_us
+    assert ddp.host_bound_us == pytest.approx(ddp.time_us - device_time)
+    assert 0 < ddp.to_dict()["shares"]["host_bound"] < 1
+    # a pipeline of one micro-batch idles (p-1)/p of its stages
+    pp = parallel_step(_work(layers=8), Cluster("A100", 4), Parallelism(pipeline=4, micro_batches=1))
+    assert pp.share(pp.bubble_us) == pytest.approx(0.75, abs=0.05)
+
+
 def test_a_device_file_can_add_a_fabric(tmp_path):
     import json
 

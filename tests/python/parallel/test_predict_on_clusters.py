@@ -79,6 +79,10 @@ def test_cli_ranks_clusters(clustered_forecast, tmp_path):
     text = subprocess.run([sys.executable, "-m", "habitat", "compare", str(path), "--cluster", "8xH100"],
                           capture_output=True, text=True, env=subprocess_env(), timeout=120)
     assert "ms/batch" in text.stdout and "Host-bound (#1)" in text.stdout
+    head = next(line for line in text.stdout.splitlines() if "ms/step" in line)
+    assert head.split()[5:8] == ["comm", "host", "bubble"]
+    shares = json.loads(out.stdout)["clusters"][0]["shares"]
+    assert shares["host_bound"] > 0.3 and shares["bubble"] == 0
     bad = subprocess.run([sys.executable, "-m", "habitat", "compare", str(path), "--cluster", "eightH100"],
                          capture_output=True, text=True, env=subprocess_env(), timeout=120)
     assert bad.returncode != 0 and "GPUSxGPU" in bad.stderr
