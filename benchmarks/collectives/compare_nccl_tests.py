@@ -19,7 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calibrate  # noqa: E402  (beside this script)
 
 DATA = calibrate.DATA
-ACROSS_NODES = Path(__file__).with_name("multinode_all_reduce.json")
 SIZES = (1 << 20, 1 << 30)  # the issue's range: 1 MiB - 1 GiB
 
 
@@ -66,18 +65,6 @@ def compare(data: Path = DATA) -> list[dict]:
         out.append({"name": curve["name"], "device": curve["device"], "harness": curve["harness"],
                     "algorithm": curve["algorithm"], "scored": scored, "source": curve["source"], **result})
     return out
-
-
-def _across_nodes(curve: dict, nbytes: int) -> dict:
-    cluster = Cluster(curve["device"], curve["ranks"], curve["gpus_per_node"], network=curve["network"])
-    return cluster.collective("all_reduce", nbytes, algorithm=curve["algorithm"])
-
-
-def across_nodes(data: Path = ACROSS_NODES) -> list[dict]:
-    """The multi-node path (NCCL's tuner over the network tier, not calibrated) against published
-    curves across nodes; evaluation only."""
-    return [{"name": c["name"], "network": c["network"], "source": c["source"], **score(c, _across_nodes)}
-            for c in json.loads(data.read_text())["curves"]]
 
 
 def by_gpu(results: list[dict]) -> dict[str, dict]:
@@ -151,18 +138,11 @@ def main() -> None:
     for gpu, g in gpus.items():
         print(f"  {gpu:10s} {g['curves']} curves, {g['points']} sizes: mean |error| {g['mean_abs_error_pct']}%, "
               f"{g['within_15pct']}/{g['points']} within 15%")
-    nodes = across_nodes()
-    print("\nacross nodes (evaluation only; the multi-node path is NCCL's tuner, not calibrated):")
-    for c in nodes:
-        print(f"  {c['name']} (network tier {c['network']})")
-        for r in c["rows"]:
-            print(f"  {r['bytes'] / 2**20:7.0f}MB {r['measured_busbw_gbs']:9.1f} {r['predicted_busbw_gbs']:9.1f} "
-                  f"{r['algorithm'] + '/' + r['protocol']:>12s} {r['error_pct']:+6.1f}%")
-        print(f"  mean |error| {c['mean_abs_error_pct']}%, {c['within_15pct']}/{c['points']} sizes within 15%")
+    print("\nacross nodes: benchmarks/collectives/across_nodes.py")
     a100 = side_by_side("A100-SXM4")
     print_side_by_side(a100)
     if args.json:
-        Path(args.json).write_text(json.dumps({"curves": results, "by_gpu": gpus, "across_nodes": nodes},
+        Path(args.json).write_text(json.dumps({"curves": results, "by_gpu": gpus},
                                               indent=1) + "\n")
         Path(args.json).with_name("a100_side_by_side.json").write_text(json.dumps(a100, indent=1) + "\n")
 

@@ -21,6 +21,16 @@ struct AchievedProtocol {
   double step_latency_us = 0;  // per ring step, on top of NCCL's per-call base latency
 };
 
+// What NCCL achieves across nodes for an all_reduce, relative to its own tuner's estimate of
+// the pick (devices.json "achieved": "two_nodes" / "more_nodes" of a network tier; fitted on the
+// published multi-node curves named there, each scored by a fit without it): time =
+// latency_scale x the tuner's latency + the tuner's bandwidth time / busbw_share.
+// 0 = not calibrated.
+struct AchievedNetwork {
+  double latency_scale = 0;
+  double busbw_share = 0;
+};
+
 // One tier of the fabric as one GPU sees it: its NVLink, its PCIe slot, or its NIC.
 struct LinkTier {
   std::string name;  // e.g. "nvlink4-nvswitch", "ib-ndr400"
@@ -40,6 +50,10 @@ struct LinkTier {
   double achieved_nvls_latency_us = 0;
   double achieved_nvls_chunk_overhead_us = 0;
   int nvls_channels = 0;
+  // Network tiers: all_reduce across two nodes, and across more (NCCL's tree algorithms beat a
+  // ring's network bound on two nodes only).
+  AchievedNetwork achieved_two_nodes;
+  AchievedNetwork achieved_more_nodes;
   std::map<std::string, std::string> sources;
 
   // The bus bandwidth a ring reaches over this tier, bytes/s.

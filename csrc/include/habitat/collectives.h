@@ -36,9 +36,10 @@ double bus_factor(Collective c, int ranks);
 struct CollectiveEstimate {
   double time_us = 0;  // what the collective takes: the achieved model where the tier has one
   double tuner_time_us =
-      0;                 // NCCL's own tuner estimate for the same pick (its selection heuristic)
-  double algbw_gbs = 0;  // bytes / time, 1e9 B/s
-  double busbw_gbs = 0;  // algbw x bus_factor
+      0;  // NCCL's own tuner estimate for the same pick (its selection heuristic)
+  double tuner_latency_us = 0;  // the part of tuner_time_us that does not grow with the bytes
+  double algbw_gbs = 0;         // bytes / time, 1e9 B/s
+  double busbw_gbs = 0;         // algbw x bus_factor
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
   std::string protocol;    // NCCL's wire protocol the forecast picked: "LL", "LL128" or "Simple"
   std::string bottleneck;  // the tier whose bandwidth bounds it
@@ -51,8 +52,10 @@ struct CollectiveEstimate {
 // costed with NCCL's latency + bytes / bandwidth model and the smallest time wins. NCCL's
 // tuner numbers are a selection heuristic, not achieved bandwidth: on one node of a tier with
 // an "achieved" calibration the pick is then timed with what that protocol achieves (per-step
-// latency and bus bandwidth; NVLS with NCCL's chunk size for the message). Throws ClusterError
-// on a group the cluster cannot hold.
+// latency and bus bandwidth; NVLS with NCCL's chunk size for the message); across nodes an
+// all_reduce is timed with the network tier's calibration for two or more nodes (the tuner's
+// latency and bandwidth time, each scaled). Throws ClusterError on a group the cluster cannot
+// hold.
 CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks,
                                        const Cluster& cluster,
                                        CollectiveAlgorithm algorithm = CollectiveAlgorithm::Auto);

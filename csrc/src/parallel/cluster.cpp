@@ -27,9 +27,25 @@ double read_number(const json& v, const Loc& at, bool positive) {
   return x;
 }
 
-// The "achieved" block of a tier: per protocol {busbw_fraction, step_latency_us}, and NVLS's
-// latency_us, chunk_overhead_us and channels; descriptive keys (calibrated_on, notes, _...) are
-// skipped.
+// A network tier's all_reduce across nodes: {latency_scale, busbw_share}, both > 0.
+void apply_achieved_network(AchievedNetwork& n, const json& obj, const Loc& at) {
+  if (!obj.is_object()) bad(at, "must be an object {latency_scale, busbw_share}");
+  for (const auto& [field, x] : obj.items()) {
+    if (field == "latency_scale") {
+      n.latency_scale = read_number(x, at.child(field), true);
+    } else if (field == "busbw_share") {
+      n.busbw_share = read_number(x, at.child(field), true);
+    } else if (!is_comment(field)) {
+      bad(at.child(field), "unknown field (known: latency_scale, busbw_share)");
+    }
+  }
+  if (!(n.latency_scale > 0) || !(n.busbw_share > 0))
+    bad(at, "needs \"latency_scale\" and \"busbw_share\"");
+}
+
+// The "achieved" block of a tier: per protocol {busbw_fraction, step_latency_us}, NVLS's
+// latency_us, chunk_overhead_us and channels, and a network tier's all_reduce across two_nodes
+// and more_nodes; descriptive keys (calibrated_on, notes, _...) are skipped.
 void apply_achieved(LinkTier& t, const json& obj, const Loc& at) {
   if (!obj.is_object()) bad(at, "must be an object");
   static constexpr std::array<const char*, 3> kProtocols{"LL", "LL128", "Simple"};
@@ -52,6 +68,9 @@ void apply_achieved(LinkTier& t, const json& obj, const Loc& at) {
         }
       }
       if (!(p.busbw_fraction > 0)) bad(k, "needs \"busbw_fraction\"");
+    } else if (key == "two_nodes" || key == "more_nodes") {
+      apply_achieved_network(key == "two_nodes" ? t.achieved_two_nodes : t.achieved_more_nodes, v,
+                             k);
     } else if (key == "nvls_latency_us") {
       t.achieved_nvls_latency_us = read_number(v, k, false);
     } else if (key == "nvls_chunk_overhead_us") {
@@ -61,7 +80,7 @@ void apply_achieved(LinkTier& t, const json& obj, const Loc& at) {
     } else {
       bad(k,
           "unknown field (known: LL, LL128, Simple, nvls_latency_us, nvls_chunk_overhead_us, "
-          "nvls_channels, calibrated_on, notes)");
+          "nvls_channels, two_nodes, more_nodes, calibrated_on, notes)");
     }
   }
 }

@@ -51,6 +51,7 @@ std::string squash(std::string_view name) {
 
 struct Candidate {
   double time_us = std::numeric_limits<double>::infinity();
+  double latency_us = 0;  // the part of time_us that does not grow with the bytes
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
   std::string protocol = "Simple";
   std::string bottleneck;
@@ -191,8 +192,12 @@ Candidate ring(Collective c, double bytes, const Shape& s, const Cluster& cl, in
   if (p == Simple && s.k > 1 && c == Collective::AllReduce && bytes / (s.channels * s.n) >= 64)
     latency *= s.family >= 1 ? 1.4 : 1.9;
   const double busbw = bus * 1e9;
-  return {latency + bytes * bus_factor(c, s.n) / busbw * 1e6, CollectiveAlgorithm::Ring,
-          kProtoNames[p], s.tier, p};
+  return {latency + bytes * bus_factor(c, s.n) / busbw * 1e6,
+          latency,
+          CollectiveAlgorithm::Ring,
+          kProtoNames[p],
+          s.tier,
+          p};
 }
 
 // NCCL's tree all_reduce: a chain inside each node, a binary tree across nodes; every byte
@@ -212,8 +217,12 @@ Candidate tree(double bytes, const Shape& s, const Cluster& cl, int p) {
   const double intra_lat = tree_hops(intra_tier)[p];
   const double inter_lat = tree_hops(cl.inter)[p];
   const double latency = kTreeBaseLat[p] + 2 * ((s.g - 1) * intra_lat + std::log2(s.k) * inter_lat);
-  return {latency + bytes / (0.5 * bus * 1e9) * 1e6, CollectiveAlgorithm::Tree, kProtoNames[p],
-          s.tier, p};
+  return {latency + bytes / (0.5 * bus * 1e9) * 1e6,
+          latency,
+          CollectiveAlgorithm::Tree,
+          kProtoNames[p],
+          s.tier,
+          p};
 }
 
 // NVLink SHARP: each GPU sends its buffer to the switch and receives the reduced one, so the
@@ -223,8 +232,12 @@ Candidate nvls(double bytes, int n, const Cluster& cl) {
   Candidate none;
   if (cl.nodes_spanned(n) > 1 || cl.intra.nvls_algbw_fraction <= 0) return none;
   const double algbw = cl.intra.nvls_algbw_fraction * cl.intra.bandwidth_gbs * 1e9;
-  return {cl.intra.nvls_latency_us + bytes / algbw * 1e6, CollectiveAlgorithm::Nvls, "Simple",
-          cl.intra.name + " (NVLS)", Simple};
+  return {cl.intra.nvls_latency_us + bytes / algbw * 1e6,
+          cl.intra.nvls_latency_us,
+          CollectiveAlgorithm::Nvls,
+          "Simple",
+          cl.intra.name + " (NVLS)",
+          Simple};
 }
 
 // All-to-all: every rank sends (n-1)/n of its buffer, (g-1)/n over its intra link and
@@ -236,8 +249,12 @@ Candidate all_to_all(double bytes, int n, const Cluster& cl) {
   double t_inter = k > 1 ? bytes * (n - g) / n / cl.inter.ring_bytes_per_s() : 0;
   const LinkTier& slow = t_inter > t_intra ? cl.inter : cl.intra;
   const double latency = cl.intra.base_latency_us + slow.hop_latency_us;
-  return {latency + std::max(t_intra, t_inter) * 1e6, CollectiveAlgorithm::Ring, "Simple",
-          slow.name, Simple};
+  return {latency + std::max(t_intra, t_inter) * 1e6,
+          latency,
+          CollectiveAlgorithm::Ring,
+          "Simple",
+          slow.name,
+          Simple};
 }
 
 // NCCL's NVLS chunk for a message (enqueue.cc): NVLS_CHUNKSIZE (128 KiB) shrinks to 64, 32 and
@@ -252,15 +269,28 @@ double nvls_chunk(double bytes, double concurrent_ops) {
   return chunk;
 }
 
-// The time NCCL achieves for the tuner's pick, where the tier carries a calibration and the
-// group fits one node; otherwise the tuner's own estimate stands. Ring: NCCL's base latency +
-// 2(n-1) (or n-1) steps x the achieved per-step latency + bus bytes / the achieved bus
-// bandwidth of the protocol. NVLS: per-call latency + bytes / algbw(chunk), where each
-// (channel, head) pays `overhead` per chunk on top of streaming at the full-chunk rate:
+// An all_reduce across nodes, where the network tier carries a calibration for as many nodes:
+// the tuner's latency and bandwidth time of its pick, each corrected by what published
+// multi-node curves achieved (devices.json; benchmarks/collectives/README.md, "Across nodes").
+// Other collectives across nodes keep the tuner's estimate (no curve of them was fitted).
+double achieved_across_nodes(Collective c, const Shape& s, const Cluster& cl,
+                             const Candidate& pick) {
+  if (c != Collective::AllReduce) return pick.time_us;
+  const AchievedNetwork& a = s.k == 2 ? cl.inter.achieved_two_nodes : cl.inter.achieved_more_nodes;
+  if (a.latency_scale <= 0 || a.busbw_share <= 0) return pick.time_us;
+  return a.latency_scale * pick.latency_us + (pick.time_us - pick.latency_us) / a.busbw_share;
+}
+
+// The time NCCL achieves for the tuner's pick, where the tier carries a calibration: across
+// nodes, achieved_across_nodes; on one node, below; otherwise the tuner's own estimate stands.
+// Ring: NCCL's base latency + 2(n-1) (or n-1) steps x the achieved per-step latency + bus bytes /
+// the achieved bus bandwidth of the protocol. NVLS: per-call latency + bytes / algbw(chunk), where
+// each (channel, head) pays `overhead` per chunk on top of streaming at the full-chunk rate:
 // 1/algbw(c) = 1/algbw(128K) + overhead / (channels x heads) x (1/c - 1/128K).
 double achieved_time_us(Collective c, double bytes, const Shape& s, const Cluster& cl,
                         const Candidate& pick) {
-  if (s.k != 1 || s.g < 2) return pick.time_us;
+  if (s.k > 1) return achieved_across_nodes(c, s, cl, pick);
+  if (s.g < 2) return pick.time_us;
   const LinkTier& t = cl.intra;
   if (pick.algorithm == CollectiveAlgorithm::Nvls) {
     if (t.achieved_nvls_chunk_overhead_us <= 0 || t.nvls_channels <= 0) return pick.time_us;
@@ -399,6 +429,7 @@ CollectiveEstimate estimate_collective(Collective c, double bytes, int ranks,
       candidates.begin(), candidates.end(),
       [](const Candidate& a, const Candidate& b) { return a.time_us < b.time_us; });
   out.tuner_time_us = best.time_us;
+  out.tuner_latency_us = best.latency_us;
   out.time_us = achieved_time_us(c, bytes, shape, cluster, best);
   out.algorithm = best.algorithm;
   out.protocol = best.protocol;

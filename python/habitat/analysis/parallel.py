@@ -399,9 +399,9 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
     tail = max(optimizer_seen, sync_exposed + optimizer)
     exposed += tail - optimizer_seen
     if cluster.nodes > 1 and ledger.total_us > 0:
-        notes.append(f"across nodes the {cluster.inter['name']} network is timed at NCCL's best over its nominal "
-                     "rate, not calibrated: on the one published two-node curve checked (16x A100, RoCE) the "
-                     "network reached half of it (benchmarks/collectives/README.md, 'Across nodes')")
+        notes.append(f"across nodes the {cluster.inter['name']} network's all-reduces are timed with what published "
+                     "multi-node nccl-tests curves achieved (held out 8.6-14.2% on three two-node curves); one cloud "
+                     "cluster ran at 0.4x of it (benchmarks/collectives/README.md, 'Across nodes')")
     # A rank's passes: the device work tensor parallelism left it, per micro-batch in a pipeline
     # (whose stages each issue their share of the launches per micro-batch).
     per_pass = p.micro_batches if pp > 1 else 1

@@ -1,7 +1,7 @@
 """The collective model against the published nccl-tests curves (benchmarks/collectives), by node
-cross-validation: devices.json holds what calibrate.py fits on each whole pool of curves, every
-pooled curve is scored by a fit that never saw it, and the held-out figures stay where
-benchmarks/collectives/README.md reports them."""
+cross-validation: devices.json holds what calibrate.py (one node) and across_nodes.py (across
+nodes) fit on each whole pool of curves, every pooled curve is scored by a fit that never saw it,
+and the held-out figures stay where benchmarks/collectives/README.md reports them."""
 from __future__ import annotations
 
 import pytest
@@ -12,6 +12,7 @@ from habitat.analysis.cluster import Cluster
 # compare_nccl_tests imports calibrate by that name (the script's directory): one module for both.
 calibrate = load_script("benchmarks/collectives/calibrate.py", "calibrate")
 compare_nccl_tests = load_script("benchmarks/collectives/compare_nccl_tests.py", "bench_compare_nccl_tests")
+across_nodes = load_script("benchmarks/collectives/across_nodes.py", "bench_across_nodes")
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +106,56 @@ def test_a100_curves_side_by_side_below_the_evaluation_range() -> None:
     assert all(r["model_us"] > 0 for r in rows.values())
 
 
-def test_across_nodes_the_one_published_curve_stays_where_the_readme_reports() -> None:
-    """Evaluation only (nothing fitted): the multi-node path is NCCL's best over the nominal
-    fabric, and the OCI two-node RoCE cluster reaches less than half of it for large messages."""
-    (curve,) = compare_nccl_tests.across_nodes()
-    assert curve["points"] == 11 and curve["network"] == "ib-hdr200"
-    assert all(r["error_pct"] > 0 for r in curve["rows"])  # optimistic at every size
-    assert 70 <= curve["mean_abs_error_pct"] <= 85
+@pytest.fixture(scope="module")
+def across() -> dict:
+    return across_nodes.evaluate()
+
+
+def test_network_tiers_hold_the_whole_pool_fits_across_nodes(across: dict) -> None:
+    blocks = across_nodes.devices_blocks(across["fits"])
+    for gpu in ("A100-SXM4-40GB", "H100-SXM5-80GB", "V100-SXM2-16GB"):
+        achieved = Cluster(gpu, 16, 8).inter["achieved"]
+        for pool in ("two_nodes", "more_nodes"):
+            assert achieved[pool] == pytest.approx(blocks[pool], abs=1e-4), (gpu, pool)
+    # NCCL's tree beats a ring's network bound on two nodes only
+    assert blocks["two_nodes"]["busbw_share"] > 1 > blocks["more_nodes"]["busbw_share"]
+
+
+def test_across_nodes_the_engine_scales_the_tuners_latency_and_bandwidth_time() -> None:
+    two = Cluster("H100-SXM5-80GB", 16, 8).inter["achieved"]["two_nodes"]
+    e = Cluster("H100-SXM5-80GB", 16, 8).collective("all_reduce", 64 << 20)
+    latency, bandwidth = e["tuner_latency_us"], e["tuner_time_us"] - e["tuner_latency_us"]
+    assert e["time_us"] == pytest.approx(two["latency_scale"] * latency + bandwidth / two["busbw_share"])
+    more = Cluster("H100-SXM5-80GB", 32, 8).collective("all_reduce", 64 << 20)
+    assert more["time_us"] != pytest.approx(more["tuner_time_us"])
+    # other collectives across nodes keep the tuner's estimate (no curve of them was fitted)
+    g = Cluster("H100-SXM5-80GB", 16, 8).collective("all_gather", 64 << 20)
+    assert g["time_us"] == pytest.approx(g["tuner_time_us"])
+
+
+def test_every_pooled_curve_across_nodes_is_scored_by_a_fit_without_it(across: dict) -> None:
+    doc = across_nodes.load()
+    by_name = {c["name"]: c for c in doc["curves"]}
+    for c in across["curves"]:
+        if c["pool"] is None:
+            assert c["scored"].startswith("shipped constants") and by_name[c["name"]]["forced"]
+            continue
+        rest = [o for o in doc["curves"] if across_nodes.pool_of(o) == c["pool"] and o["name"] != c["name"]]
+        assert c["fit"] == across_nodes.fit(rest)
+    pools = [c["pool"] for c in across["curves"]]
+    assert pools.count("two nodes") == 4 and pools.count("more than two nodes") == 3
+
+
+def test_across_nodes_held_out_figures_stay_where_the_readme_reports(across: dict) -> None:
+    two = {c["name"]: c for c in across["curves"] if c["pool"] == "two nodes"}
+    assert all(c["points"] == 11 for c in two.values())
+    # Three of the four two-node curves within the issue's 25% held out; the OCI tutorial's
+    # cluster reached 87 GB/s, where the same shape measured 171-222 GB/s in four other runs.
+    met = sorted(c["mean_abs_error_pct"] for c in two.values())
+    assert met[2] <= 15 and met[3] > 75
+    oci = next(c for n, c in two.items() if "OKE" not in n and "A100" in n)
+    assert oci["mean_abs_error_pct"] > 75 and oci["rows"][-1]["measured_busbw_gbs"] < 90
+    assert across["two_nodes_held_out_mean_abs_error_pct"] == pytest.approx(29.5, abs=0.5)
+    for c in across["curves"]:
+        if c["pool"] == "more than two nodes":
+            assert c["mean_abs_error_pct"] <= 21 and c["mean_abs_error_pct"] < c["tuner_mean_abs_error_pct"]

@@ -64,7 +64,7 @@ def test_ddp_across_nodes_costs_more_than_inside_one():
     inside = parallel_step(w, Cluster("A100", 8), Parallelism(data=8, overlap=False))
     across = parallel_step(w, Cluster("A100", 16), Parallelism(data=16, overlap=False))
     assert across.comm_us > inside.comm_us
-    assert any("not calibrated" in n for n in across.notes) and not any("not calibrated" in n for n in inside.notes)
+    assert any("across nodes" in n for n in across.notes) and not any("across nodes" in n for n in inside.notes)
 
 
 def test_tensor_parallel_splits_the_layers_and_adds_all_reduces():

@@ -34,6 +34,14 @@ py::dict tier_dict(const LinkTier& t) {
     a["step_latency_us"] = t.achieved[p].step_latency_us;
     achieved[names[p]] = a;
   }
+  for (const auto& [key, n] : {std::pair{"two_nodes", t.achieved_two_nodes},
+                               std::pair{"more_nodes", t.achieved_more_nodes}}) {
+    if (n.busbw_share <= 0) continue;
+    py::dict a;
+    a["latency_scale"] = n.latency_scale;
+    a["busbw_share"] = n.busbw_share;
+    achieved[key] = a;
+  }
   if (t.achieved_nvls_chunk_overhead_us > 0) {
     achieved["nvls_latency_us"] = t.achieved_nvls_latency_us;
     achieved["nvls_chunk_overhead_us"] = t.achieved_nvls_chunk_overhead_us;
@@ -79,6 +87,7 @@ void bind_parallel(py::module_& m) {
             d["collective"] = to_string(coll);
             d["time_us"] = e.time_us;
             d["tuner_time_us"] = e.tuner_time_us;
+            d["tuner_latency_us"] = e.tuner_latency_us;
             d["algbw_gbs"] = e.algbw_gbs;
             d["busbw_gbs"] = e.busbw_gbs;
             d["algorithm"] = to_string(e.algorithm);
