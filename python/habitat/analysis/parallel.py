@@ -27,9 +27,12 @@ from the engine's model (habitat.analysis.cluster). Times are microseconds.
   launches once per micro-batch; the optimizer's launches follow the parameter tensors a rank
   holds (1/p of them on a pipeline stage; a slice of each under TP and FSDP, as many launches).
   DDP's gradient all-reduce runs on its own stream, and the optimizer's kernels wait for it on
-  the device while the host goes on issuing them, so a host-bound optimizer hides it. Not added:
-  the work DDP's reducer itself issues (per parameter tensor 7 dispatcher calls, 3 of them kernels
-  over the gradient: benchmarks/results/ddp-reducer-ops.md) and the collectives' launches.
+  the device while the host goes on issuing them, so a host-bound optimizer hides it.
+- **What the framework adds** (``StepWork.framework``, for a step captured on one device:
+  habitat.analysis.distributed_host): every collective's launch on the host (TP's all-reduces
+  in each pass, FSDP's gathers and reduce-scatters per unit, DDP's buckets), and DDP's reducer
+  over every gradient tensor (its mul into the bucket in the backward pass, its copy back after
+  the all-reduce, as the optimizer's kernels wait for it), host and device time.
 - **Pipeline parallel**: layers are split evenly over p stages (the embedding with the first,
   the head with the last), the batch into m micro-batches; a step takes
   ``sum(stage) + (m - 1) * max(stage)`` per micro-batch's forward and backward (the bubble is
@@ -49,6 +52,24 @@ MB = 1 << 20
 #: torch DDP's bucket_cap_mb default and its first bucket (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES).
 DDP_BUCKET_MB = 25.0
 DDP_FIRST_BUCKET_MB = 1.0
+
+
+@dataclass
+class FrameworkWork:
+    """What the distributed framework issues around a step that one GPU ran, per rank (us on the
+    target; habitat.analysis.distributed_host): DDP's reducer over every parameter tensor of the
+    step, in the backward pass and, after it, copying the reduced gradients back; and the host
+    time of launching one collective from Python in the forward and in the backward pass, and of
+    one of DDP's bucket all-reduces."""
+
+    tensors: int = 0
+    reducer_host_backward_us: float = 0.0
+    reducer_backward_us: float = 0.0
+    reducer_host_finalize_us: float = 0.0
+    reducer_finalize_us: float = 0.0
+    launch_forward_us: float = 0.0
+    launch_backward_us: float = 0.0
+    bucket_launch_us: float = 0.0  # one of DDP's bucket all-reduces (issued from C++, no Python gap)
 
 
 @dataclass
@@ -87,6 +108,9 @@ class StepWork:
     #: the host issues the next. Data- and tensor-parallel ranks keep the phase sequence and
     #: carry it; a pipeline's stage schedule replaces the sequence.
     seen_adjust_us: float = 0.0
+    #: what DDP, tensor parallelism and FSDP add on every rank (None: the step already holds it,
+    #: captured on a rank of the job, or it is not known)
+    framework: FrameworkWork | None = None
 
     @property
     def gradient_bytes(self) -> float:
@@ -278,6 +302,30 @@ def _fsdp(work: StepWork, fwd_us: float, bwd_us: float, cluster: Cluster, p: Par
     return fwd_exposed, bwd_exposed, units * (2 * ag + rs)
 
 
+def _framework_passes(work: StepWork, p: Parallelism, hf: float, hb: float, bwd: float,
+                      shard: float) -> tuple[float, float, float]:
+    """The forward and backward passes' host time and the backward's device time with what the
+    framework adds on a rank (work.framework): every collective's launch (TP's all-reduces, FSDP's
+    gathers and reduce-scatters, DDP's buckets) and DDP's reducer over the gradients. Host time
+    only where the step has a host cadence; the reducer's kernels over a rank's gradients always."""
+    fw = work.framework
+    if fw is None:
+        return hf, hb, bwd
+    hosted = hf > 0 or hb > 0
+    if p.tensor > 1 and hosted:
+        n = work.tp_allreduces or 2 * work.layers + 1
+        hf, hb = hf + n * fw.launch_forward_us, hb + n * fw.launch_backward_us
+    if p.data > 1 and p.sharded and hosted:
+        units = max(1, work.layers or 1)
+        hf, hb = hf + units * fw.launch_forward_us, hb + 2 * units * fw.launch_backward_us
+    if p.data > 1 and not p.sharded:
+        bwd += fw.reducer_backward_us * p.pipeline * shard  # each tensor a 1/t slice; stages split bwd
+        if hosted:
+            buckets = ddp_buckets([(b * shard, r) for b, r in work.gradients], p.bucket_mb, p.first_bucket_mb)
+            hb += fw.reducer_host_backward_us + len(buckets) * fw.bucket_launch_us
+    return hf, hb, bwd
+
+
 def _share(part_us: float, whole_us: float, parts: int) -> float:
     """`part_us`'s share of `whole_us` (1/parts of it when the whole is 0)."""
     return part_us / whole_us if whole_us > 0 else 1.0 / parts
@@ -318,6 +366,7 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
         if group.nodes > 1:
             notes.append("tensor parallelism crosses nodes: its all-reduces go through the NICs")
     shard = 1.0 / (t * pp)  # this rank's share of the parameters
+    hf, hb, bwd = _framework_passes(work, p, hf, hb, bwd, shard)
 
     # -- pipeline: per-stage times, micro-batches, bubble, boundary send/recv ----------------------
     bubble = 0.0
@@ -375,6 +424,13 @@ def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | s
     # Launches follow the parameter tensors a rank holds: a pipeline stage holds 1/pp of them, a
     # tensor-parallel or (per-parameter) FSDP rank a slice of every one.
     host_optimizer = work.host_optimizer_us / pp
+    fw = work.framework
+    if fw is not None and p.data > 1 and not p.sharded:
+        # DDP copies each reduced bucket back into the gradients before the optimizer: kernels that
+        # wait for the all-reduce on the device while the host issues them, as the optimizer's do
+        optimizer += fw.reducer_finalize_us * shard
+        if hf or hb:
+            host_optimizer += fw.reducer_host_finalize_us / pp
     sync_exposed = 0.0
     if p.data > 1 and p.sharded:
         f_exp, b_exp, _ = _fsdp(work, max(hf, work.forward_us), max(hb, work.backward_us), cluster, p,

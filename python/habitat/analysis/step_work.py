@@ -5,9 +5,11 @@
   (its launch cadence), and how far the step as seen is from its phases one after another, so
   that a one-GPU "cluster" is the step as seen.
 - Gradients: when the step already ran data-parallel collectives (DDP's buckets, captured as
-  c10d ops) those are the buckets, ready where they were issued in the backward pass; otherwise
-  the gradient bytes of the step's memory estimate (storages written in the backward pass and
-  read by the optimizer), produced evenly over the backward pass.
+  c10d ops) those are the buckets, ready where they were issued in the backward pass, and the step
+  holds what DDP adds on a rank; otherwise every gradient tensor where the backward pass made it
+  (habitat.analysis.distributed_host), or, where none is seen, the gradient bytes of the step's
+  memory estimate produced evenly over the backward pass; and what the framework adds on a rank
+  (collective launches, DDP's reducer over those tensors) is forecast for the target.
 - Tensor parallelism: matrix products, attention and softmax are the work Megatron-style tensor
   parallelism splits; the forward pass's top-level matrix products pair up as column- then
   row-parallel layers (two per transformer layer: attention and MLP), so a layer is two pairs
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from habitat.analysis.collectives import captured_collectives
+from habitat.analysis.distributed_host import framework_work, gradient_tensors
 from habitat.analysis.memory import estimate_step_memory
 from habitat.analysis.parallel import StepWork
 
@@ -70,16 +73,29 @@ def step_work_from_step(step: Any, target: str) -> StepWork:
     for c in captured_collectives(trace):
         if c.kind == "all_reduce" and c.phase == "backward":
             gradients.append((float(c.bytes), position.get(c.op_id, bwd)))
+    framework = None
+    if not gradients:  # one device's step: the framework's work is not in it
+        tensors = gradient_tensors(trace) if trace else []
+        gradients = [(float(g.nbytes), position.get(g.ready_op, bwd)) for g in tensors]
+        framework = framework_work(tensors, target)
     if not gradients:
         total = float(estimate_step_memory(trace).gradients) if trace else 0.0
         gradients = [(total / _EVEN_PIECES, bwd * (i + 1) / _EVEN_PIECES) for i in range(_EVEN_PIECES)] \
             if total > 0 else []
 
+    host = _host_us(step, target)
+    if framework is None and gradients:
+        # A step captured under DDP: its reducer's copies back after the backward pass wait on the
+        # device for the all-reduce while the host issues them, as the optimizer's kernels do
+        post_us, post_host_us = _after_backward(ops, target, host.get("other", 0.0))
+        opt, other = opt + post_us, other - post_us
+        if host:
+            host["optimizer"] += post_host_us
+
     linears = [op for op in ops if op.phase == "forward" and op.depth == 0 and op.name in _GEMM_OPS]
     row_parallel = linears[1::2]
     layers = max(1, len(row_parallel) // 2) if row_parallel else 0
     activation = max((_out_bytes(op) for op in row_parallel), default=0.0)
-    host = _host_us(step, target)
     adjust = 0.0
     if host:
         phases_us = max(fwd, host["forward"]) + max(bwd, host["backward"]) + max(opt, host["optimizer"]) + other
@@ -88,7 +104,8 @@ def step_work_from_step(step: Any, target: str) -> StepWork:
                     gradients=gradients, layers=layers, tp_split_forward_us=split_f,
                     tp_split_backward_us=split_b, activation_bytes=activation,
                     tp_allreduces=len(row_parallel), host_forward_us=host.get("forward", 0.0),
-                    host_backward_us=host.get("backward", 0.0), host_optimizer_us=host.get("optimizer", 0.0), seen_adjust_us=adjust)
+                    host_backward_us=host.get("backward", 0.0), host_optimizer_us=host.get("optimizer", 0.0),
+                    seen_adjust_us=adjust, framework=framework)
 
 
 def _host_us(step: Any, target: str) -> dict[str, float]:
@@ -98,4 +115,17 @@ def _host_us(step: Any, target: str) -> dict[str, float]:
         return {}
     phases = timeline.get("phases") or {}
     return {name: float(phases.get(name, {}).get("host_ms", 0.0)) * 1e3
-            for name in ("forward", "backward", "optimizer")}
+            for name in ("forward", "backward", "optimizer", "other")}
+
+
+def _after_backward(ops: list[Any], target: str, host_other_us: float) -> tuple[float, float]:
+    """(device us, host us) of the "other"-phase ops between the backward pass and the optimizer
+    (DDP's copies of the reduced buckets): their forecast device time, and the other phase's host
+    time in proportion to their share of its top-level ops (the timeline times phases, not ops)."""
+    last_backward = max((i for i, op in enumerate(ops) if op.phase == "backward"), default=-1)
+    first_optimizer = next((i for i, op in enumerate(ops) if op.phase == "optimizer"), len(ops))
+    between = [op for op in ops[last_backward + 1:first_optimizer] if op.phase == "other"]
+    top_level = sum(1 for op in ops if op.phase == "other" and op.depth == 0)
+    after = sum(1 for op in between if op.depth == 0)
+    host = host_other_us * after / top_level if top_level else 0.0
+    return sum(op.share_us(target) for op in between), host

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 WORLD = 4
+WORLD_ENV = "HABITAT_TEST_WORLD"
 FEATURES = 256  # two Linear(256, 256) layers: 128 KiB of fp32 gradients each
 
 
@@ -99,15 +101,16 @@ def worker(rank: int, store_dir: str, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-def start(worker, tmp: Path, timeout_s: float = 90.0) -> list[dict]:
-    """Runs `worker` on WORLD processes (a FileStore rendezvous: no ports), returns each rank's
+def start(worker, tmp: Path, timeout_s: float = 90.0, world: int = WORLD) -> list[dict]:
+    """Runs `worker` on `world` processes (a FileStore rendezvous: no ports), returns each rank's
     JSON; kills them all and fails after timeout_s."""
     import torch.multiprocessing as mp
 
     store, out = tmp / "store_dir", tmp / "out"
     store.mkdir()
     out.mkdir()
-    ctx = mp.start_processes(worker, args=(str(store), str(out)), nprocs=WORLD, join=False,
+    os.environ[WORLD_ENV] = str(world)  # the spawned workers read their world size here
+    ctx = mp.start_processes(worker, args=(str(store), str(out)), nprocs=world, join=False,
                              start_method="spawn")
     import time
     deadline = time.monotonic() + timeout_s
@@ -117,5 +120,5 @@ def start(worker, tmp: Path, timeout_s: float = 90.0) -> list[dict]:
                 if p.is_alive():
                     p.kill()
             raise TimeoutError(f"{worker.__name__} did not finish in {timeout_s:.0f} s")
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(WORLD)]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
 

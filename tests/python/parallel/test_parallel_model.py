@@ -182,6 +182,35 @@ def test_shares_of_the_step_exposed_communication_host_cadence_and_bubble():
     assert pp.share(pp.bubble_us) == pytest.approx(0.75, abs=0.05)
 
 
+def test_what_the_framework_adds_on_every_rank():
+    """DDP's reducer and bucket launches, TP's and FSDP's collective launches: host time where
+    the step has a host cadence (here host-bound: all of it lengthens the step), the reducer's
+    kernels always."""
+    from dataclasses import replace
+
+    from habitat.analysis.parallel import FrameworkWork, ddp_buckets
+
+    fw = FrameworkWork(tensors=100, reducer_host_backward_us=2000.0, reducer_backward_us=300.0,
+                       reducer_host_finalize_us=3000.0, reducer_finalize_us=100.0,
+                       launch_forward_us=20.0, launch_backward_us=10.0, bucket_launch_us=1.0)
+    c = Cluster("H100", 8)
+    host = _host_bound(_work())
+    plain = replace(host, framework=fw)
+    buckets = len(ddp_buckets(host.gradients))
+    ddp, ddp0 = parallel_step(plain, c, Parallelism(data=8)), parallel_step(host, c, Parallelism(data=8))
+    assert ddp.time_us - ddp0.time_us == pytest.approx(2000.0 + buckets * 1.0 + 3000.0)
+    tp, tp0 = parallel_step(plain, c, "tp"), parallel_step(host, c, "tp")
+    n = 2 * host.layers + 1
+    assert tp.time_us - tp0.time_us == pytest.approx(n * (20.0 + 10.0))  # no reducer under pure TP
+    fsdp, fsdp0 = parallel_step(plain, c, "fsdp"), parallel_step(host, c, "fsdp")
+    assert fsdp.time_us - fsdp0.time_us == pytest.approx(host.layers * (20.0 + 2 * 10.0))
+    # without a host cadence only the reducer's kernels are added (in the backward pass and after it)
+    device = replace(_work(), framework=fw)
+    serial = parallel_step(device, c, Parallelism(data=8, overlap=False))
+    serial0 = parallel_step(_work(), c, Parallelism(data=8, overlap=False))
+    assert serial.time_us - serial0.time_us == pytest.approx(300.0 + 100.0)
+
+
 def test_a_device_file_can_add_a_fabric(tmp_path):
     import json
 
@@ -216,4 +245,19 @@ def test_a_recorded_h100_step_on_clusters_keeps_its_step_as_seen():
     assert one.time_ms == pytest.approx(seen, rel=1e-9)
     ddp = forecast_on_cluster(forecast, Cluster("H100", 8))
     assert ddp.host_bound
-    assert ddp.time_ms == pytest.approx(seen + ddp.exposed_comm_us / 1e3, rel=1e-9)
+    # DDP on 8 keeps the step as seen, adds what is exposed and what DDP issues on the host
+    # (its reducer over the 148 gradient tensors, the buckets' launches): host-bound, all of it
+    from dataclasses import replace
+
+    from habitat.analysis.step_work import step_work_from_step
+
+    work = step_work_from_step(forecast.latest, "H100-SXM5-80GB")
+    fw = work.framework
+    assert fw.tensors == 148
+    bare = parallel_step(replace(work, framework=None), Cluster("H100", 8), "ddp")
+    assert bare.time_ms == pytest.approx(seen + bare.exposed_comm_us / 1e3, rel=1e-9)
+    # the host's added time lengthens the host-bound passes; the optimizer, device-bound on one
+    # GPU, takes the reducer's copies back in its slack first
+    added = fw.reducer_host_backward_us + fw.reducer_host_finalize_us + 14 * fw.bucket_launch_us
+    slack = work.optimizer_us - work.host_optimizer_us
+    assert (added - slack) / 1e3 == pytest.approx(ddp.time_ms - bare.time_ms, rel=0.01)
