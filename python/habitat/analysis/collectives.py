@@ -18,7 +18,8 @@ from typing import Any
 from habitat import _engine
 
 _GROUP = re.compile(r"ProcessGroup\(size=(\d+), rank=(\d+)\)")
-_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
+#: Bytes per element of a tensor dtype (torch names).
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
              "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
              "float8_e4m3fn": 1, "float8_e5m2": 1}
 
@@ -46,7 +47,7 @@ def _tensor_bytes(meta: dict[str, Any]) -> int:
     n = 1
     for d in meta.get("shape", []):
         n *= int(d)
-    return n * _ITEMSIZE.get(meta.get("dtype", ""), 4)
+    return n * ITEMSIZE.get(meta.get("dtype", ""), 4)
 
 
 def _group(op: dict[str, Any]) -> tuple[int | None, int | None]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from habitat.analysis.collectives import _ITEMSIZE
+from habitat.analysis.collectives import ITEMSIZE
 from habitat.analysis.parallel import FrameworkWork
 
 
@@ -39,7 +39,7 @@ class GradientTensor:
 
     shape: tuple[int, ...]
     dtype: str
-    ready_op: int   # id of the backward op that last wrote it
+    ready_op: int   # id of the backward op that created it
 
     @property
     def numel(self) -> int:
@@ -50,7 +50,7 @@ class GradientTensor:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * _ITEMSIZE.get(self.dtype, 4)
+        return self.numel * ITEMSIZE.get(self.dtype, 4)
 
 
 def _tensors(op: dict[str, Any]) -> Iterable[dict[str, Any]]:

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from habitat.analysis.collectives import captured_collectives
+from habitat.analysis.collectives import ITEMSIZE, captured_collectives
 from habitat.analysis.distributed_host import framework_work, gradient_tensors
 from habitat.analysis.memory import estimate_step_memory
 from habitat.analysis.parallel import StepWork
 
 _SPLIT = {"gemm", "attention", "softmax"}
 _GEMM_OPS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul"}
-_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 _EVEN_PIECES = 100
 
 
@@ -41,7 +40,7 @@ def _out_bytes(op: Any) -> float:
     for d in x[:-1]:
         n *= d
     cols = w[0] if op.name == "aten::linear" else w[-1]
-    return float(n * cols * _ITEMSIZE.get(op.dtypes[0] if op.dtypes else "float32", 4))
+    return float(n * cols * ITEMSIZE.get(op.dtypes[0] if op.dtypes else "float32", 4))
 
 
 def step_work_from_step(step: Any, target: str) -> StepWork:
@@ -73,8 +72,9 @@ def step_work_from_step(step: Any, target: str) -> StepWork:
     for c in captured_collectives(trace):
         if c.kind == "all_reduce" and c.phase == "backward":
             gradients.append((float(c.bytes), position.get(c.op_id, bwd)))
+    captured_ddp = bool(gradients)
     framework = None
-    if not gradients:  # one device's step: the framework's work is not in it
+    if not captured_ddp:  # one device's step: the framework's work is not in it
         tensors = gradient_tensors(trace) if trace else []
         gradients = [(float(g.nbytes), position.get(g.ready_op, bwd)) for g in tensors]
         framework = framework_work(tensors, target)
@@ -84,9 +84,9 @@ def step_work_from_step(step: Any, target: str) -> StepWork:
             if total > 0 else []
 
     host = _host_us(step, target)
-    if framework is None and gradients:
-        # A step captured under DDP: its reducer's copies back after the backward pass wait on the
-        # device for the all-reduce while the host issues them, as the optimizer's kernels do
+    if captured_ddp:
+        # its reducer's copies back after the backward pass wait on the device for the all-reduce
+        # while the host issues them, as the optimizer's kernels do
         post_us, post_host_us = _after_backward(ops, target, host.get("other", 0.0))
         opt, other = opt + post_us, other - post_us
         if host:
