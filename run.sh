@@ -35,8 +35,8 @@ install_python_packages() {
     "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
   fi
   local need=()
-  for mod in tensorboard matplotlib pytest numpy ninja; do
-    "$PYTHON" -c "import $mod" >/dev/null 2>&1 || need+=("$mod")
+  for mod in tensorboard matplotlib pytest numpy ninja scikit_build_core; do
+    "$PYTHON" -c "import $mod" >/dev/null 2>&1 || need+=("${mod//_/-}")
   done
   if [ ${#need[@]} -gt 0 ]; then
     echo "[habitat] installing Python packages: ${need[*]}"
@@ -46,12 +46,16 @@ install_python_packages() {
 
 install_habitat() {
   echo "[habitat] building and installing the habitat package (torch extension habitat._C)"
-  "$PYTHON" -m pip install -q --no-build-isolation --no-deps . 2>&1 | grep -v "Running pip as the 'root'" || true
+  # The build folder is the one the C++ tests are built in: the engine is compiled once for both.
+  "$PYTHON" -m pip install -q --no-build-isolation --no-deps -C build-dir="$BUILD_DIR" . 2>&1 \
+    | grep -v "Running pip as the 'root'" || true
   "$PYTHON" -c "import habitat" || { echo "[habitat] the package failed to build or import" >&2; exit 1; }
 }
 
 build_cpp_tests() {
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  # The folder pip configured, with the tests on; the same warning setting as that build (or the
+  # engine would be compiled again).
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DHABITAT_TESTS=ON -DHABITAT_WERROR="${HABITAT_WERROR:-OFF}" >/dev/null
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Habitat without torch: in a fresh venv with no torch, build and install the engine-only
-# package (habitat._engine; setup.py skips habitat._C without torch), then analyse the golden
+# package (habitat._engine; the build skips habitat._C without torch), then analyse the golden
 # trace from outside the repository: `habitat compare`, `habitat report`, Forecast.load, and
 # tests/python/no_torch/test_no_torch.py. Prints PASS or FAIL and the time taken.
 #
-#   bash .ci/no_torch.sh            (needs python3 with venv, g++, nlohmann-json3-dev, network
-#                                    access to PyPI for pybind11, numpy, matplotlib, pytest)
+#   bash .ci/no_torch.sh            (needs python3 with venv, g++, cmake, nlohmann-json3-dev,
+#                                    network access to PyPI for pybind11, scikit-build-core,
+#                                    numpy, matplotlib, pytest)
 #
 # Nothing is cached: the venv and the work directory are temporary and removed at exit
 # (HABITAT_KEEP_TMP=1 keeps them). The engine build dominates the time.
@@ -29,7 +30,7 @@ step "venv in $TMP/venv"
 # shellcheck disable=SC1091
 source "$TMP/venv/bin/activate"
 python -m pip install -q --upgrade pip || fail "pip upgrade"
-python -m pip install -q pybind11 numpy matplotlib pytest setuptools wheel || fail "pip install deps"
+python -m pip install -q pybind11 scikit-build-core numpy matplotlib pytest || fail "pip install deps"
 python -c "import torch" 2>/dev/null && fail "torch is importable in the venv"
 
 step "build and install habitat (engine only)"
@@ -38,9 +39,6 @@ step "build and install habitat (engine only)"
 mkdir -p "$TMP/src"
 (cd "$REPO" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf - 2>/dev/null) \
   | tar -xf - -C "$TMP/src" || fail "copying the source tree"
-# Compile the engine's sources in parallel (setuptools' build_ext --parallel, set in the
-# copy's setup.cfg; without torch there is no ninja/MAX_JOBS).
-printf '[build_ext]\nparallel = %s\n' "${MAX_JOBS:-$(nproc)}" >> "$TMP/src/setup.cfg"
 BUILD_START=$(date +%s)
 (cd "$TMP/src" && python -m pip install -q --no-build-isolation .) \
   || fail "pip install --no-build-isolation ."

@@ -99,8 +99,8 @@ for ver in "${VERSIONS[@]}"; do
   flags=(-std=c++20 -fsyntax-only -Wall -Wextra -Werror -Wno-unused-parameter
          "-D_GLIBCXX_USE_CXX11_ABI=$abi" -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C
          "-I$dir/include" "-I$dir/include/torch/csrc/api/include" "-I$py_inc" "${includes[@]}")
-  # -I, not -isystem, as setup.py's build passes them: with HABITAT_WERROR=1 a warning inside
-  # torch's headers would fail that build too, so it must fail here.
+  # -I, not -isystem, as the build passes them (cmake/HabitatPython.cmake): with HABITAT_WERROR=1
+  # a warning inside torch's headers would fail that build too, so it must fail here.
   export CXX
   printf '%s\n' "${sources[@]}" | xargs -P "$JOBS" -I{} sh -c \
     'out=$("$0" "$@" {} 2>&1) || { printf "%s\n" "$out"; echo "HABITAT-FAILED {}"; }' \

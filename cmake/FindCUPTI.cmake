@@ -1,12 +1,12 @@
 # Finds CUPTI (CUDA's profiling interface), its CUDA headers and NVTX.
 #
 # The one place that knows where CUPTI lives: CMakeLists.txt includes it (find_package(CUPTI)),
-# and setup.py runs it in script mode so the extension build searches the same places:
+# and it can run in script mode to print what it finds:
 #   cmake -DCUPTI_EXTRA_ROOTS="<dir>;<dir>" -P cmake/FindCUPTI.cmake
 # prints CUPTI_INCLUDE_DIR=..., CUPTI_CUDA_INCLUDE_DIR=..., CUPTI_LIBRARY=..., NVTX_INCLUDE_DIR=...
 #
 # Searched: CUDA_HOME, CUDA_PATH, /usr/local/cuda (include/ and extras/CUPTI/), then the
-# CUPTI_EXTRA_ROOTS given (setup.py passes the site-packages nvidia/ wheels' folders).
+# CUPTI_EXTRA_ROOTS given (cmake/HabitatPython.cmake passes the site-packages nvidia/ wheels' folders).
 # Sets CUPTI_FOUND, CUPTI_INCLUDE_DIR, CUPTI_CUDA_INCLUDE_DIR, CUPTI_LIBRARY (may be empty:
 # the headers alone let CI compile the tracer), NVTX_INCLUDE_DIR (may be empty).
 

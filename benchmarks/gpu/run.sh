@@ -43,7 +43,7 @@ build() {
     log "build FAILED after $((SECONDS - t0)) s (see $LOGS/build.log)"
     return 1
   fi
-  log "built in $((SECONDS - t0)) s; CUPTI: $(grep -c HABITAT_WITH_CUPTI "$LOGS/build.log") compile lines define HABITAT_WITH_CUPTI"
+  log "built in $((SECONDS - t0)) s; CUPTI: $(grep -E -o "habitat: CUPTI[^(]*" "$LOGS/build.log" | head -n 1)"
   # Tests import habitat from python/ (like on the CPU machine): put the built modules there too
   # (habitat._engine, the engine, and habitat._C, the capture).
   local so

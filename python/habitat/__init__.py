@@ -71,7 +71,7 @@ def _load_capture_plugin(running: str) -> None:
     habitat was built against, the running one, and how to rebuild."""
     try:
         from habitat._build_info import TORCH_VERSION as built_with
-    except ImportError:  # a source tree built before setup.py wrote it
+    except ImportError:  # a source tree, or a build from before the build recorded it
         built_with = "unknown"
     try:
         from habitat import _C  # noqa: F401

@@ -24,7 +24,7 @@ def weights_dir() -> str:
     turns the learned models off (shape-based forecasts then use the roofline alone)."""
     if "HABITAT_WEIGHTS" in os.environ:
         return os.environ["HABITAT_WEIGHTS"]
-    packaged = Path(__file__).parents[1] / "weights"  # installed: setup.py maps weights/ here
+    packaged = Path(__file__).parents[1] / "weights"  # installed: pyproject.toml maps weights/ here
     source_tree = Path(__file__).parents[3] / "weights"
     return str(packaged if packaged.is_dir() else source_tree)
 
