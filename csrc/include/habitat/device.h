@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "habitat/precision.h"
@@ -81,6 +82,8 @@ class DeviceDatabase {
  private:
   std::vector<Device> devices_;
   std::map<std::string, SmLimits> sm_limit_tables_;  // by compute capability, e.g. "8.0"
+  // device_name_key of every name, display name and alias -> its device in devices_.
+  std::unordered_map<std::string, std::size_t> by_name_;
 };
 
 // The form under which DeviceDatabase::find matches a name, alias or display name: lower case,

@@ -9,6 +9,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "habitat/file_io.h"
@@ -51,15 +53,25 @@ struct NumberField {
   std::string_view key;
   double Device::*member;
   bool may_be_zero;  // 0 = unknown is allowed where the engine does not divide by it
+  double min;        // the smallest non-zero value a real GPU could have
+  double max;        // and the largest, with room for a few generations to come
 };
 
+// Ranges wide enough for every GPU there is or will be soon, narrow enough that arithmetic
+// on them stays finite (a bandwidth of 1e-300 GB/s would make times overflow to inf).
 constexpr std::array<NumberField, 5> kNumberFields{{
-    {"boost_clock_mhz", &Device::boost_clock_mhz, false},
-    {"memory_gb", &Device::memory_gb, false},
-    {"memory_bandwidth_gbs", &Device::memory_bandwidth_gbs, false},
-    {"l2_mb", &Device::l2_mb, true},
-    {"tdp_w", &Device::tdp_w, true},
+    {"boost_clock_mhz", &Device::boost_clock_mhz, false, 1, 1e5},
+    {"memory_gb", &Device::memory_gb, false, 1e-3, 1e6},
+    {"memory_bandwidth_gbs", &Device::memory_bandwidth_gbs, false, 1e-3, 1e7},
+    {"l2_mb", &Device::l2_mb, true, 1e-3, 1e6},
+    {"tdp_w", &Device::tdp_w, true, 1e-3, 1e6},
 }};
+
+// Peak TFLOPS of one precision, and the largest SM count, per-SM limit and compute
+// capability part a device may give.
+constexpr double kMinTflops = 1e-3;
+constexpr double kMaxTflops = 1e6;
+constexpr int kMaxCount = 1 << 24;
 
 constexpr std::array<std::string_view, 14> kDeviceKeys{"name",        "display_name",
                                                        "aliases",     "compute_capability",
@@ -109,7 +121,9 @@ std::string in_quotes(std::string_view s) {
 
 std::string where_device(std::string_view name) { return "device " + in_quotes(name); }
 
+// A value quoted in a message, cut to 40 characters (nesting is capped at parse).
 std::string describe(const json& v) {
+  if (v.is_array() || v.is_object()) return v.is_array() ? "a list" : "an object";
   const std::string text = v.dump();
   return text.size() > 40 ? text.substr(0, 40) + "..." : text;
 }
@@ -117,21 +131,27 @@ std::string describe(const json& v) {
 int as_int(const json& v, const Loc& at, bool positive) {
   const bool integral = v.is_number_integer() ||
                         (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
-  if (!integral || v.get<double>() < (positive ? 1 : 0) ||
-      v.get<double>() > std::numeric_limits<int>::max()) {
+  if (!integral || v.get<double>() < (positive ? 1 : 0) || v.get<double>() > kMaxCount) {
     fail(at, std::string("must be a ") + (positive ? "positive" : "non-negative") +
-                 " integer, got " + describe(v));
+                 " integer up to " + std::to_string(kMaxCount) + ", got " + describe(v));
   }
   return static_cast<int>(v.get<double>());
 }
 
-double as_number(const json& v, const Loc& at, bool may_be_zero) {
-  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
-      (!may_be_zero && v.get<double>() == 0)) {
-    fail(at, std::string("must be a ") + (may_be_zero ? "non-negative" : "positive") +
-                 " number, got " + describe(v));
+std::string number_text(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+double as_number(const json& v, const Loc& at, bool may_be_zero, double min, double max) {
+  const bool number = v.is_number() && std::isfinite(v.get<double>());
+  const double x = number ? v.get<double>() : 0;
+  if (!number || x < 0 || (x == 0 && !may_be_zero) || (x != 0 && (x < min || x > max))) {
+    fail(at, std::string("must be a number from ") + number_text(min) + " to " + number_text(max) +
+                 (may_be_zero ? " (or 0: unknown)" : "") + ", got " + describe(v));
   }
-  return v.get<double>();
+  return x;
 }
 
 // "8.0", "10.0" or the number 8.6 -> (8, 0), (10, 0), (8, 6).
@@ -209,7 +229,8 @@ json parse_document(std::string_view text) {
         fail(root, "\"format\" must be \"" + std::string(kFormat) + "\", got " + describe(value));
       }
     } else if (key == "version") {
-      if (!value.is_number_integer() || value.get<int>() < 1 || value.get<int>() > kMaxVersion) {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 ||
+          value.get<int64_t>() > kMaxVersion) {
         fail(root, "unsupported \"version\" " + describe(value) + " (this Habitat reads version " +
                        std::to_string(kMaxVersion) + ")");
       }
@@ -299,7 +320,7 @@ void apply_entry(Device& d, const json& entry, const std::map<std::string, SmLim
   for (const auto& f : kNumberFields) {
     const std::string key(f.key);
     if (entry.contains(key))
-      d.*(f.member) = as_number(entry.at(key), where.child(f.key), f.may_be_zero);
+      d.*(f.member) = as_number(entry.at(key), where.child(f.key), f.may_be_zero, f.min, f.max);
   }
   if (entry.contains("peak_tflops")) {
     const json& peaks = entry.at("peak_tflops");
@@ -315,7 +336,8 @@ void apply_entry(Device& d, const json& entry, const std::map<std::string, SmLim
       if (value.is_null()) {  // an override may remove a peak the device lacks
         d.peak_tflops.erase(*precision);
       } else {
-        d.peak_tflops[*precision] = as_number(value, peaks_at.child(key), false);
+        d.peak_tflops[*precision] =
+            as_number(value, peaks_at.child(key), false, kMinTflops, kMaxTflops);
       }
     }
   }
@@ -370,23 +392,30 @@ std::vector<std::string> all_names(const Device& d) {
   return names;
 }
 
-// Every name of every device must lead to exactly one device.
-void check_unique_names(const std::vector<Device>& devices) {
-  std::map<std::string, std::pair<std::size_t, std::string>> owner;
+using NameIndex = std::unordered_map<std::string, std::size_t>;
+
+// Every name of every device must lead to exactly one device: the index of the names
+// (device_name_key form) to the devices' positions.
+NameIndex index_names(const std::vector<Device>& devices) {
+  NameIndex owner;
+  std::unordered_map<std::string, std::string> spelled;  // the name as written, for messages
   for (std::size_t i = 0; i < devices.size(); ++i) {
     for (const auto& name : all_names(devices[i])) {
       const std::string key = normalise(name);
       const std::string device = where_device(devices[i].name);
       const Loc at{nullptr, device, -1, {}};
       if (key.empty()) fail(at, "name " + in_quotes(name) + " is empty");
-      const auto [it, inserted] = owner.try_emplace(key, i, name);
-      if (!inserted && it->second.first != i) {
+      const auto [it, inserted] = owner.try_emplace(key, i);
+      if (inserted) {
+        spelled.emplace(key, name);
+      } else if (it->second != i) {
         fail(at, "name " + in_quotes(name) + " also names device " +
-                     in_quotes(devices[it->second.first].name) + " (as " +
-                     in_quotes(it->second.second) + "); each name must lead to one device");
+                     in_quotes(devices[it->second].name) + " (as " + in_quotes(spelled[key]) +
+                     "); each name must lead to one device");
       }
     }
   }
+  return owner;
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -445,7 +474,10 @@ void DeviceDatabase::merge_json(std::string_view json_text) {
     std::map<std::string, SmLimits> tables = sm_limit_tables_;
     merge_sm_tables(tables, devices, doc);
     if (doc.contains("devices")) {
-      std::vector<std::string> seen;
+      // Names are looked up in an index, not by a scan per entry: a file of 20,000 GPUs
+      // loads in well under a second.
+      NameIndex index = by_name_;
+      std::unordered_set<std::string> seen;
       const json& entries = doc.at("devices");
       const Loc root;
       const Loc entries_at = root.child("devices");
@@ -454,18 +486,13 @@ void DeviceDatabase::merge_json(std::string_view json_text) {
         const std::string quoted = in_quotes(name);
         const Loc where{&entries_at, {}, static_cast<int64_t>(i), quoted};
         const std::string key = normalise(name);
-        if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-          fail(where, "appears twice in the same document");
-        }
-        seen.push_back(key);
+        if (!seen.insert(key).second) fail(where, "appears twice in the same document");
         // A name, display name or alias of an existing device updates that device.
-        auto existing = std::find_if(devices.begin(), devices.end(), [&](const Device& d) {
-          const auto names = all_names(d);
-          return std::any_of(names.begin(), names.end(),
-                             [&](const std::string& n) { return normalise(n) == key; });
-        });
-        if (existing != devices.end()) {
-          apply_entry(*existing, entries[i], tables, false, where);
+        const auto existing = index.find(key);
+        std::size_t at = devices.size();
+        if (existing != index.end()) {
+          at = existing->second;
+          apply_entry(devices[at], entries[i], tables, false, where);
         } else {
           Device d;
           d.name = name;
@@ -473,9 +500,10 @@ void DeviceDatabase::merge_json(std::string_view json_text) {
           apply_entry(d, entries[i], tables, true, where);
           devices.push_back(std::move(d));
         }
+        for (const auto& n : all_names(devices[at])) index.try_emplace(normalise(n), at);
       }
     }
-    check_unique_names(devices);
+    by_name_ = index_names(devices);
     devices_ = std::move(devices);
     sm_limit_tables_ = std::move(tables);
   });
@@ -484,14 +512,8 @@ void DeviceDatabase::merge_json(std::string_view json_text) {
 std::string device_name_key(std::string_view name) { return normalise(name); }
 
 const Device* DeviceDatabase::try_find(std::string_view name) const {
-  const std::string key = normalise(name);
-  if (key.empty()) return nullptr;
-  for (const auto& d : devices_) {
-    for (const auto& n : all_names(d)) {
-      if (normalise(n) == key) return &d;
-    }
-  }
-  return nullptr;
+  const auto it = by_name_.find(normalise(name));
+  return it == by_name_.end() ? nullptr : &devices_[it->second];
 }
 
 const Device& DeviceDatabase::find(std::string_view name) const {

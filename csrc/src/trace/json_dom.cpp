@@ -42,7 +42,7 @@ namespace {
 
 struct Reject {};   // not JSON as this parser reads it: nlohmann gives the message
 struct TooDeep {};  // valid JSON maybe, but deeper than any trace
-constexpr int kMaxDepth = 256;
+constexpr int kMaxDepth = kMaxJsonDepth;
 
 const Value& null_value() {
   static const Value null;
@@ -530,8 +530,7 @@ Document parse_document(std::string_view text) {
     return doc;
   } catch (const Reject&) {
   } catch (const TooDeep&) {
-    throw DecodeError{"not valid JSON (truncated or corrupt file?): nested more than " +
-                      std::to_string(kMaxDepth) + " levels deep"};
+    throw DecodeError{too_deep_message()};
   }
   // Not JSON as read here: nlohmann's parser says why (or, should it accept the text after
   // all, its tree is used).

@@ -16,9 +16,27 @@ std::string Loc::str() const {
   return s;
 }
 
+std::string too_deep_message() {
+  return "not valid JSON (truncated or corrupt file?): nested more than " +
+         std::to_string(kMaxJsonDepth) + " levels deep";
+}
+
+namespace {
+struct TooDeep {};
+}  // namespace
+
 json parse(std::string_view text) {
+  // nlohmann parses without recursion, but dumping or copying a value recurses: a document
+  // nested a million levels deep would overflow the stack later (a device file's error
+  // message quotes the bad value).
+  const json::parser_callback_t depth_cap = [](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth) throw TooDeep{};
+    return true;
+  };
   try {
-    return json::parse(text.begin(), text.end());
+    return json::parse(text.begin(), text.end(), depth_cap);
+  } catch (const TooDeep&) {
+    throw DecodeError{too_deep_message()};
   } catch (const json::exception& e) {  // parse_error, or out_of_range: a number overflow
     throw DecodeError{std::string("not valid JSON (truncated or corrupt file?): ") + e.what()};
   }

@@ -4,12 +4,15 @@
 // metadata (learned/learned_model.cpp); each adds the file or document it was reading.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "habitat/input_limits.h"
 
 namespace habitat::json_reader {
 
@@ -35,8 +38,12 @@ struct DecodeError {
   std::string message;
 };
 
-// Parses a whole document; DecodeError "not valid JSON (truncated or corrupt file?): ...".
+// Parses a whole document; DecodeError "not valid JSON (truncated or corrupt file?): ...",
+// also for nesting deeper than kMaxJsonDepth (every JSON reader caps it).
 json parse(std::string_view text);
+
+// The message of a document nested deeper than kMaxJsonDepth.
+std::string too_deep_message();
 
 [[noreturn]] void fail(const Loc& loc, const std::string& what);
 
@@ -84,6 +91,11 @@ void optional(const J& obj, const Loc& loc, const char* key, Read&& read) {
 
 template <class J>
 int64_t read_int(const J& j, const Loc& loc) {
+  if (j.is_number_float() && std::isfinite(j.template get<double>()) &&
+      std::floor(j.template get<double>()) == j.template get<double>()) {
+    // A whole number too large for 64 bits (2^64 and up) is parsed as a double.
+    fail(loc, "integer " + j.dump() + " is out of range (at most 2^63 - 1)");
+  }
   if (!j.is_number_integer()) fail_type(j, loc, "an integer");
   if (j.is_number_unsigned() && j.template get<uint64_t>() > uint64_t{INT64_MAX}) {
     fail(loc, "integer " + j.dump() + " is out of range");
@@ -115,12 +127,16 @@ int read_int32(const J& j, const Loc& loc, int min) {
   return static_cast<int>(v);
 }
 
-// A number >= 0 (times).
+// Times (us or ms) past this are not measurements but damage: sums of them must stay finite.
+inline constexpr double kMaxDuration = 1e12;
+
+// A number from 0 to kMaxDuration (times).
 template <class J>
 double read_duration(const J& j, const Loc& loc) {
   if (!j.is_number()) fail_type(j, loc, "a number");
   const double v = j.template get<double>();
   if (!(v >= 0)) fail(loc, "must be >= 0, got " + j.dump());
+  if (v > kMaxDuration) fail(loc, "must be at most 1e12, got " + j.dump() + " (a corrupt trace?)");
   return v;
 }
 

@@ -637,6 +637,15 @@ TraceOrigin decode_origin(const json& j, const Loc& loc) {
   return o;
 }
 
+void check_cap(uint64_t count, uint64_t cap, const char* what, const std::string& basis,
+               const char* variable) {
+  if (count <= cap) return;
+  throw InputLimitError("the trace holds " + std::to_string(count) + " " + what +
+                        ", more than the cap of " + std::to_string(cap) + " (" + basis +
+                        "): if the memory is there, set " + variable + "=" + std::to_string(count) +
+                        " to read it");
+}
+
 // The one reader of trace documents, whether parsed from text or built as a TraceTree.
 Trace decode_document(const json& doc) {
   const Loc root;
@@ -665,6 +674,17 @@ Trace decode_document(const json& doc) {
   trace.origin = decode_origin(required(doc, root, "origin"), root.child("origin"));
   const Loc steps_loc = root.child("steps");
   const json& steps = expect_array(required(doc, root, "steps"), steps_loc);
+  // Each step and op read is kept and forecast: refuse a trace that would not fit in memory
+  // before reading it, not after the machine ran out.
+  const InputLimits limits = input_limits();
+  check_cap(steps.size(), limits.max_steps, "steps", limits.steps_basis, "HABITAT_MAX_TRACE_STEPS");
+  uint64_t ops = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    if (const json* step_ops = steps[i].is_object() ? find(steps[i], "ops") : nullptr) {
+      ops += step_ops->size();
+    }
+  }
+  check_cap(ops, limits.max_ops, "ops", limits.ops_basis, "HABITAT_MAX_TRACE_OPS");
   trace.steps.reserve(steps.size());
   for (std::size_t i = 0; i < steps.size(); ++i) {
     trace.steps.push_back(decode_step(steps[i], steps_loc.at(static_cast<int64_t>(i))));
@@ -758,6 +778,8 @@ Trace load_trace(const std::string& path) {
     return decode_trace(text);
   } catch (const DecodeError& e) {
     throw TraceFormatError("invalid habitat trace '" + path + "': " + e.message);
+  } catch (const InputLimitError& e) {
+    throw InputLimitError("habitat trace '" + path + "': " + e.what());
   }
 }
 

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "bindings.h"
+#include "habitat/input_limits.h"
 #include "habitat/trace.h"
 #include "habitat/trace_tree.h"
 #include "trace_tree_of.h"
@@ -50,6 +51,24 @@ auto without_gil(const char* action, const std::string& path, Work&& work) {
 
 void bind_trace(py::module_& m) {
   py::register_local_exception<TraceFormatError>(m, "TraceFormatError", PyExc_ValueError);
+  // An input over a cap of habitat/input_limits.h, or not a regular file: a ValueError whose
+  // message names the cap and the variable that raises it.
+  py::register_local_exception<InputLimitError>(m, "InputLimitError", PyExc_ValueError);
+  m.def(
+      "input_limits",
+      [] {
+        const InputLimits l = input_limits();
+        py::dict out;
+        out["max_bytes"] = l.max_bytes;
+        out["max_ops"] = l.max_ops;
+        out["max_steps"] = l.max_steps;
+        out["bytes_basis"] = l.bytes_basis;
+        return out;
+      },
+      "The caps on one input file in force now (habitat/input_limits.h): max_bytes (its\n"
+      "decompressed text), max_ops, max_steps, and what set max_bytes (bytes_basis).\n"
+      "Raises InputLimitError when an override variable is not a number.");
+  m.attr("MAX_JSON_DEPTH") = kMaxJsonDepth;
   m.attr("TRACE_FORMAT_NAME") = Trace::kFormatName;
   m.attr("TRACE_FORMAT_VERSION") = Trace::kFormatVersion;
 
