@@ -16,7 +16,7 @@ constexpr std::string_view kAten = "aten::";
 
 // Per-tensor point-wise stems whose update torch.optim's foreach path runs as _foreach_<stem>
 // (torch/optim/{adam,adamw,sgd,...}.py, _multi_tensor_*), and linalg_vector_norm, which
-// clip_grad_norm_ runs per tensor on the CPU and as _foreach_norm on CUDA.
+// an optimizer's own norm (LAMB-like steps in torch.optim's style) runs per tensor.
 const std::set<std::string_view>& foreach_stems() {
   static const std::set<std::string_view> stems{
       "add",     "sub",     "mul",       "div",        "addcmul", "addcdiv", "lerp",
@@ -348,12 +348,16 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
         op.name == "aten::_scaled_dot_product_flash_attention_for_cpu_backward") {
       m.attention.push_back(i);
     }
-    if (op.phase != Phase::Optimizer && op.phase != Phase::Other) continue;
-    if (op.phase == Phase::Optimizer && only_scalars(op)) {
+    // Only the optimizer's per-tensor loops: torch.optim picks its foreach path by device.
+    // Point-wise ops the user's own code calls in a loop (an EMA of the weights between
+    // steps, phase "other") run one kernel per call on CUDA too; clip_grad_norm_ takes the
+    // foreach path on the CPU as well (a _foreach_ op above).
+    if (op.phase != Phase::Optimizer) continue;
+    if (only_scalars(op)) {
       m.host_only[i] = 1;  // step counters: CPU tensors on CUDA too (capturable=False)
       continue;
     }
-    // Only calls made by the optimizer's (or clip_grad_norm_'s) Python code itself.
+    // Only calls made by the optimizer's Python code itself.
     if (op.parent) continue;
     const TensorMeta* self = op.first_tensor();
     if (self == nullptr || zero_dim(*self)) continue;

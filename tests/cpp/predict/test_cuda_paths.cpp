@@ -178,6 +178,26 @@ TEST(CudaPaths, PerTensorOptimizerOpsAreCostedAsOneForeachLaunch) {
   EXPECT_GT(g.ops[0].per_target[0].time_us, 0.0);
 }
 
+// The user's own loop of point-wise ops outside optimizer.step() (an EMA of 32 weights) runs
+// one kernel per call on CUDA as on the CPU: it is not folded into a foreach launch, so N
+// calls cost N times one (issue 34: N top-level add_ calls were 2 us whatever N).
+TEST(CudaPaths, UserLoopsOutsideTheOptimizerAreNotFolded) {
+  for (const Phase phase : {Phase::Other, Phase::Forward}) {
+    Step step = per_tensor_optimizer(32);
+    for (OpRecord& op : step.ops) op.phase = phase;
+    const OpIndex index_of(step);
+    EXPECT_TRUE(cuda_paths::map_cpu_step(step, index_of).foreach_groups.empty());
+    Step one;
+    one.ops = {step.ops[2]};
+    Step lerps;
+    for (const OpRecord& op : step.ops) {
+      if (op.name == "aten::lerp_") lerps.ops.push_back(op);
+    }
+    const double single = total_us(one, "H100");
+    EXPECT_NEAR(total_us(lerps, "H100"), 32 * single, 1e-6 * single);
+  }
+}
+
 TEST(CudaPaths, SdpaMathFallbackIsCostedAsTheFusedKernel) {
   const auto q = T({8, 12, 512, 64});
   OpRecord sdpa =
