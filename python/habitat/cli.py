@@ -17,12 +17,16 @@ Exit codes: 0 success, 1 bad input (missing or corrupt file, unknown GPU, bad pr
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import json
+import math
 import os
 import sys
+import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 if TYPE_CHECKING:
     from habitat.data.forecast import Forecast
@@ -40,6 +44,31 @@ class UsageError(UserError):
     """Arguments that do not go together: exit code 2, like argparse's own errors."""
 
     exit_code = 2
+
+
+# ----- numbers from the command line ------------------------------------------------------
+def _number(kind: type, minimum: float, *, inclusive: bool) -> Any:
+    """An argparse type: a finite `kind` (int or float) >= or > `minimum`; argparse reports
+    anything else as a usage error naming the option ("argument --epochs: ...")."""
+    bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+    noun = "a whole number" if kind is int else "a finite number"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun} {bound}, got {text!r}") from None
+        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+            raise argparse.ArgumentTypeError(f"expected {noun} {bound}, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in some messages
+    return parse
+
+
+_positive_int = _number(int, 0, inclusive=False)
+_positive_float = _number(float, 0, inclusive=False)
+_non_negative_float = _number(float, 0, inclusive=True)
 
 
 # ----- helpers ---------------------------------------------------------------------------
@@ -60,13 +89,19 @@ def _load_trace(path: str) -> dict[str, Any]:
 def _trace_targets(path: str) -> list[str]:
     """The targets a saved forecast names ("forecast": {"targets": [...]}), if any: the
     forecast section is the document's last key, so only the end of the file is read (a
-    whole-file read only when the section is not found there)."""
+    whole-file read only when the section is not found there). A damaged file is reported
+    here, not taken for one that names no targets."""
     from habitat.data.forecast import saved_targets_of_file
 
+    _check_trace_path(path)
     try:
         return saved_targets_of_file(path) or []
-    except (OSError, ValueError):
-        return []
+    except RecursionError:
+        raise UserError(f"cannot read trace {path!r}: its JSON nests too deeply (a damaged or "
+                        "hostile file)") from None
+    except (OSError, ValueError) as exc:
+        message = str(exc)
+        raise UserError(message if path in message else f"cannot read trace {path!r}: {message}") from None
 
 
 def _check_devices() -> None:
@@ -105,13 +140,31 @@ def _resolve_targets(values: Sequence[str] | None, allow_all: bool) -> list[str]
 
 
 def _check_trace_path(path: str) -> Path:
+    """The trace file, checked before any work: it exists, is a regular file and is readable
+    (each problem named with its fix)."""
+    from habitat.data.input_files import InputLimitError, open_input
+
     p = Path(path)
-    if not p.exists():
+    try:
+        os.stat(p)
+    except FileNotFoundError:
         raise UserError(f"trace file {path!r} does not exist: check the path (save one with "
                         "forecast.save('trace.json'), or habitat.predict_on(..., log_dir='runs/x') "
-                        "writes runs/x/forecast.json)")
+                        "writes runs/x/forecast.json)") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"trace file {path!r} is a symbolic link that loops (it leads back to "
+                            "itself): point it at the trace file") from None
+        raise UserError(f"cannot read trace file {path!r}: {exc.strerror or exc}") from None
     if p.is_dir():
         raise UserError(f"{path!r} is a directory: give the trace file (a .json saved by Habitat)")
+    try:
+        open_input(p, "trace file").close()
+    except PermissionError:
+        raise UserError(f"cannot read trace file {path!r}: permission denied; make it readable "
+                        f"(chmod +r {path}) or copy it somewhere you can read") from None
+    except (OSError, InputLimitError) as exc:
+        raise UserError(str(exc)) from None
     return p
 
 
@@ -209,7 +262,7 @@ def _price_overrides(args: argparse.Namespace) -> dict[str, float]:
             price = float(value)
         except ValueError:
             price = -1.0
-        if not sep or not gpu.strip() or price < 0:
+        if not sep or not gpu.strip() or not math.isfinite(price) or price < 0:
             raise UsageError(f"--price {item!r}: write GPU=USD_PER_HOUR, e.g. --price A100=1.89")
         overrides[gpu.strip()] = price
     return overrides
@@ -310,7 +363,7 @@ def _cluster_args(args: argparse.Namespace, targets: list[str]) -> list[Any]:
                       "interconnect": parts[1] if len(parts) > 1 and parts[1] else args.interconnect,
                       "network": parts[2] if len(parts) > 2 and parts[2] else args.network,
                       "gpus_per_node": args.gpus_per_node})
-    if args.world_size:
+    if args.world_size is not None:
         specs += [{"gpu": t, "world_size": args.world_size, "interconnect": args.interconnect,
                    "network": args.network, "gpus_per_node": args.gpus_per_node} for t in targets]
     try:
@@ -339,7 +392,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _check_suffix(args.plot, (".png", ".svg", ".pdf"), "a plot")
     _check_output(args.plot, "a plot")
     targets = _resolve_targets(_chosen_targets(args), allow_all=True)  # before the long load
-    if args.cluster or args.world_size:
+    if args.cluster or args.world_size is not None:
         if args.plot:
             raise UserError("--plot draws single GPUs; leave it out with --cluster/--world-size")
         return _compare_clusters(args, _cluster_args(args, targets if _chosen_targets(args) else []))
@@ -396,28 +449,53 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return int(code or 0)
 
 
+@contextlib.contextmanager
+def _trace_from_stdin(args: argparse.Namespace) -> Iterator[None]:
+    """TRACE given as ``-``: standard input, read once (within the input cap, decompressed
+    when gzip) into a temporary file that every reading of the command uses, removed after."""
+    if getattr(args, "trace", None) != "-":
+        yield
+        return
+    from habitat.data.input_files import STDIN, read_input_bytes
+
+    try:
+        data = read_input_bytes(STDIN, "trace from standard input")
+    except (OSError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="habitat-stdin-") as folder:
+        path = os.path.join(folder, "trace.json")
+        with open(path, "wb") as f:
+            f.write(data)
+        del data
+        args.trace = path
+        try:
+            yield
+        finally:
+            args.trace = "-"
+
+
 # ----- parser ----------------------------------------------------------------------------
 def _target_option(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("--target", "-t", action="append", metavar="GPU",
                    help=help + "; repeat or comma-separate, `all` for every known GPU "
                         "(`habitat devices` lists them)")
     p.add_argument("--targets", action="append", dest="targets_deprecated", help=argparse.SUPPRESS)
-    p.add_argument("--host-speed", type=float, default=1.0, metavar="X",
+    p.add_argument("--host-speed", type=_positive_float, default=1.0, metavar="X",
                    help="the host's speed relative to the traced one for the step as seen "
                         "(host launch cadence included; default 1.0, 2.0 = twice as fast)")
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run length and prices")
-    g.add_argument("--iterations", type=int, default=1000, metavar="N",
+    g.add_argument("--iterations", type=_positive_int, default=1000, metavar="N",
                    help="training iterations to price (default 1000)")
-    g.add_argument("--epochs", type=float, metavar="E", help="price E epochs instead (needs --steps-per-epoch)")
-    g.add_argument("--steps-per-epoch", type=int, metavar="S", help="training steps in one epoch")
+    g.add_argument("--epochs", type=_positive_float, metavar="E", help="price E epochs instead (needs --steps-per-epoch)")
+    g.add_argument("--steps-per-epoch", type=_positive_int, metavar="S", help="training steps in one epoch")
     g.add_argument("--prices", metavar="FILE",
                    help="price file overriding the dated defaults (JSON {\"A100\": 1.89} or CSV gpu,usd_per_hour)")
     g.add_argument("--price", action="append", metavar="GPU=USD",
                    help="one price override in USD per GPU-hour, e.g. --price A100=1.89 (repeatable)")
-    g.add_argument("--reserve-gib", type=float, default=1.0, metavar="GIB",
+    g.add_argument("--reserve-gib", type=_non_negative_float, default=1.0, metavar="GIB",
                    help="memory kept free for the CUDA context and allocator slack when checking fit (default 1)")
 
 
@@ -445,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_devices)
 
     p = sub.add_parser("predict", help="forecast a saved trace for target GPUs")
-    p.add_argument("trace", help="trace file saved by Habitat (forecast.save)")
+    p.add_argument("trace", help="trace file saved by Habitat (forecast.save); - reads standard input")
     _target_option(p, "target GPU (default: the trace's targets)")
     p.add_argument("--log-dir", metavar="DIR", help="also write TensorBoard logs to DIR")
     p.add_argument("--save", metavar="FILE", help="save the forecast (trace plus summary) as JSON")
@@ -453,7 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_predict)
 
     p = sub.add_parser("compare", help="rank every GPU by predicted time, cost and memory fit")
-    p.add_argument("trace", help="trace file saved by Habitat")
+    p.add_argument("trace", help="trace file saved by Habitat; - reads standard input")
     _target_option(p, "GPUs to compare (default: all)")
     _run_options(p)
     p.add_argument("--plot", metavar="FILE", help="draw time and cost per GPU to FILE (.png, .svg, .pdf)")
@@ -461,10 +539,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("clusters (multi-GPU forecasts; the trace is one replica's step)")
     g.add_argument("--cluster", action="append", metavar="NxGPU[:LINK[:NET]]",
                    help="a cluster to rank, e.g. 8xH100, 16xA100:nvlink:infiniband (repeatable)")
-    g.add_argument("--world-size", type=int, metavar="N", help="N GPUs of every --target")
+    g.add_argument("--world-size", type=_positive_int, metavar="N", help="N GPUs of every --target")
     g.add_argument("--interconnect", metavar="LINK", help="nvlink, pcie or a tier (habitat.analysis.cluster)")
     g.add_argument("--network", metavar="NET", help="infiniband, ethernet or a tier, between nodes")
-    g.add_argument("--gpus-per-node", type=int, metavar="G", help="default: the GPU's usual server")
+    g.add_argument("--gpus-per-node", type=_positive_int, metavar="G", help="default: the GPU's usual server")
     g.add_argument("--parallel", metavar="P", help="ddp (default), fsdp, tp, pp, or e.g. dp2,tp4 / pp4x8")
     p.set_defaults(run=cmd_compare)
 
@@ -474,7 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_evaluate)
 
     p = sub.add_parser("report", help="write a self-contained HTML or Markdown report")
-    p.add_argument("trace", help="trace file saved by Habitat")
+    p.add_argument("trace", help="trace file saved by Habitat; - reads standard input")
     p.add_argument("--output", "-o", required=True, metavar="FILE", help="report file: .html or .md")
     _target_option(p, "GPUs to compare and forecast in detail (default: all compared, the "
                       "trace's targets in detail)")
@@ -494,7 +572,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     try:
         _check_devices()
-        return int(args.run(args))
+        with _trace_from_stdin(args):
+            return int(args.run(args))
     except UserError as exc:
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -503,7 +582,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except OSError as exc:  # writing an output file: no space, no permission, no such folder
-        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        message = exc.strerror or str(exc)
+        if exc.filename is not None and str(exc.filename) not in message:
+            message += f": {exc.filename}"
+        print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

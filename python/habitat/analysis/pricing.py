@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import warnings
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from habitat.data.devices import get_device
+from habitat.data.input_files import loads_json, read_input_bytes
 
 DEFAULT_PRICE_FILE = Path(__file__).resolve().parents[1] / "data" / "prices.json"
 ENV_VAR = "HABITAT_PRICES"
@@ -167,10 +167,10 @@ def parse_prices(text: str, where: str = "prices") -> PriceTable:
     if not stripped.startswith(("{", "[")):
         return PriceTable(_parse_csv(text, where), date="user")
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PriceFileError(f"{where}: not valid JSON ({exc}); expected "
-                             "{\"A100\": 1.89, ...} or a CSV 'gpu,usd_per_hour'") from None
+        doc = loads_json(text, where)
+    except ValueError as exc:
+        raise PriceFileError(f"{exc}; expected {{\"A100\": 1.89, ...}} or a CSV "
+                             "'gpu,usd_per_hour'") from None
     if not isinstance(doc, dict):
         raise PriceFileError(f"{where}: expected a JSON object mapping GPU names to prices")
     if doc.get("format") == "habitat-prices":
@@ -186,11 +186,11 @@ def load_prices(path: str | Path) -> PriceTable:
     """Reads a user price file (JSON or CSV, see the module docs); only its own entries."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input_bytes(path, "price file").decode("utf-8")
     except FileNotFoundError:
         raise PriceFileError(f"price file {str(path)!r} does not exist: check the path "
                              f"(given with --prices, price_file= or {ENV_VAR})") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError, InputLimitError (a FIFO, too big)
         raise PriceFileError(f"cannot read price file {str(path)!r}: {exc}") from None
     return parse_prices(text, f"price file {str(path)!r}")
 

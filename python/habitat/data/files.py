@@ -8,11 +8,22 @@ in a single write, so a killed process leaves every line it finished.
 """
 from __future__ import annotations
 
-import gzip
+import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Union
+from typing import Iterator, Union
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+# Inputs are read within bounds by input_files; these names stay importable from here.
+from habitat.data.input_files import GZIP_MAGIC, is_gzip, read_input_bytes, read_tail, read_trace_text
+
+__all__ = ["GZIP_MAGIC", "LineLog", "atomic_write_bytes", "atomic_write_text", "is_gzip",
+           "read_input_bytes", "read_lines", "read_tail", "read_trace_text"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -54,11 +65,15 @@ def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):  # a full disk, a quota: name the file, not the temporary one
+            raise type(exc)(exc.errno, f"cannot write '{path}' ({exc.strerror or exc}); the previous "
+                                       "file, if any, is intact: free some space or choose another "
+                                       "path") from None
         raise
     _fsync_dir(directory)
     return path
@@ -72,19 +87,33 @@ def atomic_write_text(path: PathLike, text: str, encoding: str = "utf-8") -> Pat
 class LineLog:
     """An append-only file of text lines (JSON lines of step totals, for example).
 
-    Each :meth:`append` is one ``write`` of a whole line to a file opened for appending, so a
-    process killed at any point leaves every line it had appended; :meth:`sync` fsyncs (for a
-    power loss, not needed for a killed process). Readers skip a last line without its newline.
+    Each :meth:`append` writes a whole line to a file opened for appending, so a process
+    killed at any point leaves every line it had appended; a write that fails part-way (a
+    full disk) is cut back off the file, so no torn line stays between good ones and the next
+    append starts on a line of its own. Appends hold an exclusive lock on the file while they
+    write, so runs sharing the file never interleave. :meth:`sync` fsyncs (for a power loss,
+    not needed for a killed process). Readers skip a last line without its newline.
     """
 
     def __init__(self, path: PathLike) -> None:
         self.path = Path(path)
-        # Unbuffered: each line reaches the kernel in one write() at once.
+        # Unbuffered: each line reaches the kernel at once.
         self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115  (closed in close())
 
     def append(self, line: str) -> None:
-        data = (line.rstrip("\n") + "\n").encode("utf-8")
-        self._file.write(data)
+        data = memoryview((line.rstrip("\n") + "\n").encode("utf-8"))
+        fd = self._file.fileno()
+        with _locked(fd):
+            start = os.fstat(fd).st_size
+            try:
+                while data:
+                    data = data[os.write(fd, data):]
+            except OSError:
+                try:
+                    os.ftruncate(fd, start)  # no torn line: the next append starts clean
+                except OSError:
+                    pass
+                raise
 
     def sync(self) -> None:
         if not self._file.closed:
@@ -98,63 +127,25 @@ class LineLog:
                 self._file.close()
 
 
+@contextlib.contextmanager
+def _locked(fd: int) -> Iterator[None]:
+    """An exclusive advisory lock on the open file `fd` (none where fcntl is missing)."""
+    if fcntl is None:
+        yield
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
 def read_lines(path: PathLike) -> list[str]:
-    """The complete lines of a :class:`LineLog` file (a last line cut by a crash is left out)."""
-    data = Path(path).read_bytes()
+    """The complete lines of a :class:`LineLog` file (a last line cut by a crash is left out),
+    read within the input cap."""
+    data = read_input_bytes(path, "step history")
     if not data:
         return []
     lines = data.split(b"\n")
     # The piece after the last newline is either empty or a line a crash cut short.
-    return [line.decode("utf-8") for line in lines[:-1] if line]
-
-
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-def is_gzip(path: PathLike) -> bool:
-    """Whether the file at `path` is gzip-compressed (by its first bytes, whatever its name);
-    False when it cannot be read (the reader that follows names that problem)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(2) == GZIP_MAGIC
-    except OSError:
-        return False
-
-
-def read_trace_text(path: PathLike) -> str:
-    """A trace file's text, plain or gzip-compressed (`trace.json.gz`, as the GPU benchmark
-    writes them)."""
-    data = Path(path).read_bytes()
-    if data[:2] == GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
-            raise ValueError(f"'{path}' is a damaged gzip file ({e}): decompress it or record the trace again") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"'{path}' is not a habitat trace (not UTF-8 JSON text nor gzip: {e})") from None
-
-
-
-def read_tail(path: PathLike, n: int) -> tuple[bytes, bool]:
-    """The last `n` bytes of a trace file's text (decompressed when it is gzip-compressed)
-    and whether that is the whole text. A compressed file is decompressed in chunks, holding
-    only the tail: a saved forecast's targets (at the end) cost no second copy of the trace."""
-    if is_gzip(path):
-        tail = b""
-        whole = True
-        try:
-            with gzip.open(path, "rb") as f:
-                while chunk := f.read(1 << 20):
-                    tail += chunk
-                    if len(tail) > n:
-                        tail, whole = tail[-n:], False
-        except (OSError, EOFError) as e:
-            raise ValueError(f"'{path}' is a damaged gzip file ({e}): decompress it or record the trace again") from None
-        return tail, whole
-    with open(path, "rb") as f:
-        f.seek(0, 2)
-        size = f.tell()
-        f.seek(max(0, size - n))
-        return f.read(), size <= n
+    return [line.decode("utf-8", errors="replace") for line in lines[:-1] if line]
