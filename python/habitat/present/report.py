@@ -18,6 +18,7 @@ from habitat.analysis.memory import format_bytes
 from habitat.analysis.regions import compiled_regions
 from habitat.data.files import atomic_write_bytes, atomic_write_text
 from habitat.present import timeline_view, view
+from habitat.present.escape import markdown_text
 
 if TYPE_CHECKING:
     from habitat.analysis.compare import Comparison
@@ -147,10 +148,6 @@ def build_blocks(forecast: "Forecast", comparison: "Comparison | None") -> list[
 
 
 # ----- rendering -------------------------------------------------------------------------
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(blocks: Sequence[Any], image_dir: Path | None = None) -> str:
     """Markdown text; with `image_dir`, images are written there and linked by a path relative to
     its parent (the report's folder), otherwise embedded as data URIs."""
@@ -158,25 +155,27 @@ def render_markdown(blocks: Sequence[Any], image_dir: Path | None = None) -> str
     images = 0
     for block in blocks:
         kind = block[0]
+        # Every text is escaped, as render_html escapes it: names in a trace come from whoever
+        # wrote it, and a viewer that renders Markdown also renders HTML and links.
         if kind == "h":
-            out.append("#" * block[1] + " " + block[2])
+            out.append("#" * block[1] + " " + markdown_text(block[2]))
         elif kind == "p":
-            out.append(block[1])
+            out.append(markdown_text(block[1]))
         elif kind == "table":
             rows = block[1]
-            out.append("| " + " | ".join(_md_cell(c) for c in rows[0]) + " |")
+            out.append("| " + " | ".join(markdown_text(c) for c in rows[0]) + " |")
             out.append("|" + "---|" * len(rows[0]))
-            out.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows[1:])
+            out.extend("| " + " | ".join(markdown_text(c) for c in row) + " |" for row in rows[1:])
         elif kind == "img":
             if image_dir is None:
                 data = base64.b64encode(block[1]).decode("ascii")
-                out.append(f"![{block[2]}](data:image/png;base64,{data})")
+                out.append(f"![{markdown_text(block[2])}](data:image/png;base64,{data})")
             else:
                 images += 1
                 name = "gpus.png" if images == 1 else f"image{images}.png"
                 image_dir.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(image_dir / name, block[1])
-                out.append(f"![{block[2]}]({image_dir.name}/{name})")
+                out.append(f"![{markdown_text(block[2])}](<{image_dir.name}/{name}>)")
         out.append("")
     return "\n".join(out)
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from habitat.present import timeline_view, view
+from habitat.present.escape import markdown_text
 
 if TYPE_CHECKING:
     from habitat.data.forecast import Forecast, OpForecast, StepForecast
@@ -125,22 +126,20 @@ def _op_key(op: "OpForecast") -> str:
     return _UNSAFE.sub("_", f"{op.phase}:{module}:{op.full_name}")
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def ops_table(step: "StepForecast") -> str:
     """Markdown table of every op of `step` (sub-ops indented under their composite op)."""
     header = ["op", "module", "phase", "input shapes", "measured (us)"]
     header += [f"{t} (us)" for t in step.targets] + [f"method {t}" for t in step.targets]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for op in step.ops:
-        name = "&nbsp;&nbsp;" * op.depth + op.full_name
-        cells = [name, view.op_location(op), op.phase, view.format_shapes(op, sep="; "),
-                 f"{op.measured_us:.1f}"]
+        # TensorBoard's text panel renders Markdown: what comes from the trace is escaped.
+        cells = [markdown_text(c) for c in (op.full_name, view.op_location(op), op.phase,
+                                              view.format_shapes(op, sep="; "))]
+        cells[0] = "&nbsp;&nbsp;" * op.depth + cells[0]
+        cells.append(f"{op.measured_us:.1f}")
         cells += [f"{op.predictions[t].time_us:.2f}" for t in step.targets]
-        cells += [op.predictions[t].method for t in step.targets]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        cells += [markdown_text(op.predictions[t].method) for t in step.targets]
+        lines.append("| " + " | ".join(cells) + " |")
     title = (f"**Step {step.index}**: measured {step.measured_ms:.3f} ms on this machine; "
              + ", ".join(f"{t} {step.total_ms[t]:.3f} ms" for t in step.targets)
              + f". {len(step.ops)} ops; composite ops sum the indented ops under them.")

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Callable
 
 from habitat.analysis.regions import REGION_PREFIX, format_regions
 from habitat.present import timeline_view, view
+from habitat.present.escape import terminal_text
 
 if TYPE_CHECKING:
     from habitat.data.forecast import Forecast
@@ -84,7 +85,8 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
     if step.unsupported:
         lines.append("Not modelled (forecast from bytes moved, please report): "
                      + ", ".join(step.unsupported))
-    return "\n".join(lines)
+    # Names come from the trace: no control character (an ANSI escape) reaches the terminal.
+    return "\n".join(terminal_text(line) for line in lines)
 
 
 def forecast_text(forecast: "Forecast") -> str:
