@@ -173,6 +173,7 @@ def _forecast_file(path: str, targets: list[str], host_speed: float = 1.0, *,
     """Forecasts every step of the trace file: read once, parsed and forecast by the engine
     (no Python object per op unless an output reads per-op detail); a status line on stderr
     when it takes over a second."""
+    from habitat.data.engine import SettingError
     from habitat.data.forecast import DEFAULT_KEEP_STEPS, Forecast
     from habitat.present.progress import status
 
@@ -181,6 +182,8 @@ def _forecast_file(path: str, targets: list[str], host_speed: float = 1.0, *,
     try:
         with status(f"forecasting {path} ({p.stat().st_size / 1e6:.1f} MB) for {len(targets)} GPU(s)"):
             forecast = Forecast.load(p, targets=targets, host_speed=host_speed, keep_steps=keep_steps)
+    except SettingError as exc:  # HABITAT_WEIGHTS, HABITAT_HOST_MODEL: not the trace's fault
+        raise UserError(str(exc)) from None
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         message = str(exc)
         raise UserError(message if path in message else f"cannot read trace {path!r}: {message}") from None

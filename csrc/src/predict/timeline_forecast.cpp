@@ -8,6 +8,7 @@
 #include "habitat/predictor.h"
 #include "habitat/timeline.h"
 #include "predict/timeline_json.h"
+#include "trace/json_reader.h"
 
 namespace habitat {
 
@@ -159,13 +160,15 @@ HostCostModel host_cost_model_from_json(const std::string& text) {
   using nlohmann::json;
   json doc;
   try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {
-    throw std::invalid_argument(std::string("host model: not JSON (") + e.what() + ")");
+    doc = json_reader::parse(text);  // nesting capped, as in every JSON reader
+  } catch (const json_reader::DecodeError& e) {
+    throw std::invalid_argument("host model: " + e.message);
   }
+  // Host times past a second per op are damage, and would make the timeline overflow.
   auto number = [&](const json& j, const std::string& where) {
-    if (!j.is_number() || !(j.get<double>() >= 0)) {
-      throw std::invalid_argument("host model: " + where + " must be a number >= 0 (microseconds)");
+    if (!j.is_number() || !(j.get<double>() >= 0) || j.get<double>() > 1e6) {
+      throw std::invalid_argument("host model: " + where +
+                                  " must be a number from 0 to 1e6 (microseconds)");
     }
     return j.get<double>();
   };

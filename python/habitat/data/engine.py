@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from habitat import _engine
+from habitat.data.input_files import read_input_bytes
 from habitat.data.op_rows import OpRows
 
 TRACE_FORMAT: str = _engine.TRACE_FORMAT_NAME
@@ -19,11 +20,23 @@ def trace_document(origin: dict[str, Any], steps: Sequence[dict[str, Any]]) -> d
     return {"format": TRACE_FORMAT, "version": TRACE_VERSION, "origin": origin, "steps": list(steps)}
 
 
+class SettingError(RuntimeError):
+    """An environment variable (HABITAT_WEIGHTS, HABITAT_HOST_MODEL) that does not name what it
+    should: the message names the variable and the fix. Not a ValueError, so that no caller
+    takes it for a problem of the trace being read."""
+
+
 def weights_dir() -> str:
     """The learned models' directory; HABITAT_WEIGHTS overrides it, and an empty value
-    turns the learned models off (shape-based forecasts then use the roofline alone)."""
+    turns the learned models off (shape-based forecasts then use the roofline alone). A value
+    that names no folder is an error: forecasts would silently fall back to the roofline."""
     if "HABITAT_WEIGHTS" in os.environ:
-        return os.environ["HABITAT_WEIGHTS"]
+        value = os.environ["HABITAT_WEIGHTS"]
+        if value and not Path(value).is_dir():
+            raise SettingError(f"HABITAT_WEIGHTS={value!r} names no folder: point it at a weights "
+                               "folder (laid out like habitat/weights), set it empty to turn the "
+                               "learned models off, or unset it")
+        return value
     packaged = Path(__file__).parents[1] / "weights"  # installed: pyproject.toml maps weights/ here
     source_tree = Path(__file__).parents[3] / "weights"
     return str(packaged if packaged.is_dir() else source_tree)
@@ -48,11 +61,13 @@ def host_model_json() -> str:
     if path == "packaged":
         path = str(HOST_MODEL_FILE)
     if path not in _host_model_text:
+        fix = "set HABITAT_HOST_MODEL to a host model JSON file, to 'packaged' (the default), or to 'off'"
         try:
-            _host_model_text[path] = Path(path).read_text(encoding="utf-8")
-        except OSError as e:
-            raise FileNotFoundError(f"host model '{path}' cannot be read ({e}): set HABITAT_HOST_MODEL "
-                                    "to a host model JSON file, to 'packaged' (the default), or to 'off'") from None
+            text = read_input_bytes(path, "host model").decode("utf-8")
+            _engine.validate_host_model(text)
+        except (OSError, ValueError) as e:  # unreadable, not UTF-8, not a host model
+            raise SettingError(f"host model '{path}' cannot be used ({e}): {fix}") from None
+        _host_model_text[path] = text
     return _host_model_text[path]
 
 

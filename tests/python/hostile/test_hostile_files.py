@@ -279,3 +279,26 @@ def test_a_full_disk_error_names_the_file(tmp_path, monkeypatch):
         atomic_write_text(target, "x")
     assert str(target) in str(info.value) and "No space left" in str(info.value)
     assert not list(tmp_path.iterdir())  # no temporary file left behind
+
+
+# ----- settings in the environment ----------------------------------------------------------
+@pytest.mark.parametrize("content", [b'{"version": 1}', b"\xff\xfe binary", b"[" * 5000])
+def test_a_broken_host_model_names_the_variable_not_the_trace(trace_file, tmp_path, monkeypatch,
+                                                              capsys, content):
+    from habitat.data import engine
+
+    model = tmp_path / "host.json"
+    model.write_bytes(content)
+    monkeypatch.setenv("HABITAT_HOST_MODEL", str(model))
+    monkeypatch.setattr(engine, "_host_model_text", {})
+    code, _, err = cli(capsys, "predict", trace_file, "-t", "A100")
+    line = one_line_error(err)
+    assert code == 1 and "HABITAT_HOST_MODEL" in line and "invalid habitat trace" not in line
+
+
+def test_weights_pointing_nowhere_is_an_error_not_a_silent_fallback(trace_file, monkeypatch, capsys):
+    monkeypatch.setenv("HABITAT_WEIGHTS", "/nonexistent/weights")
+    code, _, err = cli(capsys, "predict", trace_file, "-t", "A100")
+    assert code == 1 and "HABITAT_WEIGHTS='/nonexistent/weights' names no folder" in one_line_error(err)
+    monkeypatch.setenv("HABITAT_WEIGHTS", "")  # empty: the learned models off, as documented
+    assert cli(capsys, "predict", trace_file, "-t", "A100")[0] == 0

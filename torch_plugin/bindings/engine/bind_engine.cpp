@@ -477,6 +477,12 @@ void bind_engine(py::module_& m) {
       "rows, an OpRowsBuffer). steady_wall_ms > 0: the wall time of the same step run without\n"
       "recording (predict_on's steady-state steps), to which the timeline's host is calibrated.");
 
+  m.def(
+      "validate_host_model",
+      [](const std::string& text) { static_cast<void>(host_cost_model_from_json(text)); },
+      py::arg("text"),
+      "Checks a host model document (HABITAT_HOST_MODEL); ValueError \"host model: ...\" naming\n"
+      "the field when it is not one.");
   m.attr("DEFAULT_OVERHEAD_PER_OP_US") = kDefaultOverheadPerOpUs;
   m.def(
       "estimate_overhead_per_op",
