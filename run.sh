@@ -35,7 +35,7 @@ install_python_packages() {
     "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
   fi
   local need=()
-  for mod in tensorboard matplotlib pytest numpy ninja scikit_build_core; do
+  for mod in tensorboard matplotlib pytest numpy ninja scikit_build_core hypothesis; do
     "$PYTHON" -c "import $mod" >/dev/null 2>&1 || need+=("${mod//_/-}")
   done
   if [ ${#need[@]} -gt 0 ]; then
