@@ -25,6 +25,7 @@
 #include "habitat/trace_tree.h"
 #include "trace/json_dom.h"
 #include "trace/json_reader.h"
+#include "trace/op_consistency.h"
 
 namespace habitat {
 
@@ -534,6 +535,7 @@ OpRecord decode_op(const json& j, Loc loc) {
   });
   optional(j, loc, "precision",
            [&](const json& v, const Loc& l) { op.precision = decode_precision(v, l); });
+  if (const auto why = op_inconsistency(op)) fail(loc, *why + " (an edited or damaged trace?)");
   return op;
 }
 

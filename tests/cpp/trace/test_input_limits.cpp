@@ -175,6 +175,38 @@ TEST(InputLimits, IntegersPast64BitsAndAbsurdTimesAreNamed) {
   EXPECT_TRUE(has(message, "steps[0].wall_ms: must be at most 1e12")) << message;
 }
 
+std::string one_op_trace(const std::string& op) {
+  return R"({"format":"habitat-trace","version":2,"origin":{},"steps":[{"index":0,"wall_ms":1,"ops":[)" +
+         op + "]}]}";
+}
+
+TEST(InputLimits, OpsThatCouldNotHaveRunAreRefusedByName) {
+  const std::string mm = R"({"id":0,"name":"aten::mm","args":[
+      {"name":"self","tensor":{"shape":[64,128],"dtype":"float32"}},
+      {"name":"mat2","tensor":{"shape":[128,32],"dtype":"float32"}}],
+      "outputs":[{"shape":[OUT],"dtype":"float32"}]})";
+  const auto with_output = [&](const std::string& out) {
+    std::string op = mm;
+    op.replace(op.find("OUT"), 3, out);
+    return one_op_trace(op);
+  };
+  EXPECT_NO_THROW(trace_from_json(with_output("64,32")));
+  std::string message = error_of([&] { trace_from_json(with_output("5,7")); });
+  EXPECT_TRUE(has(message,
+                  "steps[0].ops[0] (aten::mm): outputs[0].shape is [5, 7], but aten::mm "
+                  "of [64, 128] and [128, 32] makes [64, 32]"))
+      << message;
+  const std::string pool = R"({"id":0,"name":"aten::max_pool2d","args":[
+      {"name":"self","tensor":{"shape":[1,3,8,8],"dtype":"float32"}},
+      {"name":"kernel_size","ints":[-2,-2]}],"outputs":[{"shape":[1,3,4,4],"dtype":"float32"}]})";
+  message = error_of([&] { trace_from_json(one_op_trace(pool)); });
+  EXPECT_TRUE(has(message, "(aten::max_pool2d): kernel_size [-2, -2] holds -2")) << message;
+  const std::string strided = R"({"id":0,"name":"aten::as_strided","args":[
+      {"name":"self","tensor":{"shape":[4],"dtype":"float32"}},{"name":"size","ints":[4,4]},
+      {"name":"stride","ints":[0,1]}],"outputs":[{"shape":[4,4],"dtype":"float32"}]})";
+  EXPECT_NO_THROW(trace_from_json(one_op_trace(strided)));
+}
+
 std::string one_device(const std::string& field, const std::string& value) {
   return R"({"devices": [{"name": "MyGPU", "compute_capability": "8.0", "sms": 108,
     "boost_clock_mhz": 1410, "memory_gb": 80, "memory_bandwidth_gbs": 2039, "l2_mb": 40,
