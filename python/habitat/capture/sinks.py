@@ -12,6 +12,8 @@ A sink with a ``close()`` method has it called by ``predict_on.close()`` (or at 
 
 - ``d/forecast.json``: the forecast (trace of the steps with detail + every step's totals),
   rewritten atomically every ``SAVE_EVERY_STEPS`` steps and at close (:class:`json_handler`);
+  a run that finds another live run writing it saves to ``d/<run>/forecast.json`` instead
+  (a :class:`LogDirWarning` says so), so runs sharing `d` never overwrite each other's;
 - ``d/steps.jsonl``: one JSON line of totals per step, appended as each step is forecast
   (:class:`history_handler`); lines carry the run name, so runs sharing `d` are told apart;
 - ``d/<run>/events.out.tfevents.*``: TensorBoard, one run directory per ``predict_on``
@@ -28,12 +30,18 @@ import itertools
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Union
 
 from habitat.data.files import LineLog
 from habitat.data.forecast import Forecast, StepForecast
 from habitat.present.tensorboard import TensorBoardLogger
+
+try:
+    import fcntl
+except ImportError:  # Windows: no locks, every run owns the file
+    fcntl = None  # type: ignore[assignment]
 
 #: How many steps apart json_handler rewrites its file by default (and always at close()).
 SAVE_EVERY_STEPS = 10
@@ -51,6 +59,10 @@ PathLike = Union[str, Path]
 
 class LogDirError(OSError):
     """A log_dir (or a sink's file) that cannot be written; raised once, then the sink stops."""
+
+
+class LogDirWarning(UserWarning):
+    """A log_dir shared with another run: this run's forecast.json goes to its own folder."""
 
 
 def _directory_problem(directory: Path, exc: OSError) -> str:
@@ -109,10 +121,16 @@ class json_handler:  # noqa: N801  (named like torch.profiler.tensorboard_trace_
 
     def __init__(self, path: PathLike, *, every: int = SAVE_EVERY_STEPS,
                  every_s: float | None = SAVE_EVERY_S, last_steps: int | None = SAVED_STEP_TOTALS,
-                 _guard: _Guard | None = None) -> None:
+                 run: str | None = None, _guard: _Guard | None = None) -> None:
         if int(every) < 1:
             raise ValueError(f"json_handler(every=N) takes N >= 1 steps, got {every!r}")
         self.path = Path(path)
+        # With `run`: the file is shared by the runs of a log_dir. The first run to save claims
+        # it (a lock held until close()); a run that finds it claimed saves to <dir>/<run>/
+        # instead of overwriting the other run's forecast.
+        self.run = run
+        self._claim: int | None = None  # the lock's descriptor while this run owns `path`
+        self._claimed = run is None
         self.every = int(every)
         self.last_steps = last_steps  # totals of the latest steps only (None: every step)
         self.every_s = every_s
@@ -135,7 +153,24 @@ class json_handler:  # noqa: N801  (named like torch.profiler.tensorboard_trace_
         self._since_save = 0
         self._last_save = time.monotonic()
         self._saved_steps = len(forecast._steps)
-        self._guard.run(self.path.parent, lambda: forecast.save(self.path, last_steps=self.last_steps))
+        self._guard.run(self.path.parent, lambda: forecast.save(self._target(), last_steps=self.last_steps))
+
+    def _target(self) -> Path:
+        """Where this run saves: `path`, or <dir>/<run>/<name> while another run owns it."""
+        if self._claimed:
+            return self.path
+        if self._claim is None:
+            self._claim = _claim(self.path)
+            if self._claim is None:
+                alternative = self.path.parent / str(self.run) / self.path.name
+                alternative.parent.mkdir(parents=True, exist_ok=True)
+                warnings.warn(f"habitat: another run in {str(self.path.parent)!r} is writing "
+                              f"{self.path.name}; this run's forecast goes to {str(alternative)!r}",
+                              LogDirWarning, stacklevel=2)
+                self._claimed = True
+                self.path = alternative
+                return alternative
+        return self.path
 
     def close(self) -> None:
         """Writes the last steps; never raises (a failure is printed to stderr)."""
@@ -146,6 +181,28 @@ class json_handler:  # noqa: N801  (named like torch.profiler.tensorboard_trace_
             self._save(forecast)
         except Exception as e:  # closing must not raise into the user's code
             _report_on_close(e)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        claim, self._claim = self._claim, None
+        if claim is not None and claim >= 0:
+            os.close(claim)  # the lock goes with it: a later run may claim the file
+
+
+def _claim(path: Path) -> int | None:
+    """An exclusive lock on `path` among the runs of its folder (a lock file beside it, held
+    open), or None when another live run holds it. Where locks do not exist, every run claims."""
+    if fcntl is None:
+        return -1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent / f".{path.name}.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 class history_handler:  # noqa: N801
@@ -244,7 +301,7 @@ def log_dir_sinks(log_dir: PathLike, *, run: str | None = None,
     # The history first: a process killed between the two writes then leaves every step of
     # forecast.json in steps.jsonl too.
     return [history_handler(log_dir / HISTORY_FILE, run=run, _guard=guard),
-            json_handler(log_dir / FORECAST_FILE, every=save_every, _guard=guard),
+            json_handler(log_dir / FORECAST_FILE, every=save_every, run=run, _guard=guard),
             tensorboard_handler(log_dir, run=run, _guard=guard, **tensorboard)]
 
 

@@ -302,3 +302,29 @@ def test_weights_pointing_nowhere_is_an_error_not_a_silent_fallback(trace_file, 
     assert code == 1 and "HABITAT_WEIGHTS='/nonexistent/weights' names no folder" in one_line_error(err)
     monkeypatch.setenv("HABITAT_WEIGHTS", "")  # empty: the learned models off, as documented
     assert cli(capsys, "predict", trace_file, "-t", "A100")[0] == 0
+
+
+def test_runs_sharing_a_log_dir_do_not_overwrite_each_others_forecast(tmp_path):
+    from habitat.capture.sinks import FORECAST_FILE, LogDirWarning, json_handler
+    from habitat.data.forecast import Forecast
+
+    def forecast_of(wall_ms: float) -> Forecast:
+        doc = trace_doc()
+        doc["steps"][0]["wall_ms"] = wall_ms
+        return Forecast.load(doc, targets=["A100"])
+
+    first = json_handler(tmp_path / FORECAST_FILE, run="run1")
+    second = json_handler(tmp_path / FORECAST_FILE, run="run2")
+    one, two = forecast_of(1.0), forecast_of(2.0)
+    first(one, one.latest)
+    with pytest.warns(LogDirWarning, match="run2"):
+        second(two, two.latest)
+    assert json.loads((tmp_path / FORECAST_FILE).read_text())["steps"][0]["wall_ms"] == 1.0
+    assert json.loads((tmp_path / "run2" / FORECAST_FILE).read_text())["steps"][0]["wall_ms"] == 2.0
+    first.close()
+    second.close()
+    third = json_handler(tmp_path / FORECAST_FILE, run="run3")  # the file is free again
+    three = forecast_of(3.0)
+    third(three, three.latest)
+    third.close()
+    assert json.loads((tmp_path / FORECAST_FILE).read_text())["steps"][0]["wall_ms"] == 3.0
