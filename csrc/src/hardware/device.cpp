@@ -186,8 +186,9 @@ void apply_sm_limits(SmLimits& limits, const json& obj, const Loc& at, bool comp
   if (!obj.is_object()) fail(at, "must be an object, got " + describe(obj));
   for (const auto& [key, value] : obj.items()) {
     if (is_comment(key) || key == "sources" || key == "notes") continue;
+    const std::string& name = key;  // clang 14 captures no structured binding (the fuzz build)
     const auto* field = std::find_if(kSmFields.begin(), kSmFields.end(),
-                                     [&](const SmField& f) { return f.key == key; });
+                                     [&](const SmField& f) { return f.key == name; });
     if (field == kSmFields.end()) fail(at, "unknown field " + in_quotes(key));
     limits.*(field->member) = as_int(value, at.child(key), contains(kPositiveSmFields, key));
   }
