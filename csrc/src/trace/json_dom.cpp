@@ -185,7 +185,9 @@ class Parser {
     }
     const std::size_t n = values_.size() - base;
     Value* items = arena_.allocate<Value>(n);
-    std::memcpy(static_cast<void*>(items), values_.data() + base, n * sizeof(Value));
+    // An empty array: memcpy from the null data() of an empty vector is undefined (found by
+    // tests/fuzz/fuzz_trace_reader.cpp under UBSan).
+    if (n != 0) std::memcpy(static_cast<void*>(items), values_.data() + base, n * sizeof(Value));
     values_.resize(base);
     out.type_ = Value::Type::Array;
     out.count_ = static_cast<uint32_t>(n);
@@ -224,7 +226,9 @@ class Parser {
     }
     const std::size_t n = members_.size() - base;
     Member* members = arena_.allocate<Member>(n);
-    std::memcpy(static_cast<void*>(members), members_.data() + base, n * sizeof(Member));
+    if (n != 0) {
+      std::memcpy(static_cast<void*>(members), members_.data() + base, n * sizeof(Member));
+    }
     members_.resize(base);
     out.type_ = Value::Type::Object;
     out.count_ = static_cast<uint32_t>(n);
