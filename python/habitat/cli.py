@@ -47,10 +47,11 @@ class UsageError(UserError):
 
 
 # ----- numbers from the command line ------------------------------------------------------
-def _number(kind: type, minimum: float, *, inclusive: bool) -> Any:
-    """An argparse type: a finite `kind` (int or float) >= or > `minimum`; argparse reports
+def _number(kind: type, minimum: float, maximum: float, *, inclusive: bool) -> Any:
+    """An argparse type: a finite `kind` (int or float) >= or > `minimum` and at most `maximum`
+    (past which the run-length and cluster arithmetic would overflow); argparse reports
     anything else as a usage error naming the option ("argument --epochs: ...")."""
-    bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+    bound = f"{'>=' if inclusive else '>'} {minimum:g} and <= {maximum:g}"
     noun = "a whole number" if kind is int else "a finite number"
 
     def parse(text: str) -> Any:
@@ -58,7 +59,8 @@ def _number(kind: type, minimum: float, *, inclusive: bool) -> Any:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {noun} {bound}, got {text!r}") from None
-        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+        if (not math.isfinite(value) or value < minimum or value > maximum
+                or (value == minimum and not inclusive)):
             raise argparse.ArgumentTypeError(f"expected {noun} {bound}, got {text!r}")
         return value
 
@@ -66,9 +68,11 @@ def _number(kind: type, minimum: float, *, inclusive: bool) -> Any:
     return parse
 
 
-_positive_int = _number(int, 0, inclusive=False)
-_positive_float = _number(float, 0, inclusive=False)
-_non_negative_float = _number(float, 0, inclusive=True)
+_count = _number(int, 0, 1e15, inclusive=False)  # iterations, steps per epoch
+_gpus = _number(int, 0, 1e6, inclusive=False)  # world size, GPUs per node
+_epochs = _number(float, 0, 1e9, inclusive=False)
+_speed = _number(float, 1e-3, 1e3, inclusive=True)  # the host's speed relative to the traced one
+_gib = _number(float, 0, 1e6, inclusive=True)
 
 
 # ----- helpers ---------------------------------------------------------------------------
@@ -483,22 +487,22 @@ def _target_option(p: argparse.ArgumentParser, help: str) -> None:
                    help=help + "; repeat or comma-separate, `all` for every known GPU "
                         "(`habitat devices` lists them)")
     p.add_argument("--targets", action="append", dest="targets_deprecated", help=argparse.SUPPRESS)
-    p.add_argument("--host-speed", type=_positive_float, default=1.0, metavar="X",
+    p.add_argument("--host-speed", type=_speed, default=1.0, metavar="X",
                    help="the host's speed relative to the traced one for the step as seen "
                         "(host launch cadence included; default 1.0, 2.0 = twice as fast)")
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run length and prices")
-    g.add_argument("--iterations", type=_positive_int, default=1000, metavar="N",
+    g.add_argument("--iterations", type=_count, default=1000, metavar="N",
                    help="training iterations to price (default 1000)")
-    g.add_argument("--epochs", type=_positive_float, metavar="E", help="price E epochs instead (needs --steps-per-epoch)")
-    g.add_argument("--steps-per-epoch", type=_positive_int, metavar="S", help="training steps in one epoch")
+    g.add_argument("--epochs", type=_epochs, metavar="E", help="price E epochs instead (needs --steps-per-epoch)")
+    g.add_argument("--steps-per-epoch", type=_count, metavar="S", help="training steps in one epoch")
     g.add_argument("--prices", metavar="FILE",
                    help="price file overriding the dated defaults (JSON {\"A100\": 1.89} or CSV gpu,usd_per_hour)")
     g.add_argument("--price", action="append", metavar="GPU=USD",
                    help="one price override in USD per GPU-hour, e.g. --price A100=1.89 (repeatable)")
-    g.add_argument("--reserve-gib", type=_non_negative_float, default=1.0, metavar="GIB",
+    g.add_argument("--reserve-gib", type=_gib, default=1.0, metavar="GIB",
                    help="memory kept free for the CUDA context and allocator slack when checking fit (default 1)")
 
 
@@ -542,10 +546,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("clusters (multi-GPU forecasts; the trace is one replica's step)")
     g.add_argument("--cluster", action="append", metavar="NxGPU[:LINK[:NET]]",
                    help="a cluster to rank, e.g. 8xH100, 16xA100:nvlink:infiniband (repeatable)")
-    g.add_argument("--world-size", type=_positive_int, metavar="N", help="N GPUs of every --target")
+    g.add_argument("--world-size", type=_gpus, metavar="N", help="N GPUs of every --target")
     g.add_argument("--interconnect", metavar="LINK", help="nvlink, pcie or a tier (habitat.analysis.cluster)")
     g.add_argument("--network", metavar="NET", help="infiniband, ethernet or a tier, between nodes")
-    g.add_argument("--gpus-per-node", type=_positive_int, metavar="G", help="default: the GPU's usual server")
+    g.add_argument("--gpus-per-node", type=_gpus, metavar="G", help="default: the GPU's usual server")
     g.add_argument("--parallel", metavar="P", help="ddp (default), fsdp, tp, pp, or e.g. dp2,tp4 / pp4x8")
     p.set_defaults(run=cmd_compare)
 

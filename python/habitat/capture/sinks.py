@@ -175,10 +175,9 @@ class json_handler:  # noqa: N801  (named like torch.profiler.tensorboard_trace_
     def close(self) -> None:
         """Writes the last steps; never raises (a failure is printed to stderr)."""
         forecast = self._forecast
-        if forecast is None or not forecast._steps or self._saved_steps == len(forecast._steps):
-            return
         try:
-            self._save(forecast)
+            if forecast is not None and forecast._steps and self._saved_steps != len(forecast._steps):
+                self._save(forecast)
         except Exception as e:  # closing must not raise into the user's code
             _report_on_close(e)
         finally:

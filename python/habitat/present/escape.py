@@ -1,12 +1,13 @@
 """Text from a trace made safe for each output format.
 
 Op names, module paths, autograd nodes, kernel names and origin strings in a trace come from
-whoever wrote the trace: a report must show them as text, never run them. HTML reports use
-``html.escape``; this module does the same for Markdown (a report, TensorBoard's text panel,
-which renders Markdown) and for the terminal.
+whoever wrote the trace: a report must show them as text, never run them. One function per
+format: HTML (a report), Markdown (a report, TensorBoard's text panel, which renders
+Markdown) and the terminal.
 """
 from __future__ import annotations
 
+import html
 import re
 
 # Control characters (C0 but tab, DEL and C1): an ANSI escape in a module name would drive
@@ -32,10 +33,20 @@ def _escape_marker(m: re.Match[str]) -> str:
     return m.group(1) + (marker[:-1] + "\\" + marker[-1] if marker[0].isdigit() else "\\" + marker)
 
 
-def markdown_text(text: str) -> str:
+def markdown_text(text: str, *, starts_line: bool = True) -> str:
     """`text` as literal Markdown: every character Markdown or HTML would interpret is escaped
     (``<script>`` shows as ``<script>``, a ``[link](url)`` as its characters), line breaks and
-    control characters are flattened, so one value stays in one table cell or paragraph."""
+    control characters are flattened, so one value stays in one table cell or paragraph.
+    `starts_line`: the text begins a line (a paragraph, a heading), where "# " or "1. " would
+    start a heading or a list; not so in a table cell."""
     flat = terminal_text(str(text).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
-    escaped = _BLOCK_START.sub(_escape_marker, _MARKDOWN.sub(r"\\\1", flat))
+    escaped = _MARKDOWN.sub(r"\\\1", flat)
+    if starts_line:
+        escaped = _BLOCK_START.sub(_escape_marker, escaped)
     return "".join(_ENTITIES.get(c, c) for c in escaped)
+
+
+def html_text(text: str) -> str:
+    """`text` as HTML text: ``html.escape`` (quotes included), control characters as escapes
+    (HTML forbids them in text)."""
+    return html.escape(terminal_text(text))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -18,7 +17,7 @@ from habitat.analysis.memory import format_bytes
 from habitat.analysis.regions import compiled_regions
 from habitat.data.files import atomic_write_bytes, atomic_write_text
 from habitat.present import timeline_view, view
-from habitat.present.escape import markdown_text
+from habitat.present.escape import html_text, markdown_text
 
 if TYPE_CHECKING:
     from habitat.analysis.compare import Comparison
@@ -163,9 +162,9 @@ def render_markdown(blocks: Sequence[Any], image_dir: Path | None = None) -> str
             out.append(markdown_text(block[1]))
         elif kind == "table":
             rows = block[1]
-            out.append("| " + " | ".join(markdown_text(c) for c in rows[0]) + " |")
-            out.append("|" + "---|" * len(rows[0]))
-            out.extend("| " + " | ".join(markdown_text(c) for c in row) + " |" for row in rows[1:])
+            lines = ["| " + " | ".join(markdown_text(c, starts_line=False) for c in row) + " |"
+                     for row in rows]
+            out += [lines[0], "|" + "---|" * len(rows[0]), *lines[1:]]
         elif kind == "img":
             if image_dir is None:
                 data = base64.b64encode(block[1]).decode("ascii")
@@ -175,7 +174,7 @@ def render_markdown(blocks: Sequence[Any], image_dir: Path | None = None) -> str
                 name = "gpus.png" if images == 1 else f"image{images}.png"
                 image_dir.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(image_dir / name, block[1])
-                out.append(f"![{markdown_text(block[2])}](<{image_dir.name}/{name}>)")
+                out.append(f"![{markdown_text(block[2])}]({image_dir.name}/{name})")
         out.append("")
     return "\n".join(out)
 
@@ -193,19 +192,19 @@ def render_html(blocks: Sequence[Any]) -> str:
     for block in blocks:
         kind = block[0]
         if kind == "h":
-            out.append(f"<h{block[1]}>{html.escape(block[2])}</h{block[1]}>")
+            out.append(f"<h{block[1]}>{html_text(block[2])}</h{block[1]}>")
         elif kind == "p":
-            out.append(f"<p>{html.escape(block[1])}</p>")
+            out.append(f"<p>{html_text(block[1])}</p>")
         elif kind == "table":
             rows = block[1]
-            out.append("<table><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+            out.append("<table><thead><tr>" + "".join(f"<th>{html_text(c)}</th>" for c in rows[0])
                        + "</tr></thead><tbody>")
-            out.extend("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+            out.extend("<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in row) + "</tr>"
                        for row in rows[1:])
             out.append("</tbody></table>")
         elif kind == "img":
             data = base64.b64encode(block[1]).decode("ascii")
-            out.append(f"<img alt=\"{html.escape(block[2])}\" src=\"data:image/png;base64,{data}\">")
+            out.append(f"<img alt=\"{html_text(block[2])}\" src=\"data:image/png;base64,{data}\">")
     out.append("</body></html>")
     return "\n".join(out)
 

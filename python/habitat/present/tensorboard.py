@@ -133,12 +133,12 @@ def ops_table(step: "StepForecast") -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for op in step.ops:
         # TensorBoard's text panel renders Markdown: what comes from the trace is escaped.
-        cells = [markdown_text(c) for c in (op.full_name, view.op_location(op), op.phase,
+        cells = [markdown_text(c, starts_line=False) for c in (op.full_name, view.op_location(op), op.phase,
                                               view.format_shapes(op, sep="; "))]
         cells[0] = "&nbsp;&nbsp;" * op.depth + cells[0]
         cells.append(f"{op.measured_us:.1f}")
         cells += [f"{op.predictions[t].time_us:.2f}" for t in step.targets]
-        cells += [markdown_text(op.predictions[t].method) for t in step.targets]
+        cells += [markdown_text(op.predictions[t].method, starts_line=False) for t in step.targets]
         lines.append("| " + " | ".join(cells) + " |")
     title = (f"**Step {step.index}**: measured {step.measured_ms:.3f} ms on this machine; "
              + ", ".join(f"{t} {step.total_ms[t]:.3f} ms" for t in step.targets)

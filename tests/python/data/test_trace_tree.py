@@ -152,7 +152,8 @@ def test_valid_edge_values_read_as_their_text() -> None:
     doc["steps"][0]["ops"][1]["args"].append({"name": "inf", "float": "inf"})
     doc["steps"][0]["ops"][1]["module_path"] = "enc.\u00fc"
     doc["steps"][0]["ops"][1]["kernels"][0]["stream"] = 2**32 - 1
-    doc["steps"][0]["ops"][1]["kernels"][0]["duration_us"] = 2**64 + 7  # read as a double
+    doc["steps"][0]["ops"][1]["kernels"][0]["duration_us"] = 10**12  # the largest time read
+    doc["steps"][0]["ops"][1]["args"].append({"name": "huge", "float": 2**64 + 7})  # read as a double
     doc["forecast"] = {1: [None, True, {None: 2.5}], "x": OrderedDict(a=1)}  # ignored, JSON-able
     assert _engine.validate_trace_doc(doc) == _engine.validate_trace_json(json.dumps(doc))
 
