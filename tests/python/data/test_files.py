@@ -120,7 +120,6 @@ def test_load_checks_targets_before_reading(tmp_path: Path):
 
 def test_load_parses_the_file_once(golden_trace: Path, monkeypatch: pytest.MonkeyPatch):
     import habitat.data.forecast as fc
-
     import habitat.data.input_files as input_files
 
     reads = []
