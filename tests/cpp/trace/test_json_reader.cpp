@@ -50,9 +50,9 @@ TEST(JsonReader, DeviceDatabaseErrorsNameTheEntryAndField) {
   DeviceDatabase db = DeviceDatabase::load_file(std::string(HABITAT_SOURCE_DIR) +
                                                 "/python/habitat/data/devices.json");
   const std::string m = message_of([&] { db.merge_json(text); });
-  EXPECT_NE(
-      m.find("device database: devices[0] (\"T4\").sms: must be a positive integer, got \"forty\""),
-      std::string::npos)
+  EXPECT_NE(m.find("device database: devices[0] (\"T4\").sms: must be a positive integer up to "
+                   "16777216, got \"forty\""),
+            std::string::npos)
       << m;
 }
 

@@ -56,10 +56,11 @@ def test_a_bad_host_model_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     path = tmp_path / "bad.json"
     path.write_text('{"default_op_us": -1, "top_level_gap_us": 1}')
     monkeypatch.setenv("HABITAT_HOST_MODEL", str(path))
-    with pytest.raises(ValueError, match="default_op_us must be a number >= 0"):
+    # A SettingError naming the variable (not a ValueError, which callers take for the trace's)
+    with pytest.raises(engine.SettingError, match="default_op_us must be a number from 0 to 1e6"):
         Forecast.from_trace(_cpu_step(), ["H100"])
     monkeypatch.setenv("HABITAT_HOST_MODEL", str(tmp_path / "missing.json"))
-    with pytest.raises(FileNotFoundError, match="HABITAT_HOST_MODEL"):
+    with pytest.raises(engine.SettingError, match="HABITAT_HOST_MODEL"):
         engine.host_model_json()
 
 

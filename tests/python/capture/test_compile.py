@@ -326,6 +326,7 @@ def test_a_compiled_training_step_is_unchanged_and_forecast() -> None:
 @needs_capture
 def test_the_report_lists_compiled_regions(runs: dict, tmp_path) -> None:
     from habitat.data.forecast import Forecast
+    from habitat.present.escape import markdown_text
     from habitat.present.report import write_report
 
     step = runs["habitat"]["steps"][-1]
@@ -334,4 +335,5 @@ def test_the_report_lists_compiled_regions(runs: dict, tmp_path) -> None:
     path = write_report(forecast, tmp_path / "report.md")
     text = path.read_text()
     assert "Compiled regions (torch.compile)" in text
-    assert all(g.region in text for g in runs["habitat"]["graphs"])
+    # Names are escaped as Markdown text (present/escape.py): compiled\_region...
+    assert all(markdown_text(g.region, starts_line=False) in text for g in runs["habitat"]["graphs"])
