@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import sys
 import threading
 import time
@@ -164,6 +165,9 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                                            keep_steps=keep_steps)
         set_clusters(self.forecast, world_size, interconnect, network, gpus_per_node, cluster,
                      parallel)
+        if log_dir is not None and not os.fspath(log_dir).strip():
+            raise ValueError("log_dir='' names no folder (it would write into the current "
+                             "directory): give a folder such as log_dir='runs/exp1', or None")
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.max_ops_per_step = int(max_ops_per_step)
         self._lock = threading.Lock()
@@ -180,6 +184,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self.forecast.step_counts = self._worker.counts  # type: ignore[attr-defined]
         if any(hasattr(sink, "close") for sink in sinks):
             _unclosed.add(self)
+            _exit_on_sigterm()
 
     # The arguments, as given (the schedule holds them).
     detail_steps = property(lambda self: self._schedule.detail_steps)
@@ -248,7 +253,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                 self._submit(recording)
             settle_key()  # code between steps (data loading, logging) skips Habitat too
         if self._worker.busy:
-            self._worker.raise_messages(wait=False)
+            self._worker.raise_messages()
         return False  # never swallow the user's exception
 
     def _submit(self, recording: record_step) -> None:
@@ -302,12 +307,40 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._tracing.close()
         errors = self._worker.close_sinks()
         _unclosed.discard(self)
+        if not _unclosed:
+            _default_sigterm()
         for e in errors:  # closing must not raise into the user's code
             warnings.warn(f"habitat: a sink failed to close ({type(e).__name__}: {e})",
                           HabitatWarning, stacklevel=2)
 
 
 _unclosed: "weakref.WeakSet[predict_on]" = weakref.WeakSet()
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM while predictors are open: exit as Python exits, so that the atexit handler
+    below writes their last steps and files (the default action kills the process at once).
+    The exit status is 128 + 15, as a shell reports a process killed by SIGTERM."""
+    raise SystemExit(128 + signum)
+
+
+def _exit_on_sigterm() -> None:
+    """Installs _sigterm where SIGTERM has its default action (a handler of the program's
+    own, or one installed off the main thread, is left alone)."""
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _sigterm)
+    except (ValueError, OSError, AttributeError):  # not the main thread, or no SIGTERM here
+        pass
+
+
+def _default_sigterm() -> None:
+    """Gives SIGTERM its default action back once no predictor is open."""
+    try:
+        if signal.getsignal(signal.SIGTERM) is _sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except (ValueError, OSError, AttributeError):
+        pass
 
 
 @atexit.register

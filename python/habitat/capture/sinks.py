@@ -20,7 +20,10 @@ A sink with a ``close()`` method has it called by ``predict_on.close()`` (or at 
   (:class:`tensorboard_handler`).
 
 Killing the process at any point leaves a loadable ``forecast.json`` (at most
-``SAVE_EVERY_STEPS`` steps behind) and every forecast step's totals in ``steps.jsonl``.
+``SAVE_EVERY_STEPS`` steps behind, or ``CATCH_UP_S`` seconds while predict_on coalesces steps
+whose sinks would take more than their share of the training time) and every forecast step's
+totals in ``steps.jsonl``. A normal exit, Ctrl-C or SIGTERM writes every step and a final
+``forecast.json`` (predict_on closes open predictors at exit).
 A log_dir that cannot be written (a path under a file, no permission) gives one warning naming
 the path and the fix, then the run goes on without files; ``close()`` never raises.
 """
@@ -45,6 +48,9 @@ except ImportError:  # Windows: no locks, every run owns the file
 
 #: How many steps apart json_handler rewrites its file by default (and always at close()).
 SAVE_EVERY_STEPS = 10
+#: While predict_on coalesces steps (its sinks over their share of the training time),
+#: forecast.json is saved at most this often (seconds), still every SAVE_EVERY_STEPS steps.
+CATCH_UP_S = 1.0
 #: Steps whose totals forecast.json repeats (the latest ones): writing every step's totals
 #: every SAVE_EVERY_STEPS steps would make a long run quadratic; steps.jsonl holds them all.
 SAVED_STEP_TOTALS = 100
@@ -147,6 +153,15 @@ class json_handler:  # noqa: N801  (named like torch.profiler.tensorboard_trace_
         due = (self._saved_steps < 0 or self._since_save >= self.every
                or (self.every_s is not None and now - self._last_save >= self.every_s))
         if due:
+            self._save(forecast)
+
+    def catch_up(self, forecast: Forecast, step: StepForecast) -> None:
+        """A step whose other sinks were coalesced (predict_on holds them to a share of the
+        training time): saved when a save is due by steps, but at most once a second, so
+        the file stays within SAVE_EVERY_STEPS steps or a second of steps.jsonl."""
+        self._forecast = forecast
+        self._since_save += 1
+        if self._since_save >= self.every and time.monotonic() - self._last_save >= CATCH_UP_S:
             self._save(forecast)
 
     def _save(self, forecast: Forecast) -> None:
