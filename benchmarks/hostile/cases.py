@@ -160,7 +160,7 @@ CASES: list[Case] = [
     Case("trace: a directory", predict(lambda d: d), "error", "directory"),
     Case("trace: empty file", predict(write("t.json", "")), "error", "not valid JSON"),
     Case("trace: not JSON", predict(write("t.json", "hello")), "error", "not valid JSON"),
-    Case("trace: binary garbage", predict(write("t.json", bytes(range(256)) * 4)), "error", "not a habitat trace"),
+    Case("trace: binary garbage", predict(write("t.json", bytes(range(256)) * 4)), "error", "invalid habitat trace"),
     Case("trace: truncated JSON", predict(write("t.json", json.dumps(trace())[:60])), "error", "not valid JSON"),
     Case("trace: UTF-8 BOM", predict(write("t.json", "\ufeff" + json.dumps(trace()))), "ok", "A100"),
     Case("trace: invalid UTF-8 in a name", predict(write("t.json", json.dumps(trace([op(name="aten::mm")])).replace("aten::mm", "aten::\\udcff").encode())), "error", "invalid habitat trace"),

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from habitat.data import engine
 from habitat.data.devices import target_names
-from habitat.data.files import atomic_write_text, read_trace_text
+from habitat.data.files import atomic_write_text, read_input_bytes
 from habitat.data.op_forecast import SHAPE_BASED_METHODS, OpForecast, Prediction
 from habitat.data.op_rows import OpRows
 from habitat.data.saved_forecast import read_step_history, saved_targets, saved_targets_of_file
@@ -224,9 +224,11 @@ class Forecast:
         (an unknown name fails at once). `host_speed` scales the origin host's cadence in the
         timeline (2.0: a host twice as fast)."""
         names = target_names(targets) if targets is not None else None
-        source: str | dict[str, Any]  # a file's text, or the document itself
+        source: bytes | bytearray | dict[str, Any]  # a file's bytes, or the document itself
         if isinstance(trace, (str, Path)):
-            source = read_trace_text(trace)
+            # The bytes as read (decompressed), handed to the engine as they are: no second
+            # copy as text while it parses (issue 34: the peak of reading stays ~ the size).
+            source = read_input_bytes(trace)
             where = f" '{trace}'"
             if names is None:
                 names = saved_targets(source)
@@ -250,7 +252,11 @@ class Forecast:
                 message = message.replace("invalid habitat trace", f"invalid habitat trace{where}", 1)
             elif where:
                 message = f"invalid habitat trace{where}: {message}"
-            raise type(e)(message) from None
+            try:
+                error = type(e)(message)
+            except TypeError:  # a ValueError whose constructor takes more (UnicodeDecodeError)
+                error = ValueError(message)
+            raise error from None
         del source
         forecast = cls(names, origin, keep_steps=keep_steps, host_speed=host_speed)
         for capsule, index, wall_ms, summary, rows in steps:

@@ -263,9 +263,12 @@ class TraceArg {
       tree_ = trace_tree_of(trace);
     } else if (PyUnicode_Check(trace.ptr()) || PyBytes_Check(trace.ptr())) {
       text_ = trace.cast<std::string_view>();
+    } else if (PyByteArray_Check(trace.ptr())) {  // a decompressed file, viewed as it is
+      text_ = std::string_view(PyByteArray_AS_STRING(trace.ptr()),
+                               static_cast<std::size_t>(PyByteArray_GET_SIZE(trace.ptr())));
     } else {
       throw py::type_error(std::string(function) +
-                           " takes a trace document (dict) or its JSON text, got " +
+                           " takes a trace document (dict) or its JSON text (str, bytes), got " +
                            Py_TYPE(trace.ptr())->tp_name);
     }
   }
