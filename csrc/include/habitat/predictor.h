@@ -61,6 +61,9 @@ struct Forecast {
   std::vector<OpForecast> ops;           // aligned with Step::ops
   std::vector<TargetTotals> totals;      // aligned with targets
   std::vector<std::string> unsupported;  // distinct op names forecast by Fallback
+  // Ops the capture did not record (Step::dropped_ops, predict_on's max_ops_per_step): the
+  // forecast misses them, and every view says so.
+  int64_t dropped_ops = 0;
   // The step as the user sees it on each target (host cadence and syncs included), aligned
   // with targets; empty when the timeline is off (Predictor::set_timeline).
   std::vector<TimelineResult> timelines;

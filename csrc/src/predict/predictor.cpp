@@ -283,11 +283,13 @@ Forecast Predictor::predict(const Step& step, const TraceOrigin& origin,
   const std::vector<const Device*> devices = devices_of(targets);
   if (const PredictionMemo::Repeat* repeat = repeat_of(step, devices)) {
     Forecast again = *repeat->forecast;
+    again.dropped_ops = step.dropped_ops;
     if (timeline_on_) add_timelines(again, step, origin, timeline_);
     return again;
   }
   bool repeats = false;
   Forecast f = predict_ops(step, origin, devices, repeats);
+  f.dropped_ops = step.dropped_ops;
   if (repeats) shared_memo_->remember(step, devices, std::make_shared<const Forecast>(f));
   if (timeline_on_) add_timelines(f, step, origin, timeline_);
   return f;
@@ -316,6 +318,7 @@ ForecastParts Predictor::predict_parts(const Step& step, const TraceOrigin& orig
   out.summary.targets = whole->targets;
   out.summary.totals = whole->totals;
   out.summary.unsupported = whole->unsupported;
+  out.summary.dropped_ops = step.dropped_ops;
   if (timeline_on_ && whole->ops.size() == step.ops.size()) {
     const std::size_t n_targets = whole->targets.size();
     std::vector<double> step_shares;
@@ -486,6 +489,7 @@ nlohmann::json summary_json(const Forecast& f) {
   }
   doc["totals"] = std::move(totals);
   doc["unsupported"] = f.unsupported;
+  if (f.dropped_ops != 0) doc["dropped_ops"] = f.dropped_ops;
   if (!f.timelines.empty()) doc["timelines"] = timelines_json(f);
   return doc;
 }

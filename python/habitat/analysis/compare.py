@@ -75,8 +75,9 @@ class Comparison:
 
     def __init__(self, rows: list[ComparisonRow], *, iterations: int, epochs: float | None,
                  steps_per_epoch: int | None, step_index: int, origin: str, measured_ms: float,
-                 memory: MemoryEstimate | None, prices: PriceTable) -> None:
+                 memory: MemoryEstimate | None, prices: PriceTable, dropped_ops: int = 0) -> None:
         self.rows = rows
+        self.dropped_ops = dropped_ops  # ops the capture did not record: missing from every row
         self.iterations = iterations
         self.epochs = epochs
         self.steps_per_epoch = steps_per_epoch
@@ -124,6 +125,7 @@ class Comparison:
             "prices": {"date": self.prices.date, "rule": self.prices.rule},
             "memory": None if self.memory is None else self.memory.to_dict(),
             "rows": [r.to_dict() for r in self.rows],
+            **({"dropped_ops": self.dropped_ops} if self.dropped_ops else {}),
         }
 
     # ----- text ----------------------------------------------------------------------
@@ -163,6 +165,9 @@ class Comparison:
 
     def notes(self) -> list[str]:
         out = [f"fastest: {self.fastest.gpu}"]
+        if self.dropped_ops:
+            out.insert(0, f"warning: the step ran {self.dropped_ops} ops more than the capture "
+                          "recorded (max_ops_per_step): they are missing from every row")
         cheapest = self.cheapest
         if cheapest is not None:
             out[0] += f"; cheapest for the run: {cheapest.gpu} (${format_usd(cheapest.run_cost_usd or 0.0)})"
@@ -320,4 +325,5 @@ def compare(forecast: "Forecast", targets: str | Sequence[str] = "all", *, itera
     return Comparison(rows, iterations=total, epochs=epochs,
                       steps_per_epoch=steps_per_epoch if epochs is not None else None,
                       step_index=step.index, origin=str(forecast.origin.get("device", "cpu")),
-                      measured_ms=step.measured_ms, memory=memory, prices=table)
+                      measured_ms=step.measured_ms, memory=memory, prices=table,
+                      dropped_ops=getattr(step, "dropped_ops", 0))

@@ -35,6 +35,9 @@ class StepForecast:
     # host_ms, kernel_sum_ms, gpu_busy_fraction, host_bound, phases, notes. Empty for a step
     # forecast without a timeline (a CPU-traced step without a host model, an older save).
     timeline: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Ops the capture ran but did not record (predict_on's max_ops_per_step): missing from
+    # every figure of the step, and every view says so.
+    dropped_ops: int = 0
     # The per-op detail is built on first use (the totals are there at once): a loader of
     # (the step as captured, the engine's per-op forecasts). Dropped past the history.
     _detail: Callable[[], tuple[dict[str, Any], OpRows | None]] | None = field(
@@ -195,6 +198,7 @@ class StepForecast:
             "phase_ms": self.phase_ms,
             "method_ops": self.method_ops,
             "unsupported": self.unsupported,
+            **({"dropped_ops": self.dropped_ops} if self.dropped_ops else {}),
             **({"timeline": {t: {k: v[k] for k in _TIMELINE_SUMMARY if k in v}
                              for t, v in self.timeline.items()}} if self.timeline else {}),
         }
@@ -235,6 +239,7 @@ def step_from_summary(index: int, measured_ms: float, summary: dict[str, Any],
         index=index, measured_ms=measured_ms, targets=targets, total_ms=total_ms,
         phase_ms=phase_ms, method_ops=method_ops, unsupported=unsupported, _detail=detail,
         _rows=rows, timeline=timeline, _capsule=getattr(detail, "capsule", None),
+        dropped_ops=int(summary.get("dropped_ops", 0)),
     )
 
 

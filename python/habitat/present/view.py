@@ -97,7 +97,13 @@ def _count(n: int) -> str:
 
 
 def step_warnings(step: "StepForecast") -> list[str]:
-    """Warnings every view prints above a step's numbers (an empty step, for one)."""
+    """Warnings every view prints above a step's numbers (an empty step, ops the capture did
+    not record)."""
+    dropped = getattr(step, "dropped_ops", 0)
+    if dropped:
+        return [f"warning: step {step.index} ran {dropped} ops more than the capture recorded "
+                "(predict_on's max_ops_per_step): they are missing from every figure below; "
+                "capture again with a higher max_ops_per_step if the memory is there."]
     if not any(step.method_ops[t] for t in step.targets) and not step.op_count():
         return [f"warning: step {step.index} captured no aten ops, so every forecast is 0 ms. "
                 "Check that the model runs inside `with habitat.predict_on(...)`, on the thread "

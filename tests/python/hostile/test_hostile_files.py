@@ -328,3 +328,17 @@ def test_runs_sharing_a_log_dir_do_not_overwrite_each_others_forecast(tmp_path):
     third(three, three.latest)
     third.close()
     assert json.loads((tmp_path / FORECAST_FILE).read_text())["steps"][0]["wall_ms"] == 3.0
+
+
+def test_dropped_ops_are_named_by_predict_compare_and_report(tmp_path, capsys):
+    path = tmp_path / "capped.json"
+    path.write_text(json.dumps(trace_doc(dropped_ops=29000)))
+    code, out, _ = cli(capsys, "predict", path, "-t", "A100")
+    assert code == 0 and "ran 29000 ops more than the capture recorded" in out
+    code, out, _ = cli(capsys, "compare", path, "-t", "A100,H100")
+    assert code == 0 and "29000 ops more than the capture recorded" in out
+    code, out, _ = cli(capsys, "compare", path, "-t", "A100", "--json")
+    assert json.loads(out)["dropped_ops"] == 29000
+    report = tmp_path / "r.md"
+    assert cli(capsys, "report", path, "-t", "A100", "-o", report)[0] == 0
+    assert "29000 ops more than the capture recorded" in report.read_text()

@@ -232,6 +232,7 @@ py::object summary_dict(const Forecast& f) {
   std::vector<std::pair<std::string, py::object>> doc{{"targets", str_list(f.targets)},
                                                       {"totals", totals},
                                                       {"unsupported", str_list(f.unsupported)}};
+  if (f.dropped_ops != 0) doc.emplace_back("dropped_ops", py::int_(f.dropped_ops));
   if (!f.timelines.empty()) {
     py::list timelines;
     for (std::size_t t = 0; t < f.timelines.size() && t < f.targets.size(); ++t) {
