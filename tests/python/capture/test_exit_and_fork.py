@@ -33,7 +33,8 @@ for i in range(int(sys.argv[2])):
 
 ENDS = {
     "exit": ("", {0}),
-    "SIGINT": ("os.kill(os.getpid(), signal.SIGINT)\nimport time; time.sleep(5)\n", {-signal.SIGINT, 130}),
+    # An uncaught KeyboardInterrupt: status 1 under -c (a traceback), -SIGINT or 130 elsewhere.
+    "SIGINT": ("os.kill(os.getpid(), signal.SIGINT)\nimport time; time.sleep(5)\n", {1, -signal.SIGINT, 130}),
     "SIGTERM": ("os.kill(os.getpid(), signal.SIGTERM)\nimport time; time.sleep(5)\n", {143}),
 }
 
