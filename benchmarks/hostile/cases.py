@@ -99,7 +99,7 @@ def symlink_loop(d: Path) -> Path:
 
 def gzip_bomb(d: Path) -> Path:
     path = d / "bomb.json.gz"
-    with gzip.open(path, "wb", compresslevel=9) as f:
+    with gzip.open(path, "wb", compresslevel=1) as f:  # deflate's ~1000:1 at any level
         for _ in range(2048):
             f.write(b" " * (1 << 20))  # 2 GiB of spaces: ~2 MB compressed
     return path
