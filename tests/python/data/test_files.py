@@ -120,10 +120,9 @@ def test_load_checks_targets_before_reading(tmp_path: Path):
 
 def test_load_parses_the_file_once(golden_trace: Path, monkeypatch: pytest.MonkeyPatch):
     import habitat.data.forecast as fc
-    import habitat.data.input_files as input_files
 
     reads = []
-    real_text, real_bytes, real_input = Path.read_text, Path.read_bytes, input_files.read_input_bytes
+    real_text, real_bytes, real_input = Path.read_text, Path.read_bytes, fc.read_input_bytes
 
     def counting(real):  # noqa: ANN001, ANN202
         def read(self: Path, *a, **k):  # noqa: ANN002, ANN003, ANN202
@@ -133,7 +132,7 @@ def test_load_parses_the_file_once(golden_trace: Path, monkeypatch: pytest.Monke
 
     monkeypatch.setattr(Path, "read_text", counting(real_text))
     monkeypatch.setattr(Path, "read_bytes", counting(real_bytes))
-    monkeypatch.setattr(input_files, "read_input_bytes", counting(real_input))  # inputs, bounded
+    monkeypatch.setattr(fc, "read_input_bytes", counting(real_input))  # inputs, read bounded
     monkeypatch.setattr(fc.json, "loads", _counting(fc.json.loads, calls := []))
     forecast = Forecast.load(golden_trace)
     # the trace once; besides it only the timeline's host model (read once per process)
