@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "habitat/input_limits.h"
+
 namespace habitat {
 
 // The file's bytes. Throws std::system_error (errno inside, EISDIR for a directory) whose

@@ -15,6 +15,11 @@ namespace habitat {
 // every JSON reader refuses more, so no reader recurses without bound.
 inline constexpr int kMaxJsonDepth = 256;
 
+// The cap on files Habitat ships or the user installs as models (the packaged device
+// database, learned weights and their metadata): fixed, so that HABITAT_MAX_INPUT_BYTES, a cap
+// on what users feed it, never stops Habitat from loading itself.
+inline constexpr uint64_t kPackagedFileMaxBytes = uint64_t{1} << 30;
+
 // Bytes a trace's text (decompressed), its ops and its steps may hold.
 struct InputLimits {
   uint64_t max_bytes = 0;

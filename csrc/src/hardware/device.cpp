@@ -461,7 +461,7 @@ DeviceDatabase DeviceDatabase::from_json(std::string_view json_text) {
 
 DeviceDatabase DeviceDatabase::load_file(const std::string& path) {
   try {
-    return from_json(read_file(path, "device database"));
+    return from_json(read_file(path, "device database", kPackagedFileMaxBytes));
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string(e.what()) + " (in " + path + ")");
   }

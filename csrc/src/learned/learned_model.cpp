@@ -334,7 +334,8 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir,
   std::map<std::string, double> smallest_trained;
   try {
     using namespace json_reader;
-    const json meta = parse(read_file(meta_path.string(), "learned-model metadata"));
+    const json meta =
+        parse(read_file(meta_path.string(), "learned-model metadata", kPackagedFileMaxBytes));
     const Loc root;
     expect_object(meta, root);
     optional(meta, root, "features",

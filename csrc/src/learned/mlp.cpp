@@ -75,7 +75,7 @@ SafeTensorsFile parse_safetensors(const std::string& bytes, const std::string& w
 }
 
 SafeTensorsFile read_safetensors(const std::string& path) {
-  return parse_safetensors(read_file(path, "learned-model weights"), path);
+  return parse_safetensors(read_file(path, "learned-model weights", kPackagedFileMaxBytes), path);
 }
 
 Mlp Mlp::from_tensors(const SafeTensorsFile& file, int layers, const std::string& what) {

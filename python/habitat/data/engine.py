@@ -62,8 +62,9 @@ def host_model_json() -> str:
         path = str(HOST_MODEL_FILE)
     if path not in _host_model_text:
         fix = "set HABITAT_HOST_MODEL to a host model JSON file, to 'packaged' (the default), or to 'off'"
-        try:
-            text = read_input_bytes(path, "host model").decode("utf-8")
+        try:  # the packaged model is Habitat's own: not held to the cap on users' inputs
+            text = (HOST_MODEL_FILE.read_text(encoding="utf-8") if Path(path) == HOST_MODEL_FILE
+                    else read_input_bytes(path, "host model").decode("utf-8"))
             _engine.validate_host_model(text)
         except (OSError, ValueError) as e:  # unreadable, not UTF-8, not a host model
             raise SettingError(f"host model '{path}' cannot be used ({e}): {fix}") from None

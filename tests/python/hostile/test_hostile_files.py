@@ -342,3 +342,12 @@ def test_dropped_ops_are_named_by_predict_compare_and_report(tmp_path, capsys):
     report = tmp_path / "r.md"
     assert cli(capsys, "report", path, "-t", "A100", "-o", report)[0] == 0
     assert "29000 ops more than the capture recorded" in report.read_text()
+
+
+@pytest.mark.parametrize("cap", ["100", "lots"])
+def test_the_input_cap_never_stops_habitat_loading_itself(trace_file, cap):
+    result = subprocess.run([sys.executable, "-m", "habitat", "predict", str(trace_file), "-t", "A100"],
+                            capture_output=True, text=True, timeout=120,
+                            env=subprocess_env(HABITAT_MAX_INPUT_BYTES=cap))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "HABITAT_MAX_INPUT_BYTES" in one_line_error(result.stderr)
