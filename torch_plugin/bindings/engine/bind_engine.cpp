@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -19,8 +18,8 @@
 #include "bindings.h"
 #include "bindings/trace_capsule.h"
 #include "device_registry.h"
+#include "habitat/engine.h"
 #include "habitat/forecast_rows.h"
-#include "habitat/learned_envelope.h"
 #include "habitat/learned_models.h"
 #include "habitat/op_cost.h"
 #include "habitat/predictor.h"
@@ -36,133 +35,64 @@ namespace py = pybind11;
 
 namespace {
 
-// What every forecast reads and is the same for the same key (a weights directory, a host
-// model's JSON), built once: a step is forecast every training step.
-template <class T>
-class OncePerKey {
- public:
-  template <class Make>
-  const T* get(const std::string& key, Make make) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = objects_.find(key);
-    if (it == objects_.end()) it = objects_.emplace(key, make()).first;
-    return it->second.get();
+// The engine of a weights directory and a host model (JSON), built once per process: a step
+// is forecast every training step. Its memos start afresh when the device database changed.
+const ForecastEngine& engine_for(const std::string& weights_dir,
+                                 const std::string& host_model_json) {
+  struct Kept {
+    std::unique_ptr<ForecastEngine> engine;
+    uint64_t generation;
+  };
+  static std::mutex mutex;
+  static std::map<std::string, Kept> engines;
+  const std::string key = weights_dir + '\0' + host_model_json;
+  const DeviceDatabase& db = device_database();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = engines.find(key);
+  if (it == engines.end()) {
+    auto engine = std::make_unique<ForecastEngine>(db, EngineConfig{weights_dir, host_model_json});
+    it = engines.emplace(key, Kept{std::move(engine), device_database_generation()}).first;
+  } else if (it->second.generation != device_database_generation()) {
+    it->second.engine->forget_predictions();
+    it->second.generation = device_database_generation();
   }
-
- private:
-  std::mutex mutex_;
-  std::map<std::string, std::unique_ptr<T>> objects_;
-};
-
-// The learned models in weights_dir; none (roofline only) for "" or a folder without models.
-const ShapeModel* learned_models(const std::string& weights_dir) {
-  if (weights_dir.empty()) return nullptr;
-  static OncePerKey<LearnedModels> cache;
-  return cache.get(weights_dir, [&] {
-    auto models = std::make_unique<LearnedModels>(LearnedModels::load(weights_dir));
-    if (models->empty()) models.reset();
-    return models;
-  });
+  return *it->second.engine;
 }
 
-// How the step's timeline is played: the host's speed relative to the origin's, and the
-// eager-PyTorch host model for CPU origins (JSON, see HostCostModel; empty: none).
+// How the step's timeline is played as Python passes it: the host's speed relative to the
+// origin's, the eager-PyTorch host model for CPU origins (JSON; empty: none), Habitat's
+// per-op recording cost (< 0: estimated), an uninstrumented step's wall time (> 0: the host
+// is calibrated to it).
 struct TimelineSettings {
   double host_speed = 1.0;
   std::string host_model_json;
-  double overhead_per_op_us = -1;  // < 0: the engine's estimate (TimelineOptions)
-  double steady_wall_ms = 0;  // > 0: an uninstrumented step's wall time to calibrate the host to
+  double overhead_per_op_us = -1;
+  double steady_wall_ms = 0;
 };
 
-// The host model in a JSON text (the same file is passed for every step); none for "".
-const HostCostModel* host_model(const std::string& json) {
-  if (json.empty()) return nullptr;
-  static OncePerKey<HostCostModel> cache;
-  return cache.get(
-      json, [&] { return std::make_unique<HostCostModel>(host_cost_model_from_json(json)); });
+StepTimeline step_timeline(const TimelineSettings& timeline) {
+  StepTimeline out;
+  out.host_speed = timeline.host_speed;
+  out.overhead_per_op_us = timeline.overhead_per_op_us;
+  if (timeline.steady_wall_ms > 0) out.uninstrumented_wall_us = timeline.steady_wall_ms * 1000.0;
+  return out;
 }
 
-// HABITAT_OP_MEMO=0 turns the per-op memo off (benchmarks and tests compare the two).
-bool memo_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("HABITAT_OP_MEMO");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  return on;
-}
-
-// The memo of per-op predictions kept across steps for one context: everything a prediction
-// reads besides the op and the target (the device database, the learned models, the trace's
-// origin). Used by one forecast at a time (its mutex).
-struct MemoContext {
-  std::mutex mutex;
-  PredictionMemo memo;
-};
-
-std::shared_ptr<MemoContext> memo_context(const TraceOrigin& o, const std::string& weights_dir) {
-  // Every origin field, so that a predictor reading one more of them stays correct.
-  std::string key = weights_dir;
-  for (const std::string* part : {&o.device, &o.host, &o.torch_version, &o.habitat_version,
-                                  &o.float32_matmul_precision, &o.autocast_dtype}) {
-    key += '\0';
-    key += *part;
-  }
-  key += '\0';
-  key += std::to_string(device_database_generation()) + (o.allow_tf32 ? "t" : "f") +
-         (o.autocast ? "a" : "-") + (o.cudnn_allow_tf32 ? "c" : "-");
-  static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<MemoContext>> contexts;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = contexts.find(key);
-  if (it == contexts.end()) {
-    if (contexts.size() >= 8) contexts.clear();  // a few origins per process; never unbounded
-    it = contexts.emplace(key, std::make_shared<MemoContext>()).first;
-  }
-  return it->second;
-}
-
-// Forecasts one step for each target with the learned models in weights_dir (none: roofline
-// only) through `predict` (a Predictor member): per-op predictions are memoised across steps
-// and targets. Call without the GIL.
-template <class Result>
-Result forecast_with(Result (Predictor::*predict)(const Step&, const TraceOrigin&,
-                                                  const std::vector<std::string>&) const,
-                     const Step& step, const TraceOrigin& origin,
-                     const std::vector<std::string>& targets, const std::string& weights_dir,
-                     const TimelineSettings& timeline) {
-  const ShapeModel* learned = learned_models(weights_dir);
-  // A GPU at least as good on every figure is never forecast slower (learned_envelope.h).
-  std::optional<DominanceEnvelope> envelope;
-  if (learned != nullptr) envelope.emplace(*learned, device_database());
-  Predictor predictor(device_database(), envelope ? &*envelope : nullptr);
-  TimelineOptions options;
-  options.host_speed = timeline.host_speed;
-  options.host_model = host_model(timeline.host_model_json);
-  options.overhead_per_op_us = timeline.overhead_per_op_us;
-  if (timeline.steady_wall_ms > 0)
-    options.uninstrumented_wall_us = timeline.steady_wall_ms * 1000.0;
-  predictor.set_timeline(true, options);
-  predictor.set_memoize(memo_enabled());
-  if (!memo_enabled()) return (predictor.*predict)(step, origin, targets);
-  const std::shared_ptr<MemoContext> context = memo_context(origin, weights_dir);
-  std::lock_guard<std::mutex> lock(context->mutex);
-  predictor.set_memo(&context->memo);
-  return (predictor.*predict)(step, origin, targets);
-}
-
-// The whole forecast, per-op part included.
+// The whole forecast, per-op part included. Call without the GIL.
 Forecast forecast_for(const Step& step, const TraceOrigin& origin,
                       const std::vector<std::string>& targets, const std::string& weights_dir,
                       const TimelineSettings& timeline = {}) {
-  return forecast_with(&Predictor::predict, step, origin, targets, weights_dir, timeline);
+  return engine_for(weights_dir, timeline.host_model_json)
+      .forecast(step, origin, targets, step_timeline(timeline));
 }
 
-// The forecast as totals and per-op rows (what Python reads).
+// The forecast as totals and per-op rows (what Python reads). Call without the GIL.
 ForecastParts forecast_parts(const Step& step, const TraceOrigin& origin,
                              const std::vector<std::string>& targets,
                              const std::string& weights_dir,
                              const TimelineSettings& timeline = {}) {
-  return forecast_with(&Predictor::predict_parts, step, origin, targets, weights_dir, timeline);
+  return engine_for(weights_dir, timeline.host_model_json)
+      .forecast_parts(step, origin, targets, step_timeline(timeline));
 }
 
 // A number of the summary as its JSON document gave it: a non-finite one is null.
