@@ -20,9 +20,9 @@
 # Compiler: $CXX (default g++), -std=c++20 -fsyntax-only, the same warning flags as a -Werror
 # build. The _GLIBCXX_USE_CXX11_ABI value is read from each wheel's TorchConfig.cmake
 # (0 for the 2.4 pip wheels, 1 for 2.15).
-# Sources: every torch_plugin/**/*.cpp (torch_plugin/capture, bindings/plugin, bindings/engine,
-# cupti after the reorganisation; the flat torch_plugin/*.cpp before it). CUPTI is not compiled
-# in (the stub path), as in a CPU build.
+# Sources: every torch_plugin/**/*.cpp (capture, cupti) and bindings/**/*.cpp (plugin, engine:
+# both compile against torch's pybind11 when torch is installed). CUPTI is not compiled in (the
+# stub path), as in a CPU build.
 # Prints one "torch X: OK|FAIL" line per version; exits non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -71,17 +71,12 @@ EOF
   touch "$dir/.complete"
 }
 
-# Every source under torch_plugin/ is compiled into the extension against torch's include dir
-# (pybind11 included); find covers the nested layout (torch_plugin/capture, bindings/*, cupti)
-# and the flat one (torch_plugin/*.cpp) alike.
-mapfile -t sources < <(find torch_plugin -name '*.cpp' | sort)
-if [[ ${#sources[@]} -eq 0 ]]; then echo "no sources under torch_plugin/" >&2; exit 1; fi
+# Every source under torch_plugin/ and bindings/ is compiled into an extension against torch's
+# include dir (pybind11 included), with setup.py's include dirs.
+mapfile -t sources < <(find torch_plugin bindings -name '*.cpp' | sort)
+if [[ ${#sources[@]} -eq 0 ]]; then echo "no sources under torch_plugin/ or bindings/" >&2; exit 1; fi
 includes=()
-for d in csrc/include csrc/src csrc torch_plugin third_party/include; do [[ -d "$d" ]] && includes+=("-I$d"); done
-# Folders of the plugin's own headers (e.g. bindings.h), wherever the layout puts them.
-while IFS= read -r d; do
-  [[ "$d" == torch_plugin ]] || includes+=("-I$d")
-done < <(find torch_plugin -name '*.h' -printf '%h\n' | sort -u)
+for d in csrc/include csrc/src torch_plugin . third_party/include; do [[ -d "$d" ]] && includes+=("-I$d"); done
 py_inc="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
 
 status=0
