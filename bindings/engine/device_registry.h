@@ -11,7 +11,7 @@
 namespace habitat::python {
 
 // The loaded database. The object stays the same for the life of the process (later
-// loads and merges update it in place), so a Predictor may keep the reference; a
+// loads and merges update it in place), so a ForecastEngine may keep the reference; a
 // Device reference may move after a merge. It is changed only from Python, under the
 // GIL, by habitat.devices: do not merge while forecasts run on other threads.
 // Throws std::runtime_error when habitat.devices has not loaded it yet.

@@ -9,7 +9,7 @@
 // of one target are the targets of others. Each (op, database GPU) forecast is therefore
 // computed once per envelope and memoised (keyed by the op's content, as the predictor's own
 // memo), and each target's dominated set once per precision. Not thread-safe: use one
-// envelope per forecast (the engine binding does).
+// envelope per forecast (ForecastEngine does, habitat/engine.h).
 #pragma once
 
 #include <cstddef>
