@@ -239,6 +239,175 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin, const
   return std::move(cuda.parent_wins);
 }
 
+// One step's forecast, phase by phase (Predictor::predict_ops): each op's own work, the CUDA
+// paths of a CPU-traced step, the roll-up of children into their parents, the totals.
+class StepForecaster {
+ public:
+  StepForecaster(const Step& step, const TraceOrigin& origin, const Device* origin_gpu,
+                 const ShapeModel* model, const std::vector<const Device*>& devices)
+      : step_(step),
+        origin_(origin),
+        origin_gpu_(origin_gpu),
+        devices_(devices),
+        predictor_(origin_gpu, model),
+        n_ops_(step.ops.size()),
+        n_targets_(devices.size()),
+        index_of_(step),
+        own_(n_ops_, n_targets_, OpPrediction{}) {
+    for (const Device* d : devices) f_.targets.push_back(d->name);
+    f_.ops.resize(n_ops_);
+    f_.totals.resize(n_targets_);
+  }
+
+  // Each op's own work. A composite op's own work is what it launched itself: measured
+  // kernels on a GPU origin; on the shape path, its cost-model estimate, which stands for
+  // the whole decomposition (see roll_up).
+  // Training steps repeat the same ops (layers, optimizer updates): the cost and the
+  // per-target predictions are computed once per distinct op (see OpKey) and copied, which
+  // gives the very numbers computing them again would (the functions are pure).
+  // Returns whether every op was in the memo already (a step seen before).
+  bool own_work(PredictionMemo& memo, bool memoize) {
+    std::vector<std::size_t> slots(n_targets_);
+    for (std::size_t t = 0; t < n_targets_; ++t) slots[t] = memo.slot(devices_[t]);
+    OpKey op_key;
+    bool all_known = true;
+    for (std::size_t i = 0; i < n_ops_; ++i) {
+      const OpRecord& op = step_.ops[i];
+      OpForecast& of = f_.ops[i];
+      of.op_id = op.id;
+      PredictionMemo::Entry fresh;
+      PredictionMemo::Entry* m = &fresh;
+      bool cached = false;
+      if (memoize) {
+        auto [entry, inserted] = memo.find_or_add(op_key.of(op));
+        m = entry;
+        cached = !inserted;
+      }
+      all_known = all_known && cached;
+      if (!cached) m->cost = estimate_cost(op, op_precision(op, origin_));
+      of.cost = m->cost;
+      const bool composite_only =
+          op.has_children && (origin_gpu_ != nullptr ? op.kernels.empty() : !of.cost.known());
+      if (!of.cost.known() && !op.has_children) unsupported_.insert(op.name);
+      of.share.assign(n_targets_, OpPrediction{0.0, Method::Composite});
+      if (composite_only) {
+        own_.fill_row(i, OpPrediction{0.0, Method::Composite});
+        continue;
+      }
+      predict_targets(i, *m, slots);
+    }
+    return all_known;
+  }
+
+  // A CPU-traced step costs what CUDA would run (map_to_cuda above); a GPU origin's ops ran.
+  void map_cpu_step_to_cuda() {
+    parent_wins_ = origin_.device == "cpu"
+                       ? map_to_cuda(step_, origin_, index_of_, predictor_, devices_, f_, own_)
+                       : std::vector<char>(n_ops_, 0);
+  }
+
+  // Children follow their parent in start order, so a reverse pass sees every child's final
+  // time before its parent. Measured kernels are attributed to the innermost op, so on a GPU
+  // origin a parent's time is its own kernels plus its children's. On the shape path the
+  // parent's estimate and its children's sum describe the same work: take the larger, which
+  // keeps the work of ops that call helpers (e.g. a zero fill) without counting it twice;
+  // except for a wrapper that re-dispatches itself (see redispatch_wrappers), whose children
+  // are what ran.
+  void roll_up() {
+    const std::vector<char> wrapper = redispatch_wrappers(step_, index_of_);
+    OpTargetTable<double> children_us(n_ops_, n_targets_, 0.0);
+    children_count_ = OpTargetTable<char>(n_ops_, n_targets_, 1);
+    for (std::size_t i = n_ops_; i-- > 0;) {
+      const OpRecord& op = step_.ops[i];
+      auto& final_prediction = f_.ops[i].per_target;
+      final_prediction.assign(own_[i], own_[i] + n_targets_);
+      if (op.has_children) {
+        for (std::size_t t = 0; t < n_targets_; ++t) {
+          const OpPrediction& mine = own_[i][t];
+          const double kids = children_us[i][t];
+          if (mine.method == Method::Composite) {
+            final_prediction[t] = {kids, Method::Composite};
+          } else if (origin_gpu_ != nullptr) {
+            final_prediction[t] = {mine.time_us + kids, mine.method};
+          } else if ((mine.time_us > kids && !wrapper[i]) || parent_wins_[i]) {
+            children_count_[i][t] = 0;
+          } else {
+            final_prediction[t] = {kids, Method::Composite};
+          }
+        }
+      }
+      if (!op.parent) continue;
+      const std::size_t p = index_of_.find(*op.parent);
+      if (p == OpIndex::npos) continue;
+      for (std::size_t t = 0; t < n_targets_; ++t) children_us[p][t] += final_prediction[t].time_us;
+    }
+    children_us.release();
+  }
+
+  // Totals: walk down from the roots, counting each op's own share once.
+  void add_totals() {
+    OpTargetTable<char> active(n_ops_, n_targets_, 1);
+    for (std::size_t i = 0; i < n_ops_; ++i) {
+      const OpRecord& op = step_.ops[i];
+      const std::size_t p = op.parent ? index_of_.find(*op.parent) : OpIndex::npos;
+      for (std::size_t t = 0; t < n_targets_; ++t) {
+        if (p != OpIndex::npos) active[i][t] = active[p][t] && children_count_[p][t];
+        if (!active[i][t]) continue;
+        // An op whose children carry its work adds only what it measured itself (GPU origin).
+        const bool counts_children = op.has_children && children_count_[i][t];
+        if (counts_children && origin_gpu_ == nullptr) continue;
+        const OpPrediction& share = counts_children ? own_[i][t] : f_.ops[i].per_target[t];
+        if (share.method == Method::Composite) continue;
+        f_.ops[i].share[t] = share;
+        TargetTotals& totals = f_.totals[t];
+        totals.total_us += share.time_us;
+        totals.phase_us[op.phase] += share.time_us;
+        totals.method_ops[share.method] += 1;
+      }
+    }
+  }
+
+  Forecast take() {
+    f_.unsupported.assign(unsupported_.begin(), unsupported_.end());
+    return std::move(f_);
+  }
+
+ private:
+  // Op i's prediction on every target, from the memo entry `m` where it holds one.
+  void predict_targets(std::size_t i, PredictionMemo::Entry& m,
+                       const std::vector<std::size_t>& slots) {
+    const OpRecord& op = step_.ops[i];
+    for (std::size_t t = 0; t < n_targets_; ++t) {
+      const std::size_t s = slots[t];
+      if (m.method.size() <= s) {
+        m.method.resize(s + 1, PredictionMemo::kUnset);
+        m.time_us.resize(s + 1, 0.0);
+      }
+      if (m.method[s] == PredictionMemo::kUnset) {
+        const OpPrediction p =
+            predictor_.predict(op, f_.ops[i].cost, *devices_[t], m.origin_model_us);
+        m.time_us[s] = p.time_us;
+        m.method[s] = static_cast<unsigned char>(p.method);
+      }
+      own_[i][t] = {m.time_us[s], static_cast<Method>(m.method[s])};
+    }
+  }
+
+  const Step& step_;
+  const TraceOrigin& origin_;
+  const Device* origin_gpu_;
+  const std::vector<const Device*>& devices_;
+  const OpPredictor predictor_;
+  const std::size_t n_ops_;
+  const std::size_t n_targets_;
+  const OpIndex index_of_;
+  Forecast f_;
+  OpTargetTable<OpPrediction> own_;  // each op's own work (own_work, map_to_cuda)
+  std::vector<char> parent_wins_;    // ops whose own estimate stands for their children's
+  OpTargetTable<char> children_count_{0, 0, 1};  // whether an op's children carry its work
+  std::set<std::string> unsupported_;
+};
+
 }  // namespace
 
 const char* to_string(Method m) {
@@ -340,133 +509,19 @@ ForecastParts Predictor::predict_parts(const Step& step, const TraceOrigin& orig
 
 Forecast Predictor::predict_ops(const Step& step, const TraceOrigin& origin,
                                 const std::vector<const Device*>& devices, bool& repeats) const {
-  Forecast f;
-  for (const Device* d : devices) f.targets.push_back(d->name);
   const Device* origin_gpu = origin.device == "cpu" ? nullptr : db_.try_find(origin.device);
-  const OpPredictor op_predictor(origin_gpu, model_);
-
-  const std::size_t n_ops = step.ops.size();
-  const std::size_t n_targets = devices.size();
-  const OpIndex index_of(step);
-  f.ops.resize(n_ops);
-  f.totals.resize(n_targets);
-  std::set<std::string> unsupported;
-
-  // Each op's own work. A composite op's own work is what it launched itself: measured
-  // kernels on a GPU origin; on the shape path, its cost-model estimate, which stands for
-  // the whole decomposition (see the roll-up below).
-  // Training steps repeat the same ops (layers, optimizer updates): the cost and the
-  // per-target predictions are computed once per distinct op (see OpKey) and copied, which
-  // gives the very numbers computing them again would (the functions are pure). The memo
-  // lasts one call, or across calls when the caller keeps one (set_memo).
+  StepForecaster forecaster(step, origin, origin_gpu, model_, devices);
+  // The memo lasts one call, or across calls when the caller keeps one (set_memo).
   PredictionMemo call_memo;
-  PredictionMemo& memo = shared_memo_ != nullptr ? *shared_memo_ : call_memo;
-  std::vector<std::size_t> slots(n_targets);
-  for (std::size_t t = 0; t < n_targets; ++t) slots[t] = memo.slot(devices[t]);
-  OpKey op_key;
-  bool all_known = true;  // every op was in the memo already: a step seen before
-  OpTargetTable<OpPrediction> own(n_ops, n_targets, OpPrediction{});
-  for (std::size_t i = 0; i < n_ops; ++i) {
-    const OpRecord& op = step.ops[i];
-    OpForecast& of = f.ops[i];
-    of.op_id = op.id;
-    PredictionMemo::Entry fresh;
-    PredictionMemo::Entry* m = &fresh;
-    bool cached = false;
-    if (memoize_) {
-      auto [entry, inserted] = memo.find_or_add(op_key.of(op));
-      m = entry;
-      cached = !inserted;
-    }
-    all_known = all_known && cached;
-    if (!cached) m->cost = estimate_cost(op, op_precision(op, origin));
-    of.cost = m->cost;
-    const bool composite_only =
-        op.has_children && (origin_gpu != nullptr ? op.kernels.empty() : !of.cost.known());
-    if (!of.cost.known() && !op.has_children) unsupported.insert(op.name);
-    of.share.assign(n_targets, OpPrediction{0.0, Method::Composite});
-    if (composite_only) {
-      own.fill_row(i, OpPrediction{0.0, Method::Composite});
-      continue;
-    }
-    for (std::size_t t = 0; t < n_targets; ++t) {
-      const std::size_t s = slots[t];
-      if (m->method.size() <= s) {
-        m->method.resize(s + 1, PredictionMemo::kUnset);
-        m->time_us.resize(s + 1, 0.0);
-      }
-      if (m->method[s] == PredictionMemo::kUnset) {
-        const OpPrediction p = op_predictor.predict(op, of.cost, *devices[t], m->origin_model_us);
-        m->time_us[s] = p.time_us;
-        m->method[s] = static_cast<unsigned char>(p.method);
-      }
-      own[i][t] = {m->time_us[s], static_cast<Method>(m->method[s])};
-    }
-  }
-  const std::vector<char> parent_wins =
-      origin.device == "cpu" ? map_to_cuda(step, origin, index_of, op_predictor, devices, f, own)
-                             : std::vector<char>(n_ops, 0);
-
-  // Children follow their parent in start order, so a reverse pass sees every child's final
-  // time before its parent. Measured kernels are attributed to the innermost op, so on a GPU
-  // origin a parent's time is its own kernels plus its children's. On the shape path the
-  // parent's estimate and its children's sum describe the same work: take the larger, which
-  // keeps the work of ops that call helpers (e.g. a zero fill) without counting it twice;
-  // except for a wrapper that re-dispatches itself (see redispatch_wrappers), whose children
-  // are what ran.
-  const std::vector<char> wrapper = redispatch_wrappers(step, index_of);
-  OpTargetTable<double> children_us(n_ops, n_targets, 0.0);
-  OpTargetTable<char> children_count(n_ops, n_targets, 1);
-  for (std::size_t i = n_ops; i-- > 0;) {
-    const OpRecord& op = step.ops[i];
-    auto& final_prediction = f.ops[i].per_target;
-    final_prediction.assign(own[i], own[i] + n_targets);
-    if (op.has_children) {
-      for (std::size_t t = 0; t < n_targets; ++t) {
-        const OpPrediction& mine = own[i][t];
-        const double kids = children_us[i][t];
-        if (mine.method == Method::Composite) {
-          final_prediction[t] = {kids, Method::Composite};
-        } else if (origin_gpu != nullptr) {
-          final_prediction[t] = {mine.time_us + kids, mine.method};
-        } else if ((mine.time_us > kids && !wrapper[i]) || parent_wins[i]) {
-          children_count[i][t] = 0;
-        } else {
-          final_prediction[t] = {kids, Method::Composite};
-        }
-      }
-    }
-    if (!op.parent) continue;
-    const std::size_t p = index_of.find(*op.parent);
-    if (p == OpIndex::npos) continue;
-    for (std::size_t t = 0; t < n_targets; ++t) children_us[p][t] += final_prediction[t].time_us;
-  }
-  children_us.release();
-
-  // Totals: walk down from the roots, counting each op's own share once.
-  OpTargetTable<char> active(n_ops, n_targets, 1);
-  for (std::size_t i = 0; i < n_ops; ++i) {
-    const OpRecord& op = step.ops[i];
-    const std::size_t p = op.parent ? index_of.find(*op.parent) : OpIndex::npos;
-    for (std::size_t t = 0; t < n_targets; ++t) {
-      if (p != OpIndex::npos) active[i][t] = active[p][t] && children_count[p][t];
-      if (!active[i][t]) continue;
-      // An op whose children carry its work adds only what it measured itself (GPU origin).
-      const bool counts_children = op.has_children && children_count[i][t];
-      if (counts_children && origin_gpu == nullptr) continue;
-      const OpPrediction& share = counts_children ? own[i][t] : f.ops[i].per_target[t];
-      if (share.method == Method::Composite) continue;
-      f.ops[i].share[t] = share;
-      TargetTotals& totals = f.totals[t];
-      totals.total_us += share.time_us;
-      totals.phase_us[op.phase] += share.time_us;
-      totals.method_ops[share.method] += 1;
-    }
-  }
-  f.unsupported.assign(unsupported.begin(), unsupported.end());
+  const bool all_known =
+      forecaster.own_work(shared_memo_ != nullptr ? *shared_memo_ : call_memo, memoize_);
+  forecaster.map_cpu_step_to_cuda();
+  forecaster.roll_up();
+  forecaster.add_totals();
   // Kept (by the caller) only once a step repeats, every op known: a one-off step costs no copy.
-  repeats = all_known && shared_memo_ != nullptr && n_ops <= PredictionMemo::kMaxRepeatOps;
-  return f;
+  repeats =
+      all_known && shared_memo_ != nullptr && step.ops.size() <= PredictionMemo::kMaxRepeatOps;
+  return forecaster.take();
 }
 
 namespace {
