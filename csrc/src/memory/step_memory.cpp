@@ -222,156 +222,193 @@ const OpRecord* maker(uint64_t op_id, uint64_t sid,
   return nullptr;
 }
 
-}  // namespace
-
-StepMemory estimate_step_memory(const Step& step) {
-  StepMemory result;
-  result.measured_peak_bytes = step.measured_peak_bytes;
-  // Leaf ops allocate; a composite op's outputs are its sub-ops' (or views of its inputs).
-  std::vector<const OpRecord*> ops;
+// A step's leaf ops in order (they allocate; a composite op's outputs are its sub-ops', or
+// views of its inputs) and every op by id.
+struct StepOps {
+  std::vector<const OpRecord*> leaves;
   std::unordered_map<uint64_t, const OpRecord*> by_id;
-  by_id.reserve(step.ops.size());
-  for (const OpRecord& op : step.ops) {
-    by_id[op.id] = &op;
-    if (!op.has_children) ops.push_back(&op);
+
+  explicit StepOps(const Step& step) {
+    by_id.reserve(step.ops.size());
+    for (const OpRecord& op : step.ops) {
+      by_id[op.id] = &op;
+      if (!op.has_children) leaves.push_back(&op);
+    }
   }
-  // On a GPU capture only CUDA tensors occupy device memory; on a CPU capture all count.
+  const OpRecord* parent(const OpRecord& op) const {
+    if (!op.parent) return nullptr;
+    const auto it = by_id.find(*op.parent);
+    return it == by_id.end() ? nullptr : it->second;
+  }
+  const OpRecord* root(const OpRecord* op) const {  // the op user code or autograd called
+    while (const OpRecord* up = parent(*op)) op = up;
+    return op;
+  }
+};
+
+// On a GPU capture only CUDA tensors occupy device memory; on a CPU capture all count.
+bool only_cuda_counts(const std::vector<const OpRecord*>& leaves) {
+  const auto cuda = [](const TensorMeta& m) { return m.device.starts_with("cuda"); };
   bool only_cuda = false;
-  for (const OpRecord* op : ops) {
-    const auto cuda = [](const TensorMeta& m) { return m.device.starts_with("cuda"); };
+  for (const OpRecord* op : leaves) {
     for_each_tensor_arg(*op,
                         [&](const std::string&, const TensorMeta& m) { only_cuda |= cuda(m); });
     only_cuda |= std::any_of(op->outputs.begin(), op->outputs.end(), cuda);
     if (only_cuda) break;
   }
-  std::set<std::string> unknown_dtypes;
-  const auto counted = [&](const TensorMeta& m) {
-    if (!m.defined || m.device == "meta") return false;
-    bool known = false;
-    dtype_bytes(m.dtype, &known);
-    if (!known) unknown_dtypes.insert(m.dtype.empty() ? "(none)" : m.dtype);
-    return !only_cuda || m.device.starts_with("cuda");
-  };
-  const auto root = [&](const OpRecord* op) {  // the op user code or autograd called
-    while (op->parent) {
-      const auto it = by_id.find(*op->parent);
-      if (it == by_id.end()) break;
-      op = it->second;
-    }
-    return op;
-  };
+  return only_cuda;
+}
 
-  const auto made_by = made_by_composites(step.ops);
+// The storages the leaf ops use, op by op: each storage's size, its lifetime (first and last
+// use) and the phases that read and update it; outputs without a storage id by op.
+class StorageWalk {
+ public:
+  StorageWalk(const Step& step, const StepOps& ops)
+      : anonymous(ops.leaves.size() + 1, 0),
+        ops_(ops),
+        only_cuda_(only_cuda_counts(ops.leaves)),
+        made_by_(made_by_composites(step.ops)) {}
+
+  void visit(std::size_t i) {
+    const OpRecord& op = *ops_.leaves[i];
+    uses_matmul = uses_matmul || is_matmul(base_name(op.name));
+    collect_inputs(op);
+    for (const Input& in : inputs_) use_input(i, op, in);
+    collect_outputs(op);
+    made_here_.clear();  // nested composites return the same storage: one storage
+    for (const TensorMeta* m : outputs_) add_output(i, op, *m);
+  }
+
   std::vector<Storage> storages;
-  std::unordered_map<uint64_t, std::size_t> current;  // storage id -> its live generation
-  std::vector<int64_t> anonymous(ops.size() + 1, 0);  // outputs without a storage id
-  std::unordered_set<uint64_t> applied;  // composite ops whose in-place updates are counted
+  std::vector<int64_t> anonymous;  // outputs without a storage id, by leaf op
+  std::set<std::string> unknown_dtypes;
+  bool uses_matmul = false;
 
+ private:
   struct Input {
     const std::string* name;
     const TensorMeta* meta;
     Mutable mutable_here;
   };
-  std::vector<Input> inputs;
-  std::vector<const OpRecord*> started;
-  std::vector<const TensorMeta*> outputs;
-  std::unordered_set<uint64_t> input_ids, made_here;
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const OpRecord& op = *ops[i];
-    const Phase phase = op.phase;
-    result.uses_matmul = result.uses_matmul || is_matmul(base_name(op.name));
-    inputs.clear();
-    const Mutable own = mutable_args(op);
+
+  bool counted(const TensorMeta& m) {
+    if (!m.defined || m.device == "meta") return false;
+    bool known = false;
+    dtype_bytes(m.dtype, &known);
+    if (!known) unknown_dtypes.insert(m.dtype.empty() ? "(none)" : m.dtype);
+    return !only_cuda_ || m.device.starts_with("cuda");
+  }
+
+  void add_inputs(const OpRecord& op) {
+    const Mutable updated = mutable_args(op);
     for_each_tensor_arg(op, [&](const std::string& name, const TensorMeta& m) {
-      if (counted(m)) inputs.push_back({&name, &m, own});
+      if (counted(m)) inputs_.push_back({&name, &m, updated});
     });
-    input_ids.clear();
-    for (const Input& in : inputs) input_ids.insert(in.meta->storage);
-    // A composite op's arguments are used at its first leaf (its kernel may read or update
-    // them itself).
-    started.clear();
-    const OpRecord* ancestor = &op;
-    while (ancestor->parent) {
-      const auto it = by_id.find(*ancestor->parent);
-      if (it == by_id.end()) break;
-      ancestor = it->second;
-      if (!applied.insert(ancestor->id).second) break;
-      started.push_back(ancestor);
-      const Mutable outer = mutable_args(*ancestor);
-      for_each_tensor_arg(*ancestor, [&](const std::string& name, const TensorMeta& m) {
-        if (counted(m)) inputs.push_back({&name, &m, outer});
-      });
-    }
-    for (const Input& in : inputs) {
-      const uint64_t sid = in.meta->storage;
-      if (sid == 0) continue;
-      const OpRecord* made = maker(op.id, sid, made_by);
-      auto cur = current.find(sid);
-      if (cur != current.end() && made != nullptr && made->id > storages[cur->second].last_id) {
-        current.erase(cur);
-        cur = current.end();
-      }
-      if (cur == current.end()) {  // existed before the step, unless a composite made it
-        Storage s;
-        s.nbytes = storage_bytes(*in.meta);
-        s.first = s.last = i;
-        s.created = made != nullptr;
-        if (made != nullptr) {
-          s.created_by = base_name(made->name);
-          s.created_phase = made->phase;
-        }
-        cur = current.emplace(sid, storages.size()).first;
-        storages.push_back(s);
-      }
-      Storage& s = storages[cur->second];
-      s.nbytes = std::max(s.nbytes, storage_bytes(*in.meta));
-      s.last = i;
-      s.last_id = op.id;
-      s.read_in |= bit(phase);
-      if (in.mutable_here.contains(*in.name)) s.mutated_in |= bit(phase);
-    }
-    // A composite op's results exist from its start: its first leaf.
-    outputs.clear();
-    for (const TensorMeta& m : op.outputs) outputs.push_back(&m);
-    for (const OpRecord* a : started) {
-      if (!a->has_children) continue;
-      const auto a_inputs = input_storages(*a);
-      for (const TensorMeta& m : a->outputs) {
-        if (m.storage != 0 && !a_inputs.count(m.storage)) outputs.push_back(&m);
-      }
-    }
-    made_here.clear();  // nested composites return the same storage: one storage
-    for (const TensorMeta* m : outputs) {
-      if (!counted(*m)) continue;
-      const uint64_t sid = m->storage;
-      if (sid == 0) {
-        anonymous[i] += storage_bytes(*m);
-        continue;
-      }
-      if (!made_here.insert(sid).second) continue;
-      auto cur = current.find(sid);
-      if (cur != current.end() && !input_ids.count(sid)) {  // a new storage at a freed address
-        current.erase(cur);
-        cur = current.end();
-      }
-      if (cur == current.end()) {
-        Storage s;
-        s.nbytes = storage_bytes(*m);
-        s.first = s.last = i;
-        s.created = true;
-        s.created_by = base_name(root(&op)->name);
-        s.created_phase = phase;
-        cur = current.emplace(sid, storages.size()).first;
-        storages.push_back(s);
-      }
-      Storage& s = storages[cur->second];
-      s.nbytes = std::max(s.nbytes, storage_bytes(*m));
-      s.last = i;
-      s.last_id = op.id;
+  }
+
+  // The op's tensor arguments, then those of the composite ops it starts: a composite op's
+  // arguments are used at its first leaf (its kernel may read or update them itself).
+  void collect_inputs(const OpRecord& op) {
+    inputs_.clear();
+    add_inputs(op);
+    input_ids_.clear();
+    for (const Input& in : inputs_) input_ids_.insert(in.meta->storage);
+    started_.clear();
+    for (const OpRecord* a = ops_.parent(op); a != nullptr; a = ops_.parent(*a)) {
+      if (!applied_.insert(a->id).second) break;
+      started_.push_back(a);
+      add_inputs(*a);
     }
   }
 
-  if (!ops.empty() && std::none_of(ops.begin(), ops.end(), [](const OpRecord* op) {
+  void use_input(std::size_t i, const OpRecord& op, const Input& in) {
+    const uint64_t sid = in.meta->storage;
+    if (sid == 0) return;
+    const OpRecord* made = maker(op.id, sid, made_by_);
+    auto cur = current_.find(sid);
+    if (cur != current_.end() && made != nullptr && made->id > storages[cur->second].last_id) {
+      current_.erase(cur);
+      cur = current_.end();
+    }
+    if (cur == current_.end()) {  // existed before the step, unless a composite made it
+      Storage s;
+      s.nbytes = storage_bytes(*in.meta);
+      s.first = s.last = i;
+      s.created = made != nullptr;
+      if (made != nullptr) {
+        s.created_by = base_name(made->name);
+        s.created_phase = made->phase;
+      }
+      cur = current_.emplace(sid, storages.size()).first;
+      storages.push_back(s);
+    }
+    Storage& s = storages[cur->second];
+    s.nbytes = std::max(s.nbytes, storage_bytes(*in.meta));
+    s.last = i;
+    s.last_id = op.id;
+    s.read_in |= bit(op.phase);
+    if (in.mutable_here.contains(*in.name)) s.mutated_in |= bit(op.phase);
+  }
+
+  // The op's outputs, then the results of the composite ops it starts: they exist from their
+  // first leaf.
+  void collect_outputs(const OpRecord& op) {
+    outputs_.clear();
+    for (const TensorMeta& m : op.outputs) outputs_.push_back(&m);
+    for (const OpRecord* a : started_) {
+      if (!a->has_children) continue;
+      const auto a_inputs = input_storages(*a);
+      for (const TensorMeta& m : a->outputs) {
+        if (m.storage != 0 && !a_inputs.count(m.storage)) outputs_.push_back(&m);
+      }
+    }
+  }
+
+  void add_output(std::size_t i, const OpRecord& op, const TensorMeta& m) {
+    if (!counted(m)) return;
+    const uint64_t sid = m.storage;
+    if (sid == 0) {
+      anonymous[i] += storage_bytes(m);
+      return;
+    }
+    if (!made_here_.insert(sid).second) return;
+    auto cur = current_.find(sid);
+    if (cur != current_.end() && !input_ids_.count(sid)) {  // a new storage at a freed address
+      current_.erase(cur);
+      cur = current_.end();
+    }
+    if (cur == current_.end()) {
+      Storage s;
+      s.nbytes = storage_bytes(m);
+      s.first = s.last = i;
+      s.created = true;
+      s.created_by = base_name(ops_.root(&op)->name);
+      s.created_phase = op.phase;
+      cur = current_.emplace(sid, storages.size()).first;
+      storages.push_back(s);
+    }
+    Storage& s = storages[cur->second];
+    s.nbytes = std::max(s.nbytes, storage_bytes(m));
+    s.last = i;
+    s.last_id = op.id;
+  }
+
+  const StepOps& ops_;
+  const bool only_cuda_;
+  const std::unordered_map<uint64_t, Makers> made_by_;
+  std::unordered_map<uint64_t, std::size_t> current_;  // storage id -> its live generation
+  std::unordered_set<uint64_t> applied_;  // composite ops whose in-place updates are counted
+  // Per op, reused: its inputs, the composite ops it starts, its outputs.
+  std::vector<Input> inputs_;
+  std::vector<const OpRecord*> started_;
+  std::vector<const TensorMeta*> outputs_;
+  std::unordered_set<uint64_t> input_ids_, made_here_;
+};
+
+// What the estimate cannot see, in words.
+void add_notes(StepMemory& result, const Step& step, const std::vector<const OpRecord*>& leaves,
+               const std::set<std::string>& unknown_dtypes) {
+  if (!leaves.empty() && std::none_of(leaves.begin(), leaves.end(), [](const OpRecord* op) {
         return op->phase == Phase::Optimizer;
       })) {
     result.notes.push_back("no optimizer step in this step: parameters are counted with inputs");
@@ -390,10 +427,14 @@ StepMemory estimate_step_memory(const Step& step) {
     }
     result.notes.push_back(note);
   }
+}
 
-  const std::size_t n = ops.size();
+// The storages by category, and the live and activation totals' peaks over the leaf ops.
+void add_peaks(StepMemory& result, const std::vector<const OpRecord*>& leaves,
+               const StorageWalk& walk) {
+  const std::size_t n = leaves.size();
   std::vector<int64_t> delta_live(n + 1, 0), delta_act(n + 1, 0);
-  for (const Storage& s : storages) {
+  for (const Storage& s : walk.storages) {
     switch (category(s)) {
       case Category::Activations:
         for (auto* delta : {&delta_act, &delta_live}) {
@@ -419,8 +460,8 @@ StepMemory estimate_step_memory(const Step& step) {
   }
   for (std::size_t at = 0; at < n; ++at) {
     for (auto* delta : {&delta_act, &delta_live}) {
-      (*delta)[at] += anonymous[at];
-      (*delta)[at + 1] -= anonymous[at];
+      (*delta)[at] += walk.anonymous[at];
+      (*delta)[at + 1] -= walk.anonymous[at];
     }
   }
   int64_t live = 0, act = 0, peak = 0, act_peak = 0;
@@ -437,9 +478,22 @@ StepMemory estimate_step_memory(const Step& step) {
   result.activations = act_peak;
   result.live_peak = peak;
   if (n != 0) {
-    result.peak_op = ops[peak_at]->name;
-    result.peak_phase = to_string(ops[peak_at]->phase);
+    result.peak_op = leaves[peak_at]->name;
+    result.peak_phase = to_string(leaves[peak_at]->phase);
   }
+}
+
+}  // namespace
+
+StepMemory estimate_step_memory(const Step& step) {
+  StepMemory result;
+  result.measured_peak_bytes = step.measured_peak_bytes;
+  const StepOps ops(step);
+  StorageWalk walk(step, ops);
+  for (std::size_t i = 0; i < ops.leaves.size(); ++i) walk.visit(i);
+  result.uses_matmul = walk.uses_matmul;
+  add_notes(result, step, ops.leaves, walk.unknown_dtypes);
+  add_peaks(result, ops.leaves, walk);
   return result;
 }
 
