@@ -1,20 +1,35 @@
-"""Transformer workloads built from their published configurations (no downloads, no
-torchvision or transformers import): ViT-B/16 (Dosovitskiy et al. 2021; torchvision's
-vit_b_16 sizes, attention dropout 0) and BERT-base with its masked-LM head (Devlin et al. 2019;
-transformers' BertConfig defaults: attention and hidden dropout 0.1, GELU, tied decoder).
-Each builder returns ``step(autocast)``, one AdamW training iteration, as benchmarks/gpu/
-models.py does. BERT's attention dropout makes scaled_dot_product_attention take its unfused
-math path on the CPU, which a CUDA GPU runs as one fused kernel.
+"""Real networks built from their published configurations (no downloads, no torchvision or
+transformers import), each a ``step(autocast)`` of one AdamW training iteration as
+benchmarks/gpu/models.py writes its workloads, at the batch sizes and sequence lengths users
+train them with (CONFIG_WORKLOADS states them; the builders' defaults):
+
+- MobileNetV3-Large (mobilenet_v3.py): depthwise and 1x1 convolutions, squeeze-excitation,
+  hardswish/hardsigmoid, batch norm; batch 128 at 224x224 (torchvision's recipe, per GPU);
+- ViT-B/16 (Dosovitskiy et al. 2021; torchvision's vit_b_16 sizes, attention dropout 0): batch
+  64 at 224x224 (torchvision's recipe: 64 per GPU);
+- BERT-base with its masked-LM head (Devlin et al. 2019; transformers' BertConfig defaults:
+  attention and hidden dropout 0.1, GELU, tied decoder): batch 32 x 128 tokens (phase-1
+  pre-training length);
+- T5-small (t5.py): encoder-decoder, batch 16, 512 source and 128 target tokens (transformers'
+  summarisation/translation fine-tuning lengths).
+
+BERT's attention dropout makes scaled_dot_product_attention take its unfused math path on the
+CPU, which a CUDA GPU runs as one fused kernel.
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-Step = Callable[[bool], None]
+if str(Path(__file__).resolve().parent) not in sys.path:  # its sibling model files
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mobilenet_v3 import MobileNetV3Large  # noqa: E402
+from t5 import T5  # noqa: E402
 
 
 class Attention(nn.Module):
@@ -90,41 +105,72 @@ def _autocast(device: torch.device, enabled: bool):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
 
 
-def vit_b16(device: torch.device, batch: int = 8) -> Step:
-    model = ViT().to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
-    x = torch.randn(batch, 3, 224, 224, device=device)
-    y = torch.randint(0, 1000, (batch,), device=device)
+class TrainStep:
+    """One iteration, ``step(autocast)``: forward and loss under bf16 autocast or not, backward,
+    AdamW. ``prime()`` creates the optimiser state with one AdamW step on zero gradients, so the
+    next call is a steady-state step without running a whole warm-up step (minutes on a CPU)."""
 
-    def step(autocast: bool) -> None:
-        with _autocast(device, autocast):
-            loss = F.cross_entropy(model(x).float(), y)
+    def __init__(self, model: nn.Module, loss_of: Callable[[], torch.Tensor], device: torch.device,
+                 lr: float, weight_decay: float) -> None:
+        self.model, self.loss_of, self.device = model, loss_of, device
+        self.opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+
+    def __call__(self, autocast: bool) -> None:
+        with _autocast(self.device, autocast):
+            loss = self.loss_of()
         loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
 
-    return step
+    def prime(self) -> None:
+        for p in self.model.parameters():
+            p.grad = torch.zeros_like(p)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
 
 
-def bert_base_mlm(device: torch.device, batch: int = 8, length: int = 128) -> Step:
+def _image_classifier(model: nn.Module, device: torch.device, batch: int, image: int, lr: float,
+                      weight_decay: float) -> TrainStep:
+    model = model.to(device)
+    x = torch.randn(batch, 3, image, image, device=device)
+    y = torch.randint(0, 1000, (batch,), device=device)
+    return TrainStep(model, lambda: F.cross_entropy(model(x).float(), y), device, lr, weight_decay)
+
+
+def mobilenet_v3_large(device: torch.device, batch: int = 128, image: int = 224) -> TrainStep:
+    return _image_classifier(MobileNetV3Large(), device, batch, image, 1e-3, 1e-5)
+
+
+def vit_b16(device: torch.device, batch: int = 64, image: int = 224) -> TrainStep:
+    return _image_classifier(ViT(image=image), device, batch, image, 3e-3, 0.3)
+
+
+def bert_base_mlm(device: torch.device, batch: int = 32, length: int = 128) -> TrainStep:
     model = BertMLM().to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     idx = torch.randint(0, 30522, (batch, length), device=device)
     labels = torch.randint(0, 30522, (batch, length), device=device)
 
-    def step(autocast: bool) -> None:
-        with _autocast(device, autocast):
-            logits = model(idx)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    def loss() -> torch.Tensor:
+        return F.cross_entropy(model(idx).flatten(0, 1).float(), labels.flatten())
 
-    return step
+    return TrainStep(model, loss, device, 1e-4, 0.01)
 
 
-#: name -> (builder, description)
-CONFIG_WORKLOADS: dict[str, tuple[Callable[[torch.device], Step], str]] = {
-    "vit_b16": (vit_b16, "ViT-B/16, batch 8, 224x224, AdamW"),
-    "bert_base_mlm": (bert_base_mlm, "BERT-base masked LM, batch 8 x 128 tokens, AdamW, dropout 0.1"),
-}
+def t5_small(device: torch.device, batch: int = 16, source: int = 512, target: int = 128) -> TrainStep:
+    model = T5().to(device)
+    src = torch.randint(0, 32128, (batch, source), device=device)
+    labels = torch.randint(0, 32128, (batch, target), device=device)
+    return TrainStep(model, lambda: model(src, labels), device, 3e-4, 0.01)
+
+
+#: (name, builder, description, smoke sizes: the builder's keyword arguments for a seconds-long
+#: CPU run, for tests)
+CONFIG_WORKLOADS: tuple[tuple[str, Callable[..., TrainStep], str, dict[str, int]], ...] = (
+    ("mobilenet_v3_large", mobilenet_v3_large, "MobileNetV3-Large, batch 128, 224x224, AdamW",
+     {"batch": 2, "image": 32}),
+    ("vit_b16", vit_b16, "ViT-B/16, batch 64, 224x224, AdamW", {"batch": 2, "image": 32}),
+    ("bert_base_mlm", bert_base_mlm, "BERT-base masked LM, batch 32 x 128 tokens, AdamW, dropout 0.1",
+     {"batch": 2, "length": 16}),
+    ("t5_small", t5_small, "T5-small, batch 16 x 512 source / 128 target tokens, AdamW, dropout 0.1",
+     {"batch": 2, "source": 16, "target": 8}),
+)

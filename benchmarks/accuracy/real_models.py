@@ -1,102 +1,144 @@
-"""Real-model accuracy: the benchmark workloads traced on the CPU, forecast for H100 and H200,
-against what those GPUs measured (benchmarks/results/<gpu>/summary.json and traces/).
+"""Real-model accuracy: training steps traced on the CPU, forecast shape-based for H100 and
+H200, against the kernel sums those GPUs measured.
 
-    python benchmarks/accuracy/real_models.py trace [--cache DIR] [--only NAME] [--extra]
-    python benchmarks/accuracy/real_models.py compare [--cache DIR] [--by-class] [--by-op] [--json OUT]
+    python benchmarks/accuracy/real_models.py trace [--cache DIR] [--models a,b,...] [--batches 2,3,4 | --full]
+    python benchmarks/accuracy/real_models.py scale-check [--models a,b,...] [--batches 2,3,4] [--batch 8] [--smoke]
+    python benchmarks/accuracy/real_models.py compare [--cache DIR] [--measured DIR ...] [--only NAME]
+                                                      [--by-class] [--by-op] [--json OUT]
 
-`trace` builds every workload of benchmarks/gpu/models.py on the CPU (fp32, and bf16 under
-torch.autocast("cpu", dtype=torch.bfloat16), as the GPU runs used CUDA autocast), runs one
-warm-up step (so optimiser state exists, as in the GPU trace, which was a later step), and
-records the next step with habitat.capture.record_step into DIR/<model>_<precision>.json.gz
-(default benchmarks/results/cpu-traces/, where the traces of the committed table are; tracing
-all eight takes about half an hour on two cores).
+`trace` builds workloads of workloads.py on the CPU (fp32, and bf16 under
+torch.autocast("cpu", dtype=torch.bfloat16), as the GPU runs use CUDA autocast), brings each
+to steady state (optimiser state exists, as in a GPU trace of a later step) and records the
+next step with habitat's capture into DIR/<model>_<precision>.json.gz (default
+benchmarks/results/cpu-traces/, where the committed traces are). The trace is the workload's
+real step, shapes and batch size included, but the step is run at batch sizes 2, 3 and 4 and
+the trace at the workload's batch extrapolated from those (batch_scale.py: every number that
+changes with the batch is affine in it; a step at batch 128 takes minutes on two shared
+cores); `--full` traces at the batch itself. `scale-check` compares the two ways at a batch
+both can run. The default is the networks built from configs; the four of
+benchmarks/gpu/models.py were traced at their batch before (about half an hour on two cores)
+and are traced again with `--models resnet50,...`.
 
-`compare` forecasts each CPU trace shape-based for H100-SXM5-80GB and H200-SXM-141GB and
-compares the forecast kernel sum with the recorded GPU step's kernel sum (the sum of every
-kernel CUPTI attributed to the step's ops), separately from the host-bound part of the measured
-step (measured step time minus its kernel sum: launch gaps and CPU work the GPU waited for,
-which a kernel forecast does not contain). `--by-class` splits both sides by the engine's op
-class (the GPU trace's ops are classed by the same cost model), which is how mechanisms are
-found: the per-op comparison, never a fit to these labels.
+`compare` forecasts every CPU trace of DIR for H100-SXM5-80GB and H200-SXM-141GB, with
+whatever weights are installed, and puts the forecast kernel sum beside each GPU measurement of
+the same workload and precision (measured.py: the summaries of `--measured` folders, by
+default the committed runs of benchmarks/results/ and benchmarks/results/real-models-gpu/),
+apart from the host-bound part of the step (measured step minus its kernel sum: launch gaps
+and CPU work the GPU waited for, which a kernel forecast does not contain). A workload no GPU
+has measured yet gets its forecast, "not measured", and its forecast per op class.
+`--by-class` splits each measured row by op class (op_classes.py, the same classes on both
+sides) and ranks the classes by their share of the error: where the next gap is. `--by-op`
+lists each top-level call's measured kernels beside its forecast. Nothing is fitted here.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import json
-import statistics
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import batch_scale  # noqa: E402  (benchmarks/accuracy/)
+import measured  # noqa: E402
+import op_classes  # noqa: E402
+import report  # noqa: E402
+from workloads import PRECISIONS, steady  # noqa: E402
+from workloads import load as load_workloads  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
-GPUS = {"H100-SXM5-80GB": "h100-sxm5-80gb", "H200-SXM-141GB": "h200-sxm-141gb"}
-PRECISIONS = ("fp32", "bf16")
-CONFIG_MODELS = ("vit_b16", "bert_base_mlm")  # config_models.py: traced with `trace --extra`
+GPUS = ("H100-SXM5-80GB", "H200-SXM-141GB")  # every trace is forecast for these
+NEW_MODELS = ("mobilenet_v3_large", "vit_b16", "bert_base_mlm", "t5_small")  # config_models.py
 DEFAULT_CACHE = RESULTS / "cpu-traces"  # committed: traced on the 2-core CPU machine
+load_json = measured.load_json
 
 
-def _load_json(path: Path) -> dict[str, Any]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
-        return json.load(f)
+def default_measured() -> list[Path]:
+    """The committed GPU runs: the four models.py workloads on an H100 and an H200, and what
+    benchmarks/gpu/real_model_kernels.py measured (benchmarks/results/real-models-gpu/<gpu>/)."""
+    runs = [RESULTS / "h100-sxm5-80gb", RESULTS / "h200-sxm-141gb"]
+    return runs + sorted(p.parent for p in (RESULTS / "real-models-gpu").glob("*/summary.json"))
 
 
 # ----- tracing on the CPU ----------------------------------------------------------------------
 
-def trace_all(cache: Path, only: str | None, extra: bool = False) -> None:
+def trace_document(work: Any, precision: str, batch: int, smoke: bool = False) -> dict[str, Any]:
+    """One steady-state training step of `work` at `batch` (its other sizes: the real ones, or
+    the smoke ones), captured on the CPU."""
     import torch
-
-    sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import config_models  # noqa: E402  (benchmarks/accuracy/config_models.py)
-    import models  # noqa: E402  (benchmarks/gpu/models.py)
 
     from habitat.capture.predict import _origin, record_step
     from habitat.data import engine
 
-    # The GPU runs used CUDA autocast; on the CPU the same step uses CPU autocast.
-    models._autocast = lambda enabled: torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
+    torch.manual_seed(0)
+    step = work.step(torch.device("cpu"), smoke=smoke, batch=batch)
+    autocast = precision == "bf16"
+    steady(step, autocast)
+    with record_step(0) as rec:
+        step(autocast)
+    doc = engine.trace_document(_origin("cpu"), [rec.step])
+    del step, rec
+    gc.collect()
+    return doc
+
+
+def trace_all(cache: Path, names: list[str], small_batches: list[int] | None) -> None:
+    """Each workload's step in fp32 and bf16 into cache/<name>_<precision>.json.gz, at the
+    workload's batch size: extrapolated from traces at `small_batches` (batch_scale.py) when
+    given and smaller, else traced at that batch."""
+    workloads = load_workloads("cpu")
+    unknown = [n for n in names if n not in workloads]
+    if unknown:
+        raise SystemExit(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(workloads)}")
     cache.mkdir(parents=True, exist_ok=True)
-    builders = [(w.name, w.build) for w in models.WORKLOADS]
-    if extra:
-        builders += [(name, build) for name, (build, _) in config_models.CONFIG_WORKLOADS.items()]
-    for name, build in builders:
-        if only and name != only:
-            continue
+    for name in names:
+        work = workloads[name]
         for precision in PRECISIONS:
             out = cache / f"{name}_{precision}.json.gz"
-            torch.manual_seed(0)
-            step = build(torch.device("cpu"))
-            autocast = precision == "bf16"
             t0 = time.perf_counter()
-            step(autocast)  # warm-up: optimiser state, autocast weight cache
-            with record_step(0) as rec:
-                step(autocast)
-            origin = _origin("cpu")
-            doc = engine.trace_document(origin, [rec.step])
+            if small_batches and work.batch > max(small_batches):
+                doc = batch_scale.extrapolate({b: trace_document(work, precision, b) for b in small_batches},
+                                              work.batch)
+                how = f"batch {work.batch} from batches {', '.join(map(str, small_batches))}"
+            else:
+                doc = trace_document(work, precision, work.batch)
+                how = f"batch {work.batch}"
             with gzip.open(out, "wt", encoding="utf-8") as f:
                 json.dump(doc, f, separators=(",", ":"))
-            print(f"{out.name}: {len(rec.step['ops'])} ops, {time.perf_counter() - t0:.0f} s",
+            print(f"{out.name}: {len(doc['steps'][0]['ops'])} ops, {how}, {time.perf_counter() - t0:.0f} s",
                   flush=True)
 
 
+def scale_check(names: list[str], small_batches: list[int], batch: int, smoke: bool) -> int:
+    """Each workload traced at `batch` against its extrapolation from `small_batches`: the
+    fields that differ and the two H100 forecasts (batch_scale.py's claim, checked)."""
+    from habitat.data import engine
+
+    workloads = load_workloads("cpu")
+    print("| workload | precision | batch | extrapolated from | ops | differing fields | H100 forecast traced ms "
+          "| extrapolated ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in names:
+        for precision in PRECISIONS:
+            docs = {b: trace_document(workloads[name], precision, b, smoke) for b in small_batches}
+            traced = trace_document(workloads[name], precision, batch, smoke)
+            scaled = batch_scale.extrapolate(docs, batch)
+            diff = batch_scale.differences(scaled, traced)
+            ms = [engine.forecast_step(d["origin"], d["steps"][0], [GPUS[0]])["totals"][0]["total_ms"]
+                  for d in (traced, scaled)]
+            fields = "; ".join(f"{w.split('.', 3)[-1]}: {a} vs {b}" for w, a, b in diff[:3])
+            print(f"| {name} | {precision} | {batch} | {','.join(map(str, small_batches))} "
+                  f"| {len(traced['steps'][0]['ops'])} | {len(diff)}{': ' + fields if diff else ''} "
+                  f"| {ms[0]:.4f} | {ms[1]:.4f} |", flush=True)
+    return 0
+
+
 # ----- comparison ------------------------------------------------------------------------------
-
-def _kernel_us(op: dict[str, Any]) -> float:
-    return sum(k.get("duration_us", 0.0) for k in op.get("kernels", []))
-
-
-def gpu_record(gpu_dir: str, model: str, precision: str) -> dict[str, Any]:
-    summary = _load_json(RESULTS / gpu_dir / "summary.json")
-    for r in summary["results"]:
-        if r["model"] == model and r["precision"] == precision:
-            return r
-    raise KeyError(f"{gpu_dir}: no recorded {model} {precision}")
-
 
 def classify(origin: dict[str, Any], step: dict[str, Any], targets: list[str],
              learned: bool = True) -> dict[str, Any]:
@@ -118,164 +160,98 @@ def classify(origin: dict[str, Any], step: dict[str, Any], targets: list[str],
             os.environ["HABITAT_WEIGHTS"] = saved
 
 
-def gpu_kernels_by_class(gpu_dir: str, model: str, precision: str, gpu: str) -> dict[str, float]:
-    """The recorded GPU step's kernel time (us) per op class of the op that launched it."""
-    doc = _load_json(RESULTS / gpu_dir / "traces" / f"{model}_{precision}.json.gz")
-    step = doc["steps"][0]
-    forecast = classify(doc["origin"], step, [gpu])
-    cls = {o["id"]: o["class"] for o in forecast["ops"]}
-    out: dict[str, float] = defaultdict(float)
-    for op in step["ops"]:
-        us = _kernel_us(op)
-        if us:
-            out[cls.get(op["id"], "?")] += us
-    return out
-
-
-def _root_key(ops: list[dict[str, Any]]) -> Any:
-    """op -> (phase, name) of its outermost ancestor: the call the program made."""
-    by_id = {op["id"]: op for op in ops}
-
-    def key(op: dict[str, Any]) -> tuple[str, str]:
-        while "parent" in op and op["parent"] in by_id:
-            op = by_id[op["parent"]]
-        return op.get("phase", "?"), op["name"]
-    return key
-
-
-def by_root_op(cpu_step: dict[str, Any], forecast: dict[str, Any], t: int, gpu_dir: str, model: str,
-               precision: str) -> dict[tuple[str, str], tuple[float, float]]:
+def by_root_op(cpu_step: dict[str, Any], forecast: dict[str, Any], t: int,
+               gpu_step: dict[str, Any]) -> dict[tuple[str, str], tuple[float, float]]:
     """(phase, top-level op) -> (measured kernel us on the GPU, forecast us from the CPU trace).
     The two sides name some calls differently (the CPU's per-tensor optimizer ops and oneDNN
     RNN layers, CUDA's foreach and cuDNN ops), so read them side by side."""
-    gpu_step = _load_json(RESULTS / gpu_dir / "traces" / f"{model}_{precision}.json.gz")["steps"][0]
     out: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
-    key = _root_key(gpu_step["ops"])
+    key = op_classes.root_key(gpu_step["ops"])
     for op in gpu_step["ops"]:
-        out[key(op)][0] += _kernel_us(op)
-    share = {o["id"]: o["predictions"][t][2] for o in forecast["ops"]}
-    key = _root_key(cpu_step["ops"])
+        out[key(op)][0] += op_classes.kernel_us(op)
+    share = op_classes.forecast_us(forecast, t)
+    key = op_classes.root_key(cpu_step["ops"])
     for op in cpu_step["ops"]:
         out[key(op)][1] += share.get(op["id"], 0.0)
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
-# The classes whose time comes from the learned matrix models (GEMM, conv, attention; the GPU
-# side's cuDNN RNN ops are "unknown" to the cost model, their CPU forecast is GEMMs).
-MATRIX_CLASSES = ("conv", "gemm", "attention", "unknown")
+def _trace_names(cache: Path, only: str | None) -> list[str]:
+    """The workloads with a CPU trace in cache, workloads.py's order first, then any other."""
+    found = {p.name.removesuffix(".json.gz").rsplit("_", 1)[0] for p in cache.glob("*_*.json.gz")}
+    known = [n for n in ("resnet50", "gpt2_small", "lstm_seq2seq", "dcgan") + NEW_MODELS if n in found]
+    names = known + sorted(found - set(known))
+    return [n for n in names if not only or n == only]
 
 
-def forecast_by_class(forecast: dict[str, Any], t: int) -> dict[str, float]:
-    out: dict[str, float] = defaultdict(float)
-    for o in forecast["ops"]:
-        share = o["predictions"][t][2]
-        if share:
-            out[o["class"]] += share
-    return out
-
-
-def compare(cache: Path, by_class: bool, json_out: Path | None, only: str | None = None,
-            by_op: bool = False) -> int:
-    targets = list(GPUS)
-    rows = []
-    missing = []
-    for model in ("resnet50", "gpt2_small", "lstm_seq2seq", "dcgan"):
-        if only and model != only:
-            continue
+def compare_rows(cache: Path, runs: list[measured.Measurement], only: str | None = None,
+                 by_op: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(one row per CPU trace and GPU measurement of the same workload and precision, one entry
+    per CPU trace no GPU measured)."""
+    rows, unmeasured = [], []
+    for model in _trace_names(cache, only):
         for precision in PRECISIONS:
             path = cache / f"{model}_{precision}.json.gz"
             if not path.exists():
-                missing.append(path.name)
                 continue
-            doc = _load_json(path)
-            forecast = classify(doc["origin"], doc["steps"][0], targets)
-            roofline = classify(doc["origin"], doc["steps"][0], targets, learned=False)
-            for t, gpu in enumerate(targets):
-                rec = gpu_record(GPUS[gpu], model, precision)
-                measured_kernel = rec["coverage"]["kernel_sum_ms"]
-                measured_step = rec["measured"]["median_ms"]
-                forecast_ms = forecast["totals"][t]["total_ms"]
-                row = {"model": model, "precision": precision, "gpu": gpu,
-                       "measured_step_ms": measured_step, "measured_kernel_ms": measured_kernel,
-                       "host_bound_ms": max(0.0, measured_step - measured_kernel),
+            doc = load_json(path)
+            step = doc["steps"][0]
+            mine = [m for m in runs if m.model == model and m.precision == precision]
+            targets = list(GPUS) + sorted({m.gpu for m in mine} - set(GPUS))
+            forecast = classify(doc["origin"], step, targets)
+            roofline = classify(doc["origin"], step, targets, learned=False)
+            classes = op_classes.classify_step(step["ops"], op_classes.engine_classes(forecast))
+
+            def by_class(t: int) -> dict[str, float]:
+                return op_classes.sum_by_class(classes, op_classes.forecast_us(forecast, t))  # noqa: B023
+
+            if not mine:
+                unmeasured.append({"model": model, "precision": precision,
+                                   "forecast_kernel_ms": {g: forecast["totals"][t]["total_ms"]
+                                                          for t, g in enumerate(targets)},
+                                   "forecast_by_class_ms": {g: by_class(t) for t, g in enumerate(targets)}})
+            for m in mine:
+                t = targets.index(m.gpu)
+                forecast_ms, roofline_ms = forecast["totals"][t]["total_ms"], roofline["totals"][t]["total_ms"]
+                row = {"model": model, "precision": precision, "gpu": m.gpu, "run": m.run,
+                       "measured_step_ms": m.step_ms, "measured_kernel_ms": m.kernel_ms,
+                       "host_bound_ms": max(0.0, m.step_ms - m.kernel_ms),
                        "forecast_kernel_ms": forecast_ms,
-                       "kernel_error_pct": 100 * (forecast_ms / measured_kernel - 1),
-                       "roofline_kernel_ms": roofline["totals"][t]["total_ms"],
-                       "roofline_error_pct": 100 * (roofline["totals"][t]["total_ms"] / measured_kernel - 1)}
-                if by_op:
-                    row["by_op_us"] = by_root_op(doc["steps"][0], forecast, t, GPUS[gpu], model, precision)
-                if by_class:
-                    row["gpu_by_class_ms"] = {k: v / 1e3 for k, v in sorted(
-                        gpu_kernels_by_class(GPUS[gpu], model, precision, gpu).items())}
-                    row["forecast_by_class_ms"] = {k: v / 1e3 for k, v in sorted(
-                        forecast_by_class(forecast, t).items())}
+                       "kernel_error_pct": 100 * (forecast_ms / m.kernel_ms - 1),
+                       "roofline_kernel_ms": roofline_ms,
+                       "roofline_error_pct": 100 * (roofline_ms / m.kernel_ms - 1),
+                       "forecast_by_class_ms": by_class(t), "measurement": m}
+                if by_op and m.trace is not None:
+                    row["by_op_us"] = by_root_op(step, forecast, t, m.gpu_step()[1])
                 rows.append(row)
-    if missing:
-        print("missing CPU traces (run `trace` first): " + ", ".join(missing), file=sys.stderr)
-    print("| workload | precision | GPU | measured step ms | measured kernels ms | host-bound ms "
-          "| forecast kernels ms | kernel error | roofline-only kernels ms | roofline-only error |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['model']} | {r['precision']} | {r['gpu']} | {r['measured_step_ms']:.2f} "
-              f"| {r['measured_kernel_ms']:.2f} | {r['host_bound_ms']:.2f} "
-              f"| {r['forecast_kernel_ms']:.2f} | {r['kernel_error_pct']:+.1f}% "
-              f"| {r['roofline_kernel_ms']:.2f} | {r['roofline_error_pct']:+.1f}% |")
-    print()
-    print("| precision | GPU | mean abs kernel error | mean signed | roofline-only mean abs |")
-    print("|---|---|---|---|---|")
-    for precision in PRECISIONS:
-        for gpu in targets:
-            sel = [r for r in rows if r["precision"] == precision and r["gpu"] == gpu]
-            if sel:
-                errs = [r["kernel_error_pct"] for r in sel]
-                roof = [abs(r["roofline_error_pct"]) for r in sel]
-                print(f"| {precision} | {gpu} | {statistics.fmean(abs(e) for e in errs):.1f}% "
-                      f"| {statistics.fmean(errs):+.1f}% | {statistics.fmean(roof):.1f}% |")
-    errs = [abs(r["kernel_error_pct"]) for r in rows]
-    if errs:
-        print(f"\nall {len(errs)} workload x GPU rows: mean abs kernel error {statistics.fmean(errs):.1f}% "
-              f"(roofline-only {statistics.fmean(abs(r['roofline_error_pct']) for r in rows):.1f}%)")
-    extra = [(name, precision) for name in CONFIG_MODELS for precision in PRECISIONS
-             if (cache / f"{name}_{precision}.json.gz").exists() and (not only or name == only)]
-    if extra:
-        print("\nWorkloads built from configs (no recorded GPU run to compare with): forecast kernels ms")
-        print("| workload | precision | " + " | ".join(targets) + " |")
-        print("|---|---|" + "---|" * len(targets))
-        for name, precision in extra:
-            doc = _load_json(cache / f"{name}_{precision}.json.gz")
-            f = classify(doc["origin"], doc["steps"][0], targets)
-            print(f"| {name} | {precision} | " + " | ".join(f"{t['total_ms']:.2f}" for t in f["totals"]) + " |")
+    return rows, unmeasured
+
+
+def compare(cache: Path, by_class: bool, json_out: Path | None, only: str | None = None,
+            by_op: bool = False, measured_dirs: list[Path] | None = None) -> int:
+    runs = measured.read_all(measured_dirs if measured_dirs is not None else default_measured())
+    rows, unmeasured = compare_rows(cache, runs, only, by_op)
+    if not rows and not unmeasured:
+        print(f"no CPU traces in {cache} (run `trace` first)", file=sys.stderr)
+        return 1
     if by_class:
         for r in rows:
-            print(f"\n{r['model']} {r['precision']} {r['gpu']}: class  measured ms  forecast ms")
-            for k in sorted(set(r["gpu_by_class_ms"]) | set(r["forecast_by_class_ms"])):
-                print(f"  {k:<12} {r['gpu_by_class_ms'].get(k, 0):9.3f} {r['forecast_by_class_ms'].get(k, 0):9.3f}")
-    if by_class and rows:
-        print("\nMatrix classes (learned GEMM/conv/attention models; cuDNN RNN ops) vs the rest, in points "
-              "of each row's kernel error (rest = the error left if the matrix classes were exact)")
-        cf = []
-        for r in rows:
-            g, f, meas = r["gpu_by_class_ms"], r["forecast_by_class_ms"], r["measured_kernel_ms"]
-            matrix = sum(f.get(k, 0) - g.get(k, 0) for k in MATRIX_CLASSES) / meas * 100
-            rest = r["kernel_error_pct"] - matrix
-            cf.append((r["precision"], abs(rest)))
-            print(f"  {r['model']:<13} {r['precision']} {r['gpu']:<15} {r['kernel_error_pct']:+6.1f}%  "
-                  f"matrix {matrix:+6.1f}  rest {rest:+6.1f}")
-        for precision in PRECISIONS:
-            sel = [e for p, e in cf if p == precision]
-            if sel:
-                print(f"  {precision}: mean abs kernel error with the matrix classes as measured "
-                      f"{statistics.fmean(sel):.1f}%")
+            r["gpu_by_class_ms"] = r["measurement"].by_class_ms
+    report.print_rows(rows)
+    report.print_unmeasured(unmeasured, GPUS[0])
+    if by_class:
+        report.print_class_breakdowns(rows)
+        report.print_class_summary(rows)
+        report.print_matrix_vs_rest(rows)
     if by_op:
-        for r in rows:
-            print(f"\n{r['model']} {r['precision']} {r['gpu']}: phase, top-level op, measured us, forecast us")
-            ops = sorted(r["by_op_us"].items(), key=lambda kv: -max(kv[1]))
-            for (phase, name), (measured, forecast_us) in ops:
-                if max(measured, forecast_us) >= 20:
-                    print(f"  {phase:<10} {name:<50} {measured:10.1f} {forecast_us:10.1f}")
-            r["by_op_us"] = {f"{ph} {name}": v for (ph, name), v in r["by_op_us"].items()}
+        report.print_by_op(rows)
     if json_out:
-        json_out.write_text(json.dumps(rows, indent=1))
+        doc = {"measured": [{k: v for k, v in r.items() if k != "measurement"} for r in rows],
+               "not_measured": unmeasured}
+        for r in doc["measured"]:
+            if "by_op_us" in r:
+                r["by_op_us"] = {f"{ph} {name}": v for (ph, name), v in r["by_op_us"].items()}
+        json_out.write_text(json.dumps(doc, indent=1))
     return 0
 
 
@@ -284,20 +260,34 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("trace")
     t.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    t.add_argument("--only")
-    t.add_argument("--extra", action="store_true", help="also the config_models.py workloads")
+    t.add_argument("--models", default=",".join(NEW_MODELS),
+                   help="comma-separated workload names (default: the networks built from configs)")
+    t.add_argument("--batches", default="2,3,4",
+                   help="small batch sizes the step is traced at, extrapolated to its batch (batch_scale.py)")
+    t.add_argument("--full", action="store_true", help="trace at the workload's batch size itself (slow)")
+    s = sub.add_parser("scale-check", help="extrapolated traces against traces at the batch itself")
+    s.add_argument("--models", default=",".join(NEW_MODELS))
+    s.add_argument("--batches", default="2,3,4")
+    s.add_argument("--batch", type=int, default=8)
+    s.add_argument("--smoke", action="store_true", help="the workloads' tiny sizes besides the batch")
     c = sub.add_parser("compare")
     c.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    c.add_argument("--by-class", action="store_true")
+    c.add_argument("--measured", type=Path, action="append",
+                   help="a GPU benchmark output folder holding summary.json (repeat; default: the committed runs)")
+    c.add_argument("--by-class", action="store_true", help="each measured row split by op class")
     c.add_argument("--json", type=Path)
-    c.add_argument("--only")
+    c.add_argument("--only", help="one workload")
     c.add_argument("--by-op", action="store_true",
                    help="each top-level op's measured kernels next to its forecast")
     args = p.parse_args(argv)
     if args.cmd == "trace":
-        trace_all(args.cache, args.only, args.extra)
+        small = None if args.full else [int(b) for b in args.batches.split(",")]
+        trace_all(args.cache, args.models.split(","), small)
         return 0
-    return compare(args.cache, args.by_class, args.json, args.only, args.by_op)
+    if args.cmd == "scale-check":
+        return scale_check(args.models.split(","), [int(b) for b in args.batches.split(",")], args.batch,
+                           args.smoke)
+    return compare(args.cache, args.by_class, args.json, args.only, args.by_op, args.measured)
 
 
 if __name__ == "__main__":

@@ -3,40 +3,43 @@ recorded GPU kernel sums, and the CPU traces' optimizer ops are costed as CUDA's
 from __future__ import annotations
 
 import pytest
-from bench_scripts import loaded_script
 
 
 @pytest.fixture(scope="module")
-def rm():
-    with loaded_script("benchmarks/accuracy/real_models.py", "real_models") as module:
-        yield module
+def rm(real_models):
+    return real_models
+
+
+def _measured(rm, model: str, precision: str):
+    runs = rm.measured.read_summary(rm.RESULTS / "h100-sxm5-80gb")
+    return next(m for m in runs if m.model == model and m.precision == precision)
 
 
 def test_recorded_kernel_sums_are_read_from_the_gpu_summaries(rm) -> None:
-    rec = rm.gpu_record("h100-sxm5-80gb", "lstm_seq2seq", "fp32")
-    assert rec["coverage"]["kernel_sum_ms"] > 0
-    with pytest.raises(KeyError, match="no recorded"):
-        rm.gpu_record("h100-sxm5-80gb", "nope", "fp32")
+    m = _measured(rm, "lstm_seq2seq", "fp32")
+    assert m.gpu == "H100-SXM5-80GB" and m.run == "2026-11-22"
+    assert m.kernel_ms > 0 and m.step_ms > 0 and m.trace is not None
+    assert {(m.model, m.precision) for m in rm.measured.read_all(rm.default_measured())} >= {
+        (w, p) for w in ("resnet50", "gpt2_small", "lstm_seq2seq", "dcgan") for p in ("fp32", "bf16")}
 
 
 def test_cpu_trace_of_lstm_is_forecast_with_its_recurrent_layers(rm) -> None:
     """The oneDNN LSTM layers of the CPU trace carry the recurrent work (before the CUDA
     mapping they were composite with no cost, and the forecast missed ~12 of 19 ms)."""
-    doc = rm._load_json(rm.DEFAULT_CACHE / "lstm_seq2seq_fp32.json.gz")
+    doc = rm.load_json(rm.DEFAULT_CACHE / "lstm_seq2seq_fp32.json.gz")
     f = rm.classify(doc["origin"], doc["steps"][0], ["H100-SXM5-80GB"])
     by_id = {op["id"]: op for op in doc["steps"][0]["ops"]}
     rnn = [o for o in f["ops"] if by_id[o["id"]]["name"].startswith("aten::mkldnn_rnn_layer")]
     assert len(rnn) == 8  # 2 LSTMs x 2 layers, forward and backward
     assert all(o["class"] == "gemm" and o["predictions"][0][2] > 0 for o in rnn)
-    measured = rm.gpu_record("h100-sxm5-80gb", "lstm_seq2seq", "fp32")["coverage"]["kernel_sum_ms"]
-    assert f["totals"][0]["total_ms"] > 0.5 * measured
+    assert f["totals"][0]["total_ms"] > 0.5 * _measured(rm, "lstm_seq2seq", "fp32").kernel_ms
 
 
 def test_compare_prints_the_table(rm, capsys, tmp_path) -> None:
     out = tmp_path / "rows.json"
     assert rm.compare(rm.DEFAULT_CACHE, by_class=False, json_out=out, only="lstm_seq2seq") == 0
     text = capsys.readouterr().out
-    assert "| lstm_seq2seq | fp32 | H100-SXM5-80GB |" in text
+    assert "| lstm_seq2seq | fp32 | H100-SXM5-80GB | 2026-11-22 |" in text
     assert "mean abs kernel error" in text
     assert out.exists()
 
@@ -44,14 +47,15 @@ def test_compare_prints_the_table(rm, capsys, tmp_path) -> None:
 def test_config_workloads_are_forecast_without_a_recorded_run(rm, capsys) -> None:
     assert rm.compare(rm.DEFAULT_CACHE, by_class=False, json_out=None, only="bert_base_mlm") == 0
     text = capsys.readouterr().out
-    assert "no recorded GPU run" in text
+    assert "Not measured on any GPU yet" in text
     assert "| bert_base_mlm | bf16 |" in text
+    assert "| layer norm |" in text  # its forecast per op class
 
 
 def test_by_op_puts_each_top_level_call_beside_its_measured_kernels(rm, capsys) -> None:
     assert rm.compare(rm.DEFAULT_CACHE, by_class=True, json_out=None, only="dcgan", by_op=True) == 0
     text = capsys.readouterr().out
-    assert "dcgan bf16 H100-SXM5-80GB: phase, top-level op, measured us, forecast us" in text
+    assert "dcgan bf16 H100-SXM5-80GB (2026-11-22): phase, top-level op, measured us, forecast us" in text
     assert "aten::convolution_backward" in text
     assert "mean abs kernel error with the matrix classes as measured" in text
 
@@ -63,7 +67,7 @@ def test_batch_norm_is_costed_as_the_backend_cuda_picks(rm) -> None:
     forward moves 6 bytes (read twice, write once) and the fp32 one 8."""
     per_element = {}
     for precision in ("fp32", "bf16"):
-        doc = rm._load_json(rm.DEFAULT_CACHE / f"resnet50_{precision}.json.gz")
+        doc = rm.load_json(rm.DEFAULT_CACHE / f"resnet50_{precision}.json.gz")
         step = doc["steps"][0]
         f = rm.classify(doc["origin"], step, ["H100-SXM5-80GB"])
         by_id = {o["id"]: o for o in f["ops"]}
