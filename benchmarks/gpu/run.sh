@@ -12,6 +12,8 @@
 #          models (default: resnet50 gpt2_small dcgan), fp32 and bf16; ~1 min per model
 #   kernels: benchmarks/gpu/collect_kernels.py for the given families (default: all), into
 #          $OUT/kernels/<GPU>-<date>/; KERNEL_BUDGET_S seconds (default 480)
+#   real-models: benchmarks/gpu/real_model_kernels.py for the given models (default: all
+#          eight), into $OUT/real-models-gpu/<gpu>/; a few minutes
 # Everything is written under $OUT (default: benchmarks/results): logs/ and <gpu>/.
 set -uo pipefail
 
@@ -83,6 +85,7 @@ run_script() {  # name time-limit script out-dir [models...]
 }
 
 bench() { run_script bench 1500 benchmarks/gpu/run_gpu_benchmark.py "$OUT" "$@"; }
+real_models() { run_script real_models 570 benchmarks/gpu/real_model_kernels.py "$OUT/real-models-gpu" "$@"; }
 
 kernels() {
   installed || build || return 1
@@ -113,6 +116,7 @@ case "$STAGE" in
   bench) bench "$@" ;;
   overhead) overhead "$@" ;;
   kernels) kernels "$@" ;;
+  real-models) real_models "$@" ;;
   all)
     build || exit 1
     run_tests
@@ -121,5 +125,5 @@ case "$STAGE" in
     bench_rc=$?
     exit $((test_rc != 0 || bench_rc != 0))
     ;;
-  *) echo "usage: $0 [all|build|test|bench|overhead|kernels] [model or family ...]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|build|test|bench|overhead|kernels|real-models] [model or family ...]" >&2; exit 2 ;;
 esac
