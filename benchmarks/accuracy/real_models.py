@@ -47,13 +47,12 @@ import batch_scale  # noqa: E402  (benchmarks/accuracy/)
 import measured  # noqa: E402
 import op_classes  # noqa: E402
 import report  # noqa: E402
-from workloads import PRECISIONS, steady  # noqa: E402
+from workloads import FROM_CONFIGS, GPU_BENCHMARK, PRECISIONS, steady  # noqa: E402
 from workloads import load as load_workloads  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
 GPUS = ("H100-SXM5-80GB", "H200-SXM-141GB")  # every trace is forecast for these
-NEW_MODELS = ("mobilenet_v3_large", "vit_b16", "bert_base_mlm", "t5_small")  # config_models.py
 DEFAULT_CACHE = RESULTS / "cpu-traces"  # committed: traced on the 2-core CPU machine
 load_json = measured.load_json
 
@@ -179,7 +178,7 @@ def by_root_op(cpu_step: dict[str, Any], forecast: dict[str, Any], t: int,
 def _trace_names(cache: Path, only: str | None) -> list[str]:
     """The workloads with a CPU trace in cache, workloads.py's order first, then any other."""
     found = {p.name.removesuffix(".json.gz").rsplit("_", 1)[0] for p in cache.glob("*_*.json.gz")}
-    known = [n for n in ("resnet50", "gpt2_small", "lstm_seq2seq", "dcgan") + NEW_MODELS if n in found]
+    known = [n for n in GPU_BENCHMARK + FROM_CONFIGS if n in found]
     names = known + sorted(found - set(known))
     return [n for n in names if not only or n == only]
 
@@ -201,15 +200,13 @@ def compare_rows(cache: Path, runs: list[measured.Measurement], only: str | None
             forecast = classify(doc["origin"], step, targets)
             roofline = classify(doc["origin"], step, targets, learned=False)
             classes = op_classes.classify_step(step["ops"], op_classes.engine_classes(forecast))
-
-            def by_class(t: int) -> dict[str, float]:
-                return op_classes.sum_by_class(classes, op_classes.forecast_us(forecast, t))  # noqa: B023
-
+            by_class = [op_classes.sum_by_class(classes, op_classes.forecast_us(forecast, t))
+                        for t in range(len(targets))]
             if not mine:
                 unmeasured.append({"model": model, "precision": precision,
                                    "forecast_kernel_ms": {g: forecast["totals"][t]["total_ms"]
                                                           for t, g in enumerate(targets)},
-                                   "forecast_by_class_ms": {g: by_class(t) for t, g in enumerate(targets)}})
+                                   "forecast_by_class_ms": dict(zip(targets, by_class))})
             for m in mine:
                 t = targets.index(m.gpu)
                 forecast_ms, roofline_ms = forecast["totals"][t]["total_ms"], roofline["totals"][t]["total_ms"]
@@ -220,7 +217,7 @@ def compare_rows(cache: Path, runs: list[measured.Measurement], only: str | None
                        "kernel_error_pct": 100 * (forecast_ms / m.kernel_ms - 1),
                        "roofline_kernel_ms": roofline_ms,
                        "roofline_error_pct": 100 * (roofline_ms / m.kernel_ms - 1),
-                       "forecast_by_class_ms": by_class(t), "measurement": m}
+                       "forecast_by_class_ms": by_class[t], "measurement": m}
                 if by_op and m.trace is not None:
                     row["by_op_us"] = by_root_op(step, forecast, t, m.gpu_step()[1])
                 rows.append(row)
@@ -260,13 +257,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("trace")
     t.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    t.add_argument("--models", default=",".join(NEW_MODELS),
+    t.add_argument("--models", default=",".join(FROM_CONFIGS),
                    help="comma-separated workload names (default: the networks built from configs)")
     t.add_argument("--batches", default="2,3,4",
                    help="small batch sizes the step is traced at, extrapolated to its batch (batch_scale.py)")
     t.add_argument("--full", action="store_true", help="trace at the workload's batch size itself (slow)")
     s = sub.add_parser("scale-check", help="extrapolated traces against traces at the batch itself")
-    s.add_argument("--models", default=",".join(NEW_MODELS))
+    s.add_argument("--models", default=",".join(FROM_CONFIGS))
     s.add_argument("--batches", default="2,3,4")
     s.add_argument("--batch", type=int, default=8)
     s.add_argument("--smoke", action="store_true", help="the workloads' tiny sizes besides the batch")

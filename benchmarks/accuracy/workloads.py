@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[2]
 PRECISIONS = ("fp32", "bf16")  # bf16: the step under torch.autocast(dtype=torch.bfloat16)
+GPU_BENCHMARK = ("resnet50", "gpt2_small", "lstm_seq2seq", "dcgan")  # benchmarks/gpu/models.py
+FROM_CONFIGS = ("mobilenet_v3_large", "vit_b16", "bert_base_mlm", "t5_small")  # config_models.py
 
 # Keyword arguments of models.py's builders for a seconds-long CPU run (tests, --smoke).
 _GPU_MODEL_SMOKE = {"resnet50": {"batch": 2}, "gpt2_small": {"batch": 1, "context": 32},

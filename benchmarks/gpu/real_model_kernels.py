@@ -52,8 +52,7 @@ from habitat.capture.predict import _origin, record_step  # noqa: E402
 from habitat.data import engine  # noqa: E402
 
 #: The networks no GPU run has measured yet go first: a run cut short by its budget keeps them.
-ORDER = ("mobilenet_v3_large", "vit_b16", "bert_base_mlm", "t5_small", "resnet50", "gpt2_small",
-         "lstm_seq2seq", "dcgan")
+ORDER = wl.FROM_CONFIGS + wl.GPU_BENCHMARK
 
 
 class Clock:
