@@ -69,7 +69,7 @@ def op_class(chain: list[dict[str, Any]], engine_class: str) -> str:
         return "embedding"  # its gather/index_select (a copy to the engine) and its backward
     if engine_class == "copy":
         return "copy"  # autocast casts, contiguous, cat: wherever they are called from
-    if any(n.startswith(LOSSES) for n in names):
+    if engine_class == "loss" or any(n.startswith(LOSSES) for n in names):
         return "loss"  # log_softmax too: its backward has no loss op above it
     if engine_class == "conv" or "conv" in joined:
         return conv_kind(chain)
