@@ -71,7 +71,8 @@ def trace_document(work: Any, precision: str, batch: int, smoke: bool = False) -
     the smoke ones), captured on the CPU."""
     import torch
 
-    from habitat.capture.predict import _origin, record_step
+    from habitat.capture.environment import trace_origin
+    from habitat.capture.record import record_step
     from habitat.data import engine
 
     torch.manual_seed(0)
@@ -80,7 +81,7 @@ def trace_document(work: Any, precision: str, batch: int, smoke: bool = False) -
     steady(step, autocast)
     with record_step(0) as rec:
         step(autocast)
-    doc = engine.trace_document(_origin("cpu"), [rec.step])
+    doc = engine.trace_document(trace_origin("cpu"), [rec.step])
     del step, rec
     gc.collect()
     return doc

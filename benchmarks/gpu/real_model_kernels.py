@@ -48,7 +48,8 @@ import workloads as wl  # noqa: E402
 import habitat  # noqa: E402
 from habitat import _C  # noqa: E402
 from habitat.capture import cupti  # noqa: E402
-from habitat.capture.predict import _origin, record_step  # noqa: E402
+from habitat.capture.environment import trace_origin  # noqa: E402
+from habitat.capture.record import record_step  # noqa: E402
 from habitat.data import engine  # noqa: E402
 
 #: The networks no GPU run has measured yet go first: a run cut short by its budget keeps them.
@@ -144,7 +145,7 @@ def run_workload(work: wl.Workload, precision: str, device: torch.device, gpu: s
         if tracing is not None:
             tracing.close()
         _release_capture_key()
-    origin = _origin(gpu)
+    origin = trace_origin(gpu)
     breakdown = kernel_breakdown(origin, traced[-1], gpu)
     result: dict[str, Any] = {
         "model": work.name, "precision": precision, "description": work.description, "smoke": args.smoke,

@@ -118,7 +118,7 @@ def test_primed_step_records_the_same_ops_as_after_a_whole_step(workloads) -> No
     is the one a full warm-up step would have left (same ops, same phases)."""
     import workloads as wl
 
-    from habitat.capture.predict import record_step
+    from habitat.capture.record import record_step
 
     counts = []
     for warm in ("step", "prime"):
