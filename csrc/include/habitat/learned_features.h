@@ -27,7 +27,8 @@ std::optional<LearnedFamily> learned_family_from_string(std::string_view name);
 //   elementwise  n, inputs, transcendental, elem_bytes
 //   softmax      rows, cols, elem_bytes
 //   layernorm    rows, cols, elem_bytes
-//   attention    batch_heads, l, s, e, causal, backward, elem_bytes  (a fused SDPA kernel)
+//   attention    batch_heads, l, s, e, causal, backward, elem_bytes, backend  (a fused SDPA
+//                kernel; backend 0: flash, 1: memory-efficient, 2: cuDNN)
 using LearnedShape = std::map<std::string, double>;
 const std::vector<std::string>& shape_columns(LearnedFamily f);
 const std::vector<std::string>& feature_names(LearnedFamily f);

@@ -118,18 +118,20 @@ const std::vector<std::string>& shape_columns(LearnedFamily f) {
       {LearnedFamily::Conv,
        {"batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes", "grad"}},
       {LearnedFamily::Elementwise, {"n", "inputs", "transcendental", "elem_bytes"}},
-      {LearnedFamily::Softmax, {"rows", "cols", "elem_bytes"}},
-      {LearnedFamily::LayerNorm, {"rows", "cols", "elem_bytes"}},
+      {LearnedFamily::Softmax, {"rows", "cols", "elem_bytes", "backward"}},
+      {LearnedFamily::LayerNorm, {"rows", "cols", "elem_bytes", "backward"}},
       {LearnedFamily::Attention,
-       {"batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes"}},
+       {"batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes", "backend"}},
   };
   return columns.at(f);
 }
 
 const std::vector<std::string>& feature_names(LearnedFamily f) {
   static const std::vector<std::string> row_features = concat(
-      {"log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2", "log2_rows_per_sm"},
-      kMemoryFeatures);
+      concat(
+          {"log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2", "log2_rows_per_sm"},
+          kMemoryFeatures),
+      {"backward"});
   static const std::map<LearnedFamily, std::vector<std::string>> names{
       {LearnedFamily::Gemm,
        concat(
@@ -152,7 +154,7 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
       {LearnedFamily::Attention,
        concat({"log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
                "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
-               "tensor_path", "log2_elem_bytes"},
+               "tensor_path", "log2_elem_bytes", "backend_efficient", "backend_cudnn"},
               kDeviceFeatures)},
   };
   return names.at(f);
@@ -231,6 +233,11 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       if ((causal != 0 && causal != 1) || (backward != 0 && backward != 1)) {
         throw std::invalid_argument("attention columns 'causal' and 'backward' must be 0 or 1");
       }
+      const double backend = col("backend", true);
+      if (backend != 0 && backend != 1 && backend != 2) {
+        throw std::invalid_argument(
+            "attention column 'backend' must be 0 (flash), 1 (memory-efficient) or 2 (cuDNN)");
+      }
       const double scale =
           (causal > 0 ? 0.5 : 1.0) * (backward > 0 ? kAttentionBackwardFlops : 1.0);
       const double flops = 4.0 * bh * l * sk * e * scale;
@@ -253,26 +260,34 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
            log2c(blocks / sms),
            blocks / (waves * sms),
            tensor_path(dev, precision),
-           log2c(eb)};
+           log2c(eb),
+           backend == 1 ? 1.0 : 0.0,
+           backend == 2 ? 1.0 : 0.0};
       out.roofline_us = std::max(t_c, t_m);
       break;
     }
     case LearnedFamily::Softmax:
     case LearnedFamily::LayerNorm: {
-      const double rows = col("rows"), cols = col("cols");
+      const double rows = col("rows"), cols = col("cols"), backward = col("backward", true);
+      if (backward != 0 && backward != 1) {
+        throw std::invalid_argument(std::string(to_string(f)) +
+                                    " column 'backward' must be 0 or 1");
+      }
       const bool softmax = f == LearnedFamily::Softmax;
-      double bytes = eb * rows * cols * 2.0;
+      // forward: reads x, writes y; backward: reads y (or x) and dy, writes dx
+      double bytes = eb * rows * cols * (2.0 + backward);
       if (!softmax) bytes = bytes + eb * 2.0 * cols;
       const double per = softmax ? kSoftmaxFlopsPerElement : kLayerNormFlopsPerElement;
       const double t_m = bytes / roof.bandwidth * 1e6;
-      out.roofline_us = std::max(t_m, per * rows * cols / fp32_peak * 1e6);
+      out.roofline_us = std::max(t_m, per * rows * cols * (1.0 + backward) / fp32_peak * 1e6);
       x = {log2c(rows),
            log2c(cols),
            log2c(t_m),
            log2c(bytes / (dev.l2_mb * kMiB)),
            log2c(rows / dev.sms),
            log2c(eb),
-           std::log2(dev.memory_bandwidth_gbs / dev.sms)};
+           std::log2(dev.memory_bandwidth_gbs / dev.sms),
+           backward};
       break;
     }
   }

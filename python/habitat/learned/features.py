@@ -9,10 +9,13 @@ gemm         b, m, n, k, elem_bytes       C[b,m,n] = A[b,m,k] @ B[b,k,n] (k: red
 conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes, grad  (square 2-D;
              grad 0: forward, 1: input (data) gradient, 2: weight gradient)
 elementwise  n, inputs, transcendental, elem_bytes   (inputs: tensors read of size n)
-softmax      rows, cols, elem_bytes           (row-wise over the last dim)
-layernorm    rows, cols, elem_bytes
-attention    batch_heads, l, s, e, causal, backward, elem_bytes   (a fused SDPA kernel:
-             softmax(Q K^T) V with Q [bh, l, e], K and V [bh, s, e]; backward 1: its gradient op)
+softmax      rows, cols, elem_bytes, backward   (row-wise over the last dim; backward 1: the
+             gradient op, _softmax_backward_data)
+layernorm    rows, cols, elem_bytes, backward   (backward 1: native_layer_norm_backward: the input
+             and the weight gradients)
+attention    batch_heads, l, s, e, causal, backward, elem_bytes, backend   (a fused SDPA kernel:
+             softmax(Q K^T) V with Q [bh, l, e], K and V [bh, s, e]; backward 1: its gradient op;
+             backend 0: flash, 1: memory-efficient, 2: cuDNN (neusight.SDPA_BACKENDS))
 """
 from __future__ import annotations
 
@@ -26,9 +29,9 @@ SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "gemm": ("b", "m", "n", "k", "elem_bytes"),
     "conv": ("batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes", "grad"),
     "elementwise": ("n", "inputs", "transcendental", "elem_bytes"),
-    "softmax": ("rows", "cols", "elem_bytes"),
-    "layernorm": ("rows", "cols", "elem_bytes"),
-    "attention": ("batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes"),
+    "softmax": ("rows", "cols", "elem_bytes", "backward"),
+    "layernorm": ("rows", "cols", "elem_bytes", "backward"),
+    "attention": ("batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes", "backend"),
 }
 
 # The device enters only through quantities relative to the op (roofline times, waves,
@@ -64,24 +67,13 @@ FEATURE_NAMES: dict[str, tuple[str, ...]] = {
     "elementwise": ("log2_n", "inputs", "transcendental", "log2_t_memory_us",
                     "log2_bytes_over_l2", "log2_blocks_per_sm") + _MEMORY + DEVICE_FEATURES,
     "softmax": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
-                "log2_rows_per_sm") + _MEMORY + DEVICE_FEATURES,
+                "log2_rows_per_sm") + _MEMORY + ("backward",) + DEVICE_FEATURES,
     "layernorm": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
-                  "log2_rows_per_sm") + _MEMORY + DEVICE_FEATURES,
+                  "log2_rows_per_sm") + _MEMORY + ("backward",) + DEVICE_FEATURES,
     "attention": ("log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
                   "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
-                  "tensor_path", "log2_elem_bytes") + DEVICE_FEATURES,
+                  "tensor_path", "log2_elem_bytes", "backend_efficient", "backend_cudnn") + DEVICE_FEATURES,
 }
-
-
-def neusight_features(family: str) -> tuple[str, ...]:
-    """The inputs of a model trained on NeuSight's FP32 rows alone (habitat.learned.train): for
-    the memory-bound families all but _MEMORY, which those rows cannot teach (every row 4 bytes
-    wide, every GPU at 8-14 GB/s per SM) and which made the leave-one-GPU-out error on kernels/
-    worse (layer norm 13.3 -> 16.6 %); habitat.learned.train_traces, whose Hopper rows vary
-    both, uses every feature."""
-    if family not in MEMORY_FAMILIES:
-        return FEATURE_NAMES[family]
-    return tuple(n for n in FEATURE_NAMES[family] if n not in _MEMORY)
 
 
 # Fused attention: the backward recomputes S = Q K^T and runs dV, dP, dQ, dK (2.5x the forward's
@@ -179,12 +171,13 @@ def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
         tensors = np.where(s["backward"] > 0, 4.0, 2.0) * (l + sk) * e
         return flops, eb * bh * tensors
     if family in ("softmax", "layernorm"):
-        rows, ncols = s["rows"], s["cols"]
+        rows, ncols, backward = s["rows"], s["cols"], s["backward"]
         per = SOFTMAX_FLOPS_PER_ELEMENT if family == "softmax" else LAYERNORM_FLOPS_PER_ELEMENT
-        nbytes = eb * rows * ncols * 2.0
+        # forward: reads x, writes y; backward: reads y (or x) and dy, writes dx
+        nbytes = eb * rows * ncols * (2.0 + backward)
         if family == "layernorm":
             nbytes = nbytes + eb * 2.0 * ncols
-        return per * rows * ncols, nbytes
+        return per * rows * ncols * (1.0 + backward), nbytes
     raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
 
 
@@ -219,6 +212,8 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
         for c in ("causal", "backward"):
             if np.any((s[c] != 0) & (s[c] != 1)):
                 raise ValueError(f"attention column {c!r} must be 0 or 1")
+        if np.any(~np.isin(s["backend"], (0.0, 1.0, 2.0))):
+            raise ValueError("attention column 'backend' must be 0 (flash), 1 (memory-efficient) or 2 (cuDNN)")
         peak = _peaks(dev, prec)
         t_c = flops / peak * 1e6
         t_m = nbytes / bw * 1e6
@@ -226,7 +221,7 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
         waves, fill = _waves(bh * np.ceil(l / ATTENTION_BLOCK_ROWS), dev.sms)
         cols = [_log2(bh), _log2(l), _log2(sk), _log2(e), s["causal"], s["backward"], _log2(t_c), _log2(t_m),
                 _log2(flops / nbytes / (peak / bw)), _log2(waves), fill, tensor_path(dev, prec),
-                _log2(s["elem_bytes"])]
+                _log2(s["elem_bytes"]), (s["backend"] == 1).astype(np.float64), (s["backend"] == 2).astype(np.float64)]
     elif family == "elementwise":
         n, inputs, trans = s["n"], s["inputs"], s["transcendental"]
         t_m = nbytes / bw * 1e6
@@ -236,10 +231,12 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
                 _log2(blocks / dev.sms)] + _memory_cols(s["elem_bytes"], dev)
     else:  # softmax, layernorm
         rows, ncols = s["rows"], s["cols"]
+        if np.any((s["backward"] != 0) & (s["backward"] != 1)):
+            raise ValueError(f"{family} column 'backward' must be 0 or 1")
         t_m = nbytes / bw * 1e6
         t_roof = np.maximum(t_m, flops / dev.peak_flops("fp32") * 1e6)
         cols = [_log2(rows), _log2(ncols), _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
-                _log2(rows / dev.sms)] + _memory_cols(s["elem_bytes"], dev)
+                _log2(rows / dev.sms)] + _memory_cols(s["elem_bytes"], dev) + [s["backward"]]
     x = np.stack([np.asarray(c, dtype=np.float64) for c in cols], axis=1)
     assert x.shape[1] == len(FEATURE_NAMES[family])
     return x, t_roof

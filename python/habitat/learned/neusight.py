@@ -4,12 +4,13 @@ same format with `Precision` and `Phase` columns (benchmarks/gpu/collect_kernels
 from __future__ import annotations
 
 import csv
-import warnings
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from habitat.learned import kernel_paths
 from habitat.learned.features import SHAPE_COLUMNS
 
 # Element-wise op -> (input tensors of size n, transcendental)
@@ -23,7 +24,8 @@ OP_FAMILY = {"bmm": "gemm", "linear": "gemm", "conv": "conv", "softmax": "softma
 # Convolution passes (collect_kernels.py's Phase column): the op name of a backward row says
 # which gradient it computes, so each pass gets its own harness floor; `grad` is the shape column.
 CONV_GRAD = {"fwd": 0.0, "bwd_data": 1.0, "bwd_weight": 2.0}
-OP_FAMILY.update({"conv_bwd_data": "conv", "conv_bwd_weight": "conv", "sdpa": "attention", "sdpa_bwd": "attention"})
+OP_FAMILY.update({"conv_bwd_data": "conv", "conv_bwd_weight": "conv", "sdpa": "attention", "sdpa_bwd": "attention",
+                  "softmax_bwd": "softmax", "ln_bwd": "layernorm"})
 ELEM_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 
@@ -39,14 +41,18 @@ class KernelTable:
     shapes: dict[str, list[float]] = field(default_factory=dict)
     threads: list[int] = field(default_factory=list)
     precision: list[str] = field(default_factory=list)
+    timing: list[str] = field(default_factory=list)
+    transformed: list[bool] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.latency_us)
 
     def add(self, op: str, device: str, latency_us: float, blocks: float, shape: dict[str, float],
-            threads: int = 0, precision: str = "fp32") -> None:
+            threads: int = 0, precision: str = "fp32", timing: str = "call", transformed: bool = False) -> None:
         self.threads.append(threads)
         self.precision.append(precision)
+        self.timing.append(timing)
+        self.transformed.append(transformed)
         self.op.append(op)
         self.device.append(device)
         self.latency_us.append(latency_us)
@@ -59,7 +65,8 @@ class KernelTable:
                             np.array(self.latency_us, dtype=np.float64),
                             np.array(self.blocks, dtype=np.float64),
                             {c: np.array(v, dtype=np.float64) for c, v in self.shapes.items()},
-                            np.array(self.threads, dtype=np.int64), np.array(self.precision, dtype=object))
+                            np.array(self.threads, dtype=np.int64), np.array(self.precision, dtype=object),
+                            np.array(self.timing, dtype=object), np.array(self.transformed, dtype=bool))
 
 
 @dataclass
@@ -72,10 +79,21 @@ class KernelArrays:
     shapes: dict[str, np.ndarray]
     threads: np.ndarray | None = None  # threads per block, 0 where unknown; None: none known
     precision: np.ndarray | None = None  # "fp32", "tf32", "bf16", "fp16" per row; None: all fp32
+    # How each row was timed (TIMINGS): "device" (CUPTI kernel durations: no harness) or "call"
+    # (CUDA events around one op call: habitat.learned.harness); None: all "call".
+    timing: np.ndarray | None = None
+    # Whether cuDNN's layout transforms ran in the row (conv rows timed per call, which still
+    # hold them: the trainers take the modelled transform time away); None: none did.
+    transformed: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        n = len(self.latency_us)
         if self.precision is None:
-            self.precision = np.full(len(self.latency_us), "fp32", dtype=object)
+            self.precision = np.full(n, "fp32", dtype=object)
+        if self.timing is None:
+            self.timing = np.full(n, "call", dtype=object)
+        if self.transformed is None:
+            self.transformed = np.zeros(n, dtype=bool)
 
     def __len__(self) -> int:
         return len(self.latency_us)
@@ -83,7 +101,12 @@ class KernelArrays:
     def take(self, index: np.ndarray) -> "KernelArrays":
         return KernelArrays(self.family, self.op[index], self.device[index], self.latency_us[index],
                             self.blocks[index], {c: v[index] for c, v in self.shapes.items()},
-                            None if self.threads is None else self.threads[index], self.precision[index])
+                            None if self.threads is None else self.threads[index], self.precision[index],
+                            self.timing[index], self.transformed[index])
+
+    def with_(self, **changes) -> "KernelArrays":
+        """A copy with some fields replaced (latency_us, precision, device, shapes, ...)."""
+        return dataclasses.replace(self, **changes)
 
     @staticmethod
     def concat(parts: list["KernelArrays"]) -> "KernelArrays":
@@ -93,7 +116,8 @@ class KernelArrays:
                             {c: np.concatenate([p.shapes[c] for p in parts]) for c in SHAPE_COLUMNS[family]},
                             np.concatenate([p.threads if p.threads is not None else np.zeros(len(p), np.int64)
                                             for p in parts]),
-                            np.concatenate([p.precision for p in parts]))
+                            np.concatenate([p.precision for p in parts]), np.concatenate([p.timing for p in parts]),
+                            np.concatenate([p.transformed for p in parts]))
 
     def shape_keys(self) -> np.ndarray:
         """One string per row naming its op, shape and precision (matches rows across GPUs)."""
@@ -105,10 +129,10 @@ class KernelArrays:
 
     def problem_keys(self) -> np.ndarray:
         """One string per row naming the problem alone: the op's dimensions without its
-        precision, element width or pass, so a split on these keys holds a shape out in every
-        precision and pass at once (leave-shapes-out)."""
+        precision, element width, pass or attention backend, so a split on these keys holds a
+        shape out in every precision, pass and backend at once (leave-shapes-out)."""
         base = np.array([o.split("_bwd")[0] for o in self.op], dtype=object)
-        skip = {"elem_bytes", "grad", "backward"}
+        skip = {"elem_bytes", "grad", "backward", "backend"}
         for c in SHAPE_COLUMNS[self.family]:
             if c not in skip:
                 base = base + "|" + self.shapes[c].astype(np.int64).astype(str).astype(object)
@@ -130,7 +154,8 @@ def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str
         inputs, trans = ELEMENTWISE_OPS[op]
         return {"n": float(row["B"]) * float(row["H"]), "inputs": float(inputs),
                 "transcendental": float(trans), "elem_bytes": elem_bytes}
-    return {"rows": float(row["B"]), "cols": float(row["H"]), "elem_bytes": elem_bytes}
+    return {"rows": float(row["B"]), "cols": float(row["H"]), "elem_bytes": elem_bytes,
+            "backward": 1.0 if op.endswith("_bwd") else 0.0}
 
 
 # What a row's time is (collect_kernels.py): "call", CUDA events around one op call (NeuSight's
@@ -138,6 +163,8 @@ def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str
 # kernels (device time alone: `Kernel Latency`) less cuDNN's layout transforms among them
 # (`Transform Latency`): the convolution alone, in either layout.
 TIMING_COLUMNS = {"call": "Latency", "kernel": "Kernel Latency"}
+# KernelArrays.timing of a row read with each timing.
+ROW_TIMING = {"call": "call", "kernel": "device"}
 
 
 def _check_timing(timing: str) -> None:
@@ -155,7 +182,9 @@ def _row_ms(path: Path, row: dict[str, str], timing: str) -> float:
 
 
 def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timing: str = "call") -> None:
-    skipped_layouts: set[str] = set()
+    """Every row of one CSV, each with the precision of the units its kernels ran on
+    (kernel_paths.path_precision) and, for a conv row timed per call, whether cuDNN's layout
+    transforms ran in it (device times have them taken out already)."""
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
             op = row["OPName"]
@@ -165,12 +194,6 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timi
             if phase != "fwd":  # a backward pass is an op of its own (not in OP_FAMILY: not read)
                 op = f"{op}_{phase}"
             if op not in OP_FAMILY or (ops is not None and op not in ops):
-                continue
-            layout = row.get("Layout") or "nchw"
-            if layout != "nchw" and timing == "call":
-                # The trainers take every collected conv row for NCHW (their transform model,
-                # habitat.learned.conv_layout, strips cuDNN's layout transforms from it).
-                skipped_layouts.add(layout)
                 continue
             precision = row.get("Precision") or "fp32"
             if precision not in ELEM_BYTES:
@@ -182,13 +205,11 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timi
             threads = int(float(row.get("Block x") or 0) * float(row.get("Block y") or 1)
                           * float(row.get("Block z") or 1))  # 0: not recorded
             family = OP_FAMILY[op]
+            kernels = row.get("Kernels") or ""
+            transformed = timing == "call" and family == "conv" and kernel_paths.ran_transforms(kernels)
             tables.setdefault(family, KernelTable(family)).add(
                 op, row["Device"], latency_ms * 1000.0, blocks, row_shape(op, row, ELEM_BYTES[precision]),
-                threads, precision)
-    if skipped_layouts:
-        warnings.warn(f"{path}: rows with Layout {', '.join(sorted(skipped_layouts))} skipped: timed per call, "
-                      "the trainers read NCHW rows only (habitat.learned.conv_layout); timing='kernel' reads "
-                      "every layout", stacklevel=3)
+                threads, kernel_paths.path_precision(precision, kernels), ROW_TIMING[timing], transformed)
 
 
 def load_kernels(data_dir: str | Path, layout: str = "kernels",
@@ -220,10 +241,10 @@ def load_precision_kernels(directory: str | Path, ops: set[str] | None = None,
     return {f: t.arrays() for f, t in sorted(tables.items())}
 
 
-# The SDPA backend PyTorch picks by default on Hopper for each dtype (flash attention for 16-bit
-# types, memory-efficient attention for fp32, which flash does not run): the attention model
-# learns those kernels; the math and cuDNN rows of sdpa.csv are not read.
-SDPA_DEFAULT_BACKEND = {"bf16": "flash", "fp16": "flash", "fp32": "efficient"}
+# The fused SDPA backends (collect_kernels.py's `Backend`), each a value of the attention shape
+# column "backend"; the math backend is not one kernel but GEMMs and a softmax, which the
+# engine forecasts with those families' models.
+SDPA_BACKENDS = {"flash": 0.0, "efficient": 1.0, "cudnn": 2.0}
 
 
 def load_attention(directory: str | Path, timing: str = "call") -> KernelArrays | None:
@@ -235,33 +256,42 @@ def load_attention(directory: str | Path, timing: str = "call") -> KernelArrays 
     return KernelArrays.concat(parts) if parts else None
 
 
-def load_sdpa(path: str | Path, backends: dict[str, str] = SDPA_DEFAULT_BACKEND, timing: str = "call") -> KernelArrays:
+def load_sdpa(path: str | Path, timing: str = "call") -> KernelArrays:
     """sdpa.csv (one row per shape, backend, precision and phase "fwd" or "fwd+bwd", times in
-    ms; `timing` as load_precision_kernels) as attention rows: op "sdpa" for the forward,
-    "sdpa_bwd" for the backward op alone, measured as fwd+bwd minus fwd of the same shape (rows
-    where that is under a fifth of the fwd+bwd time, i.e. lost in the harness's jitter, are
-    dropped)."""
+    ms) as attention rows of the fused backends (SDPA_BACKENDS): op "sdpa" for the forward,
+    "sdpa_bwd" for the backward op alone.
+
+    The forward is timed as `timing` says. The backward is fwd+bwd less the forward, always
+    from the per-call timing of fwd+bwd (`Latency`): the collections of 2026-11-26 and before
+    lost the backward's kernels from `Kernel Latency` (autograd ran them on another thread).
+    With timing "kernel" it is fwd+bwd's call time less the forward's device time, i.e. the
+    backward's kernels plus the harness's one floor (a "call" row); with "call", fwd+bwd less
+    fwd, whose floors mostly cancel (rows where the difference is under a fifth of the fwd+bwd
+    time, lost in the harness's jitter, are dropped)."""
     _check_timing(timing)
     by_key: dict[tuple, dict[str, dict[str, str]]] = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
-            p = row["Precision"]
-            if backends.get(p) != row["Backend"]:
+            if row["Backend"] not in SDPA_BACKENDS:
                 continue
-            key = tuple(row[c] for c in ("Device", "B", "H", "L", "S", "E", "Causal", "Precision"))
+            key = tuple(row[c] for c in ("Device", "B", "H", "L", "S", "E", "Causal", "Precision", "Backend"))
             by_key.setdefault(key, {})[row["Phase"]] = row
     table = KernelTable("attention")
     for key, phases in sorted(by_key.items()):
         fwd, both = phases.get("fwd"), phases.get("fwd+bwd")
         if fwd is None:
             continue
-        device, b, h, l, s_, e, causal, p = key
+        device, b, h, l, s_, e, causal, p, backend = key
         shape = {"batch_heads": float(b) * float(h), "l": float(l), "s": float(s_), "e": float(e),
-                 "causal": float(causal), "backward": 0.0, "elem_bytes": ELEM_BYTES[p]}
+                 "causal": float(causal), "backward": 0.0, "elem_bytes": ELEM_BYTES[p],
+                 "backend": SDPA_BACKENDS[backend]}
         t_fwd = _row_ms(Path(path), fwd, timing) * 1000.0
-        table.add("sdpa", device, t_fwd, 0.0, shape, 0, p)
-        if both is not None:
-            t_both = _row_ms(Path(path), both, timing) * 1000.0
-            if t_both - t_fwd >= 0.2 * t_both:
-                table.add("sdpa_bwd", device, t_both - t_fwd, 0.0, dict(shape, backward=1.0), 0, p)
+        table.add("sdpa", device, t_fwd, 0.0, shape, 0, p, ROW_TIMING[timing])
+        if both is None:
+            continue
+        t_both = _row_ms(Path(path), both, "call") * 1000.0
+        t_fwd_call = _row_ms(Path(path), fwd, "call") * 1000.0
+        bwd = t_both - (t_fwd if timing == "kernel" else t_fwd_call)
+        if bwd >= 0.2 * t_both:
+            table.add("sdpa_bwd", device, bwd, 0.0, dict(shape, backward=1.0), 0, p, "call")
     return table.arrays()

@@ -1,6 +1,6 @@
-"""Measured rows for the memory-bound families (elementwise, softmax, layernorm) from recorded
-GPU traces: each op that launched kernels, its learned parts (the family shapes the engine
-forecasts it from) and its CUPTI-measured kernel time.
+"""Measured rows for the learned families from recorded GPU traces: each op that launched
+kernels, its learned parts (the family shapes and precisions the engine forecasts it from) and
+its CUPTI-measured kernel time.
 
 The traces are the H100/H200 runs under benchmarks/results/<run>/traces/*.json.gz (4 workloads x
 2 precisions per run; benchmarks/results/kernels/hopper-traces/README.md). An op's class comes
@@ -9,8 +9,7 @@ computes it); its parts from the engine itself (`_engine.learned_op_parts`: the 
 `learned_parts` gives, so these rows cannot drift from what the engine forecasts). The measured time is the op's kernels plus
 those of the ops below it (on the shape path an op's forecast stands for its whole subtree).
 
-Unlike NeuSight's per-call timings, these are kernel durations: no harness floor (fitting uses a
-negligible floor for them, TRACE_FLOOR_US).
+Unlike NeuSight's per-call timings, these are kernel durations: device time, no harness floor.
 """
 from __future__ import annotations
 
@@ -22,18 +21,12 @@ from typing import Any
 import numpy as np
 
 from habitat import _engine
-from habitat.learned.features import MEMORY_FAMILIES
-from habitat.learned.fitting import DEVICE_TIME_FLOOR_US
 from habitat.learned.neusight import KernelArrays, KernelTable
 
 RUNS = ("h100-sxm5-80gb", "h200-sxm-141gb", "h100-sxm5-80gb-2026-11-23")
 WORKLOADS = ("dcgan", "gpt2_small", "lstm_seq2seq", "resnet50")
 # Op names of trace rows carry this prefix, so their floor keys never meet NeuSight's ops.
 OP_PREFIX = "trace:"
-# The floor fitted under a kernel-duration row (us): negligible against any kernel.
-TRACE_FLOOR_US = DEVICE_TIME_FLOOR_US
-# The families whose rows the traces give are features.MEMORY_FAMILIES (the engine forecasts
-# row-wise reductions with the layer-norm model).
 
 
 @dataclass
@@ -44,7 +37,7 @@ class TraceOp:
     precision: str  # the run's precision (fp32 or bf16); the parts carry each op's own dtype
     op: str
     op_class: str
-    parts: list[tuple[str, dict[str, float], float]]
+    parts: list[tuple[str, dict[str, float], str, float]]  # (family, shape, precision, scale)
     measured_us: float  # the op's kernels and those below it
     engine_us: float  # the engine's shape-based forecast with the weights it loaded
 
@@ -92,19 +85,18 @@ def recorded_step(path: Path, run: str) -> RecordedStep:
 
 
 def trace_ops(path: Path, run: str) -> list[TraceOp]:
-    """The ops of the trace's first step that launched kernels and have learned parts of the
-    memory-bound families."""
+    """The ops of the trace's first step that launched kernels and have learned parts."""
     from habitat.data.op_rows import OP_CLASSES
 
     rec = recorded_step(path, run)
-    parts_by_id = {op_id: [(family, shape, scale) for family, shape, _precision, scale in parts]
+    parts_by_id = {op_id: [(family, shape, precision, scale) for family, shape, precision, scale in parts]
                    for op_id, _class, parts in _engine.learned_op_parts(json.dumps(rec.cpu), -1)}
     out = []
     for op, incl in zip(rec.ops, rec.measured_incl_us):
         if not op.get("kernels") or incl <= 0:
             continue
         parts = parts_by_id.get(op["id"])
-        if not parts or any(family not in MEMORY_FAMILIES for family, _, _ in parts):
+        if not parts:
             continue
         r = rec.rows[op["id"]]
         out.append(TraceOp(run, rec.gpu, rec.workload, rec.precision, op["name"].removeprefix("aten::"),
@@ -126,52 +118,37 @@ def load_trace_ops(results: str | Path, runs: tuple[str, ...] = RUNS) -> list[Tr
 
 @dataclass
 class TraceRows:
-    """Training rows of one family: one per (GPU, workload, op, shape) of single-part ops, with
-    the median measured time over its occurrences; `workload` says which workload each row
-    came from (leave-one-workload-out)."""
+    """Training rows of one family: the parts of the ops forecast from parts of that family only,
+    one measurement per (GPU, workload, op, parts) with the median time over its occurrences;
+    `workload` says which workload each row came from (leave-one-workload-out), `measurement`
+    which measured time it is part of and `scale` its multiplier in that sum."""
     rows: KernelArrays
     workload: np.ndarray
+    measurement: np.ndarray
+    scale: np.ndarray
 
 
-# The "workload" of the rows of a kernel collection (collect_kernels.py device times): they are
-# no workload's, so a leave-one-workload-out split never holds them out.
-COLLECTION = "kernels"
-COLLECTION_PREFIX = "kernels:"
-
-
-def collection_rows(directory: str | Path, family: str) -> TraceRows | None:
-    """The family's rows of a kernel collection of one GPU (benchmarks/gpu/collect_kernels.py),
-    timed as device time (`Kernel Latency`, CUPTI: no harness floor, like the trace rows), op
-    names prefixed with COLLECTION_PREFIX so their floors stay apart from NeuSight's."""
-    from habitat.learned.neusight import OP_FAMILY, load_precision_kernels
-
-    tables = load_precision_kernels(directory, {op for op, f in OP_FAMILY.items() if f == family}, timing="kernel")
-    if family not in tables:
-        return None
-    rows = tables[family]
-    rows.op = np.array([COLLECTION_PREFIX + o for o in rows.op])
-    return TraceRows(rows, np.full(len(rows), COLLECTION, dtype=object))
-
-
-def training_rows(ops: list[TraceOp], family: str, classes: tuple[str, ...] | None = None) -> TraceRows | None:
-    """`classes`: the engine op classes whose ops train the family (None: every class whose
-    parts are of the family)."""
+def training_rows(ops: list[TraceOp], family: str) -> TraceRows | None:
+    """The ops forecast from parts of `family` only (a convolution_backward's data- and
+    weight-gradient passes, or one part), one measurement per (GPU, workload, op and its parts'
+    shapes and precisions) with the median of its occurrences' kernel times (device time)."""
     groups: dict[tuple, list[float]] = {}
     for o in ops:
-        if len(o.parts) != 1 or o.parts[0][0] != family or (classes is not None and o.op_class not in classes):
+        if not o.parts or any(p[0] != family for p in o.parts):
             continue
-        _, shape, scale = o.parts[0]
-        key = (o.gpu, o.workload, o.op, scale, tuple(sorted(shape.items())))
-        groups.setdefault(key, []).append(o.measured_us)
+        parts = tuple((precision, scale, tuple(sorted(shape.items()))) for _, shape, precision, scale in o.parts)
+        groups.setdefault((o.gpu, o.workload, o.op, parts), []).append(o.measured_us)
     if not groups:
         return None
     table = KernelTable(family)
-    workloads = []
-    for (gpu, workload, op, scale, shape), times in sorted(groups.items()):
-        # A part's scale (a backward's extra traffic) divides the time: the row is one part's worth.
-        table.add(OP_PREFIX + op, gpu, float(np.median(times)) / scale, 0.0, dict(shape))
-        workloads.append(workload)
-    return TraceRows(table.arrays(), np.array(workloads))
+    workloads, measurement, scales = [], [], []
+    for i, ((gpu, workload, op, parts), times) in enumerate(sorted(groups.items())):
+        for precision, scale, shape in parts:
+            table.add(OP_PREFIX + op, gpu, float(np.median(times)), 0.0, dict(shape), 0, precision, "device")
+            workloads.append(workload)
+            measurement.append(f"trace:{i}")
+            scales.append(scale)
+    return TraceRows(table.arrays(), np.array(workloads), np.array(measurement, dtype=object), np.array(scales))
 
 
 def forecast_us(ops: list[TraceOp], models: dict[str, Any], devices: Any) -> np.ndarray:
@@ -180,18 +157,18 @@ def forecast_us(ops: list[TraceOp], models: dict[str, Any], devices: Any) -> np.
     which only a few bias bytes can raise). `models`: family -> EfficiencyMLP (or anything with
     `predict(shapes, device)`); NaN where a part's family has no model."""
     out = np.zeros(len(ops))
-    by: dict[tuple[str, str], list[tuple[int, dict[str, float], float]]] = {}
+    by: dict[tuple[str, str, str], list[tuple[int, dict[str, float], float]]] = {}
     for i, o in enumerate(ops):
-        for fam, shape, scale in o.parts:
-            by.setdefault((fam, o.gpu), []).append((i, shape, scale))
-    for (fam, gpu), items in by.items():
+        for fam, shape, precision, scale in o.parts:
+            by.setdefault((fam, o.gpu, precision), []).append((i, shape, scale))
+    for (fam, gpu, precision), items in by.items():
         idx = np.array([i for i, _, _ in items])
         scale = np.array([s for _, _, s in items])
         if fam not in models:
             out[idx] = np.nan
             continue
         shapes = {c: np.array([sh[c] for _, sh, _ in items]) for c in items[0][1]}
-        np.add.at(out, idx, scale * models[fam].predict(shapes, devices.find(gpu)))
+        np.add.at(out, idx, scale * models[fam].predict(shapes, devices.find(gpu), precision))
     return out
 
 

@@ -194,33 +194,30 @@ def _copy(src: Path, dst: Path, stems: tuple[str, ...]) -> Path:
 
 
 def test_cpu_dry_run_memory_bound_families_load_as_training_rows(dry_run, tmp_path):
+    from habitat.learned import sources
+    from habitat.learned.devices import default_table
     from habitat.learned.neusight import load_precision_kernels
     out = _copy(dry_run[0], tmp_path / "kernels", ("conv", "ln") + NEUSIGHT_OPS)
     with open(out / "ln_fp32.csv") as f:
         assert {r["Phase"] for r in csv.DictReader(f)} == {"fwd", "bwd"}
-    with pytest.warns(UserWarning, match="Layout nhwc skipped"):
-        tables = load_precision_kernels(out)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no conv asked for: no word about its layouts
-        assert set(load_precision_kernels(out, {"ln"})) == {"layernorm"}
-    # channels-last conv rows are skipped (the trainers strip NCHW transforms from every row)
-    n_nchw = sum(1 for name in ("conv_fp32", "conv_tf32", "conv_bf16")
-                 for r in csv.DictReader(open(out / f"{name}.csv")) if r["Layout"] == "nchw")
-    assert len(tables["conv"]) == n_nchw
-    # a backward layer norm is not a layer norm row; 16-bit rows keep their element width
+    tables = load_precision_kernels(out)
+    # every layout is read (the trainers take each row's measured or modelled transforms out)
+    n_conv = sum(1 for name in ("conv_fp32", "conv_tf32", "conv_bf16") for _ in csv.DictReader(open(out / f"{name}.csv")))
+    assert len(tables["conv"]) == n_conv
+    # a backward layer norm is a layer-norm row of its own; 16-bit rows keep their element width
     ln = tables["layernorm"]
-    assert set(ln.op.tolist()) == {"ln"} and len(ln) == 2 * 2  # 2 shapes x fp32, bf16; fwd only
+    assert set(ln.op.tolist()) == {"ln", "ln_bwd"} and len(ln) == 2 * 2 * 2  # 2 shapes x fp32, bf16 x fwd, bwd
+    assert sorted(set(ln.shapes["backward"].tolist())) == [0.0, 1.0]
     ew = tables["elementwise"]
     assert set(zip(ew.precision.tolist(), ew.shapes["elem_bytes"].tolist())) == {("fp32", 4.0), ("bf16", 2.0)}
-    # device-time rows (Kernel Latency) for the trace trainer: prefixed ops, no workload's
-    from habitat.learned import traces
-    kernel_rows = traces.collection_rows(out, "layernorm")
+    # device-time rows (Kernel Latency) as a training source: no floor, one measurement each
+    kernel_rows = sources.collection(out, "layernorm", default_table())
     with open(out / "ln_fp32.csv") as f:
-        fwd = [r for r in csv.DictReader(f) if r["Phase"] == "fwd"]
-    assert set(kernel_rows.rows.op.tolist()) == {"kernels:ln"} and set(kernel_rows.workload) == {"kernels"}
+        fp32 = list(csv.DictReader(f))
+    assert set(kernel_rows.floor_key) == {""} and set(kernel_rows.rows.timing) == {"device"}
     assert sorted(kernel_rows.rows.latency_us[kernel_rows.rows.precision == "fp32"]) == pytest.approx(
-        sorted(float(r["Kernel Latency"]) * 1000 for r in fwd))
-    assert traces.collection_rows(out, "softmax") is None  # not collected in this run
+        sorted(float(r["Kernel Latency"]) * 1000 for r in fp32))
+    assert sources.collection(out, "softmax", default_table()) is None  # not collected in this run
     with pytest.raises(ValueError, match="timing must be one of"):
         load_precision_kernels(out, timing="wall")
     # the H100 collection of 2026-11-22 predates the device-time column
@@ -245,12 +242,12 @@ def test_new_families_files_load_beside_the_known_ones(dry_run):
 
 def test_device_time_rows_train_gemm_conv_and_attention_without_a_harness_floor(dry_run, tmp_path):
     """A collection read with timing 'kernel' (CUPTI device time, transforms measured out):
-    every layout is read, and the matrix trainer fits no harness floor to it. The rows come from
-    a CPU dry run, relabelled as an H100's (their times are CPU times: only the path is tested)."""
-    from habitat.learned.devices import default_table
-    from habitat.learned.fitting import DEVICE_TIME_FLOOR_US, TrainConfig
+    every layout is read, and the trainer fits no harness floor to it. The rows come from a CPU
+    dry run, relabelled as an H100's (their times are CPU times: only the path is tested)."""
+    import json
+
     from habitat.learned.neusight import load_attention, load_precision_kernels
-    from habitat.learned.train_precision import train_matrix_family
+    from habitat.learned.train import main as train_main
     out = _copy(dry_run[0], tmp_path / "kernels", ("bmm", "linear", "conv", "sdpa"))
     for path in out.glob("*.csv"):
         with open(path) as f:
@@ -262,22 +259,20 @@ def test_device_time_rows_train_gemm_conv_and_attention_without_a_harness_floor(
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
-    measured = load_precision_kernels(out, timing="kernel")  # no warning: channels-last rows are read
+    measured = load_precision_kernels(out, timing="kernel")
     conv_csv = [r for name in ("conv_fp32", "conv_tf32", "conv_bf16") for r in csv.DictReader(open(out / f"{name}.csv"))]
     assert len(measured["conv"]) == len(conv_csv)
     assert sorted(measured["conv"].latency_us) == pytest.approx(sorted(0.75e3 * float(r["Kernel Latency"]) for r in conv_csv))
     attention = load_attention(out, "kernel")
     assert attention is not None and len(attention) > 0
     assert "attention" not in measured  # sdpa_<precision>.csv are load_attention's
-    cfg = TrainConfig(hidden=(8,), steps=100, batch=32, eval_every=50, clamp_inputs=False)
+    weights = tmp_path / "w"
+    assert train_main(["--quick", "--no-logo", "--families", "gemm,conv", "--collections", str(out),
+                       "--out", str(weights)]) == 0
     for family in ("gemm", "conv"):
-        m = train_matrix_family(None, measured[family], default_table(), cfg, test_fraction=0.25,
-                                log=lambda s: None, device_time=True)
-        floors = m.metadata["harness_floor_us"]
-        assert "device time" in floors["measured_note"] and "fitted_floors" not in m.metadata
-        assert all(v == DEVICE_TIME_FLOOR_US for per in floors["per_gpu"].values() for v in per.values())
-        assert "CUPTI device time" in m.metadata["training_data"]["source"]
-        assert m.metadata["validation_error_pct"]["held_out_shapes"]
+        meta = json.loads((weights / f"{family}.json").read_text())
+        assert meta["fitted_floors_us"] == {} and meta["harness_floor_us"]["per_gpu"] == {}
+        assert meta["training_data"]["sources"] == {"collection:kernels": meta["training_data"]["sources"]["collection:kernels"]}
 
 
 # ----- run_gpu_benchmark.py: the parts that need no GPU ----------------------------------------

@@ -32,9 +32,10 @@ def _random_shapes(family: str, n: int, rng: np.random.Generator) -> dict[str, n
         s.update(n=dims(1, 1e9), inputs=rng.choice([1.0, 2.0, 3.0], n), transcendental=rng.choice([0.0, 1.0], n))
     elif family == "attention":
         s.update(batch_heads=dims(1, 512), l=dims(16, 8192), s=dims(16, 8192), e=rng.choice([64.0, 128.0], n),
-                 causal=rng.choice([0.0, 1.0], n), backward=rng.choice([0.0, 1.0], n))
+                 causal=rng.choice([0.0, 1.0], n), backward=rng.choice([0.0, 1.0], n),
+                 backend=rng.choice([0.0, 1.0, 2.0], n))
     else:
-        s.update(rows=dims(1, 1e6), cols=dims(1, 65536))
+        s.update(rows=dims(1, 1e6), cols=dims(1, 65536), backward=rng.choice([0.0, 1.0], n))
     return s
 
 
