@@ -36,6 +36,12 @@ class DominanceEnvelope : public ShapeModel {
 
   std::optional<double> predict_us(const OpRecord& op, const OpCost& cost,
                                    const Device& target) const override;
+  // The inner model's: a fixed part plus the roofline over an efficiency is never slower on a
+  // GPU that is at least as good on every figure.
+  std::optional<MeasuredRoofline> measured_roofline(const OpRecord& op,
+                                                    const OpCost& cost) const override {
+    return inner_.measured_roofline(op, cost);
+  }
 
  private:
   // Database positions of the GPUs `target` is at least as good as for `p` (itself excluded).

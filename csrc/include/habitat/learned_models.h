@@ -10,6 +10,7 @@
 #include "habitat/learned_features.h"
 #include "habitat/predictor.h"
 #include "learned/mlp.h"
+#include "learned/roofline_table.h"
 
 namespace habitat {
 
@@ -20,29 +21,20 @@ struct FamilyModel {
   // the models are trained floor-free, so a tiny op is not forecast below a real launch.
   double launch_floor_us = 0.0;
   // Positions in feature_names(family) of the features this model reads, in its order; empty
-  // when it reads them all (the FP32 SIMT models read the features they were trained with).
+  // when it reads them all.
   std::vector<std::size_t> columns;
-  // An FP32 SIMT model serves only shapes whose roofline is at least this (metadata
-  // from_roofline_us; 0 if absent), the main model the rest.
-  double from_roofline_us = 0.0;
   // Trained on convolution times without cuDNN's NCHW <-> NHWC transforms (metadata
   // "nchw_transforms", which also holds the transform cost the trainer took out): the engine
-  // adds that cost back for NCHW convolutions in those precisions (conv_transform_us).
+  // adds that cost back for NCHW convolutions on tensor cores in those precisions
+  // (conv_transform_us).
   struct NchwTransforms {
-    double fixed_us_per_transform = 0;
-    double transforms_per_pass = 0;
-    double bandwidth_share = 1;  // of the target's DRAM bandwidth, reading and writing each tensor
-    // Bytes each element is counted at (metadata "element_bytes"); absent in older files: the
-    // tensor's own element size.
-    std::optional<double> element_bytes;
+    double fixed_us_per_pass = 0;
+    // Share of the target's DRAM bandwidth the transforms reach reading and writing each tensor,
+    // by element width in bytes.
+    std::map<double, double> bandwidth_share_by_element_bytes;
     std::vector<Precision> precisions;
   };
   std::optional<NchwTransforms> nchw_transforms;
-  // The smallest trained value of each shape column (metadata "shape_extent"; empty in older
-  // files): a shape below it in any column is declined (the caller falls back to the roofline),
-  // since clamping each feature alone still leaves the combination unseen.
-  std::map<std::string, double> smallest_trained;
-  bool covers(const LearnedShape& shape) const;
 };
 
 // One family-level piece of an op's work: the op's time is the sum of its parts' times.
@@ -57,19 +49,17 @@ struct LearnedPart {
 std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost,
                                        bool attention_model = false);
 
-// The precision a part is forecast in: an op's matrix parts in its own precision (tensor-core
-// paths; an NCHW TF32 convolution with unaligned channels as the FP32 work cuDNN runs), its
-// softmax and every memory-bound family as FP32 SIMT work.
+// The precision a part is forecast in: an op's matrix parts in its own precision, its softmax
+// and every memory-bound family as FP32 SIMT work. A TF32 GEMM or convolution is also forecast
+// as FP32 SIMT work and the faster of the two taken (LearnedModels::predict_us): cuBLAS and
+// cuDNN run FP32 SIMT kernels where those are faster (python/habitat/learned/kernel_paths.py).
 Precision learned_part_precision(const OpCost& cost, const LearnedPart& part);
 
-// Which model serves an op: `<family>` (precision-aware, trained on NeuSight FP32 plus the
-// H100 tensor-core kernels) for tensor-core precisions and for families without an FP32 model;
-// `<family>_fp32` (trained on NeuSight FP32 SIMT kernels only, without precision features)
-// for FP32 SIMT work when present, because on NeuSight's FP32 data it forecasts GPUs it never
-// saw better than the precision-aware model (weights/README.md, "Which model serves what").
+// One model per family, every precision in it (trained on NeuSight's FP32 rows, the H100 kernel
+// collections and the recorded Hopper steps: weights/README.md).
 class LearnedModels : public ShapeModel {
  public:
-  // Reads <family>.safetensors + <family>.json, and <family>_fp32.*, for each family in `dir`.
+  // Reads <family>.safetensors + <family>.json for each family in `dir`, and roofline.json.
   static LearnedModels load(const std::string& dir);
 
   bool empty() const { return models_.empty(); }
@@ -82,10 +72,18 @@ class LearnedModels : public ShapeModel {
 
   std::optional<double> predict_us(const OpRecord& op, const OpCost& cost,
                                    const Device& target) const override;
+  // The weights folder's roofline.json entry for an op (roofline_table.h).
+  std::optional<MeasuredRoofline> measured_roofline(const OpRecord& op,
+                                                    const OpCost& cost) const override;
 
  private:
+  // One part's time in `precision`, with the layout transforms of an NCHW convolution on
+  // tensor cores; nullopt when the family has no model for the shape.
+  std::optional<double> part_us(const LearnedPart& part, const Device& target,
+                                Precision precision) const;
+
   std::map<LearnedFamily, FamilyModel> models_;
-  std::map<LearnedFamily, FamilyModel> fp32_models_;  // FP32 SIMT only
+  RooflineTable roofline_table_;
 };
 
 }  // namespace habitat

@@ -20,12 +20,19 @@ enum class Method {
   LearnedRatio,   // runtime-based: measured time x model(target) / model(origin)
   RooflineRatio,  // runtime-based: measured time x roofline(target) / roofline(origin)
   LearnedShape,   // shape-based: learned efficiency on the roofline
-  Roofline,       // shape-based: roofline with a per-class efficiency
+  Roofline,       // shape-based: roofline with a measured (per op) or per-class efficiency
   Fallback,       // op not modelled: bytes / bandwidth, flagged as unsupported
   NoKernel,       // views and metadata ops: no device work
   Composite,      // sum of the ops it decomposed into
 };
 const char* to_string(Method m);
+
+// An op's device time where no learned family covers it, fitted on measured kernels:
+// fixed_us + roofline / efficiency (python/habitat/learned/roofline_table.py).
+struct MeasuredRoofline {
+  double fixed_us = 0;
+  double efficiency = 1;
+};
 
 // A model that predicts an op's device time from its shape alone (learned predictors).
 // Returns nullopt when it has no model for the op, so the caller can fall back.
@@ -34,6 +41,12 @@ class ShapeModel {
   virtual ~ShapeModel() = default;
   virtual std::optional<double> predict_us(const OpRecord& op, const OpCost& cost,
                                            const Device& target) const = 0;
+  // The measured roofline of an op predict_us does not cover; nullopt: the class's built-in
+  // efficiency (shape_efficiency.h).
+  virtual std::optional<MeasuredRoofline> measured_roofline(const OpRecord& /*op*/,
+                                                            const OpCost& /*cost*/) const {
+    return std::nullopt;
+  }
 };
 
 struct OpPrediction {

@@ -79,10 +79,22 @@ OpCost conv_forward(const OpContext& c, double param) {
                    kernels);
 }
 
+// A depthwise convolution (one input channel per group, as many groups as input channels):
+// PyTorch runs it on its own kernels (aten/src/ATen/native/cuda/DepthwiseConv2d.cu) unless
+// cuDNN's depthwise path applies, and their weight gradient launches one thread block per
+// weight element (channels x kernel taps), each reading the whole channel of grad_output and the
+// shifted input: kernel-taps times the compulsory traffic of that pass, from L2 at best.
+bool is_depthwise(const OpContext& c, const TensorMeta& input, const TensorMeta& weight) {
+  if (input.shape.size() != 4 || weight.shape.size() != 4 || weight.shape[1] != 1) return false;
+  const ArgValue* groups = arg(c, "groups");
+  return groups != nullptr && !groups->ints.empty() && groups->ints[0] == input.shape[1] &&
+         groups->ints[0] > 1;
+}
+
 // convolution_backward: one data-gradient and one weight-gradient convolution (each the size
 // of the forward pass) and one bias-gradient reduction, each run only when output_mask asks.
 // Bytes are each pass's compulsory traffic, summed: each pass is its own kernel and reads
-// grad_output again.
+// grad_output again (a depthwise weight gradient: is_depthwise).
 OpCost conv_backward(const OpContext& c, double) {
   const TensorMeta* grad_out = tensor_arg(c, "grad_output");
   const TensorMeta* input = tensor_arg(c, "input");
@@ -102,7 +114,10 @@ OpCost conv_backward(const OpContext& c, double) {
   }
   if (mask_bit(c, "output_mask", 1)) {  // grad_weight = conv(input, grad_output)
     flops += pass_flops;
-    read += go_bytes + footprint_bytes(*input);
+    const double taps = is_depthwise(c, *input, *weight)
+                            ? static_cast<double>(weight->shape[2] * weight->shape[3])
+                            : 1.0;
+    read += taps * (go_bytes + footprint_bytes(*input));
     written += numel(*weight) * esize;
     ++kernels;
   }

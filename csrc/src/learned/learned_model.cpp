@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -74,15 +75,11 @@ bool channels_last(const TensorMeta& t) {
 }
 
 // cuDNN's NCHW <-> NHWC layout transforms around a tensor-core convolution pass
-// (python/habitat/learned/conv_layout.py states the evidence and fits the constants, which the
-// conv model's metadata carries; benchmarks/accuracy/conv_layout.py reproduces them from the
-// recorded Hopper traces): given NCHW tensors, each pass transforms its two inputs to NHWC and
-// its output back, `transforms_per_pass` kernels of `fixed_us_per_transform` each plus reading
-// and writing the pass's three tensors (input, weight, output), each element counted at
-// `element_bytes` (the transforms take as long per element in fp32 as in bf16), at
-// `bandwidth_share` of the DRAM bandwidth. Only in the metadata's precisions (FP32 SIMT
-// kernels read NCHW; a TF32 pass with unaligned channels runs FP32 kernels:
-// learned_part_precision).
+// (python/habitat/learned/conv_layout.py states the evidence and the constants, which the conv
+// model's metadata carries; benchmarks/accuracy/conv_layout.py --collection fits them): given
+// NCHW tensors, a tensor-core pass transforms its two inputs to NHWC and its output back, a
+// fixed `fixed_us_per_pass` plus reading and writing the pass's three tensors (input, weight,
+// output) at a share of the DRAM bandwidth that depends on the element width.
 double conv_transform_us(const LearnedShape& shape, const Device& target, Precision precision,
                          const FamilyModel::NchwTransforms& cost) {
   auto nchw = shape.find("nchw");
@@ -94,17 +91,25 @@ double conv_transform_us(const LearnedShape& shape, const Device& target, Precis
   auto peak = target.peak_tflops.find(precision);
   if (peak == target.peak_tflops.end() || !(peak->second > 0) || !(target.memory_bandwidth_gbs > 0))
     return 0.0;
-  const double k = shape.at("kernel"), size = shape.at("size");
+  const double k = shape.at("kernel"), size = shape.at("size"), eb = shape.at("elem_bytes");
   const double out = conv_output_size(size, shape.at("padding"), k, shape.at("stride"));
   const double elements =
       conv_tensor_elements(shape.at("batch"), shape.at("cin"), shape.at("cout"), k, size, out);
-  const double bytes = 2.0 * cost.element_bytes.value_or(shape.at("elem_bytes")) * elements;
-  return cost.transforms_per_pass * cost.fixed_us_per_transform +
-         bytes / (cost.bandwidth_share * target.bandwidth_bytes_per_s()) * 1e6;
+  // The share of the nearest listed element width.
+  double share = 1.0, distance = std::numeric_limits<double>::infinity();
+  for (const auto& [width, s] : cost.bandwidth_share_by_element_bytes) {
+    if (std::abs(width - eb) < distance) {
+      distance = std::abs(width - eb);
+      share = s;
+    }
+  }
+  return cost.fixed_us_per_pass +
+         2.0 * eb * elements / (share * target.bandwidth_bytes_per_s()) * 1e6;
 }
 
 std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op) {
   const bool backward = name == "convolution_backward";
+  const double groups = static_cast<double>(std::max<int64_t>(int_arg(op, "groups", 1), 1));
   // "self": cudnn_convolution, cudnn_convolution_transpose and mkldnn_convolution name their input
   // so.
   const TensorMeta* x = first_of(op, {"input", "self"});
@@ -125,10 +130,16 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
   }
   const TensorMeta& image = transposed ? *y : *x;  // the direct convolution's input
   const double h = static_cast<double>(image.shape[2]), wd = static_cast<double>(image.shape[3]);
+  // A depthwise convolution runs PyTorch's own kernels, nothing like the convolutions the model
+  // learned: the caller takes the roofline (op_cost_conv.cpp is_depthwise). A grouped one is
+  // `groups` independent convolutions of cin/groups -> cout/groups channels, which cuDNN runs
+  // as one batch: the learned shape is that problem over batch x groups images.
+  if (groups > 1 && w->shape[1] == 1 && static_cast<double>(x->shape[1]) == groups) return {};
+  // Per group: w is [cout, cin / groups, ...], transposed [ci, co / groups, ...].
   LearnedShape shape{
-      {"batch", static_cast<double>(image.shape[0])},
-      {"cin", static_cast<double>(w->shape[1])},   // transposed: Co
-      {"cout", static_cast<double>(w->shape[0])},  // transposed: Ci
+      {"batch", static_cast<double>(image.shape[0]) * groups},
+      {"cin", static_cast<double>(w->shape[1])},            // transposed: co / groups
+      {"cout", static_cast<double>(w->shape[0]) / groups},  // transposed: ci / groups
       {"kernel", std::sqrt(r * s)},
       {"size", std::sqrt(h * wd)},
       {"stride", static_cast<double>(int_arg(op, "stride", 1))},
@@ -170,6 +181,11 @@ std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord
   const bool backward = name.ends_with("_backward");
   const bool math = name.find("_math") != std::string::npos;
   if (fused_model && !math) {
+    // The fused kernel's library, from the op's name (the engine names a CPU trace's attention
+    // after the backend PyTorch picks on the target: cuda_paths::cuda_attention_op).
+    const double backend = name.find("cudnn") != std::string::npos       ? 2.0
+                           : name.find("efficient") != std::string::npos ? 1.0
+                                                                         : 0.0;
     return {{LearnedFamily::Attention,
              {{"batch_heads", p->batch_heads},
               {"l", p->l},
@@ -177,7 +193,8 @@ std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord
               {"e", std::max(p->e, p->ev)},
               {"causal", p->causal ? 1.0 : 0.0},
               {"backward", backward ? 1.0 : 0.0},
-              {"elem_bytes", eb}}}};
+              {"elem_bytes", eb},
+              {"backend", backend}}}};
   }
   // Causal masks let fused kernels skip about half of the score tiles.
   const double causal = p->causal ? 0.5 : 1.0;
@@ -192,8 +209,11 @@ std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord
        {{"b", bh}, {"m", p->l}, {"n", p->ev}, {"k", p->s}, {"elem_bytes", eb}},
        gemm_scale}};
   if (math) {
-    parts.push_back(
-        {LearnedFamily::Softmax, {{"rows", bh * p->l}, {"cols", p->s}, {"elem_bytes", eb}}});
+    parts.push_back({LearnedFamily::Softmax,
+                     {{"rows", bh * p->l},
+                      {"cols", p->s},
+                      {"elem_bytes", eb},
+                      {"backward", backward ? 1.0 : 0.0}}});
   }
   return parts;
 }
@@ -216,10 +236,11 @@ std::vector<LearnedPart> softmax_parts(const std::string& name, const OpRecord& 
   if (x == nullptr) return {};
   auto rc = rows_cols(*x, int_arg(op, "dim", -1));
   if (!rc) return {};
-  // The backward reads two tensors and writes one: 1.5x the forward's traffic.
   return {{LearnedFamily::Softmax,
-           {{"rows", rc->first}, {"cols", rc->second}, {"elem_bytes", elem_bytes(*x)}},
-           backward ? 1.5 : 1.0}};
+           {{"rows", rc->first},
+            {"cols", rc->second},
+            {"elem_bytes", elem_bytes(*x)},
+            {"backward", backward ? 1.0 : 0.0}}}};
 }
 
 std::vector<LearnedPart> norm_parts(const std::string& name, const OpRecord& op) {
@@ -229,11 +250,11 @@ std::vector<LearnedPart> norm_parts(const std::string& name, const OpRecord& op)
   const double cols = numel(normalized);
   const double total = numel(x->shape);
   if (!(cols > 0 && total >= cols)) return {};
-  // Backward reads x and dy, writes dx and reduces the weight gradients: about twice the forward.
-  const double scale = name.ends_with("_backward") ? 2.0 : 1.0;
   return {{LearnedFamily::LayerNorm,
-           {{"rows", total / cols}, {"cols", cols}, {"elem_bytes", elem_bytes(*x)}},
-           scale}};
+           {{"rows", total / cols},
+            {"cols", cols},
+            {"elem_bytes", elem_bytes(*x)},
+            {"backward", name.ends_with("_backward") ? 1.0 : 0.0}}}};
 }
 
 std::vector<LearnedPart> reduction_parts(const OpRecord& op) {
@@ -244,7 +265,10 @@ std::vector<LearnedPart> reduction_parts(const OpRecord& op) {
   if (!(total > 0) || total < rows) return {};
   // A row-wise reduction: the layer-norm kernel is the closest measured pattern.
   return {{LearnedFamily::LayerNorm,
-           {{"rows", rows}, {"cols", total / rows}, {"elem_bytes", elem_bytes(*x)}}}};
+           {{"rows", rows},
+            {"cols", total / rows},
+            {"elem_bytes", elem_bytes(*x)},
+            {"backward", 0.0}}}};
 }
 
 bool is_transcendental(const std::string& name) {
@@ -329,9 +353,7 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir,
   std::vector<std::string> features;
   int layers = 0;
   double e_max = 1.0, launch_floor_us = 0.0;
-  double from_roofline_us = 0.0;
   std::optional<FamilyModel::NchwTransforms> nchw_transforms;
-  std::map<std::string, double> smallest_trained;
   try {
     using namespace json_reader;
     const json meta =
@@ -345,22 +367,27 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir,
              [&](const json& v, const Loc& l) { e_max = read_duration(v, l); });
     optional(meta, root, "launch_floor_us",
              [&](const json& v, const Loc& l) { launch_floor_us = read_duration(v, l); });
-    optional(meta, root, "from_roofline_us",
-             [&](const json& v, const Loc& l) { from_roofline_us = read_duration(v, l); });
     optional(meta, root, "nchw_transforms", [&](const json& v, const Loc& l) {
       expect_object(v, l);
       FamilyModel::NchwTransforms t;
-      t.fixed_us_per_transform = read_duration(required(v, l, "fixed_us_per_transform"),
-                                               l.child("fixed_us_per_transform"));
-      t.transforms_per_pass =
-          read_duration(required(v, l, "transforms_per_pass"), l.child("transforms_per_pass"));
-      t.bandwidth_share = read_real(required(v, l, "bandwidth_share"), l.child("bandwidth_share"));
-      if (!(t.bandwidth_share > 0))
-        throw DecodeError{l.child("bandwidth_share").str() + ": must be > 0"};
-      optional(v, l, "element_bytes", [&](const json& e, const Loc& el) {
-        t.element_bytes = read_real(e, el);
-        if (!(*t.element_bytes > 0)) throw DecodeError{el.str() + ": must be > 0"};
-      });
+      t.fixed_us_per_pass =
+          read_duration(required(v, l, "fixed_us_per_pass"), l.child("fixed_us_per_pass"));
+      const Loc shares_at = l.child("bandwidth_share_by_element_bytes");
+      for (const auto& [width, share] :
+           expect_object(required(v, l, "bandwidth_share_by_element_bytes"), shares_at).items()) {
+        const Loc at = shares_at.child(width);
+        double bytes = 0;
+        try {
+          bytes = std::stod(width);
+        } catch (const std::exception&) {
+          throw DecodeError{at.str() + ": expected an element width in bytes"};
+        }
+        const double s = read_real(share, at);
+        if (!(bytes > 0) || !(s > 0)) throw DecodeError{at.str() + ": must be > 0"};
+        t.bandwidth_share_by_element_bytes[bytes] = s;
+      }
+      if (t.bandwidth_share_by_element_bytes.empty())
+        throw DecodeError{shares_at.str() + ": expected at least one element width"};
       for (const std::string& name :
            read_strings(required(v, l, "precisions"), l.child("precisions"))) {
         const auto p = precision_from_string(name);
@@ -370,21 +397,13 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir,
       }
       nchw_transforms = std::move(t);
     });
-    optional(meta, root, "shape_extent", [&](const json& v, const Loc& l) {
-      for (const auto& [column, range] : expect_object(v, l).items()) {
-        const Loc at = l.child(column);
-        const json& extent = expect_array(range, at);
-        if (extent.empty()) throw DecodeError{at.str() + ": expected [least, greatest]"};
-        smallest_trained[column] = read_real(extent.front(), at.at(0));
-      }
-    });
   } catch (const json_reader::DecodeError& e) {
     throw std::runtime_error(meta_path.string() + ": " + e.message);
   }
   const std::vector<std::string>& names = feature_names(f);
   std::vector<std::size_t> columns;
   if (features != names) {
-    // A model trained on fewer features (the FP32 SIMT models) reads them by name.
+    // A model trained on fewer features than the engine computes reads them by name.
     for (const std::string& name : features) {
       auto it = std::find(names.begin(), names.end(), name);
       if (it == names.end()) {
@@ -400,9 +419,7 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir,
                     e_max,
                     launch_floor_us,
                     std::move(columns),
-                    from_roofline_us,
-                    nchw_transforms,
-                    std::move(smallest_trained)};
+                    nchw_transforms};
   if (model.mlp.inputs() != static_cast<int>(features.size())) {
     throw std::runtime_error(weights.string() +
                              ": input width differs from the metadata's features");
@@ -417,30 +434,22 @@ LearnedModels LearnedModels::load(const std::string& dir) {
   for (LearnedFamily f :
        {LearnedFamily::Gemm, LearnedFamily::Conv, LearnedFamily::Elementwise,
         LearnedFamily::Softmax, LearnedFamily::LayerNorm, LearnedFamily::Attention}) {
-    const std::string stem(to_string(f));
-    if (auto m = load_family_model(dir, stem, f)) models.models_.emplace(f, std::move(*m));
-    if (auto m = load_family_model(dir, stem + "_fp32", f))
-      models.fp32_models_.emplace(f, std::move(*m));
+    if (auto m = load_family_model(dir, std::string(to_string(f)), f))
+      models.models_.emplace(f, std::move(*m));
   }
-  // An FP32 model only stands in for its family's main model on FP32 SIMT work.
-  std::erase_if(models.fp32_models_, [&](const auto& kv) { return !models.has(kv.first); });
+  models.roofline_table_ = RooflineTable::load(dir);
   return models;
+}
+
+std::optional<MeasuredRoofline> LearnedModels::measured_roofline(const OpRecord& op,
+                                                                 const OpCost& cost) const {
+  return roofline_table_.find(op, cost);
 }
 
 std::vector<std::string> LearnedModels::families() const {
   std::vector<std::string> out;
   for (const auto& [f, m] : models_) out.emplace_back(to_string(f));
   return out;
-}
-
-namespace {}  // namespace
-
-bool FamilyModel::covers(const LearnedShape& shape) const {
-  for (const auto& [column, least] : smallest_trained) {
-    const auto it = shape.find(column);
-    if (it != shape.end() && it->second < least) return false;
-  }
-  return true;
 }
 
 namespace {
@@ -470,49 +479,27 @@ std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const Le
                                                        const Device& device,
                                                        Precision precision) const {
   auto main = models_.find(f);
-  if (main == models_.end() || !main->second.covers(shape)) return std::nullopt;
-  const LearnedFeatures x = compute_learned_features(f, shape, device, precision);
-  // FP32 SIMT work that is kernel-bound goes to the FP32 model (learned_models.h); below its
-  // from_roofline_us its output is mostly NeuSight's harness floor, which it learned.
-  if (precision == Precision::Fp32Simt) {
-    auto fp32 = fp32_models_.find(f);
-    if (fp32 != fp32_models_.end() && x.roofline_us >= fp32->second.from_roofline_us) {
-      return model_time_us(fp32->second, x);
-    }
-  }
-  return model_time_us(main->second, x);
+  if (main == models_.end()) return std::nullopt;
+  return model_time_us(main->second, compute_learned_features(f, shape, device, precision));
 }
-
-// cuDNN runs a TF32 convolution of NCHW tensors on its NHWC tensor-core kernels, between
-// layout transforms, only when both channel counts are multiples of 8; otherwise on NCHW
-// FP32 kernels (`*_f32f32_f32f32_*_nchw*`, `wgrad_alg0_engine`, `dgrad_engine`), without
-// transforms. Read from the recorded H100 and H200 DCGAN fp32 traces, where it holds for 37
-// of 40 convolution ops (benchmarks/accuracy/conv_layout.py); channels-last TF32 convolutions
-// stay on tensor cores whatever their channels (ResNet-50's 3-channel stem: padded, TF32).
-// The trainers apply the same rule (habitat.learned.conv_layout.tf32_on_tensor_cores).
-namespace {
-
-bool nchw_tf32_on_fp32_kernels(const LearnedShape& shape) {
-  const auto nchw = shape.find("nchw");
-  if (nchw == shape.end() || nchw->second == 0) return false;
-  const auto aligned = [&](const char* key) {
-    const auto it = shape.find(key);
-    return it != shape.end() && std::fmod(it->second, 8.0) == 0.0;
-  };
-  return !(aligned("cin") && aligned("cout"));
-}
-
-}  // namespace
 
 Precision learned_part_precision(const OpCost& cost, const LearnedPart& part) {
   const bool matrix = cost.op_class == OpClass::Gemm || cost.op_class == OpClass::Conv ||
                       cost.op_class == OpClass::Attention;
   if (!matrix || part.family == LearnedFamily::Softmax) return Precision::Fp32Simt;
-  if (part.family == LearnedFamily::Conv && cost.precision == Precision::Tf32Tensor &&
-      nchw_tf32_on_fp32_kernels(part.shape)) {
-    return Precision::Fp32Simt;
-  }
   return cost.precision;
+}
+
+std::optional<double> LearnedModels::part_us(const LearnedPart& part, const Device& target,
+                                             Precision precision) const {
+  std::optional<double> t = predict_family_us(part.family, part.shape, target, precision);
+  if (t && part.family == LearnedFamily::Conv) {
+    // predict_family_us answered, so the conv model is loaded.
+    if (const auto& transforms = models_.at(LearnedFamily::Conv).nchw_transforms) {
+      *t += conv_transform_us(part.shape, target, precision, *transforms);
+    }
+  }
+  return t;
 }
 
 std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost& cost,
@@ -524,17 +511,17 @@ std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost
     const Precision p = learned_part_precision(cost, part);
     std::optional<double> t;
     try {
-      t = predict_family_us(part.family, part.shape, target, p);
+      t = part_us(part, target, p);
+      // cuBLAS and cuDNN run a TF32 GEMM or convolution on FP32 SIMT kernels (NCHW ones, no
+      // layout transforms) where those are faster.
+      if (t && p == Precision::Tf32Tensor &&
+          (part.family == LearnedFamily::Gemm || part.family == LearnedFamily::Conv)) {
+        if (const auto simt = part_us(part, target, Precision::Fp32Simt)) t = std::min(*t, *simt);
+      }
     } catch (const std::invalid_argument&) {
       return std::nullopt;  // degenerate shape (zero-size tensor): let the caller fall back
     }
     if (!t) return std::nullopt;
-    if (part.family == LearnedFamily::Conv) {
-      // predict_family_us answered, so the conv model is loaded.
-      if (const auto& transforms = models_.at(LearnedFamily::Conv).nchw_transforms) {
-        *t += conv_transform_us(part.shape, target, p, *transforms);
-      }
-    }
     total += part.scale * *t;
   }
   // The parts' rooflines count their own bytes; the op's cost model may count a little more

@@ -112,6 +112,10 @@ class OpPredictor {
   }
 
  private:
+  std::optional<MeasuredRoofline> measured(const OpRecord& op, const OpCost& cost) const {
+    return model_ != nullptr ? model_->measured_roofline(op, cost) : std::nullopt;
+  }
+
   OpPrediction shape_based(const OpRecord& op, const OpCost& cost, const Device& target) const {
     if (!cost.known()) {
       OpCost fallback = cost;
@@ -124,7 +128,7 @@ class OpPredictor {
     if (model_ != nullptr && !has_complex_tensor(op)) {
       if (auto t = model_->predict_us(op, cost, target)) return {*t, Method::LearnedShape};
     }
-    return {roofline_estimate_us(cost, target), Method::Roofline};
+    return {roofline_estimate_us(cost, target, measured(op, cost)), Method::Roofline};
   }
 
   OpPrediction runtime_based(const OpRecord& op, const OpCost& cost, const Device& target,
@@ -139,8 +143,10 @@ class OpPredictor {
           return {measured * *on_target / *on_origin, Method::LearnedRatio};
         }
       }
-      const double origin_est = roofline_estimate_us(cost, *origin_);
-      return {measured * roofline_estimate_us(cost, target) / origin_est, Method::RooflineRatio};
+      const std::optional<MeasuredRoofline> form = this->measured(op, cost);
+      const double origin_est = roofline_estimate_us(cost, *origin_, form);
+      return {measured * roofline_estimate_us(cost, target, form) / origin_est,
+              Method::RooflineRatio};
     }
     const double intensity = cost.known() ? cost.arithmetic_intensity() : -1.0;
     const WaveScaler scaler(*origin_, target);

@@ -32,10 +32,12 @@ double roofline_efficiency(OpClass c) {
   return 0.5;
 }
 
-double roofline_estimate_us(const OpCost& cost, const Device& device) {
+double roofline_estimate_us(const OpCost& cost, const Device& device,
+                            const std::optional<MeasuredRoofline>& measured) {
   if (cost.op_class == OpClass::NoKernel) return 0.0;
   const double bound = roofline_time_us(device, cost.precision, cost.flops, cost.bytes());
   const double floor = kMinKernelUs * std::max(cost.kernels, 1);
+  if (measured) return std::max(measured->fixed_us + bound / measured->efficiency, floor);
   return std::max(bound / roofline_efficiency(cost.op_class), floor);
 }
 

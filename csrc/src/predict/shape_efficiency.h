@@ -2,8 +2,11 @@
 // by a per-class efficiency, plus a floor per kernel launch.
 #pragma once
 
+#include <optional>
+
 #include "habitat/device.h"
 #include "habitat/op_cost.h"
+#include "habitat/predictor.h"
 
 namespace habitat {
 
@@ -16,7 +19,10 @@ double roofline_efficiency(OpClass c);
 // Smallest device time of one kernel: launch and tail effects dominate tiny kernels.
 inline constexpr double kMinKernelUs = 2.0;
 
-// Roofline-bounded estimate of an op's device time on `device`, in microseconds.
-double roofline_estimate_us(const OpCost& cost, const Device& device);
+// Roofline-bounded estimate of an op's device time on `device`, in microseconds: the measured
+// form when one is given (fixed part plus roofline over its efficiency), else the roofline over
+// the class's efficiency; at least kMinKernelUs per kernel.
+double roofline_estimate_us(const OpCost& cost, const Device& device,
+                            const std::optional<MeasuredRoofline>& measured = std::nullopt);
 
 }  // namespace habitat

@@ -70,5 +70,44 @@ TEST(ConvParts, TransposedAndDirectPassesCostTheSameFlops) {
   EXPECT_DOUBLE_EQ(estimate_cost(t).flops, estimate_cost(direct).flops);
 }
 
+// A grouped convolution is `groups` independent convolutions, which cuDNN runs as one batch: the
+// learned shape is the per-group problem over batch x groups images (the same FLOPs).
+TEST(ConvParts, AGroupedConvolutionIsItsPerGroupProblemOverBatchTimesGroups) {
+  const OpRecord o = op("aten::convolution", "",
+                        {tensor("input", T({8, 64, 16, 16})), tensor("weight", T({128, 16, 3, 3})),
+                         ints("stride", {1, 1}), ints("padding", {1, 1}), integer("groups", 4)},
+                        {T({8, 128, 16, 16})});
+  const auto parts = learned_parts(o, estimate_cost(o));
+  ASSERT_EQ(parts.size(), 1u);
+  const LearnedShape& s = parts[0].shape;
+  EXPECT_EQ(s.at("batch"), 32);
+  EXPECT_EQ(s.at("cin"), 16);
+  EXPECT_EQ(s.at("cout"), 32);
+  const double out = 16 * 16;
+  EXPECT_DOUBLE_EQ(2.0 * s.at("batch") * out * s.at("cout") * s.at("cin") * 9,
+                   estimate_cost(o).flops);
+}
+
+// A depthwise convolution runs PyTorch's own kernels: no learned part (the roofline serves it),
+// and its weight gradient reads grad_output and the input once per kernel tap.
+TEST(ConvParts, ADepthwiseConvolutionIsLeftToTheRooflineWithItsWeightGradientsReReads) {
+  const TensorMeta x = T({8, 64, 16, 16}), w = T({64, 1, 3, 3}), y = T({8, 64, 16, 16});
+  const OpRecord fwd = op("aten::convolution", "",
+                          {tensor("input", x), tensor("weight", w), ints("stride", {1, 1}),
+                           ints("padding", {1, 1}), integer("groups", 64)},
+                          {y});
+  EXPECT_TRUE(learned_parts(fwd, estimate_cost(fwd)).empty());
+  auto backward = [&](int64_t groups) {
+    return op(
+        "aten::convolution_backward", "",
+        {tensor("grad_output", y), tensor("input", x), tensor("weight", w), ints("stride", {1, 1}),
+         ints("padding", {1, 1}), integer("groups", groups), bools("output_mask", {0, 1, 0})},
+        {w});
+  };
+  const double bytes = 8.0 * 64 * 16 * 16 * 4;  // grad_output, and the input, each
+  EXPECT_DOUBLE_EQ(estimate_cost(backward(64)).bytes_read, 9 * 2 * bytes);
+  EXPECT_TRUE(learned_parts(backward(64), estimate_cost(backward(64))).empty());
+}
+
 }  // namespace
 }  // namespace habitat

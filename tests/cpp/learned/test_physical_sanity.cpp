@@ -189,7 +189,7 @@ TEST_F(PhysicalSanity, NothingIsForecastBelowItsRoofline) {
 }
 
 // Size monotonicity is trained for (a penalty on each training problem with one dimension
-// doubled, habitat.learned.train_precision.monotone_pairs), not built in: the MLP can still
+// doubled, habitat.learned.train.monotone_pairs), not built in: the MLP can still
 // dip where wave quantisation or the 16-byte alignment flips. Bounded here: few doublings
 // come out faster at all, and none by more than kMaxDip (measured with the shipped weights:
 // README "Modern precisions").

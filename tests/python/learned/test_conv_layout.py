@@ -1,8 +1,8 @@
 """Convolution memory layout (habitat.learned.conv_layout): the conv model is trained on the
-H100 collection's rows less cuDNN's NCHW <-> NHWC transforms, and the engine adds them back for
-NCHW tensor-core convolutions only (16-bit, and TF32 with channels in multiples of 8): the same
-convolution channels-last is forecast without them, and a TF32 one with unaligned channels runs
-as FP32 work."""
+convolution alone (device time less cuDNN's NCHW <-> NHWC transforms, per-call time less the
+modelled ones where the row's kernels ran them), and the engine adds them back for NCHW
+tensor-core passes: a 16-bit NCHW pass is its channels-last pass plus the transforms, and a TF32
+NCHW pass the faster of that and its FP32 SIMT pass."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,6 @@ import pytest
 
 pytest.importorskip("torch")
 
-from habitat import _engine  # noqa: E402
 from habitat.data import engine  # noqa: E402
 from habitat.learned import conv_layout  # noqa: E402
 from habitat.learned.devices import default_table  # noqa: E402
@@ -21,43 +20,46 @@ from habitat.learned.neusight import load_precision_kernels  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 WEIGHTS = ROOT / "weights"
-COLLECTION = ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB"
+CALL_TIMED = ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB"
+DEVICE_TIMED = ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB-2026-11-26"
+CONV_OPS = {"conv", "conv_bwd_data", "conv_bwd_weight"}
 
 
 def test_shipped_weights_carry_the_transform_cost_they_were_trained_without() -> None:
     # The engine adds back what the metadata says (no constants of its own).
-    meta = json.loads((WEIGHTS / "conv.json").read_text())["nchw_transforms"]
-    assert meta == json.loads(json.dumps(conv_layout.metadata()))
-
-
-def test_only_the_16_bit_collection_rows_lose_their_transforms() -> None:
-    rows = load_precision_kernels(COLLECTION, {"conv", "conv_bwd_data", "conv_bwd_weight"})["conv"]
-    stripped, taken = conv_layout.without_transforms(rows, default_table())
-    bf16 = rows.precision == "bf16"
-    assert bf16.any() and (~bf16).any()
-    assert np.all(taken[~bf16] == 0) and np.array_equal(stripped.latency_us[~bf16], rows.latency_us[~bf16])
-    # Each bf16 pass: at least its three fixed kernel costs, never more than 3/4 of the row.
-    full = conv_layout.transforms_of_rows(rows, default_table())[bf16]
-    assert np.all(full >= conv_layout.TRANSFORMS_PER_PASS * conv_layout.FIXED_US)
-    assert np.all(taken[bf16] <= full + 1e-9)
-    assert np.all(stripped.latency_us[bf16] >= conv_layout.MIN_REMAINING_SHARE * rows.latency_us[bf16] - 1e-9)
-
-
-def test_shipped_conv_weights_say_they_are_transform_free() -> None:
     for path in [WEIGHTS / "conv.json", *sorted(WEIGHTS.glob("logo/*/conv.json"))]:
-        meta = json.loads(path.read_text())
-        assert meta["nchw_transforms"]["fixed_us_per_transform"] == conv_layout.FIXED_US, path
-        assert meta["nchw_transforms"]["bandwidth_share"] == conv_layout.BANDWIDTH_SHARE, path
+        assert json.loads(path.read_text())["nchw_transforms"] == json.loads(json.dumps(conv_layout.metadata())), path
 
 
-def _conv_backward(op_id: int, channels_last: bool, dtype: str, cin: int = 64) -> dict:
+def test_only_the_rows_whose_kernels_ran_transforms_lose_them() -> None:
+    rows = load_precision_kernels(CALL_TIMED, CONV_OPS)["conv"]
+    assert rows.transformed.any() and (~rows.transformed).any()
+    stripped, taken = conv_layout.without_transforms(rows, default_table())
+    assert np.all(taken[~rows.transformed] == 0)
+    assert np.all(taken[rows.transformed] >= conv_layout.FIXED_US_PER_PASS - 1e-9)
+    assert np.all(stripped.latency_us >= conv_layout.MIN_REMAINING_SHARE * rows.latency_us - 1e-9)
+    assert not stripped.transformed.any()
+    # device time has the measured transforms taken out already: nothing is marked
+    assert not load_precision_kernels(DEVICE_TIMED, CONV_OPS, timing="kernel")["conv"].transformed.any()
+
+
+def test_transforms_of_4_byte_elements_reach_more_of_the_bandwidth() -> None:
+    dev = default_table().find("H100-SXM5-80GB")
+    shape = {"batch": np.array([32.0, 32.0]), "cin": np.full(2, 64.0), "cout": np.full(2, 128.0),
+             "kernel": np.full(2, 3.0), "size": np.full(2, 28.0), "stride": np.ones(2), "padding": np.ones(2),
+             "elem_bytes": np.array([2.0, 4.0])}
+    t = conv_layout.transform_us(shape, dev) - conv_layout.FIXED_US_PER_PASS
+    assert t[1] / t[0] == pytest.approx(2 * conv_layout.BANDWIDTH_SHARE[2.0] / conv_layout.BANDWIDTH_SHARE[4.0])
+
+
+def _conv_backward(op_id: int, channels_last: bool, dtype: str, cin: int = 64, size: int = 28) -> dict:
     def t(shape: list[int]) -> dict:
         d: dict = {"shape": shape, "dtype": dtype, "device": "cuda:0"}
         if channels_last:
             _, c, h, w = shape
             d.update(strides=[h * w * c, 1, w * c, c], contiguous=False)
         return d
-    x, w, y = [32, cin, 28, 28], [128, cin, 3, 3], [32, 128, 28, 28]
+    x, w, y = [32, cin, size, size], [128, cin, 3, 3], [32, 128, size, size]
     return {"id": op_id, "name": "aten::convolution_backward", "phase": "backward", "start_us": 0, "wall_us": 10,
             "args": [{"name": "grad_output", "tensor": t(y)}, {"name": "input", "tensor": t(x)},
                      {"name": "weight", "tensor": t(w)}, {"name": "stride", "ints": [1, 1]},
@@ -65,50 +67,35 @@ def _conv_backward(op_id: int, channels_last: bool, dtype: str, cin: int = 64) -
             "outputs": [t(x), t(w)]}
 
 
-@pytest.mark.parametrize("gpu", ["H100-SXM5-80GB", "A100-SXM4-80GB"])
-def test_nchw_tensor_core_conv_is_channels_last_plus_two_passes_of_transforms(gpu: str) -> None:
-    if "nchw_transforms" not in json.loads((WEIGHTS / "conv.json").read_text()):
-        pytest.skip("conv weights not trained transform-free")
-    dev = default_table().find(gpu)
+def _times(ops: list[dict], gpu: str = "H100-SXM5-80GB") -> np.ndarray:
+    _, rows = engine.forecast_step_parts({"device": "cpu"}, {"index": 0, "wall_ms": 1.0, "ops": ops}, [gpu])
+    return rows.array["time_us"].ravel()
+
+
+def _transform_us(dtype: str, gpu: str) -> float:
     shape = {"batch": np.array([32.0]), "cin": np.array([64.0]), "cout": np.array([128.0]),
              "kernel": np.array([3.0]), "size": np.array([28.0]), "stride": np.array([1.0]),
-             "padding": np.array([1.0])}
-    per_pass = float(conv_layout.transform_us(shape, dev)[0])  # per element: fp32 as bf16
-    for dtype in ("bfloat16", "float32"):  # fp32: TF32 (cuDNN's default), 64 and 128 channels
-        step = {"index": 0, "wall_ms": 1.0,
-                "ops": [_conv_backward(0, False, dtype), _conv_backward(1, True, dtype)]}
-        _, rows = engine.forecast_step_parts({"device": "cpu"}, step, [gpu])
-        nchw, cl = rows.array["time_us"].ravel()
-        assert nchw - cl == pytest.approx(2 * per_pass, rel=1e-6, abs=1e-6), dtype
+             "padding": np.array([1.0]), "elem_bytes": np.array([2.0 if dtype == "bfloat16" else 4.0])}
+    return float(conv_layout.transform_us(shape, default_table().find(gpu))[0])
 
 
-def test_nchw_tf32_conv_with_unaligned_channels_runs_as_fp32_work_without_transforms() -> None:
-    """cuDNN runs such a convolution on NCHW FP32 kernels (the DCGAN traces' 3-channel layers);
-    channels-last, the same convolution stays on TF32 tensor cores (ResNet-50's stem)."""
-    step = {"index": 0, "wall_ms": 1.0, "ops": [_conv_backward(0, False, "float32", cin=3),
-                                                 _conv_backward(1, True, "float32", cin=3),
-                                                 _conv_backward(2, False, "float32", cin=64)]}
-    parts = _engine.learned_op_parts(json.dumps(engine.trace_document({"device": "cpu"}, [step])), -1)
-    assert {op_id: {p for _, _, p, _ in op_parts} for op_id, _, op_parts in parts} == \
-        {0: {"fp32"}, 1: {"tf32"}, 2: {"tf32"}}
-    shapes = {"cin": np.array([3.0, 64.0, 64.0, 100.0]), "cout": np.array([64.0, 128.0, 1.0, 512.0])}
-    assert conv_layout.tf32_on_tensor_cores(shapes).tolist() == [False, True, False, False]
+@pytest.mark.parametrize("gpu", ["H100-SXM5-80GB", "A100-SXM4-80GB"])
+def test_nchw_16_bit_conv_is_channels_last_plus_two_passes_of_transforms(gpu: str) -> None:
+    nchw, cl = _times([_conv_backward(0, False, "bfloat16"), _conv_backward(1, True, "bfloat16")], gpu)
+    assert nchw - cl == pytest.approx(2 * _transform_us("bfloat16", gpu), rel=1e-6, abs=1e-6)
 
 
-def test_conv_weights_without_the_key_get_no_transforms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Weights trained on the raw (NCHW) rows already contain the transforms: served as before."""
-    for f in WEIGHTS.glob("*.*"):
-        if f.suffix in (".json", ".safetensors"):
-            (tmp_path / f.name).write_bytes(f.read_bytes())
-    meta = json.loads((tmp_path / "conv.json").read_text())
-    meta.pop("nchw_transforms", None)
-    (tmp_path / "conv.json").write_text(json.dumps(meta))
-    monkeypatch.setenv("HABITAT_WEIGHTS", str(tmp_path))
-    step = {"index": 0, "wall_ms": 1.0,
-            "ops": [_conv_backward(0, False, "bfloat16"), _conv_backward(1, True, "bfloat16")]}
-    _, rows = engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
-    nchw, cl = rows.array["time_us"].ravel()
-    assert nchw == pytest.approx(cl, rel=1e-12)
+def test_nchw_tf32_conv_is_the_faster_of_its_tensor_core_and_fp32_paths() -> None:
+    """cuDNN runs an NCHW TF32 convolution on NCHW FP32 kernels where those beat the tensor-core
+    kernels plus the transforms; channels-last it stays on tensor cores (no transforms)."""
+    ops = [_conv_backward(0, False, "float32"), _conv_backward(1, True, "float32")]
+    nchw, cl = _times(ops)
+    # the FP32 path alone: cuDNN's TF32 switch off (the trace origin's precision switches)
+    _, rows = engine.forecast_step_parts({"device": "cpu", "cudnn_allow_tf32": False},
+                                         {"index": 0, "wall_ms": 1.0, "ops": ops}, ["H100-SXM5-80GB"])
+    simt = rows.array["time_us"].ravel()[0]
+    tensor_path = cl + 2 * _transform_us("float32", "H100-SXM5-80GB")
+    assert nchw == pytest.approx(min(tensor_path, simt), rel=1e-6)
 
 
 def _weights_with_conv_meta(tmp_path: Path, edit) -> Path:
@@ -124,48 +111,23 @@ def _weights_with_conv_meta(tmp_path: Path, edit) -> Path:
 def test_the_transform_cost_is_the_one_the_weights_were_trained_without(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine reads the transform cost from the conv model's metadata (what the trainer
-    took out), so doubling the fixed cost there doubles that part of the NCHW forecast."""
-    step = {"index": 0, "wall_ms": 1.0,
-            "ops": [_conv_backward(0, False, "bfloat16"), _conv_backward(1, True, "bfloat16")]}
-    _, rows = engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
-    nchw, cl = rows.array["time_us"].ravel()
-    meta = json.loads((WEIGHTS / "conv.json").read_text())["nchw_transforms"]
-    fixed = meta["fixed_us_per_transform"] * meta["transforms_per_pass"]
+    took out), so raising the fixed cost there raises the NCHW forecast by it per pass."""
+    ops = [_conv_backward(0, False, "bfloat16"), _conv_backward(1, True, "bfloat16")]
+    nchw, cl = _times(ops)
 
-    def double_fixed(t: dict) -> None:
-        t["fixed_us_per_transform"] *= 2
+    def more_fixed(t: dict) -> None:
+        t["fixed_us_per_pass"] += 10.0
 
-    monkeypatch.setenv("HABITAT_WEIGHTS", str(_weights_with_conv_meta(tmp_path, double_fixed)))
-    _, rows = engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
-    nchw2, cl2 = rows.array["time_us"].ravel()
+    monkeypatch.setenv("HABITAT_WEIGHTS", str(_weights_with_conv_meta(tmp_path, more_fixed)))
+    nchw2, cl2 = _times(ops)
     assert cl2 == pytest.approx(cl, rel=1e-12)
-    assert nchw2 - nchw == pytest.approx(2 * fixed, rel=1e-9)  # two passes (both gradients)
+    assert nchw2 - nchw == pytest.approx(20.0, rel=1e-9)  # two passes (both gradients)
 
 
-def test_a_bad_transform_precision_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_transform_field_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def bad(t: dict) -> None:
         t["precisions"] = ["bf17"]
 
     monkeypatch.setenv("HABITAT_WEIGHTS", str(_weights_with_conv_meta(tmp_path, bad)))
-    step = {"index": 0, "wall_ms": 1.0, "ops": [_conv_backward(0, False, "bfloat16")]}
     with pytest.raises(Exception, match="bf17"):
-        engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
-
-
-def test_older_weights_without_element_bytes_count_each_tensor_at_its_own_width(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """element_bytes (transforms cost per element, fp32 as bf16) is read from the metadata; a
-    file without it counts every byte, as the engine did when those weights were written."""
-    step = {"index": 0, "wall_ms": 1.0,
-            "ops": [_conv_backward(0, False, "float32"), _conv_backward(1, True, "float32")]}
-    _, rows = engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
-    per_element = float(np.subtract(*rows.array["time_us"].ravel()))
-
-    def drop(t: dict) -> None:
-        t.pop("element_bytes")
-
-    monkeypatch.setenv("HABITAT_WEIGHTS", str(_weights_with_conv_meta(tmp_path, drop)))
-    _, rows = engine.forecast_step_parts({"device": "cpu"}, step, ["H100-SXM5-80GB"])
-    per_byte = float(np.subtract(*rows.array["time_us"].ravel()))
-    fixed = 2 * conv_layout.TRANSFORMS_PER_PASS * conv_layout.FIXED_US
-    assert per_byte - fixed == pytest.approx(2 * (per_element - fixed), rel=1e-9)
+        _times([_conv_backward(0, False, "bfloat16")])

@@ -1,0 +1,77 @@
+#include "learned/roofline_table.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "habitat/file_io.h"
+#include "trace/json_reader.h"
+
+namespace habitat {
+namespace {
+
+// The element width and layout key parts of an op, as roofline_table.py computes them from a
+// trace: the first tensor's dtype width (4 when it is not a floating type), "cl" when that
+// tensor is 4-D with unit channel stride.
+std::pair<std::string, std::string> width_and_layout(const OpRecord& op) {
+  const TensorMeta* t = op.first_tensor();
+  if (t == nullptr) return {"4", ""};
+  const std::string dtype(t->dtype);
+  const char* width = dtype == "float16" || dtype == "bfloat16" ? "2"
+                      : dtype == "float64"                      ? "8"
+                                                                : "4";
+  const bool cl =
+      !t->contiguous && t->shape.size() == 4 && t->strides.size() == 4 && t->strides[1] == 1;
+  return {width, cl ? "cl" : ""};
+}
+
+MeasuredRoofline read_entry(const json_reader::json& v, const json_reader::Loc& l) {
+  using namespace json_reader;
+  expect_object(v, l);
+  MeasuredRoofline m;
+  m.fixed_us = read_duration(required(v, l, "fixed_us"), l.child("fixed_us"));
+  m.efficiency = read_real(required(v, l, "efficiency"), l.child("efficiency"));
+  if (!(m.efficiency > 0 && m.efficiency <= 1)) {
+    throw DecodeError{l.child("efficiency").str() + ": must be in (0, 1]"};
+  }
+  return m;
+}
+
+}  // namespace
+
+RooflineTable RooflineTable::load(const std::string& dir) {
+  RooflineTable table;
+  const std::filesystem::path path = std::filesystem::path(dir) / "roofline.json";
+  if (!std::filesystem::is_regular_file(path)) return table;
+  try {
+    using namespace json_reader;
+    const json doc = parse(read_file(path.string(), "measured roofline table"));
+    const Loc root;
+    expect_object(doc, root);
+    const Loc ops_at = root.child("ops");
+    for (const auto& [key, v] : expect_object(required(doc, root, "ops"), ops_at).items()) {
+      table.entries_[key] = read_entry(v, ops_at.child(key));
+    }
+    const Loc classes_at = root.child("classes");
+    for (const auto& [key, v] : expect_object(required(doc, root, "classes"), classes_at).items()) {
+      table.entries_["class:" + key] = read_entry(v, classes_at.child(key));
+    }
+  } catch (const json_reader::DecodeError& e) {
+    throw std::runtime_error(path.string() + ": " + e.message +
+                             " (rewrite it with python -m habitat.learned.roofline_table)");
+  }
+  return table;
+}
+
+std::optional<MeasuredRoofline> RooflineTable::find(const OpRecord& op, const OpCost& cost) const {
+  if (entries_.empty()) return std::nullopt;
+  std::string name(op.name);
+  if (name.starts_with("aten::")) name.erase(0, 6);
+  const auto [width, layout] = width_and_layout(op);
+  for (const std::string& key : {name + "|" + width + "|" + layout, name + "|" + width, name,
+                                 "class:" + std::string(to_string(cost.op_class))}) {
+    if (auto it = entries_.find(key); it != entries_.end()) return it->second;
+  }
+  return std::nullopt;
+}
+
+}  // namespace habitat

@@ -1,0 +1,212 @@
+"""Measured roofline efficiencies for the ops no learned family covers (batch norm, embedding and
+its backward, losses, pooling, copies, optimizer updates, ...), from the recorded Hopper steps.
+
+    python -m habitat.learned.roofline_table --traces benchmarks/results --out weights [--lowo]
+
+For every op of the recorded H100/H200 training steps (habitat.learned.traces.RUNS) that launched
+kernels and has no learned part, one sample: its roofline on the trace's own GPU (the engine's
+FLOPs and bytes for the op, at the op's precision's peak and the DRAM bandwidth) and its measured
+kernel time (CUPTI, the op's kernels and those below it). An op's time is modelled as a fixed
+part and a bandwidth part, time = t0 + roofline / e (Hockney's latency-bandwidth form: the small
+ops of a training step are launch- and tail-bound, the large ones stream), with t0 and e fitted by
+least squares in log time per op name, element width and layout (channels-last or not), per op
+name and element width, per op name (at least MIN_SAMPLES samples each) and per op class. The engine uses the most specific entry it finds
+(csrc/src/learned/roofline_table.cpp), else its class's built-in efficiency
+(csrc/src/predict/shape_efficiency.cpp). Written as `roofline.json` beside the learned models.
+
+--lowo prints the held-out error: for each of the four traced workloads, the table fitted on the
+other three forecasts its ops (the kernel-sum benchmark runs these same workloads, so only this
+figure is held out for them).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from habitat.learned.devices import default_table
+from habitat.learned.fitting import summary
+
+FORMAT = "habitat-roofline-efficiency"
+FORMAT_VERSION = 1
+MIN_SAMPLES = 2
+# Efficiencies are kept within these bounds: a roofline is never beaten, and an op measured
+# below a hundredth of its roofline is launch-bound, which the engine's per-kernel floor states.
+EFFICIENCY_RANGE = (0.01, 1.0)
+
+
+@dataclass
+class Sample:
+    workload: str
+    gpu: str
+    op: str
+    op_class: str
+    elem_bytes: int
+    channels_last: bool
+    roofline_us: float
+    kernels: int
+    measured_us: float
+
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+
+
+def _first_tensor(op: dict) -> dict:
+    for a in op.get("args", []):
+        if "tensor" in a:
+            return a["tensor"]
+        if a.get("tensors"):
+            return a["tensors"][0]
+    return {}
+
+
+def _channels_last(op: dict) -> bool:
+    """The op's first tensor is 4-D with unit channel stride (as learned_model.cpp reads it)."""
+    t = _first_tensor(op)
+    strides = t.get("strides") or []
+    return len(t.get("shape", [])) == 4 and not t.get("contiguous", True) and len(strides) == 4 and strides[1] == 1
+
+
+def _elem_bytes(op: dict) -> int:
+    """The element width of the op's first tensor (OpRecord::first_tensor; 4 if not floating)."""
+    return DTYPE_BYTES.get(_first_tensor(op).get("dtype", ""), 4)
+
+
+def samples(results: str | Path) -> list[Sample]:
+    """Every roofline-forecast op of the recorded steps with its measured kernel time."""
+    import json as _json
+
+    from habitat import _engine
+    from habitat.data.op_rows import OP_CLASSES, PRECISIONS
+    from habitat.learned import traces as tr
+
+    devices = default_table()
+    out: list[Sample] = []
+    for run in tr.RUNS:
+        for path in sorted((Path(results) / run / "traces").glob("*.json.gz")):
+            rec = tr.recorded_step(path, run)
+            learned = {op_id for op_id, _cls, parts in _engine.learned_op_parts(_json.dumps(rec.cpu), -1) if parts}
+            dev = devices.find(rec.gpu)
+            for op, incl in zip(rec.ops, rec.measured_incl_us):
+                if not op.get("kernels") or incl <= 0 or op["id"] in learned:
+                    continue
+                r = rec.rows.get(op["id"])
+                if r is None:
+                    continue
+                cls = OP_CLASSES[int(r["op_class"])]
+                if cls in ("no_kernel", "unknown"):
+                    continue
+                precision = PRECISIONS[int(r["precision"])]
+                peak = dev.peak_flops(precision if precision in dev.peak_tflops else "fp32")
+                roof = max(float(r["flops"]) / peak * 1e6, float(r["bytes"]) / (dev.bandwidth_gbs * 1e3))
+                if roof <= 0:
+                    continue
+                out.append(Sample(rec.workload, rec.gpu, op["name"].removeprefix("aten::"), cls, _elem_bytes(op),
+                                  _channels_last(op), roof, len(op["kernels"]), incl))
+    return out
+
+
+# The grid the two constants of an entry are fitted on.
+FIXED_US_GRID = np.concatenate([[0.0], np.geomspace(0.5, 200.0, 60)])
+EFFICIENCY_GRID = np.geomspace(EFFICIENCY_RANGE[0], EFFICIENCY_RANGE[1], 80)
+
+
+def fit_entry(s: list[Sample]) -> dict:
+    """The fixed time t0 (us) and the efficiency e of time = t0 + roofline / e that least
+    squares the log error over the samples (a grid: both constants are positive)."""
+    roof = np.array([x.roofline_us for x in s])
+    log_meas = np.log([x.measured_us for x in s])
+    pred = np.log(FIXED_US_GRID[:, None, None] + roof[None, None, :] / EFFICIENCY_GRID[None, :, None])
+    err = np.mean((pred - log_meas) ** 2, axis=2)
+    i, j = np.unravel_index(np.argmin(err), err.shape)
+    return {"fixed_us": round(float(FIXED_US_GRID[i]), 3), "efficiency": round(float(EFFICIENCY_GRID[j]), 4),
+            "samples": len(s)}
+
+
+def fit(data: list[Sample]) -> dict:
+    """The table: per "op|elem_bytes", per op and per class, the constants of fit_entry."""
+    ops: dict[str, dict] = {}
+    groups: dict[str, list[Sample]] = {}
+    for x in data:
+        for key in keys(x):
+            groups.setdefault(key, []).append(x)
+    for key, s in sorted(groups.items()):
+        if len(s) >= MIN_SAMPLES:
+            ops[key] = {**fit_entry(s), "workloads": sorted({x.workload for x in s})}
+    classes = {cls: fit_entry([x for x in data if x.op_class == cls]) for cls in sorted({x.op_class for x in data})}
+    return {"ops": ops, "classes": classes}
+
+
+def keys(x: Sample) -> tuple[str, ...]:
+    """A sample's table keys, most specific first: op, element width and layout ("cl":
+    channels-last, "" otherwise); op and element width; op."""
+    return (f"{x.op}|{x.elem_bytes}|{'cl' if x.channels_last else ''}", f"{x.op}|{x.elem_bytes}", x.op)
+
+
+def entry(table: dict, x: Sample) -> dict | None:
+    """The entry the engine would use for a sample (most specific first); None: none."""
+    for key in keys(x):
+        if key in table["ops"]:
+            return table["ops"][key]
+    return table["classes"].get(x.op_class)
+
+
+def forecast_us(table: dict, x: Sample, fallback: float) -> float:
+    """The engine's time for a sample: t0 + roofline / e of its entry (else the roofline over
+    `fallback`), at least 2 us per kernel (kMinKernelUs)."""
+    e = entry(table, x) or {"fixed_us": 0.0, "efficiency": fallback}
+    return max(e["fixed_us"] + x.roofline_us / e["efficiency"], 2.0 * max(x.kernels, 1))
+
+
+def lowo(data: list[Sample]) -> dict:
+    """Per workload, the table fitted on the others against its ops: mean |error| % per class
+    (ops of at least 5 us), and the class's kernel-sum error."""
+    out: dict = {}
+    for wl in sorted({x.workload for x in data}):
+        table = fit([x for x in data if x.workload != wl])
+        mine = [x for x in data if x.workload == wl]
+        for cls in sorted({x.op_class for x in mine}):
+            s = [x for x in mine if x.op_class == cls]
+            pred = np.array([forecast_us(table, x, 0.5) for x in s])
+            meas = np.array([x.measured_us for x in s])
+            big = meas >= 5.0
+            out.setdefault(cls, {})[wl] = {"per_op_ge5us": summary(np.abs(pred[big] - meas[big]) / meas[big] * 100),
+                                          "sum_error_pct": float((pred.sum() / meas.sum() - 1) * 100)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m habitat.learned.roofline_table", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--traces", required=True, help="benchmarks/results: holds <run>/traces/*.json.gz")
+    p.add_argument("--out", default=None, help="write roofline.json here")
+    p.add_argument("--lowo", action="store_true", help="print the leave-one-workload-out errors")
+    p.add_argument("--exclude-workloads", default=None,
+                   help="comma-separated traced workloads whose ops are left out of the table")
+    args = p.parse_args(argv)
+    excluded = {w for w in (args.exclude_workloads or "").split(",") if w}
+    data = [x for x in samples(args.traces) if x.workload not in excluded]
+    table = fit(data)
+    if args.lowo:
+        for cls, per in lowo(data).items():
+            for wl, e in per.items():
+                s = e["per_op_ge5us"]
+                print(f"{cls:12s} {wl:14s} per op >= 5 us: n {s.get('n', 0):4d} mean "
+                      f"{s.get('mean', float('nan')):6.1f} %   class kernel sum {e['sum_error_pct']:+6.1f} %")
+    if args.out:
+        doc = {"format": FORMAT, "version": FORMAT_VERSION, **table,
+               "source": "recorded Hopper training steps (habitat.learned.traces.RUNS): roofline / CUPTI kernel "
+                         "time per op, median per op name and element width, per op, per class",
+               "training_command": "python -m habitat.learned.roofline_table "
+                                   + " ".join(argv if argv is not None else sys.argv[1:])}
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "roofline.json").write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+// Measured rooflines (learned/roofline_table.h): roofline.json beside the learned models gives the
+// ops no learned family covers a fixed part and an efficiency, the most specific entry first
+// (op, element width and layout; op and width; op; class), and the predictor uses them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cost/test_op_cost_builders.h"
+#include "habitat/learned_models.h"
+#include "learned/roofline_table.h"
+#include "predict/shape_efficiency.h"
+#include "test_devices.h"
+
+namespace habitat {
+namespace {
+
+using namespace habitat::test;
+namespace fs = std::filesystem;
+
+fs::path table_dir(const std::string& name, const std::string& body) {
+  const fs::path dir = fs::temp_directory_path() / ("habitat_roofline_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "roofline.json") << body;
+  return dir;
+}
+
+const char* kTable = R"({"format": "habitat-roofline-efficiency", "version": 1,
+  "ops": {"cudnn_batch_norm|2|cl": {"fixed_us": 7.0, "efficiency": 0.5},
+          "cudnn_batch_norm|2": {"fixed_us": 3.0, "efficiency": 0.25},
+          "cudnn_batch_norm": {"fixed_us": 1.0, "efficiency": 0.8}},
+  "classes": {"norm": {"fixed_us": 0.0, "efficiency": 0.1}}})";
+
+OpRecord bn(const std::string& name, const std::string& dtype, bool channels_last) {
+  TensorMeta x = T({32, 64, 56, 56}, dtype);
+  if (channels_last) {
+    x.strides = {56 * 56 * 64, 1, 56 * 64, 64};
+    x.contiguous = false;
+  }
+  return op(name, "", {tensor("input", x)}, {x});
+}
+
+TEST(RooflineTable, TheMostSpecificEntryWins) {
+  const RooflineTable t = RooflineTable::load(table_dir("specific", kTable).string());
+  OpCost cost;
+  cost.op_class = OpClass::Norm;
+  EXPECT_EQ(t.find(bn("aten::cudnn_batch_norm", "bfloat16", true), cost)->fixed_us, 7.0);
+  EXPECT_EQ(t.find(bn("aten::cudnn_batch_norm", "bfloat16", false), cost)->fixed_us, 3.0);
+  EXPECT_EQ(t.find(bn("aten::cudnn_batch_norm", "float32", false), cost)->fixed_us, 1.0);
+  EXPECT_EQ(t.find(bn("aten::native_batch_norm", "float32", false), cost)->efficiency, 0.1);
+  cost.op_class = OpClass::Loss;
+  EXPECT_FALSE(t.find(bn("aten::nll_loss_forward", "float32", false), cost).has_value());
+  EXPECT_TRUE(
+      RooflineTable::load(fs::temp_directory_path().string() + "/habitat_no_such_dir").empty());
+}
+
+TEST(RooflineTable, TheEstimateIsTheFixedPartPlusTheRooflineOverTheEfficiency) {
+  const Device& d = db().find("H100-SXM5-80GB");
+  OpCost cost;
+  cost.op_class = OpClass::Norm;
+  cost.precision = Precision::Fp32Simt;
+  cost.bytes_read = 4e8;
+  cost.kernels = 1;
+  const double roof = cost.bytes() / d.bandwidth_bytes_per_s() * 1e6;
+  EXPECT_NEAR(roofline_estimate_us(cost, d, MeasuredRoofline{5.0, 0.5}), 5.0 + roof / 0.5, 1e-9);
+  EXPECT_NEAR(roofline_estimate_us(cost, d), roof / roofline_efficiency(OpClass::Norm), 1e-9);
+  cost.bytes_read = 1;  // a tiny op: the per-kernel floor
+  EXPECT_EQ(roofline_estimate_us(cost, d, MeasuredRoofline{0.0, 1.0}), kMinKernelUs);
+}
+
+TEST(RooflineTable, ABadEntryNamesTheFileAndTheField) {
+  const fs::path dir =
+      table_dir("bad", R"({"ops": {"x": {"fixed_us": 1, "efficiency": 1.5}}, "classes": {}})");
+  try {
+    RooflineTable::load(dir.string());
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("roofline.json"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("efficiency"), std::string::npos);
+  }
+}
+
+TEST(RooflineTable, LearnedModelsLoadItBesideTheWeights) {
+  const LearnedModels m = LearnedModels::load(table_dir("models", kTable).string());
+  OpCost cost;
+  cost.op_class = OpClass::Norm;
+  EXPECT_EQ(m.measured_roofline(bn("aten::cudnn_batch_norm", "float32", false), cost)->fixed_us,
+            1.0);
+}
+
+}  // namespace
+}  // namespace habitat
