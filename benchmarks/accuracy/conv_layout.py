@@ -1,8 +1,7 @@
 """Convolution memory layout in the recorded Hopper traces: which convolutions cuDNN wraps in
 NCHW <-> NHWC transform kernels, and what those kernels cost.
 
-    python benchmarks/accuracy/conv_layout.py [--fit-run h100-sxm5-80gb --fit-workload dcgan
-                                               --fit-precision bf16] [--collection DIR]
+    python benchmarks/accuracy/conv_layout.py [--collection DIR]
 
 Reads the GPU traces (benchmarks/results/<run>/traces/<workload>_<precision>.json.gz: ops with
 their CUPTI kernels and durations, and each tensor's strides). For every convolution op that
@@ -15,20 +14,18 @@ and weight gradient from output_mask) and its transform kernels: cuDNN's
 (kernel names).
 
 Prints (1) per (run, workload, precision, op, layout): passes, transform kernels and their
-share of the op's kernel time; (2) the transform-cost model of habitat.learned.conv_layout
-(per transformed tensor: a fixed cost plus read + write bytes at a share of the DRAM bandwidth),
-its two constants fitted by least squares (log time) to the per-op transform sums of ONE
-trace set (default: the H100 run of 2026-11-22, dcgan, bf16), and its error on every other
-(run, workload, precision) as a check. Evaluation and calibration only; the constants the
-engine uses are the ones in habitat.learned.conv_layout / csrc (learned_model.cpp), written by
-hand from this script's output.
+share of the op's kernel time; (2) the shipped transform-cost model of habitat.learned.
+conv_layout (per pass: a fixed cost plus read + write bytes at a share of the DRAM bandwidth
+per element width) against every trace set's transforms: an independent check, since the
+constants come from the collection below.
 
---collection DIR checks both against a kernel collection instead (collect_kernels.py since
-session 11: conv_<precision>.csv rows with `Layout` and the CUPTI `Transform Latency` of each
-pass), shapes the traces never had: (3) per precision, how many NCHW rows cuDNN transformed
-against how many the engine's rule says it would (TF32: `tf32_on_tensor_cores`, both channel
-counts multiples of 8; 16-bit: always), and (4) the transform cost the engine adds (the shipped
-constants, not refitted) against the measured transforms of the rows that ran them.
+--collection DIR (a collect_kernels.py output with `Layout` and the CUPTI `Transform Latency`
+of each pass: benchmarks/results/kernels/H100-SXM5-80GB-2026-11-26) fits the transform cost by
+least squares in log time on its NCHW passes that ran transforms (the constants the package
+ships were copied from this output), prints the shipped cost's error per precision, and checks
+the path rule: for each NCHW pass, the faster of its two measured alternatives (the FP32 SIMT
+pass: the shape's fp32 NCHW row; the tensor-core pass: its channels-last row plus the shipped
+transform cost) against the path cuDNN took and against the pass's measured time.
 """
 from __future__ import annotations
 
@@ -118,92 +115,132 @@ def all_ops(runs: tuple[str, ...] = RUNS) -> dict[tuple[str, str, str], list[dic
 
 
 def _model_terms(r: dict[str, Any]) -> tuple[float, float]:
-    """(transform kernels, bytes moved) the model assumes for an NCHW op: per pass, its two
-    inputs and its output, each read and written once (the three tensors x, w, y), every
-    element counted at habitat.learned.conv_layout.ELEMENT_BYTES whatever its dtype."""
-    from habitat.learned.conv_layout import ELEMENT_BYTES
+    """(passes, bytes moved) the model assumes for an NCHW op: per pass, its two inputs and its
+    output, each read and written once (the three tensors x, w, y)."""
     n = len(r["passes"])
-    return 3.0 * n, n * 2.0 * ELEMENT_BYTES * sum(r["tensor_elems"])
+    return float(n), n * 2.0 * r["elem_bytes"] * sum(r["tensor_elems"])
 
 
-def fit(ops: list[dict[str, Any]]) -> tuple[float, float]:
-    """(fixed us per transform kernel, share of DRAM bandwidth) minimising squared log error of
-    the per-op transform sums (grid over the share, the fixed cost in closed form per share is
-    not log-linear, so both on a grid)."""
-    best = (math.inf, 0.0, 0.0)
-    for c in [x * 0.1 for x in range(0, 61)]:
-        for e in [x * 0.01 for x in range(20, 101)]:
-            err = 0.0
-            for r in ops:
-                k, b = _model_terms(r)
-                t = k * c + b / (e * r["bandwidth_gbs"] * 1e3)
-                err += (math.log(max(t, 1e-3)) - math.log(r["transform_us"])) ** 2
-            if err < best[0]:
-                best = (err, c, e)
-    return best[1], best[2]
+def model_us(r: dict[str, Any]) -> float:
+    """The shipped transform cost (habitat.learned.conv_layout) of an NCHW op's passes."""
+    from habitat.learned.conv_layout import FIXED_US_PER_PASS, bandwidth_share
+    passes, nbytes = _model_terms(r)
+    return passes * FIXED_US_PER_PASS + nbytes / (float(bandwidth_share(r["elem_bytes"])) * r["bandwidth_gbs"] * 1e3)
 
 
-def model_us(r: dict[str, Any], fixed_us: float, share: float) -> float:
-    k, b = _model_terms(r)
-    return k * fixed_us + b / (share * r["bandwidth_gbs"] * 1e3)
-
-
-def collection_rows(directory: Path) -> dict[str, list[dict[str, Any]]]:
-    """NCHW conv rows of a kernel collection with device-time columns, by precision: each row's
-    shape (habitat.learned.neusight.row_shape), GPU, measured transform time (us) and whether
-    the engine's rule puts it on tensor cores between transforms."""
-    from habitat.learned import conv_layout as layout_model
+def collection_rows(directory: Path) -> list[dict[str, Any]]:
+    """Conv rows of a kernel collection with device-time columns: each row's precision, layout,
+    pass, shape (habitat.learned.neusight.row_shape), GPU, and measured pass and transform
+    times (us)."""
     from habitat.learned.neusight import row_shape
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: list[dict[str, Any]] = []
     for path in sorted(directory.glob("conv_*.csv")):
         precision = path.stem.removeprefix("conv_")
         with path.open(newline="") as f:
-            rows = [r for r in csv.DictReader(f) if r.get("Layout", "nchw") == "nchw"]
+            rows = list(csv.DictReader(f))
         if not rows or "Transform Latency" not in rows[0]:
             continue
-        parsed = []
         for r in rows:
-            shape = row_shape("conv", r)
-            rule = precision != "tf32" or bool(layout_model.tf32_on_tensor_cores(shape))
-            parsed.append({"shape": shape, "device": r["Device"],
-                           "transform_us": float(r["Transform Latency"]) * 1e3,
-                           "rule_transforms": precision in layout_model.TRANSFORM_PRECISIONS and rule})
-        out[precision] = parsed
+            shape = row_shape("conv", r, 2.0 if precision in ("bf16", "fp16") else 4.0)
+            key = tuple(r[c] for c in ("B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size",
+                                       "Stride", "Padding", "Phase"))
+            out.append({"precision": precision, "layout": r.get("Layout", "nchw"), "key": key, "shape": shape,
+                        "device": r["Device"], "kernel_us": float(r["Kernel Latency"]) * 1e3,
+                        "transform_us": float(r["Transform Latency"]) * 1e3})
     return out
+
+
+def fit_transforms(rows: list[dict[str, Any]], bandwidth_gbs: dict[str, float]) -> tuple[float, dict[float, float]]:
+    """(fixed us per pass, {element bytes: share of DRAM bandwidth}) minimising the squared log
+    error of the transform time of the NCHW passes that ran transforms (a grid)."""
+    from habitat.learned.conv_layout import tensor_elements
+    best: dict[float, tuple[float, float, float]] = {}
+    widths = sorted({r["shape"]["elem_bytes"] for r in rows})
+    for c in [x * 0.25 for x in range(0, 41)]:
+        for w in widths:
+            sub = [r for r in rows if r["shape"]["elem_bytes"] == w]
+            for e in [x * 0.01 for x in range(20, 101)]:
+                err = sum((math.log(c + 2 * w * float(tensor_elements(r["shape"]))
+                                    / (e * bandwidth_gbs[r["device"]] * 1e3)) - math.log(r["transform_us"])) ** 2
+                          for r in sub)
+                total = best.get(w, (math.inf, 0.0, 0.0))
+                if err < total[0]:
+                    best[w] = (err, c, e)
+    # one fixed cost for every width: the one with the least error summed over the widths
+    fixed = min({b[1] for b in best.values()},
+                key=lambda c: sum(min(sum((math.log(c + 2 * w * float(tensor_elements(r["shape"]))
+                                                    / (e * bandwidth_gbs[r["device"]] * 1e3))
+                                           - math.log(r["transform_us"])) ** 2
+                                          for r in rows if r["shape"]["elem_bytes"] == w)
+                                      for e in [x * 0.01 for x in range(20, 101)]) for w in widths))
+    shares = {}
+    for w in widths:
+        sub = [r for r in rows if r["shape"]["elem_bytes"] == w]
+        shares[w] = min([x * 0.01 for x in range(20, 101)],
+                        key=lambda e: sum((math.log(fixed + 2 * w * float(tensor_elements(r["shape"]))
+                                                    / (e * bandwidth_gbs[r["device"]] * 1e3))
+                                           - math.log(r["transform_us"])) ** 2 for r in sub))
+    return fixed, shares
 
 
 def check_collection(directory: Path) -> int:
     from habitat.learned import conv_layout as layout_model
     from habitat.learned.devices import default_table
-    by_precision = collection_rows(directory)
-    if not by_precision:
+    rows = collection_rows(directory)
+    if not rows:
         print(f"no conv_<precision>.csv with a `Transform Latency` column in {directory} "
               "(collect one with `bash benchmarks/gpu/run.sh kernels conv` on a GPU)")
         return 1
-    print(f"NCHW conv rows of {directory}: transformed (Transform Latency > 0) against the engine's rule")
-    print("| precision | rows | rule yes, measured yes | rule yes, measured no | rule no, measured yes | "
-          "rule no, measured no | model / measured transform sum | mean abs err % per row |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     devices = default_table()
-    for precision, rows in by_precision.items():
-        counts = {(a, b): 0 for a in (True, False) for b in (True, False)}
-        for r in rows:
-            counts[(r["rule_transforms"], r["transform_us"] > 0)] += 1
-        both = [r for r in rows if r["rule_transforms"] and r["transform_us"] > 0]
-        model = [float(layout_model.transform_us(r["shape"], devices.find(r["device"]))) for r in both]
-        ratio = sum(model) / sum(r["transform_us"] for r in both) if both else float("nan")
-        err = statistics.fmean(abs(m / r["transform_us"] - 1) * 100 for m, r in zip(model, both)) \
-            if both else float("nan")
-        print(f"| {precision} | {len(rows)} | {counts[(True, True)]} | {counts[(True, False)]} | "
-              f"{counts[(False, True)]} | {counts[(False, False)]} | {ratio:.2f} | {err:.1f} |")
+    bandwidth = {r["device"]: devices.find(r["device"]).bandwidth_gbs for r in rows}
+    nchw = [r for r in rows if r["layout"] == "nchw"]
+    transformed = [r for r in nchw if r["transform_us"] > 0]
+    fixed, shares = fit_transforms(transformed, bandwidth)
+    print(f"Transform cost fitted on the {len(transformed)} NCHW passes of {directory.name} that ran transforms: "
+          f"{fixed:.2f} us per pass + read/write bytes at "
+          + ", ".join(f"{s:.2f} (elements of {w:g} B)" for w, s in sorted(shares.items()))
+          + " of DRAM bandwidth; shipped (habitat.learned.conv_layout): "
+          f"{layout_model.FIXED_US_PER_PASS} us, "
+          + ", ".join(f"{s:.2f} ({w:g} B)" for w, s in sorted(layout_model.BANDWIDTH_SHARE.items())))
+    print("\n| precision | NCHW passes | transformed | shipped model / measured transform sum | mean abs err % per pass |")
+    print("|---|---:|---:|---:|---:|")
+    for precision in sorted({r["precision"] for r in nchw}):
+        mine = [r for r in transformed if r["precision"] == precision]
+        model = [float(layout_model.transform_us(r["shape"], devices.find(r["device"]))) for r in mine]
+        ratio = sum(model) / sum(r["transform_us"] for r in mine) if mine else float("nan")
+        err = statistics.fmean(abs(m / r["transform_us"] - 1) * 100 for m, r in zip(model, mine)) \
+            if mine else float("nan")
+        print(f"| {precision} | {sum(r['precision'] == precision for r in nchw)} | {len(mine)} | {ratio:.2f} | "
+              f"{err:.1f} |")
+    # The path cuDNN takes for an NCHW pass, against the faster of its measured alternatives.
+    by = {(r["precision"], r["layout"], r["key"]): r for r in rows}
+    print("\nNCHW passes: the path cuDNN took (transformed or not) against the faster of the alternatives, "
+          "each measured (FP32 SIMT: the fp32 NCHW row of the shape; tensor cores: its channels-last row plus "
+          "the shipped transform cost)")
+    print("| precision | passes | faster alternative = path taken | mean abs err % of the faster alternative "
+          "| always transforms: mean abs err % |")
+    print("|---|---:|---:|---:|---:|")
+    for precision in ("tf32", "bf16", "fp16"):
+        agree, errs, always = 0, [], []
+        for r in nchw:
+            if r["precision"] != precision:
+                continue
+            simt, tensor = by.get(("fp32", "nchw", r["key"])), by.get((precision, "nhwc", r["key"]))
+            if simt is None or tensor is None:
+                continue
+            t_tensor = tensor["kernel_us"] + float(layout_model.transform_us(r["shape"], devices.find(r["device"])))
+            t_fast = min(simt["kernel_us"], t_tensor) if precision == "tf32" else t_tensor
+            agree += (r["transform_us"] > 0) == (t_tensor <= simt["kernel_us"] or precision != "tf32")
+            errs.append(abs(t_fast / r["kernel_us"] - 1) * 100)
+            always.append(abs(t_tensor / r["kernel_us"] - 1) * 100)
+        if errs:
+            print(f"| {precision} | {len(errs)} | {agree} | {statistics.fmean(errs):.1f} | "
+                  f"{statistics.fmean(always):.1f} |")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fit-run", default="h100-sxm5-80gb")
-    ap.add_argument("--fit-workload", default="dcgan")
-    ap.add_argument("--fit-precision", default="bf16")
     ap.add_argument("--collection", type=Path, help="check the rule and the cost against a kernel collection")
     args = ap.parse_args(argv)
     if args.collection is not None:
@@ -220,11 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             tr, kt = sum(r["transform_us"] for r in g), sum(r["kernel_us"] for r in g)
             print(f"| {run} | {wl} | {prec} | {op} | {lay} | {len(g)} | {sum(len(r['passes']) for r in g)} | "
                   f"{sum(r['transforms'] for r in g)} | {tr:.1f} | {kt:.1f} | {tr / kt * 100:.1f}% |")
-    fit_ops = [r for r in ops[(args.fit_run, args.fit_workload, args.fit_precision)]
-               if r["layout"] == "nchw" and r["transform_us"] > 0]
-    fixed, share = fit(fit_ops)
-    print(f"\nfitted on {args.fit_run} {args.fit_workload} {args.fit_precision} ({len(fit_ops)} NCHW ops with "
-          f"transforms): {fixed:.1f} us per transform kernel + read/write bytes at {share:.2f} of DRAM bandwidth")
+    print("\nThe shipped transform cost (fitted on the 2026-11-26 kernel collection: --collection) on each "
+          "trace set's NCHW convolution ops")
     print("\n| run | workload | precision | NCHW ops | with transforms | measured transform us | "
           "model us (ops with transforms) | model us (all NCHW ops) | mean abs err % per op |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
@@ -234,9 +268,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with_t = [r for r in nchw if r["transform_us"] > 0]
         meas = sum(r["transform_us"] for r in nchw)
-        mod_t = sum(model_us(r, fixed, share) for r in with_t)
-        mod_all = sum(model_us(r, fixed, share) for r in nchw)
-        err = statistics.fmean(abs(model_us(r, fixed, share) / r["transform_us"] - 1) * 100 for r in with_t) \
+        mod_t = sum(model_us(r) for r in with_t)
+        mod_all = sum(model_us(r) for r in nchw)
+        err = statistics.fmean(abs(model_us(r) / r["transform_us"] - 1) * 100 for r in with_t) \
             if with_t else float("nan")
         print(f"| {run} | {wl} | {prec} | {len(nchw)} | {len(with_t)} | {meas:.1f} | {mod_t:.1f} | "
               f"{mod_all:.1f} | {err:.1f} |")

@@ -1,6 +1,7 @@
 """python -m habitat.evaluate {kernels,models} --data DIR [--quick] [--json OUT] [--origin G] [--target G]
 python -m habitat.evaluate distributed [--data DIR] [--target GPU_DIR] [--json OUT]
-python -m habitat.evaluate precision [--data benchmarks/results/kernels/H100-SXM5-80GB] [--json OUT]
+python -m habitat.evaluate precision [--data benchmarks/results/kernels/H100-SXM5-80GB-2026-11-26] [--all-rows]
+    [--json OUT]
 python -m habitat.evaluate cards --data DIR [--origin GPU --target GPU] [--json OUT]"""
 from __future__ import annotations
 
@@ -23,13 +24,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="kernels: per-op CSVs (kernels/, test/); models: end-to-end labels/; "
                         "distributed: 4-GPU DP/TP/PP labels of the --target GPU folder in --data (default: the "
                         "repository's copy, NVIDIA_A100-SXM4-40GB); "
-                        "precision: GEMM and conv on the measured multi-precision kernels' held-out shapes; "
+                        "precision: per op against a device-time kernel collection (the held-out shapes, or "
+                        "--all-rows); "
                         "cards: two GPUs on the same test/ GEMM shapes, measured and forecast ratio")
     p.add_argument("--data", default=None, help="NeuSight-format data directory (precision: collect_kernels.py "
                                                 "output of one GPU; default the committed H100 set)")
     p.add_argument("--weights", default=None, help="weights directory (default: the packaged weights/)")
     p.add_argument("--devices", default=None, help="devices.json (default: the package's)")
     p.add_argument("--quick", action="store_true", help="a small subsample (tests, CI)")
+    p.add_argument("--all-rows", action="store_true",
+                   help="precision only: score every row of --data (a collection the models never saw)")
     p.add_argument("--json", default=None, help="write the numbers to this file")
     p.add_argument("--origin", action="append", default=None, help="restrict origins (repeatable)")
     p.add_argument("--target", action="append", default=None,
@@ -41,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     weights = Path(args.weights) if args.weights else P.default_weights_dir()
     start = time.time()
     if args.what == "precision":
-        results = precision.evaluate(Path(args.data) if args.data else precision.default_data(), weights, devices)
+        results = precision.evaluate(Path(args.data) if args.data else precision.default_data(), weights, devices,
+                                     args.all_rows)
         precision.print_report(results)
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
