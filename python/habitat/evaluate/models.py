@@ -54,6 +54,13 @@ def _fn_name(target: str) -> str:
     return m.group(1) if m else target.split(".")[-1]
 
 
+def _row_parts(family: str, rows: float, cols: float) -> tuple[Part, Part]:
+    """A layer norm's or softmax's forward and backward: the models have a `backward` column
+    (the engine forecasts the backward kernel through it too)."""
+    shape = {"rows": rows, "cols": cols, "elem_bytes": 4.0}
+    return Part(family, {**shape, "backward": 0.0}), Part(family, {**shape, "backward": 1.0})
+
+
 def node_parts(row: dict[str, str], training: bool) -> dict[str, list[Part]]:
     """fw/bw/acc work of an fx node as learned-family parts (empty: no device work modelled)."""
     try:
@@ -76,8 +83,8 @@ def node_parts(row: dict[str, str], training: bool) -> dict[str, list[Part]]:
                     "acc": [_elem(n * k + n, 2)]}
         if cls == "LayerNorm":
             cols = float(out[-1])
-            p = Part("layernorm", {"rows": n_out / cols, "cols": cols, "elem_bytes": 4.0})
-            return {"fw": [p], "bw": [Part(p.family, p.shape, 2.0)], "acc": [_elem(2 * cols, 2)]}
+            fw, bw = _row_parts("layernorm", n_out / cols, cols)
+            return {"fw": [fw], "bw": [bw], "acc": [_elem(2 * cols, 2)]}
         if cls == "Dropout":
             return {"fw": [_elem(n_out, 1)], "bw": [_elem(n_out, 2)]} if training else {}
         if cls == "Embedding":
@@ -86,8 +93,8 @@ def node_parts(row: dict[str, str], training: bool) -> dict[str, list[Part]]:
             return {"fw": [_elem(n_out, 1, cls != "ReLU")], "bw": [_elem(n_out, 2)]}
         if cls == "Softmax":
             cols = float(out[-1])
-            p = Part("softmax", {"rows": n_out / cols, "cols": cols, "elem_bytes": 4.0})
-            return {"fw": [p], "bw": [Part(p.family, p.shape, 1.5)]}
+            fw, bw = _row_parts("softmax", n_out / cols, cols)
+            return {"fw": [fw], "bw": [bw]}
         return {}
     if kind in ("call_function", "call_method"):
         fn = _fn_name(row["target"])
@@ -102,8 +109,8 @@ def node_parts(row: dict[str, str], training: bool) -> dict[str, list[Part]]:
                     "acc": [_elem(k * n + n, 2)]}
         if fn == "softmax":
             cols = float(out[-1])
-            p = Part("softmax", {"rows": n_out / cols, "cols": cols, "elem_bytes": 4.0})
-            return {"fw": [p], "bw": [Part(p.family, p.shape, 1.5)]}
+            fw, bw = _row_parts("softmax", n_out / cols, cols)
+            return {"fw": [fw], "bw": [bw]}
         if fn == "contiguous":
             return {"fw": [_elem(n_out, 1)]}
         if fn in _ELEMENTWISE_FN and n_out > 1:
