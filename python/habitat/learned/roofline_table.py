@@ -10,7 +10,8 @@ kernel time (CUPTI, the op's kernels and those below it). An op's time is modell
 part and a bandwidth part, time = t0 + roofline / e (Hockney's latency-bandwidth form: the small
 ops of a training step are launch- and tail-bound, the large ones stream), with t0 and e fitted by
 least squares in log time per op name, element width and layout (channels-last or not), per op
-name and element width, per op name (at least MIN_SAMPLES samples each) and per op class. The engine uses the most specific entry it finds
+name and element width, per op name (at least MIN_SAMPLES samples each) and per op class (at least
+MIN_CLASS_OPS ops). The engine uses the most specific entry it finds
 (csrc/src/learned/roofline_table.cpp), else its class's built-in efficiency
 (csrc/src/predict/shape_efficiency.cpp). Written as `roofline.json` beside the learned models.
 
@@ -34,6 +35,10 @@ from habitat.learned.fitting import summary
 FORMAT = "habitat-roofline-efficiency"
 FORMAT_VERSION = 1
 MIN_SAMPLES = 2
+# A class entry stands for ops the steps never ran, so it must rest on several ops: one op's
+# constants (6 samples of max_pool2d_with_indices_backward made the "reduction" class 200 us
+# per kernel) would be given to every fused reduction of a compiled step.
+MIN_CLASS_OPS = 2
 # Efficiencies are kept within these bounds: a roofline is never beaten, and an op measured
 # below a hundredth of its roofline is launch-bound, which the engine's per-kernel floor states.
 EFFICIENCY_RANGE = (0.01, 1.0)
@@ -137,7 +142,11 @@ def fit(data: list[Sample]) -> dict:
     for key, s in sorted(groups.items()):
         if len(s) >= MIN_SAMPLES:
             ops[key] = {**fit_entry(s), "workloads": sorted({x.workload for x in s})}
-    classes = {cls: fit_entry([x for x in data if x.op_class == cls]) for cls in sorted({x.op_class for x in data})}
+    classes = {}
+    for cls in sorted({x.op_class for x in data}):
+        s = [x for x in data if x.op_class == cls]
+        if len({x.op for x in s}) >= MIN_CLASS_OPS:
+            classes[cls] = fit_entry(s)
     return {"ops": ops, "classes": classes}
 
 
