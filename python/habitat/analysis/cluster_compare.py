@@ -135,8 +135,10 @@ def compare_clusters(forecast: "Forecast", clusters: Sequence[Cluster],
         rows.append(ClusterRow(rank=0, forecast=fc, run_seconds=seconds, usd_per_gpu_hour=usd,
                                run_cost_usd=None if usd is None else usd * cluster.world_size * seconds / 3600,
                                replicas=fc.parallelism.data))
-    # equal step times (host-bound steps often are): the cheaper run first
-    rows.sort(key=lambda r: (r.forecast.time_us, r.run_cost_usd if r.run_cost_usd is not None else float("inf")))
+    # equal step times (host-bound steps often are: they play one host cadence and differ only
+    # by float rounding, ~1e-12 ms, so times are compared to a nanosecond): the cheaper run first
+    rows.sort(key=lambda r: (round(r.forecast.time_us, 3),
+                             r.run_cost_usd if r.run_cost_usd is not None else float("inf")))
     for i, r in enumerate(rows):
         r.rank = i + 1
     return ClusterComparison(rows, total)
