@@ -27,13 +27,19 @@ def test_python_forecast_from_the_parts_equals_the_engines() -> None:
     """Every learned op of a recorded trace: the engine's shape-based forecast and the Python one
     from the same parts (the trainer's feature code, the shipped weights) agree, except where the
     engine takes more than the parts (a TF32 pass's faster FP32 path, NCHW transforms, the op's
-    own roofline)."""
+    own roofline) or less (the dominance envelope: the least forecast over the GPUs the H100
+    beats, which for the tiniest ops is another GPU's, at the launch floor)."""
     ops = tr.trace_ops(TRACE, RUN)
     assert len(ops) > 50 and "fill_" in {o.op for o in ops}
     simple = [o for o in ops if all(p[0] in ("elementwise", "softmax", "layernorm") for p in o.parts)]
-    pred = tr.forecast_us(simple, load_all(REPO / "weights"), default_table())
+    models = load_all(REPO / "weights")
+    pred = tr.forecast_us(simple, models, default_table())
     engine = np.array([o.engine_us for o in simple])
-    np.testing.assert_allclose(pred, engine, rtol=1e-5)
+    same = np.isclose(pred, engine, rtol=1e-5)
+    assert same.mean() > 0.6, f"{same.sum()} of {len(same)} ops agree"
+    assert np.all(engine[~same] < pred[~same])  # only the envelope lowers a simple op's forecast
+    floor = min(m.launch_floor_us for m in models.values())
+    assert np.all(engine >= floor * (1 - 1e-9))
 
 
 def _op(op: str, parts: list, us: float, workload: str = "dcgan") -> tr.TraceOp:
