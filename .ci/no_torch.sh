@@ -5,8 +5,8 @@
 # tests/python/no_torch/test_no_torch.py. Prints PASS or FAIL and the time taken.
 #
 #   bash .ci/no_torch.sh            (needs python3 with venv, g++, cmake, nlohmann-json3-dev,
-#                                    network access to PyPI for pybind11, scikit-build-core,
-#                                    numpy, matplotlib, pytest)
+#                                    and PyPI for what pyproject.toml declares: the build
+#                                    requirements, the dependencies, the plot and test extras)
 #
 # Nothing is cached: the venv and the work directory are temporary and removed at exit
 # (HABITAT_KEEP_TMP=1 keeps them). The engine build dominates the time.
@@ -30,19 +30,23 @@ step "venv in $TMP/venv"
 # shellcheck disable=SC1091
 source "$TMP/venv/bin/activate"
 python -m pip install -q --upgrade pip || fail "pip upgrade"
-python -m pip install -q pybind11 scikit-build-core numpy matplotlib pytest || fail "pip install deps"
+# The build requirements (pyproject.toml's build-system.requires, read by cmake/requirements.py):
+# --no-build-isolation below builds in this venv. The dependencies and extras come with habitat.
+BUILD_REQUIRES=$(python "$REPO/cmake/requirements.py" build) || fail "cmake/requirements.py"
+mapfile -t BUILD_REQUIRES <<<"$BUILD_REQUIRES"
+python -m pip install -q "${BUILD_REQUIRES[@]}" || fail "pip install ${BUILD_REQUIRES[*]}"
 python -c "import torch" 2>/dev/null && fail "torch is importable in the venv"
 
-step "build and install habitat (engine only)"
+step "build and install habitat[plot,test] (engine only)"
 # From a copy of the working tree (tracked and untracked, not ignored files): the repository's
 # build/ holds objects compiled against torch's pybind11, which must not be reused here.
 mkdir -p "$TMP/src"
 (cd "$REPO" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf - 2>/dev/null) \
   | tar -xf - -C "$TMP/src" || fail "copying the source tree"
 BUILD_START=$(date +%s)
-(cd "$TMP/src" && python -m pip install -q --no-build-isolation .) \
-  || fail "pip install --no-build-isolation ."
-echo "   built in $(( $(date +%s) - BUILD_START )) s"
+(cd "$TMP/src" && python -m pip install -q --no-build-isolation ".[plot,test]") \
+  || fail "pip install --no-build-isolation .[plot,test]"
+echo "   built and installed with its dependencies in $(( $(date +%s) - BUILD_START )) s"
 
 GOLDEN="$REPO/tests/python/fixtures/golden_trace.json"
 mkdir -p "$TMP/work" && cd "$TMP/work" || fail "cd"
