@@ -190,8 +190,18 @@ run_tests() {
   "$PYTHON" -m pytest -q "$@" || status=$?
   # 2: pytest was interrupted (Ctrl-C); the trap stops the compile.
   [ "$status" -eq 2 ] && return "$status"
-  wait "$cpp_pid" || built=$?
-  trap - EXIT
+  if kill -0 "$cpp_pid" 2>/dev/null; then
+    # pytest is done and the compile is not: go on with every core. ninja resumes where the
+    # one-job build stopped; only the file it was compiling is compiled again.
+    kill -- -"$cpp_pid" 2>/dev/null || true
+    wait "$cpp_pid" 2>/dev/null || true
+    trap - EXIT
+    say "pytest is done; the C++ tests go on compiling with $(nproc) jobs"
+    build_cpp_tests "$(nproc)" >>"$cpp_log" 2>&1 || built=$?
+  else
+    wait "$cpp_pid" || built=$?
+    trap - EXIT
+  fi
   if [ "$built" -eq 0 ]; then
     ctest --test-dir "$BUILD_DIR" --output-on-failure || status=1
   else
