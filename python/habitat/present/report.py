@@ -3,8 +3,10 @@
 HTML is one self-contained file (the plot embedded); Markdown links its plot, written beside it
 (``report.md`` -> ``report_files/gpus.png``), so the text stays small and readable.
 
-The report holds the forecast for the trace's targets (iteration and phase times, top ops,
-step history), the GPU comparison by time and cost with its plot, and the memory forecast.
+The report opens with the verdict (fastest as seen, cheapest, host-bound) and a chart of the
+step as seen against the kernels alone per GPU; then every GPU ranked by the step as seen with
+its cost per step and of the run, the forecast of the trace's targets (the step as seen, its
+kernels and phases, top ops, step history), the prices used and the memory forecast.
 """
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import datetime as _dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from habitat.analysis.choice import step_choices, verdict
 from habitat.analysis.memory import format_bytes
+from habitat.analysis.pricing import price_per_hour
 from habitat.analysis.regions import compiled_regions
 from habitat.data.files import atomic_write_bytes, atomic_write_text
 from habitat.present import timeline_view, view
@@ -28,20 +32,24 @@ HTML_SUFFIXES = (".html", ".htm")
 TOP_OPS = 15
 
 # A report is a list of blocks, rendered to either format: ("h", level, text), ("p", text),
-# ("table", rows with the header first), ("img", png bytes, alt text).
+# ("verdict", text), ("table", rows with the header first[, a class: "names", its first two
+# columns hold long names that may break anywhere; "text", every column is text]), ("img",
+# png bytes, alt text).
 
 
 def _forecast_blocks(forecast: "Forecast") -> list[Any]:
     step = forecast.latest
-    targets = forecast.targets
-    blocks: list[Any] = [("h", 2, f"Forecast for step {step.index}")]
+    # The forecast's own targets, fastest as seen first, as print(forecast) lists them.
+    targets = [c.gpu for c in step_choices(step, forecast.targets, None)]
+    blocks: list[Any] = [("h", 2, f"Forecast for step {step.index}: {', '.join(targets)}")]
     blocks.extend(("p", w) for w in view.step_warnings(step))
     rows = [["", *targets]]
-    rows.append(["iteration (ms)", *(f"{step.total_ms[t]:.3f}" for t in targets)])
-    for phase, values in view.phase_rows(step, targets):
-        rows.append([f"{phase} (ms)", *(f"{v:.3f}" for v in values)])
-    for label, cells in timeline_view.rows(step, targets):  # host cadence and syncs included
+    seen = timeline_view.rows(step, targets)  # host cadence and syncs included
+    for label, cells in seen or [("step as seen (ms)", [f"{step.step_ms(t):.3f}" for t in targets])]:
         rows.append([label.strip(), *cells])
+    rows.append(["kernels (ms)", *(f"{step.total_ms[t]:.3f}" for t in targets)])
+    for phase, values in view.phase_rows(step, targets):
+        rows.append([f"kernels: {phase} (ms)", *(f"{v:.3f}" for v in values)])
     methods = step.method_ops[targets[0]]
     blocks.append(("p", f"Measured {step.measured_ms:.3f} ms for the whole step on "
                         f"{forecast.origin.get('device', 'cpu')}. Ops counted in {targets[0]}'s total, "
@@ -50,7 +58,8 @@ def _forecast_blocks(forecast: "Forecast") -> list[Any]:
     blocks.extend(("p", line) for line in timeline_view.sentences(step, targets))
     if methods:
         blocks.append(("table", [["method", "meaning"],
-                                 *([m, meaning] for m, meaning in view.method_legend(list(methods)))]))
+                                 *([m, meaning] for m, meaning in view.method_legend(list(methods)))],
+                       "text"))
     if step.op_count():
         blocks.append(("h", 3, f"Top {TOP_OPS} ops by their share of the step on {targets[0]}"))
         rows = [["op", "module", "phase", "input shapes", "measured (us)",
@@ -59,7 +68,7 @@ def _forecast_blocks(forecast: "Forecast") -> list[Any]:
             rows.append([op.full_name, view.op_location(op), op.phase, view.format_shapes(op, limit=4),
                          f"{op.measured_us:.1f}", *(f"{op.predictions[t].share_us:.2f}" for t in targets),
                          op.predictions[targets[0]].share_method])
-        blocks.append(("table", rows))
+        blocks.append(("table", rows, "names"))
     regions = compiled_regions(step, targets[0])
     if regions:
         blocks.append(("h", 3, f"Compiled regions (torch.compile) on {targets[0]}"))
@@ -76,18 +85,19 @@ def _forecast_blocks(forecast: "Forecast") -> list[Any]:
                             + ", ".join(step.unsupported)))
     if len(forecast.steps) > 1:
         blocks.append(("h", 3, "Steps"))
-        rows = [["step", "measured (ms)", *(f"{t} (ms)" for t in targets)]]
+        rows = [["step", "measured (ms)", *(f"{t} as seen (ms)" for t in targets)]]
         for s in forecast.steps:
-            rows.append([str(s.index), f"{s.measured_ms:.3f}", *(f"{s.total_ms[t]:.3f}" for t in targets)])
+            rows.append([str(s.index), f"{s.measured_ms:.3f}", *(f"{s.step_ms(t):.3f}" for t in targets)])
         blocks.append(("table", rows))
     return blocks
 
 
 def _comparison_blocks(comparison: "Comparison") -> list[Any]:
-    blocks: list[Any] = [("h", 2, "GPUs by predicted time and cost"),
-                         ("p", f"Step {comparison.step_index}, run of {comparison.run_label}.")]
+    blocks: list[Any] = [("h", 2, "Every GPU, ranked by the step as seen"),
+                         ("p", f"Step {comparison.step_index}; the run: {comparison.run_label}; "
+                               "the cost per step and of the run are the on-demand price times "
+                               "the step as seen.")]
     blocks.append(("table", comparison.table_rows()))
-    blocks.append(("img", comparison.plot_bytes("png"), "predicted iteration time and run cost per GPU"))
     blocks.extend(("p", note) for note in comparison.notes())
     priced = [r for r in comparison.rows if r.price is not None]
     if priced:
@@ -98,7 +108,7 @@ def _comparison_blocks(comparison: "Comparison") -> list[Any]:
             assert p is not None
             rows.append([r.gpu, f"{p.usd_per_hour:.2f}", p.provider or "-", p.sku or "-",
                          p.date or "undated", p.source or "-"])
-        blocks.append(("table", rows))
+        blocks.append(("table", rows, "text"))
         if comparison.prices.rule:
             blocks.append(("p", "Default rule: " + comparison.prices.rule))
     return blocks
@@ -129,19 +139,31 @@ def _memory_blocks(comparison: "Comparison") -> list[Any]:
 
 
 def build_blocks(forecast: "Forecast", comparison: "Comparison | None") -> list[Any]:
+    """The report's blocks: its first screen is the verdict and the chart of the step as seen
+    against the kernels alone per GPU; the tables follow."""
     from habitat._version import __version__
 
     origin = forecast.origin
+    step = forecast.latest
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     blocks: list[Any] = [("h", 1, "Habitat forecast report")]
+    if not view.step_warnings(step):
+        choices = ([r.choice() for r in comparison.rows] if comparison is not None
+                   else step_choices(step, forecast.targets, price_per_hour))
+        blocks.append(("verdict", verdict(choices)))
+    if comparison is not None:
+        blocks.append(("img", comparison.plot_bytes("png", row_in=0.22),
+                       "step as seen and kernels alone per GPU, and USD per 1M steps"))
     blocks.append(("p", f"Generated {now} by Habitat {__version__}. Trace captured on "
                         f"{origin.get('device', 'cpu')}"
                         + (f" ({origin['host']})" if origin.get("host") else "")
                         + (f", torch {origin['torch_version']}" if origin.get("torch_version") else "")
-                        + f"; {len(forecast.steps)} step(s); targets: {', '.join(forecast.targets)}."))
-    blocks += _forecast_blocks(forecast)
+                        + f"; {len(forecast.steps)} step(s); step {step.index} measured "
+                          f"{step.measured_ms:.2f} ms there."))
     if comparison is not None:
         blocks += _comparison_blocks(comparison)
+    blocks += _forecast_blocks(forecast)
+    if comparison is not None:
         blocks += _memory_blocks(comparison)
     return blocks
 
@@ -158,6 +180,8 @@ def render_markdown(blocks: Sequence[Any], image_dir: Path | None = None) -> str
         # wrote it, and a viewer that renders Markdown also renders HTML and links.
         if kind == "h":
             out.append("#" * block[1] + " " + markdown_text(block[2]))
+        elif kind == "verdict":
+            out.append(f"**{markdown_text(block[1])}**")
         elif kind == "p":
             out.append(markdown_text(block[1]))
         elif kind == "table":
@@ -179,10 +203,16 @@ def render_markdown(blocks: Sequence[Any], image_dir: Path | None = None) -> str
     return "\n".join(out)
 
 
-_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:1em 0;font-size:0.9em}
-th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+# Fits a 1280 px window: a column of 1100 px at most; text wraps at spaces, and the long names
+# of the op tables (module paths, shapes) anywhere, instead of widening the table.
+_CSS = """body{font-family:system-ui,sans-serif;margin:1em auto;max-width:1100px;padding:0 1em;color:#222}
+h1{font-size:1.4em;margin:0.3em 0}
+.verdict{font-size:1.2em;font-weight:600;background:#eef5ff;border-left:5px solid #1f77b4;padding:0.5em 0.8em}
+table{border-collapse:collapse;margin:1em 0;font-size:0.85em;max-width:100%}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left;white-space:nowrap}
+.names td:nth-child(-n+2){overflow-wrap:anywhere;text-align:left}
+.text td{text-align:left}
 img{max-width:100%}"""
 
 
@@ -193,11 +223,14 @@ def render_html(blocks: Sequence[Any]) -> str:
         kind = block[0]
         if kind == "h":
             out.append(f"<h{block[1]}>{html_text(block[2])}</h{block[1]}>")
+        elif kind == "verdict":
+            out.append(f"<p class=\"verdict\">{html_text(block[1])}</p>")
         elif kind == "p":
             out.append(f"<p>{html_text(block[1])}</p>")
         elif kind == "table":
             rows = block[1]
-            out.append("<table><thead><tr>" + "".join(f"<th>{html_text(c)}</th>" for c in rows[0])
+            out.append((f"<table class=\"{block[2]}\">" if len(block) > 2 else "<table>")
+                       + "<thead><tr>" + "".join(f"<th>{html_text(c)}</th>" for c in rows[0])
                        + "</tr></thead><tbody>")
             out.extend("<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in row) + "</tr>"
                        for row in rows[1:])

@@ -1,8 +1,11 @@
-"""The readable text printed by ``print(forecast)``."""
+"""The readable text printed by ``print(forecast)``: the verdict first (fastest as seen,
+cheapest, host-bound; :mod:`habitat.analysis.choice`), then the targets ranked by the step as
+seen, its kernel sum and phases, their prices, and the step's top ops."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from habitat.analysis.choice import format_usd, step_choices, verdict
 from habitat.analysis.regions import REGION_PREFIX, format_regions
 from habitat.present import timeline_view, view
 from habitat.present.escape import terminal_text
@@ -31,12 +34,15 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
     if price_of is None:
         from habitat.analysis.pricing import price_per_hour as price_of  # type: ignore[assignment]
     step = forecast.latest
-    targets = forecast.targets
+    warnings = view.step_warnings(step)
+    choices = step_choices(step, forecast.targets, price_of)
+    targets = [c.gpu for c in choices]  # ranked: fastest as seen first
     width = max(14, *(len(t) + 2 for t in targets))
     origin = forecast.origin.get("device", "cpu")
-    lines = [f"Habitat forecast: step {step.index} (measured {step.measured_ms:.2f} ms on {origin}; "
-             f"{len(forecast.steps)} step(s) so far)"]
-    lines.extend(view.step_warnings(step))
+    lines = [] if warnings else [verdict(choices)]
+    lines.append(f"Habitat forecast: step {step.index} (measured {step.measured_ms:.2f} ms on {origin}; "
+                 f"{len(forecast.steps)} step(s) so far)")
+    lines.extend(warnings)
     counts = getattr(forecast, "step_counts", None)  # set by predict_on
     if counts and (counts.get("reused") or counts.get("skipped")):
         lines.append(f"Steps: {counts['detailed']} recorded in detail, {counts['reused']} reused the "
@@ -50,15 +56,21 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
     if note:
         lines.append("Note: " + note)
     lines.append(_row("", targets, width))
-    lines.append(_row("iteration (ms)", [f"{step.total_ms[t]:.3f}" for t in targets], width))
+    seen = timeline_view.rows(step, targets)  # the step as seen, GPU busy, bound by, ...
+    if not seen:  # no timeline: the step as seen is the kernel sum
+        seen = [("step as seen (ms)", [f"{c.step_ms:.3f}" for c in choices])]
+    for label, cells in seen:
+        lines.append(_row(label, cells, width))
+    lines.append(_row("kernels (ms)", [f"{c.kernel_ms:.3f}" for c in choices], width))
     for phase, values in view.phase_rows(step, targets):
         lines.append(_row(f"  {phase}", [f"{v:.3f}" for v in values], width))
-    for label, cells in timeline_view.rows(step, targets):
-        lines.append(_row(label, cells, width))
+    if not warnings and any(c.usd_per_hour is not None for c in choices):
+        lines.append(_row("$ per hour", ["n/a" if c.usd_per_hour is None else f"{c.usd_per_hour:.2f}"
+                                         for c in choices], width))
+        lines.append(_row("$ per 1M steps", ["n/a" if c.usd_per_million_steps is None
+                                             else format_usd(c.usd_per_million_steps)
+                                             for c in choices], width))
     lines.extend(timeline_view.sentences(step, targets))
-    costs = view.cost_per_steps(forecast, price_of) if price_of is not None else None
-    if costs:
-        lines.append(_row(costs[0], costs[1], width))
     target = targets[0]
     methods = step.method_ops[target]
     if methods:

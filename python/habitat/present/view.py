@@ -1,18 +1,19 @@
 """What every view of a forecast shows, in one place: the text summary (``print(forecast)``),
 the HTML/Markdown report and the TensorBoard logs all take their phases, top ops, shape text,
-method names with their meaning, cost units and warnings from here.
+method names with their meaning and warnings from here (prices and the ranking:
+habitat/analysis/choice.py).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from habitat.analysis.compare import format_usd
+from habitat.analysis.choice import format_usd
 
 if TYPE_CHECKING:
-    from habitat.data.forecast import Forecast, OpForecast, StepForecast
+    from habitat.data.forecast import OpForecast, StepForecast
 
 __all__ = ["PHASES", "METHODS", "format_usd", "format_shapes", "op_location", "phase_rows",
-           "top_ops", "method_counts", "method_legend", "cost_per_steps", "step_warnings"]
+           "top_ops", "method_counts", "method_legend", "step_warnings"]
 
 #: The phases of a training step, in the order every view lists them.
 PHASES = ("forward", "backward", "optimizer", "other")
@@ -67,33 +68,6 @@ def method_legend(methods: Sequence[str]) -> list[tuple[str, str]]:
     """(method, meaning) for each of `methods`, in the order of METHODS."""
     known = [(m, METHODS[m]) for m in METHODS if m in methods]
     return known + [(m, "unknown method") for m in sorted(methods) if m not in METHODS]
-
-
-def cost_per_steps(forecast: "Forecast", price_of: Callable[[str], float | None],
-                   step: "StepForecast | None" = None) -> tuple[str, list[str]] | None:
-    """(label, cells) of the predicted cost of a number of steps on each target, the number
-    chosen so the cheapest priced target costs at least 10 cents (``cost per 1k steps``, ``per
-    100k steps``, ...); ``n/a`` where a GPU has no price. None when no target is priced (or the step is empty)."""
-    step = step or forecast.latest
-    per_step: dict[str, float | None] = {}
-    for t in forecast.targets:
-        price = price_of(t)
-        per_step[t] = None if price is None else price / 3600.0 * step.total_ms[t] / 1000.0
-    priced = [c for c in per_step.values() if c is not None and c > 0]
-    if not priced:
-        return None
-    steps = 1000
-    while min(priced) * steps < 0.1 and steps < 10**9:
-            steps *= 10
-    cells = ["n/a" if c is None else "$" + format_usd(c * steps) for c in per_step.values()]
-    return f"cost per {_count(steps)} steps", cells
-
-
-def _count(n: int) -> str:
-    for suffix, size in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
-        if n >= size and n % size == 0:
-            return f"{n // size}{suffix}"
-    return f"{n:,}"
 
 
 def step_warnings(step: "StepForecast") -> list[str]:

@@ -103,26 +103,30 @@ def test_habitat_prices_environment_variable_overrides_defaults(tmp_path, monkey
 
 
 # ----- comparison -----------------------------------------------------------------------
-def test_every_known_gpu_ranked_by_predicted_time(forecast, comparison):
+def test_every_known_gpu_ranked_by_the_step_as_seen(forecast, comparison):
     names = [r.gpu for r in comparison.rows]
     assert sorted(names) == sorted(d.name for d in devices())
-    times = [r.iteration_ms for r in comparison.rows]
-    assert times == sorted(times) and all(t > 0 for t in times)
+    times = [r.step_ms for r in comparison.rows]
+    # Equal steps (float rounding apart: host-bound GPUs play one host cadence) rank cheapest first.
+    assert all(a <= b + 1e-6 for a, b in zip(times, times[1:])) and all(t > 0 for t in times)
     assert [r.rank for r in comparison.rows] == list(range(1, len(names) + 1))
     # The ranking forecasts the same step: the targets the forecast already had agree.
-    assert comparison["A100"].iteration_ms == pytest.approx(forecast.time_ms("A100"), rel=1e-9)
+    assert comparison["A100"].step_ms == pytest.approx(forecast.step_ms("A100"), rel=1e-9)
+    assert comparison["A100"].kernel_ms == pytest.approx(forecast.time_ms("A100"), rel=1e-9)
+    assert comparison["A100"].iteration_ms == comparison["A100"].kernel_ms  # the former name
     assert comparison.step_index == forecast.latest.index
 
 
 def test_run_time_and_cost_follow_iterations_and_prices(comparison):
     assert comparison.iterations == 1000
     for r in comparison.rows:
-        assert r.run_seconds == pytest.approx(r.iteration_ms * 1000 / 1000)
+        assert r.run_seconds == pytest.approx(r.step_ms * 1000 / 1000)
         price = default_prices().get(r.gpu)
         if price is None:
             assert r.run_cost_usd is None
         else:
             assert r.run_cost_usd == pytest.approx(price.usd_per_hour * r.run_seconds / 3600)
+            assert r.usd_per_million_steps == pytest.approx(price.usd_per_hour * r.step_ms / 3.6)
     cheapest = comparison.cheapest
     assert cheapest is not None
     assert cheapest.run_cost_usd == min(r.run_cost_usd for r in comparison.rows if r.run_cost_usd is not None)
@@ -136,7 +140,7 @@ def test_epochs_and_price_overrides(forecast, tmp_path):
     assert c.iterations == 1000 and len(c) == 3
     t4, h100 = c["T4"], c["H100"]
     assert t4.usd_per_hour == 0.1 and h100.usd_per_hour == 0.5
-    assert h100.run_cost_usd == pytest.approx(0.5 * h100.iteration_ms * 1000 / 1000 / 3600)
+    assert h100.run_cost_usd == pytest.approx(0.5 * h100.step_ms * 1000 / 1000 / 3600)
     assert "2 epoch(s) x 500 steps" in str(c)
     with pytest.raises(ValueError, match="steps_per_epoch"):
         forecast.compare(epochs=2)
@@ -164,9 +168,12 @@ def test_text_and_dict_views(comparison):
     text = str(comparison)
     for r in comparison.rows:
         assert r.gpu in text
-    assert "iterations" in text and "$/GPU-hour" in text and "fits" in text
+    assert "iterations" in text and "$/hour" in text and "$/1M steps" in text and "fits" in text
+    assert text.splitlines()[0] == comparison.verdict()  # the answer first
     doc = json.loads(json.dumps(comparison.to_dict()))
     assert [r["gpu"] for r in doc["rows"]] == [r.gpu for r in comparison.rows]
+    assert doc["verdict"] == comparison.verdict()
+    assert {"step_ms", "kernel_sum_ms", "usd_per_hour", "usd_per_1m_steps"} <= set(doc["rows"][0])
     assert doc["memory"]["parameters"] > 0
 
 

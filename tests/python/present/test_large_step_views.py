@@ -76,7 +76,7 @@ def test_print_of_a_loaded_step_decodes_only_the_printed_ops(golden_trace: Path)
                    for k in range(4) for op in block]
     doc["steps"] = [step]
     fast, reference, forecast = _printed_both_ways(doc, ["A100", "T4"])
-    assert fast == reference and "Top ops on A100" in fast
+    assert fast == reference and "Top ops on " in fast  # on the fastest GPU as seen
     latest = forecast.latest
     assert latest._trace is None and latest._ops == []  # never decoded, no object per op
     text = latest.text_view()

@@ -34,13 +34,13 @@ def test_html_report_is_self_contained(forecast, comparison, tmp_path):
     assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
     assert embedded_png(text).startswith(PNG)
     assert not re.search(r"(src|href)=\"(?!data:)", text), "the report must not link other files"
-    for heading in ("Forecast for step", "GPUs by predicted time and cost", "Memory", "Prices used"):
+    for heading in ("Forecast for step", "Every GPU, ranked by the step as seen", "Memory", "Prices used"):
         assert heading in text
     for r in comparison.rows:
         assert f"<td>{r.gpu}</td>" in text
     top = forecast.latest.top_ops("A100", 1)[0]
     assert top.full_name in text
-    assert f"{forecast.time_ms('T4'):.3f}" in text
+    assert f"{forecast.time_ms('T4'):.3f}" in text and f"{forecast.step_ms('T4'):.3f}" in text
     assert "5,000 iterations" in text
 
 
@@ -48,7 +48,8 @@ def test_markdown_report_has_tables_and_the_plot(forecast, comparison, tmp_path)
     path = write_report(forecast, tmp_path / "report.md", comparison)
     text = path.read_text()
     assert text.startswith("# Habitat forecast report")
-    assert "| iteration (ms) |" in text
+    assert "| kernels (ms) |" in text and "| step as seen (ms) |" in text
+    assert text.splitlines()[2].startswith("**Fastest as seen: ")  # the verdict, then the chart
     assert "| # | GPU |" in text
     assert "| parameters |" in text
     # The plot is written beside the report and linked, not embedded as base64.

@@ -69,7 +69,7 @@ def test_compare_shows_the_step_as_seen(host_bound: Forecast) -> None:
     assert row.host_bound is True and row.step_ms == pytest.approx(host_bound.step_ms("H100"))
     assert row.to_dict()["host_bound"] is True
     text = str(comparison)
-    assert "step as seen (ms)" in text and "host-bound on" in text
+    assert "step as seen (ms)" in text and "Host-bound on every GPU: a faster GPU will not help" in text
 
 
 def test_report_and_tensorboard_carry_the_timeline(host_bound: Forecast, tmp_path: Path) -> None:
