@@ -1,31 +1,33 @@
-"""TensorBoard view of a forecast: step times, phases and per-op predictions for each target GPU.
+"""TensorBoard view of a forecast: one TensorBoard run per target GPU, so every chart draws
+each GPU as its own line, coloured and named by TensorBoard; the step time as seen first.
 
 ``habitat.predict_on(..., log_dir="runs/x")`` writes these to ``runs/x/<run name>/`` (one
-TensorBoard run per ``predict_on``); a saved trace can be logged with ``python -m habitat predict
-TRACE --target A100 --log-dir runs/x``. Then run ``tensorboard --logdir runs``.
+folder per ``predict_on``); a saved trace can be logged with ``habitat predict TRACE --target
+A100 --log-dir runs/x``. Then run ``tensorboard --logdir runs``. A logger's folder holds:
+
+- ``<folder>/``: the step measured on this machine, the per-op text table and the
+  custom-scalars layout (the "Custom Scalars" tab: the step as seen of every GPU on one chart);
+- ``<folder>/<gpu>/`` (the canonical device name, e.g. ``A100-SXM4-80GB``): that GPU's
+  charts. Each chart is one tag, the same in every GPU's folder:
+
+  ``Step time, ms/as seen`` the step as the user will see it (host launch cadence and waits
+  included; the kernel sum where there is no timeline), ``Step time, ms/kernels`` the kernel
+  sum, ``Step time, ms, by phase/<phase>`` (kernels), ``Where the GPU waits/GPU busy`` and
+  ``.../host-bound`` (1 when the GPU waits for the host), ``Top ops, us/<phase>:<module>:<op>``
+  (what each of the step's top ops adds to it) and the histogram ``Time per op, us/share``.
+
+TensorBoard's Time Series tab sorts groups by name ("/" first, capitals before lower case) and
+opens the first two: ``Step time, ms`` and ``Step time, ms, by phase``; the rest start folded.
 
 What is written when (``detail_every``, default ``DEFAULT_DETAIL_EVERY`` = 100):
 
-- every step, predict_on's coalesced steps included: the scalars (measured time, predicted
-  time and phases per GPU) as one event record encoded in C++ (:class:`EventFile`): 0.73 KB
-  a step for 3 GPUs (1.17 KB with SummaryWriter.add_scalar) and ~29 us of CPU for 21 GPUs
-  (5.8 ms with add_scalar; benchmarks/overhead/tb_scalars.py, results/tb-scalars-cpu.txt);
+- every step, predict_on's coalesced steps included: the scalars, one event record per folder
+  encoded in C++ (:class:`EventFile`; benchmarks/overhead/tb_scalars.py);
 - every ``detail_every`` steps, and whenever the step's ops change (a different op count or
   method mix, e.g. an evaluation step or a new shape): the top-op scalars, the histograms and
   the per-op text table, which is the bulk: 36 KB for a 237-op step and 3 GPUs, hundreds of
-  KB for large steps. 100k steps of that step: ~150 MB (it was ~3.6 GB with the detail every
-  step).
-  Building it needs every op's detail, so skipping it also keeps the per-op objects unbuilt.
-
-Tags (``<gpu>`` is the canonical device name, e.g. ``A100-SXM4-80GB``):
-
-- ``habitat-step/measured_ms``: the step's wall time measured on this machine;
-- ``habitat-step/predicted_ms/<gpu>``: predicted iteration time;
-- ``habitat-phase/<gpu>/<phase>_ms``: predicted forward / backward / optimizer / other time;
-- ``habitat-top-ops/<gpu>/<phase>:<module>:<op>``: predicted time (us) of the step's top ops;
-- ``habitat-op-time-us/<gpu>``: histogram of every leaf op's predicted time (us);
-- ``habitat-ops`` (text): every op with its module, input shapes, measured and predicted times;
-- a custom-scalars layout ("Habitat" tab) with predicted iteration time per GPU on one chart.
+  KB for large steps. Building it needs every op's detail, so skipping it also keeps the
+  per-op objects unbuilt.
 """
 from __future__ import annotations
 
@@ -45,11 +47,19 @@ from habitat.present.escape import markdown_text
 if TYPE_CHECKING:
     from habitat.data.forecast import Forecast, OpForecast, StepForecast
 
-STEP = "habitat-step"
-PHASE = "habitat-phase"
-TOP_OPS = "habitat-top-ops"
-OP_HISTOGRAM = "habitat-op-time-us"
+#: Tag groups (the part of a tag before its first "/"); see the module's docstring. No tag
+#: holds a regular expression's special characters: the Custom Scalars tab reads the tags it
+#: matched as patterns again.
+STEP = "Step time, ms"
+PHASE = "Step time, ms, by phase"
+WAITS = "Where the GPU waits"
+TOP_OPS = "Top ops, us"
+OP_HISTOGRAM = "Time per op, us"
 OPS_TABLE = "habitat-ops"
+#: The tags of a step's time in each GPU's folder, and the measured one in the logger's own.
+AS_SEEN = f"{STEP}/as seen"
+KERNELS = f"{STEP}/kernels"
+MEASURED = f"{STEP}/measured on this machine"
 DEFAULT_TOP_OPS = 10
 #: Steps between two logs of the per-op detail (table, histograms, top-op scalars).
 DEFAULT_DETAIL_EVERY = 100
@@ -147,7 +157,9 @@ def ops_table(step: "StepForecast") -> str:
 
 
 class TensorBoardLogger:
-    """Writes a forecast to TensorBoard event files in `log_dir`, one TensorBoard step per step.
+    """Writes a forecast to TensorBoard event files under `log_dir`, one TensorBoard step per
+    step: the logger's own folder (measured step, ops table, layout) and one folder per target
+    GPU (see the module's docstring).
 
     Scalars every step; the per-op detail (top-op scalars, histograms, the ops table) every
     ``detail_every`` steps and whenever the step's ops change (``detail_every=1``: every step).
@@ -162,7 +174,8 @@ class TensorBoardLogger:
         self.detail_every = max(1, int(text_every if text_every is not None else detail_every))
         self._summaries = _summaries()
         self._writer = EventFile(self.log_dir)
-        self._layout_targets: list[str] | None = None
+        self._gpu_writers: dict[str, EventFile] = {}
+        self._layout_written = False
         self._logged = 0
         self._since_detail = 0
         self._last_signature: tuple[Any, ...] | None = None
@@ -170,6 +183,15 @@ class TensorBoardLogger:
     @property
     def text_every(self) -> int:
         return self.detail_every
+
+    def _writer_of(self, run: str) -> EventFile:
+        """The event file of a GPU's folder ("" is the logger's own)."""
+        if not run:
+            return self._writer
+        writer = self._gpu_writers.get(run)
+        if writer is None:
+            writer = self._gpu_writers[run] = EventFile(Path(self.log_dir) / run_folder(run))
+        return writer
 
     @staticmethod
     def _signature(step: "StepForecast") -> tuple[Any, ...]:
@@ -183,10 +205,9 @@ class TensorBoardLogger:
     def log_step(self, forecast: "Forecast", step: "StepForecast") -> None:
         """Logs one forecast step (called by predict_on after each captured step)."""
         n = step.index
-        targets = list(step.targets)
-        if self._layout_targets != targets:
-            self._writer.summary(self._summaries.custom_scalars(self.layout(targets)), 0)
-            self._layout_targets = targets
+        if not self._layout_written:
+            self._writer.summary(self._summaries.custom_scalars(self.layout()), 0)
+            self._layout_written = True
         self.log_scalars(step)
         signature = self._signature(step)
         detail = (self._logged == 0 or signature != self._last_signature
@@ -196,34 +217,32 @@ class TensorBoardLogger:
         if detail and step.ops:
             self._since_detail = 0
             self._log_detail(step, n)
-            self._writer.flush()  # the first step and each detail step show at once
+            self.flush()  # the first step and each detail step show at once
         else:
             self._since_detail += 1
 
     def log_scalars(self, step: "StepForecast") -> None:
-        """Writes the step's scalars only (one record): cheap enough for every step, so
-        predict_on calls it for the steps whose other sinks are coalesced."""
-        tags, values = scalars(step)
-        self._writer.scalars(step.index, tags, values)
+        """Writes the step's scalars only (one record per folder): cheap enough for every step,
+        so predict_on calls it for the steps whose other sinks are coalesced."""
+        for run, (tags, values) in scalars(step).items():
+            self._writer_of(run).scalars(step.index, tags, values)
 
     def _log_detail(self, step: "StepForecast", n: int) -> None:
-        w, summaries = self._writer, self._summaries
+        summaries = self._summaries
         keys = tag_keys(step.ops)
-        tags: list[str] = []
-        values: list[float] = []
         for t in step.targets:
+            w = self._writer_of(t)
             # Shares: each piece of work once, so the charts add up to the step's total.
             counted = step.counted_ops(t)
-            for op in view.top_ops(step, t, self.top_ops):
-                tags.append(f"{TOP_OPS}/{t}/{keys[id(op)]}")
-                values.append(op.predictions[t].share_us)
+            top = view.top_ops(step, t, self.top_ops)
+            if top:
+                w.scalars(n, [f"{TOP_OPS}/{keys[id(op)]}" for op in top],
+                          [op.predictions[t].share_us for op in top])
             if counted:
                 w.summary(summaries.histogram(
-                    f"{OP_HISTOGRAM}/{t}", _as_array([op.predictions[t].share_us for op in counted]),
+                    f"{OP_HISTOGRAM}/share", _as_array([op.predictions[t].share_us for op in counted]),
                     _histogram_bins()), n)
-        if tags:
-            w.scalars(n, tags, values)
-        w.summary(summaries.text(OPS_TABLE, ops_table(step)), n)
+        self._writer.summary(summaries.text(OPS_TABLE, ops_table(step)), n)
 
     def log_forecast(self, forecast: "Forecast") -> None:
         """Logs every step of `forecast` (a loaded trace, for example)."""
@@ -231,25 +250,26 @@ class TensorBoardLogger:
             self.log_step(forecast, step)
 
     @staticmethod
-    def layout(targets: list[str]) -> dict[str, dict[str, list[Any]]]:
-        """The custom-scalars layout: per-GPU series of a quantity on one chart."""
-        charts: dict[str, list[Any]] = {
-            "predicted iteration time per GPU (ms)": ["Multiline", [f"{STEP}/predicted_ms/.*"]],
-            "measured step time on this machine (ms)": ["Multiline", [f"{STEP}/measured_ms"]],
-            "step time as seen, host included, per GPU (ms)": ["Multiline", [f"{STEP}/step_ms/.*"]],
-            "GPU busy fraction per GPU": ["Multiline", [f"{STEP}/gpu_busy_fraction/.*"]],
-        }
-        for phase in view.PHASES:
-            charts[f"predicted {phase} time per GPU (ms)"] = [
-                "Multiline", [f"{PHASE}/{re.escape(t)}/{phase}_ms" for t in targets]]
-        return {"Habitat": charts}
+    def layout() -> dict[str, dict[str, list[Any]]]:
+        """The custom-scalars layout: a quantity per chart, each GPU's folder (a run) a line of
+        it, so the charts need no per-GPU tags."""
+        return {"Habitat": {
+            "step time as seen per GPU (ms)": ["Multiline", [re.escape(AS_SEEN)]],
+            "kernels per GPU (ms)": ["Multiline", [re.escape(KERNELS)]],
+            "GPU busy per GPU (fraction of the step)": ["Multiline", [re.escape(f"{WAITS}/GPU busy")]],
+            "measured step on this machine (ms)": ["Multiline", [re.escape(MEASURED)]],
+        }}
 
     # ----- lifetime ------------------------------------------------------------------
     def flush(self) -> None:
         self._writer.flush()
+        for writer in self._gpu_writers.values():
+            writer.flush()
 
     def close(self) -> None:
         self._writer.close()
+        for writer in self._gpu_writers.values():
+            writer.close()
 
     def __enter__(self) -> "TensorBoardLogger":
         return self
@@ -258,25 +278,29 @@ class TensorBoardLogger:
         self.close()
 
 
-def scalars(step: "StepForecast") -> tuple[list[str], list[float]]:
-    """The tags and values of a step's scalars (one TensorBoard step each)."""
-    tags = [f"{STEP}/measured_ms"]
-    values = [float(step.measured_ms)]
+def run_folder(gpu: str) -> str:
+    """The folder (and TensorBoard run) of a GPU under a logger's folder."""
+    return _UNSAFE.sub("_", gpu)
+
+
+def scalars(step: "StepForecast") -> dict[str, tuple[list[str], list[float]]]:
+    """A step's scalars by run: "" (the logger's own folder: the measured step) and each
+    target GPU (the step as seen, kernels, phases and, with a timeline, how busy the GPU is)."""
+    out = {"": ([MEASURED], [float(step.measured_ms)])}
     for t in step.targets:
-        tags.append(f"{STEP}/predicted_ms/{t}")
-        values.append(float(step.total_ms[t]))
+        tags = [AS_SEEN, KERNELS]
+        values = [float(step.step_ms(t)), float(step.total_ms[t])]
         phases = step.phase_ms[t]
         for phase in view.PHASES:
             if phase in phases:
-                tags.append(f"{PHASE}/{t}/{phase}_ms")
+                tags.append(f"{PHASE}/{phase}")
                 values.append(float(phases[phase]))
         timeline = timeline_view.summary(step, t)
-        if timeline is not None:  # the step as seen: host cadence and syncs included
-            tags += [f"{STEP}/step_ms/{t}", f"{STEP}/gpu_busy_fraction/{t}",
-                     f"{STEP}/host_bound/{t}"]
-            values += [float(timeline["step_ms"]), float(timeline["gpu_busy_fraction"]),
-                       float(timeline["host_bound"])]
-    return tags, values
+        if timeline is not None:  # host cadence and syncs included
+            tags += [f"{WAITS}/GPU busy", f"{WAITS}/host-bound"]
+            values += [float(timeline["gpu_busy_fraction"]), float(timeline["host_bound"])]
+        out[t] = (tags, values)
+    return out
 
 
 def tag_keys(ops: list["OpForecast"]) -> dict[int, str]:

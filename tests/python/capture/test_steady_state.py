@@ -199,7 +199,9 @@ def test_slow_sinks_of_reused_steps_are_coalesced_within_their_share(monkeypatch
     (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     events = EventAccumulator(str(run_dir))
     events.Reload()
-    measured = events.Scalars("habitat-step/measured_ms")
+    from habitat.present.tensorboard import MEASURED
+
+    measured = events.Scalars(MEASURED)
     assert [e.step for e in measured] == list(range(40))
     assert [e.value for e in measured] == pytest.approx(
         [s.measured_ms for s in predictor.forecast.steps], rel=1e-6)

@@ -22,7 +22,7 @@ from tools_fixtures import TARGETS, capture  # noqa: E402
 import habitat  # noqa: E402
 from habitat.capture.sinks import HISTORY_FILE, SAVE_EVERY_STEPS, json_handler, log_dir_sinks  # noqa: E402
 from habitat.data.forecast import Forecast, read_step_history  # noqa: E402
-from habitat.present.tensorboard import OPS_TABLE, STEP, TensorBoardLogger  # noqa: E402
+from habitat.present.tensorboard import MEASURED, OPS_TABLE, TensorBoardLogger  # noqa: E402
 
 TRAIN = """
 import sys, torch, habitat
@@ -164,7 +164,7 @@ def test_tensorboard_detail_every_n_steps_and_when_ops_change(tmp_path: Path):
             s.index = i
             logger.log_step(same, s)
     acc = _read(tmp_path)
-    assert [e.step for e in acc.Scalars(f"{STEP}/measured_ms")] == list(range(10))  # every step
+    assert [e.step for e in acc.Scalars(MEASURED)] == list(range(10))  # every step
     # detail at step 0, every 4 steps after the last detail, and when the ops changed (6, 7)
     assert [e.step for e in acc.Tensors(f"{OPS_TABLE}/text_summary")] == [0, 4, 6, 7]
 

@@ -1,6 +1,7 @@
 """TensorBoard content, read back with TensorBoard's own event reader."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,19 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.custom_scalar import layout_pb2  # noqa: E402
 from tools_fixtures import TARGETS, capture  # noqa: E402
 
-from habitat.present.tensorboard import OP_HISTOGRAM, OPS_TABLE, PHASE, STEP, TOP_OPS, TensorBoardLogger, tag_keys  # noqa: E402
+from habitat.present.tensorboard import (  # noqa: E402
+    AS_SEEN,
+    KERNELS,
+    MEASURED,
+    OP_HISTOGRAM,
+    OPS_TABLE,
+    PHASE,
+    STEP,
+    TOP_OPS,
+    TensorBoardLogger,
+    run_folder,
+    tag_keys,
+)
 
 STEPS = 3
 
@@ -32,36 +45,61 @@ def logged(tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("tb")
     with TensorBoardLogger(log_dir, detail_every=1) as logger:  # every step's detail
         logger.log_forecast(forecast)
-    return forecast, read(log_dir)
+    runs = {t: read(log_dir / run_folder(t)) for t in forecast.targets}
+    return forecast, read(log_dir), runs
 
 
-def test_step_scalars_measured_predicted_and_phases(logged):
-    forecast, acc = logged
-    tags = acc.Tags()["scalars"]
+def test_a_run_per_gpu_with_the_same_tags_so_each_chart_draws_every_gpu(logged):
+    forecast, own, runs = logged
+    assert set(runs) == set(forecast.targets)
+    tags = {t: {tag for tag in acc.Tags()["scalars"] if not tag.startswith(TOP_OPS)}
+            for t, acc in runs.items()}  # each GPU's top ops are its own
+    first = tags[forecast.targets[0]]
+    assert {AS_SEEN, KERNELS} <= first and all(t == first for t in tags.values())
+    assert own.Tags()["scalars"] == [MEASURED]  # this machine's step: in the logger's own run
+
+
+def test_the_step_time_as_seen_is_the_first_chart(logged):
+    """TensorBoard's Time Series tab sorts tags character by character ("/" first, then by
+    code: capitals before lower case), groups them by the part before the first "/" in that
+    order and opens the first two groups: the step time, then its phases."""
+    _, own, runs = logged
+    tags = set(own.Tags()["scalars"])
+    for acc in runs.values():
+        tags |= set(acc.Tags()["scalars"]) | set(acc.Tags()["histograms"])
+    ordered = sorted(tags, key=lambda t: t.replace("/", "\0"))
+    groups = list(dict.fromkeys(t.split("/", 1)[0] for t in ordered))
+    assert groups[:2] == [STEP, PHASE] and ordered[0] == AS_SEEN
+    # The Custom Scalars tab reads the tags it matched as regular expressions again.
+    assert all(re.fullmatch(t, t) for t in tags)
+
+
+def test_step_scalars_as_seen_kernels_phases_and_measured(logged):
+    forecast, own, runs = logged
     steps = [s.index for s in forecast.steps]
-    measured = scalar_series(acc, f"{STEP}/measured_ms")
+    measured = scalar_series(own, MEASURED)
     assert [s for s, _ in measured] == steps
     assert [v for _, v in measured] == pytest.approx([s.measured_ms for s in forecast.steps], rel=1e-6)
-    for target in forecast.targets:
-        series = scalar_series(acc, f"{STEP}/predicted_ms/{target}")
+    for target, acc in runs.items():
+        series = scalar_series(acc, AS_SEEN)
         assert [s for s, _ in series] == steps
-        assert [v for _, v in series] == pytest.approx([s.total_ms[target] for s in forecast.steps], rel=1e-6)
+        assert [v for _, v in series] == pytest.approx([s.step_ms(target) for s in forecast.steps], rel=1e-6)
+        assert [v for _, v in scalar_series(acc, KERNELS)] == pytest.approx(
+            [s.total_ms[target] for s in forecast.steps], rel=1e-6)
         for phase in ("forward", "backward", "optimizer"):
-            tag = f"{PHASE}/{target}/{phase}_ms"
-            assert tag in tags
-            assert [v for _, v in scalar_series(acc, tag)] == pytest.approx(
+            assert [v for _, v in scalar_series(acc, f"{PHASE}/{phase}")] == pytest.approx(
                 [s.phase_ms[target][phase] for s in forecast.steps], rel=1e-6)
 
 
 def test_top_ops_are_scalars_of_their_predicted_time(logged):
-    forecast, acc = logged
-    tags = acc.Tags()["scalars"]
+    forecast, _, runs = logged
     step = forecast.latest
-    for target in forecast.targets:
-        op_tags = [t for t in tags if t.startswith(f"{TOP_OPS}/{target}/")]
+    for target, acc in runs.items():
+        tags = acc.Tags()["scalars"]
+        op_tags = [t for t in tags if t.startswith(f"{TOP_OPS}/")]
         assert 0 < len(op_tags)
         top = step.top_ops(target, 1)[0]
-        tag = f"{TOP_OPS}/{target}/{tag_keys(step.ops)[id(top)]}"
+        tag = f"{TOP_OPS}/{tag_keys(step.ops)[id(top)]}"
         assert tag in tags, f"the top op {top.full_name} has no chart"
         last_step, value = scalar_series(acc, tag)[-1]
         assert last_step == step.index
@@ -71,10 +109,10 @@ def test_top_ops_are_scalars_of_their_predicted_time(logged):
 
 
 def test_histogram_of_per_op_times_per_target(logged):
-    forecast, acc = logged
+    forecast, _, runs = logged
     step = forecast.latest
-    for target in forecast.targets:
-        events = acc.Histograms(f"{OP_HISTOGRAM}/{target}")
+    for target, acc in runs.items():
+        events = acc.Histograms(f"{OP_HISTOGRAM}/share")
         assert [e.step for e in events] == [s.index for s in forecast.steps]
         hist = events[-1].histogram_value
         times = [op.predictions[target].share_us for op in step.counted_ops(target)]
@@ -85,7 +123,7 @@ def test_histogram_of_per_op_times_per_target(logged):
 
 
 def test_text_table_lists_every_op_with_module_shapes_and_predictions(logged):
-    forecast, acc = logged
+    forecast, acc, _ = logged
     tag = f"{OPS_TABLE}/text_summary"
     assert tag in acc.Tags()["tensors"]
     events = acc.Tensors(tag)
@@ -104,25 +142,20 @@ def test_text_table_lists_every_op_with_module_shapes_and_predictions(logged):
 
 
 def test_custom_scalars_layout_puts_every_gpu_on_one_chart(logged):
-    forecast, acc = logged
+    _, acc, _ = logged
     events = acc.Tensors("custom_scalars__config__")
     layout = layout_pb2.Layout.FromString(events[-1].tensor_proto.string_val[0])
     charts = {c.title: c for cat in layout.category for c in cat.chart}
-    chart = charts["predicted iteration time per GPU (ms)"]
-    import re
-
-    patterns = list(chart.multiline.tag)
-    for target in forecast.targets:
-        assert any(re.fullmatch(p, f"{STEP}/predicted_ms/{target}") for p in patterns)
-    assert not any(re.fullmatch(p, f"{STEP}/measured_ms") for p in patterns)
+    patterns = list(charts["step time as seen per GPU (ms)"].multiline.tag)
+    assert any(re.fullmatch(p, AS_SEEN) for p in patterns)  # one tag, a line per GPU's run
+    assert not any(re.fullmatch(p, MEASURED) for p in patterns)
 
 
 def test_predict_on_with_log_dir_writes_events_every_step(tmp_path):
     forecast = capture(TARGETS, steps=2, log_dir=tmp_path)
-    runs = [p.parent for p in tmp_path.glob("*/events.out.tfevents.*")]
-    assert len(runs) == 1  # one run directory per predict_on
-    acc = read(runs[0])
-    series = scalar_series(acc, f"{STEP}/predicted_ms/{forecast.targets[0]}")
+    runs = sorted(p.parent for p in tmp_path.rglob("events.out.tfevents.*"))
+    assert len(runs) == 1 + len(forecast.targets)  # one folder per predict_on, a run per GPU in it
+    series = scalar_series(read(runs[0] / run_folder(forecast.targets[0])), AS_SEEN)
     assert [s for s, _ in series] == [s.index for s in forecast.steps]
 
 
