@@ -120,12 +120,60 @@ def _post_hook(module: nn.Module, args: Any, output: Any) -> None:
     stack = _stack()
     if stack and stack[-1][0] is module:
         stack.pop()
+        if not stack:
+            _watch_graph(output)
         _C._capture_exit_module(time.perf_counter_ns() - started)
 
 
+class GraphWatch:
+    """Whether the outermost module's output of this thread's detailed step carries an
+    autograd graph (``built``), and whether a gradient reached it since (``used``: a backward
+    pass ran through it). habitat.capture.mistakes tells a forward-only step from them."""
+
+    __slots__ = ("built", "used")
+
+    def __init__(self) -> None:
+        self.built = False
+        self.used = False
+
+    def _reached(self, grad: Any) -> None:  # a tensor hook: returns None, the gradient unchanged
+        self.used = True
+
+
+def graph_watch() -> GraphWatch:
+    watch = getattr(_local, "graph", None)
+    if watch is None:
+        watch = _local.graph = GraphWatch()
+    return watch
+
+
+def _graph_tensors(output: Any) -> list[torch.Tensor]:
+    """The output's tensors that carry an autograd graph (a tensor, or one level of a tuple,
+    list or dict such as a ModelOutput; at most 8)."""
+    if isinstance(output, torch.Tensor):
+        items = [output]
+    elif isinstance(output, (tuple, list)):
+        items = list(output[:8])
+    elif isinstance(output, dict):
+        items = list(output.values())[:8]
+    else:
+        return []
+    return [t for t in items if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+
+
+def _watch_graph(output: Any) -> None:
+    tensors = _graph_tensors(output)
+    if tensors:
+        watch = graph_watch()
+        watch.built = True
+        for t in tensors:
+            t.register_hook(watch._reached)
+
+
 def reset_thread() -> None:
-    """Forgets the calling thread's module stack (a step begins or ends on it)."""
+    """Forgets the calling thread's module stack and graph watch (a step begins or ends on it)."""
     _stack().clear()
+    _local.graph = None
 
 
 def _dynamo_frames() -> int | None:

@@ -44,6 +44,7 @@ from habitat.capture.environment import (
     precision_flags,
     trace_origin,
 )
+from habitat.capture.mistakes import HabitatUsageWarning, forward_only, fresh_predictors, new_serial
 from habitat.capture.record import HabitatWarning, decode_step, open_windows, record_step, settle_key
 from habitat.capture.reuse import STEADY_MIN_STEPS
 from habitat.capture.schedule import DEFAULT_DETAIL_STEPS, DEFAULT_FINGERPRINT_EVERY, StepSchedule
@@ -53,6 +54,7 @@ from habitat.data.forecast import DEFAULT_KEEP_STEPS, Forecast
 
 __all__ = ["BYTES_PER_RECORDED_OP", "DEFAULT_DETAIL_STEPS", "DEFAULT_FINGERPRINT_EVERY",
            "DEFAULT_MAX_OPS_PER_STEP", "MIN_DEFAULT_MAX_OPS", "STEADY_MIN_STEPS", "HabitatWarning",
+           "HabitatUsageWarning",
            "decode_step", "default_max_ops_per_step", "predict_on", "record_step"]
 
 #: The former name of :func:`~habitat.capture.environment.trace_origin` (benchmarks/accuracy/
@@ -174,6 +176,8 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
         self._sessions: dict[int, record_step | _TimedStep] = {}  # by thread id
         self._threads: set[int] = set()  # threads that ran a step since the last close()
         self._next_index = 0
+        self._serial = new_serial()
+        self._forward_only_warned = False
         sinks = [*(log_dir_sinks(self.log_dir) if self.log_dir else ()), *sink_list(on_step)]
         self._tracing = KernelTracing()
         self._worker = ForecastWorker(self.forecast, self._lock, sinks, verbose=verbose,
@@ -248,13 +252,26 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                     wall_ms = (stop - recording.start) * 1e3
                     self._worker.reuse_locked(recording.index, wall_ms, self._schedule.timed(wall_ms))
         if not isinstance(recording, _TimedStep):
+            watch = _modules.graph_watch() if recording.detailed else None  # the window resets it
             recording.__exit__(exc_type, exc, tb)
             if recording.captured is not None:
                 self._submit(recording)
+                self._check_usage(recording, watch)
             settle_key()  # code between steps (data loading, logging) skips Habitat too
         if self._worker.busy:
             self._worker.raise_messages()
         return False  # never swallow the user's exception
+
+    def _check_usage(self, recording: record_step, watch: _modules.GraphWatch | None) -> None:
+        """Warns once about a forward-only step or a predictor per step (capture/mistakes.py)."""
+        messages = [fresh_predictors.step_ended(self._serial, self.forecast.targets,
+                                                recording.fingerprint, recording.captured.wall_ms)]
+        if watch is not None and watch.built and not watch.used and not self._forward_only_warned:
+            self._forward_only_warned = True
+            messages.append(forward_only(recording.index))
+        for message in messages:
+            if message:
+                warnings.warn(message, HabitatUsageWarning, stacklevel=3)
 
     def _submit(self, recording: record_step) -> None:
         """A recorded step for the worker: forecast in detail, or reusing a forecast."""
