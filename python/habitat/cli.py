@@ -2,11 +2,14 @@
 
     habitat devices                          the GPUs Habitat can forecast for
     habitat predict TRACE --target A100      forecast a saved trace (optionally to TensorBoard)
-    habitat compare TRACE [--plot out.png]   every GPU ranked by time and cost, memory fit
+    habitat compare TRACE [--plot out.png]   every GPU ranked by the step as seen, cost, memory fit
     habitat compare TRACE --cluster 8xH100 --cluster 16xA100 [--parallel ddp]   clusters ranked
     habitat evaluate ...                     accuracy against measurements (habitat.evaluate)
-    habitat report TRACE -o report.html      a self-contained HTML or Markdown report
+    habitat report TRACE [-o report.html]    a self-contained HTML or Markdown report
     habitat --version
+
+TRACE is a file saved by ``forecast.save(...)`` or a ``log_dir`` of ``predict_on`` (its
+``forecast.json``).
 
 GPUs are chosen the same way in every command: ``--target/-t GPU``, repeated or
 comma-separated, ``all`` for every known GPU (``--targets`` is a deprecated alias).
@@ -141,6 +144,34 @@ def _resolve_targets(values: Sequence[str] | None, allow_all: bool) -> list[str]
             # The device database's message names the GPU, the closest ones and the fix.
             raise UserError(exc.args[0] if exc.args else f"unknown GPU {name!r}") from None
     return list(dict.fromkeys(resolved))
+
+
+def _trace_argument(path: str) -> str:
+    """The trace file a TRACE argument names: a folder stands for its ``forecast.json`` (a
+    ``predict_on(..., log_dir=...)``, or a folder holding one run's); a step history
+    (``steps.jsonl``) is named for what it is, with the file to give instead."""
+    from habitat.capture.sinks import FORECAST_FILE, HISTORY_FILE
+
+    p = Path(path)
+    if p.is_dir():
+        if (p / FORECAST_FILE).is_file():
+            return str(p / FORECAST_FILE)
+        runs = sorted(str(f) for f in p.glob(f"*/{FORECAST_FILE}"))
+        if len(runs) == 1:
+            return runs[0]
+        if runs:
+            raise UserError(f"{path!r} holds several runs: name one, e.g. {PROG} compare {runs[0]} "
+                            f"(found {', '.join(runs)})")
+        raise UserError(f"{path!r} is a folder without a {FORECAST_FILE}: give a trace file saved "
+                        "with forecast.save('step.json'), or the log_dir of "
+                        "habitat.predict_on(..., log_dir=...)")
+    if p.name == HISTORY_FILE or p.suffix == ".jsonl":
+        beside = p.with_name(FORECAST_FILE)
+        raise UserError(f"{path!r} is a step history (one line of totals per step), not a trace: "
+                        + (f"give {str(beside)!r} or its folder instead" if beside.is_file() else
+                           f"give the {FORECAST_FILE} of the same log_dir, or a trace saved with "
+                           "forecast.save('step.json')"))
+    return path
 
 
 def _check_trace_path(path: str) -> Path:
@@ -530,15 +561,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_devices)
 
     p = sub.add_parser("predict", help="forecast a saved trace for target GPUs")
-    p.add_argument("trace", help="trace file saved by Habitat (forecast.save); - reads standard input")
+    p.add_argument("trace", help="trace file saved by Habitat (forecast.save), or a log_dir; - reads standard input")
     _target_option(p, "target GPU (default: the trace's targets)")
     p.add_argument("--log-dir", metavar="DIR", help="also write TensorBoard logs to DIR")
     p.add_argument("--save", metavar="FILE", help="save the forecast (trace plus summary) as JSON")
     p.add_argument("--json", action="store_true", help="print the per-step summary as JSON")
     p.set_defaults(run=cmd_predict)
 
-    p = sub.add_parser("compare", help="rank every GPU by predicted time, cost and memory fit")
-    p.add_argument("trace", help="trace file saved by Habitat; - reads standard input")
+    p = sub.add_parser("compare", help="rank every GPU by the step as seen, its cost and memory fit")
+    p.add_argument("trace", help="trace file saved by Habitat, or a log_dir; - reads standard input")
     _target_option(p, "GPUs to compare (default: all)")
     _run_options(p)
     p.add_argument("--plot", metavar="FILE", help="draw time and cost per GPU to FILE (.png, .svg, .pdf)")
@@ -559,8 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_evaluate)
 
     p = sub.add_parser("report", help="write a self-contained HTML or Markdown report")
-    p.add_argument("trace", help="trace file saved by Habitat; - reads standard input")
-    p.add_argument("--output", "-o", required=True, metavar="FILE", help="report file: .html or .md")
+    p.add_argument("trace", help="trace file saved by Habitat, or a log_dir; - reads standard input")
+    p.add_argument("--output", "-o", default="report.html", metavar="FILE",
+                   help="report file: .html or .md (default: report.html)")
     _target_option(p, "GPUs to compare and forecast in detail (default: all compared, the "
                       "trace's targets in detail)")
     _run_options(p)
@@ -578,6 +610,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2), message already printed
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     try:
+        if getattr(args, "trace", None) is not None:
+            args.trace = _trace_argument(args.trace)
         _check_devices()
         with _trace_from_stdin(args):
             return int(args.run(args))

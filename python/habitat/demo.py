@@ -102,10 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Tracing {args.steps} training steps of TinyGPT "
           f"({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, batch {args.batch}, "
           f"context {args.context}) on {device}; forecasting for {', '.join(chosen)}")
-    forecast = None
     predictor = habitat.predict_on(chosen)  # one predictor: each `with` adds a step
+    forecast = predictor.forecast  # the same object each `with` returns
     for _ in range(args.steps):
-        with predictor as forecast:
+        with predictor:
             loss = model(idx, targets)
             loss.backward()
             opt.step()
@@ -113,8 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The step's index and measured time as the forecast records them (print(forecast) too).
         step = forecast.latest
         print(f"  step {step.index}: loss {loss.item():.4f}, measured {step.measured_ms:.2f} ms on "
-              f"{device}, predicted " + ", ".join(f"{t} {step.total_ms[t]:.2f} ms" for t in forecast.targets))
-    assert forecast is not None
+              f"{device}, as seen on " + ", ".join(f"{t} {step.step_ms(t):.2f} ms" for t in forecast.targets))
+    predictor.close()
     print()
     print(forecast)
     print()
@@ -125,8 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         trace = "step.json"
         print("Next: save the trace (in your script, forecast.save(\"step.json\"); here, "
               "--save step.json), then:")
-    commands = [(f"habitat compare {trace}", "every GPU ranked by time, cost and memory fit"),
-                (f"habitat report {trace} -o report.html", "one self-contained report"),
+    commands = [(f"habitat compare {trace}", "every GPU ranked by the step as seen, cost, memory fit"),
+                (f"habitat report {trace}", "report.html: the verdict, a chart, every table"),
                 (f"habitat predict {trace} -t B200,L40S", "other GPUs from the same trace")]
     width = max(len(c) for c, _ in commands)
     for command, what in commands:

@@ -53,9 +53,11 @@ def test_predict_json_and_tensorboard_logs(capsys, trace, tmp_path):
     assert code == 0
     doc = json.loads(out)
     assert doc["targets"] == ["A100-SXM4-80GB"] and len(doc["steps"]) == 3
-    acc = EventAccumulator(str(tmp_path / "tb"))
+    acc = EventAccumulator(str(tmp_path / "tb" / "A100-SXM4-80GB"))  # a run per GPU
     acc.Reload()
-    events = acc.Scalars("habitat-step/predicted_ms/A100-SXM4-80GB")
+    from habitat.present.tensorboard import KERNELS
+
+    events = acc.Scalars(KERNELS)
     assert [e.value for e in events] == pytest.approx([s["total_ms"]["A100-SXM4-80GB"] for s in doc["steps"]])
 
 
@@ -81,7 +83,8 @@ def test_compare_json_with_epochs_and_prices(capsys, trace, tmp_path):
     assert set(rows) == {"T4", "A100-SXM4-80GB"}
     assert rows["T4"]["usd_per_hour"] == 0.2 and rows["A100-SXM4-80GB"]["usd_per_hour"] == 1.0
     t4 = rows["T4"]
-    assert t4["run_cost_usd"] == pytest.approx(0.2 * t4["iteration_ms"] * 300 / 1000 / 3600)
+    assert t4["run_cost_usd"] == pytest.approx(0.2 * t4["step_ms"] * 300 / 1000 / 3600)
+    assert t4["usd_per_1m_steps"] == pytest.approx(0.2 * t4["step_ms"] / 3.6)
 
 
 @pytest.mark.parametrize("suffix", [".html", ".md"])
@@ -144,7 +147,7 @@ def test_missing_and_corrupt_traces_exit_1_with_a_message(capsys, tmp_path):
     code, _, err = run(capsys, "report", other, "-o", tmp_path / "r.html")
     assert code == 1 and "not a habitat trace" in err
     code, _, err = run(capsys, "predict", tmp_path, "-t", "A100")
-    assert code == 1 and "directory" in err
+    assert code == 1 and "folder without a forecast.json" in err
 
 
 def test_unknown_gpu_and_bad_prices_exit_1(capsys, trace, tmp_path):
@@ -165,7 +168,6 @@ def test_unknown_gpu_and_bad_prices_exit_1(capsys, trace, tmp_path):
     ["compare", "t.json", "--epochs", "2"],
     ["compare", "t.json", "--plot", "out.jpg"],
     ["compare", "t.json", "--price", "A100"],
-    ["report", "t.json"],
     ["report", "t.json", "-o", "out.pdf"],
 ])
 def test_bad_usage_exits_2(capsys, argv):
@@ -251,3 +253,26 @@ def test_all_gpus_in_compare_and_report(capsys, trace, tmp_path):
     assert code == 0 and len(json.loads(out)["rows"]) == len(devices())
     code, out, _ = run(capsys, "report", trace, "-t", "ALL", "-o", tmp_path / "r.md")
     assert code == 0 and (tmp_path / "r.md").exists()
+
+
+def test_a_log_dir_stands_for_its_forecast_and_report_defaults_to_report_html(capsys, tmp_path, monkeypatch):
+    log_dir = tmp_path / "runs" / "mlp"
+    capture(("A100", "T4"), steps=2, log_dir=log_dir)
+    code, out, _ = run(capsys, "compare", log_dir, "-t", "A100,T4")
+    assert code == 0 and out.startswith("Fastest as seen: ")
+    code, out, _ = run(capsys, "compare", tmp_path / "runs", "-t", "A100", "--json")  # one run below
+    assert code == 0 and json.loads(out)["rows"][0]["gpu"] == "A100-SXM4-80GB"
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "report", log_dir, "-t", "A100,T4")
+    assert code == 0 and "report.html" in out and (tmp_path / "report.html").is_file()
+
+
+def test_a_step_history_is_named_for_what_it_is(capsys, tmp_path):
+    log_dir = tmp_path / "run"
+    capture(("A100",), steps=1, log_dir=log_dir)
+    code, _, err = run(capsys, "compare", log_dir / "steps.jsonl")
+    assert code == 1 and "step history" in err and "forecast.json" in err
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "forecast.json").write_text((log_dir / "forecast.json").read_text())
+    code, _, err = run(capsys, "predict", tmp_path, "-t", "A100")  # two runs below: which?
+    assert code == 1 and "several runs" in err and str(log_dir / "forecast.json") in err
