@@ -527,11 +527,9 @@ const Device& DeviceDatabase::find(std::string_view name) const {
     message += ".";
   }
   message +=
-      " List them all with `python -m habitat devices`. To add a GPU, write a JSON file laid out "
-      "like habitat/data/devices.json ({\"devices\": [{\"name\": ..., \"compute_capability\": "
-      "\"8.9\", \"sms\": ..., \"boost_clock_mhz\": ..., \"memory_gb\": ..., "
-      "\"memory_bandwidth_gbs\": ..., \"l2_mb\": ..., \"tdp_w\": ..., \"peak_tflops\": {\"fp32\": "
-      "...}}]}) and load it with habitat.load_devices(path) or HABITAT_DEVICES=path.";
+      " `habitat devices` lists them all. To add a GPU, give its figures in a JSON file laid out "
+      "like habitat/data/devices.json and load it with habitat.load_devices(path) or "
+      "HABITAT_DEVICES=path.";
   throw UnknownDeviceError(message);
 }
 

@@ -7,14 +7,15 @@ variable ``HABITAT_DEVICES`` (paths separated by ``os.pathsep``) and those passe
 GPU updates only the fields it gives, a new name must give every field::
 
     {"devices": [{"name": "A100", "memory_bandwidth_gbs": 1800},
-                 {"name": "A10G", "compute_capability": "8.6", "sms": 80, "boost_clock_mhz": 1710,
-                  "memory_gb": 24, "memory_bandwidth_gbs": 600, "l2_mb": 6, "tdp_w": 300,
-                  "peak_tflops": {"fp32": 35.0}}]}
+                 {"name": "RTX-A6000", "compute_capability": "8.6", "sms": 84,
+                  "boost_clock_mhz": 1800, "memory_gb": 48, "memory_bandwidth_gbs": 768,
+                  "l2_mb": 6, "tdp_w": 300, "peak_tflops": {"fp32": 38.7}}]}
 
 Names are forgiving: case, spaces, dashes, underscores and the NVIDIA/Tesla/GeForce words do
 not matter, so ``torch.cuda.get_device_name()`` strings work. Short family names resolve to
-the most common cloud part: ``A100`` = A100 SXM4 80GB, ``A100-PCIe`` = A100 PCIe 80GB,
-``H100`` = H100 SXM5, ``V100`` = V100 SXM2 16GB, ``P100`` = P100 PCIe 16GB.
+the most common cloud part: ``A100`` = A100 SXM4 80GB, ``A100-40G`` = A100 SXM4 40GB,
+``A100-PCIe`` = A100 PCIe 80GB, ``H100`` = H100 SXM5, ``V100`` = V100 SXM2 16GB, ``P100`` = P100
+PCIe 16GB; ``A10G`` (AWS g5) is forecast with the A10's figures (devices.json says why).
 """
 from __future__ import annotations
 
