@@ -192,7 +192,7 @@ TEST_F(PhysicalSanity, NothingIsForecastBelowItsRoofline) {
 // doubled, habitat.learned.train.monotone_pairs), not built in: the MLP can still
 // dip where wave quantisation or the 16-byte alignment flips. Bounded here: few doublings
 // come out faster at all, and none by more than kMaxDip (measured with the shipped weights:
-// README "Modern precisions").
+// docs/accuracy.md, "Modern precisions").
 constexpr double kMaxDip = 0.25;
 constexpr double kMaxFallingShare = 0.05;
 
