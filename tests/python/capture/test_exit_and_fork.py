@@ -31,11 +31,15 @@ for i in range(int(sys.argv[2])):
         loss = model(x).pow(2).mean(); loss.backward(); opt.step(); opt.zero_grad()
 """
 
+# The signal may land on the forecast worker's thread; Python then runs its handler on the main
+# thread at the next check, which one long sleep (not interrupted there) would postpone past the
+# script's end (exit status 0, seen on a loaded machine): short sleeps give it checks.
+WAIT = "import time\nfor _ in range(500): time.sleep(0.01)\n"
 ENDS = {
     "exit": ("", {0}),
     # An uncaught KeyboardInterrupt: status 1 under -c (a traceback), -SIGINT or 130 elsewhere.
-    "SIGINT": ("os.kill(os.getpid(), signal.SIGINT)\nimport time; time.sleep(5)\n", {1, -signal.SIGINT, 130}),
-    "SIGTERM": ("os.kill(os.getpid(), signal.SIGTERM)\nimport time; time.sleep(5)\n", {143}),
+    "SIGINT": ("os.kill(os.getpid(), signal.SIGINT)\n" + WAIT, {1, -signal.SIGINT, 130}),
+    "SIGTERM": ("os.kill(os.getpid(), signal.SIGTERM)\n" + WAIT, {143}),
 }
 
 
