@@ -132,11 +132,13 @@ py::dict timeline_dict(const std::string& target, const TimelineResult& r) {
                       {"host_bound", py::bool_(r.host_bound)},
                       {"host_speed", number(r.host_speed)},
                       {"host_scale", number(r.host_scale)},
+                      {"uncalibrated_step_ms", number(r.uncalibrated_step_us / 1000.0)},
                       {"phases", sorted_dict(std::move(phases))},
                       {"launch_source", py::str(to_string(r.launch_source))},
                       {"overhead_source", py::str(to_string(r.overhead_source))},
                       {"overhead_per_op_us", number(r.overhead_per_op_us)},
                       {"overhead_removed_ms", number(r.overhead_removed_us / 1000.0)},
+                      {"launch_overhead_us", number(r.launch_overhead_us)},
                       {"syncs", py::int_(r.syncs)},
                       {"notes", str_list(r.notes)}});
 }

@@ -43,6 +43,7 @@ struct ApiRecord {
   uint32_t cbid = 0;       // CUPTI callback id of the runtime or driver function
   bool driver = false;     // true: driver API (cuLaunchKernel, Triton); false: runtime API
   uint64_t start_ns = 0;   // host time of the call (CUPTI clock; 0 = unknown): launch time
+  uint64_t end_ns = 0;     // when the call returned (0 = unknown)
 };
 
 // CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: a host wait, or a stream waiting on an event.
@@ -138,9 +139,13 @@ class Correlator {
   std::size_t max_records_;
   uint32_t generation_ = 1;
   std::vector<KernelRecord> kernels_;
-  std::unordered_map<uint32_t, uint32_t> threads_;    // correlation id -> launching thread
-  std::unordered_map<uint32_t, uint64_t> external_;   // correlation id -> external id
-  std::unordered_map<uint32_t, uint64_t> api_start_;  // correlation id -> launch call time (ns)
+  std::unordered_map<uint32_t, uint32_t> threads_;   // correlation id -> launching thread
+  std::unordered_map<uint32_t, uint64_t> external_;  // correlation id -> external id
+  struct ApiCall {
+    uint64_t start_ns = 0;
+    uint64_t end_ns = 0;
+  };
+  std::unordered_map<uint32_t, ApiCall> api_calls_;  // correlation id -> the launch call (ns)
   std::vector<SyncActivityRecord> syncs_;
   std::unordered_map<uint64_t, uint32_t> event_streams_;  // event sync id -> recording stream
   // The previous step's ids, kept one step so a kernel that arrives late is reported as

@@ -129,6 +129,13 @@ struct HostSchedule {
   double overhead_removed_us = 0;  // Habitat's time taken out of the step in all
   int habitat_syncs = 0;           // syncs outside the ops' span: Habitat's window edges, dropped
   int syncs = 0;
+  // CUPTI's cost per kernel launch taken out (Step::launch_overhead_us; 0 when the trace does
+  // not record it) and in all, included in overhead_removed_us.
+  double launch_overhead_us = 0;
+  double launch_overhead_removed_us = 0;
+  // Added to the trace's CUPTI times (launches, syncs) to put them on the ops' clock, measured
+  // from the launches' own ops (launch_clock_shift_us()); 0 when they agreed.
+  double launch_clock_shift_us = 0;
   // Host calibration (calibrate_host_scale): the factor applied to every host time above.
   double host_scale = 1.0;
   std::vector<std::string> notes;  // what the forecast should tell the user about its inputs
@@ -148,6 +155,12 @@ double estimate_overhead_per_op(const Step& step, std::size_t min_samples = 8);
 // clock starts (plus the wrapper's own dispatch: a slight overestimate). Negative when the
 // step has fewer than `min_samples` such ops or records no overhead_us.
 double estimate_untimed_overhead_per_op(const Step& step, std::size_t min_samples = 8);
+
+// The offset to add to a format-2 step's CUPTI times (launch_us, sync start_us) so that its
+// launches fall inside the ops that made them, as they must: the smallest shift that puts all
+// but 1% of the launches inside their op's window. 0 when the recorded clocks already agree,
+// when fewer than `min_launches` launches carry a time, or when no shift fits.
+double launch_clock_shift_us(const Step& step, std::size_t min_launches = 16);
 
 // The step's host program on the origin host. GPU origins: launches at CUPTI's launch times
 // (format 2) or spread over each op's wall window (format 1), with Habitat's time removed.
@@ -173,11 +186,12 @@ OriginHostWindows origin_op_windows(const Step& step, const TraceOrigin& origin,
                                     const TimelineOptions& options);
 
 // The step's wall time when it was measured on a step that recorded nothing, else a negative
-// value. A step's wall time that ends before its own last op did cannot be the wall time of
-// the step that recorded those ops: it is that of a later, uninstrumented step of the same
-// program (predict_on's steady-state steps reuse a detailed step's ops with their own wall
-// time; format-2 traces written from them carry it). The wall of a detailed step itself is
-// instrumented and never used.
+// value: the step's uninstrumented_wall_ms when it carries one (the wall a live run calibrated
+// it to), else its wall_ms under the rule below. A step's wall time that ends before its own last
+// op did cannot be the wall time of the step that recorded those ops: it is that of a later,
+// uninstrumented step of the same program (predict_on's steady-state steps reuse a detailed step's
+// ops with their own wall time; format-2 traces written from them carry it). The wall of a detailed
+// step itself is instrumented and never used.
 double uninstrumented_wall_us(const Step& step);
 
 // The origin host's wall time for one step played from an idle device: the host cadence times
@@ -214,7 +228,10 @@ struct TimelineResult {
   OverheadSource overhead_source = OverheadSource::None;
   double overhead_per_op_us = 0;
   double overhead_removed_us = 0;
+  double launch_overhead_us = 0;  // CUPTI's per-launch cost taken out (HostSchedule)
   int syncs = 0;
+  // The step without the host calibration (host_scale 1): what the traced step alone says.
+  double uncalibrated_step_us = 0;
   std::vector<std::string> notes;
 };
 

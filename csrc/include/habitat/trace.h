@@ -73,6 +73,9 @@ struct KernelLaunch {
   // the device.
   std::optional<double> launch_us;
   std::optional<double> device_start_us;
+  // How long the launch API call took on the host (CUPTI's API record, enter to exit;
+  // absent in traces before it was recorded): CUPTI's own cost inside the call included.
+  std::optional<double> launch_wall_us;
 
   int64_t blocks() const { return int64_t{grid[0]} * grid[1] * grid[2]; }
   int threads_per_block() const { return block[0] * block[1] * block[2]; }
@@ -147,6 +150,13 @@ struct Step {
   // and Habitat's per-step host time outside any op (module hooks), when measured.
   std::vector<SyncRecord> syncs;
   std::optional<double> hook_overhead_us;
+  // CUPTI's host time per kernel launch on the origin host, measured when tracing started
+  // (a launch loop timed with and without CUPTI's activity records); absent when not measured.
+  std::optional<double> launch_overhead_us;
+  // The wall time of an uninstrumented step of the same program that the live run calibrated
+  // this step's host cadence to (predict_on: the median of its steady-state steps), so a saved
+  // trace forecasts as the live run did; absent when there was none.
+  std::optional<double> uninstrumented_wall_ms;
 };
 
 struct TraceOrigin {

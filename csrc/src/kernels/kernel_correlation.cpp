@@ -37,7 +37,9 @@ void Correlator::add(KernelRecord record) {
 void Correlator::add(const ApiRecord& record) {
   if (!has_room()) return;
   threads_[record.correlation_id] = record.thread_id;
-  if (record.start_ns != 0) api_start_[record.correlation_id] = record.start_ns;
+  if (record.start_ns != 0) {
+    api_calls_[record.correlation_id] = {record.start_ns, record.end_ns};
+  }
 }
 
 void Correlator::add(const SyncActivityRecord& record) {
@@ -75,8 +77,12 @@ StepKernels Correlator::take_step() {
       s.attributed_us += us;
       KernelLaunch launch = to_launch(k);
       launch.device_start_us = static_cast<double>(k.start_ns) / 1000.0;
-      if (auto api = api_start_.find(k.correlation_id); api != api_start_.end()) {
-        launch.launch_us = static_cast<double>(api->second) / 1000.0;
+      if (auto api = api_calls_.find(k.correlation_id); api != api_calls_.end()) {
+        const ApiCall& call = api->second;
+        launch.launch_us = static_cast<double>(call.start_ns) / 1000.0;
+        if (call.end_ns >= call.start_ns) {
+          launch.launch_wall_us = static_cast<double>(call.end_ns - call.start_ns) / 1000.0;
+        }
       }
       out.by_op[external_op_id(ext->second)].push_back(std::move(launch));
     } else if (ext != external_.end() || previous_external_.contains(k.correlation_id)) {
@@ -126,7 +132,7 @@ StepKernels Correlator::take_step() {
 
   kernels_.clear();
   threads_.clear();
-  api_start_.clear();
+  api_calls_.clear();
   syncs_.clear();
   event_streams_.clear();
   previous_external_ = std::exchange(external_, {});

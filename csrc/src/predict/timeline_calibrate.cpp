@@ -15,6 +15,9 @@
 namespace habitat {
 
 double uninstrumented_wall_us(const Step& step) {
+  if (step.uninstrumented_wall_ms && *step.uninstrumented_wall_ms > 0) {
+    return *step.uninstrumented_wall_ms * 1000.0;
+  }
   if (!(step.wall_ms > 0) || step.ops.empty()) return -1.0;
   double last_end = 0;
   for (const auto& op : step.ops) last_end = std::max(last_end, op.start_us + op.wall_us);

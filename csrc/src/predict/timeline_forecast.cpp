@@ -110,12 +110,24 @@ std::vector<TimelineResult> step_timelines(const std::vector<double>& shares, st
   }
   const HostSchedule schedule = build_host_schedule(step, origin, options);
   const LaunchScaling scaling(schedule, step);
+  // The calibration scaled every host time by host_scale: the same schedule unscaled is the
+  // host as the traced step alone gives it (the size of the calibration, reported).
+  HostSchedule uncalibrated;
+  if (schedule.host_scale < 1.0 && schedule.host_scale > 0.0) {
+    uncalibrated = schedule;
+    for (auto& e : uncalibrated.events) e.host_us /= schedule.host_scale;
+    uncalibrated.host_end_us /= schedule.host_scale;
+    uncalibrated.host_scale = 1.0;
+  }
   std::vector<double> launch_us;
   std::vector<TimelineResult> out;
   out.reserve(n_targets);
   for (std::size_t t = 0; t < n_targets; ++t) {
     scaling.durations(shares.data() + t * n_ops, launch_us);
     out.push_back(simulate_timeline(schedule, launch_us, options));
+    if (!uncalibrated.events.empty()) {
+      out.back().uncalibrated_step_us = simulate_timeline(uncalibrated, launch_us, options).step_us;
+    }
   }
   return out;
 }
@@ -141,11 +153,13 @@ nlohmann::json timelines_json(const Forecast& f) {
                    {"host_bound", r.host_bound},
                    {"host_speed", r.host_speed},
                    {"host_scale", r.host_scale},
+                   {"uncalibrated_step_ms", r.uncalibrated_step_us / 1000.0},
                    {"phases", phases},
                    {"launch_source", to_string(r.launch_source)},
                    {"overhead_source", to_string(r.overhead_source)},
                    {"overhead_per_op_us", r.overhead_per_op_us},
                    {"overhead_removed_ms", r.overhead_removed_us / 1000.0},
+                   {"launch_overhead_us", r.launch_overhead_us},
                    {"syncs", r.syncs},
                    {"notes", r.notes}});
   }

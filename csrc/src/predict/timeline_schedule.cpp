@@ -217,6 +217,34 @@ double estimate_untimed_overhead_per_op(const Step& step, std::size_t min_sample
   return median_or_none(untimed, min_samples);
 }
 
+double launch_clock_shift_us(const Step& step, std::size_t min_launches) {
+  // Per launch, the shifts that put it inside its op: at least `after_start`, at most
+  // `before_end`.
+  std::vector<double> after_start;
+  std::vector<double> before_end;
+  for (const auto& op : step.ops) {
+    for (const auto& k : op.kernels) {
+      if (!k.launch_us) continue;
+      after_start.push_back(op.start_us - *k.launch_us);
+      before_end.push_back(op.start_us + op.wall_us - *k.launch_us);
+    }
+  }
+  if (after_start.size() < std::max<std::size_t>(min_launches, 1)) return 0.0;
+  // All but 1% of the launches: a kernel attributed to an op it did not come from (a compiled
+  // graph's kernels go to its graph op) must not move the clock.
+  const auto quantile = [](std::vector<double>& v, double q) {
+    const auto at = v.begin() + static_cast<std::ptrdiff_t>(q * static_cast<double>(v.size() - 1));
+    std::nth_element(v.begin(), at, v.end());
+    return *at;
+  };
+  const double lo = quantile(after_start, 0.99);
+  const double hi = quantile(before_end, 0.01);
+  if (lo > hi) return 0.0;  // no shift fits: the clocks are left as recorded
+  if (lo > 0) return lo;
+  if (hi < 0) return hi;
+  return 0.0;
+}
+
 namespace {
 
 // A GPU origin's schedule and the host time it took out of the traced clock.
@@ -239,6 +267,12 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
     for (const auto& k : op.kernels) any_launch_time = any_launch_time || k.launch_us.has_value();
   }
   s.launch_source = any_launch_time ? LaunchSource::Cupti : LaunchSource::OpTimes;
+  const double clock_shift = any_launch_time ? launch_clock_shift_us(step) : 0.0;
+  s.launch_clock_shift_us = clock_shift;
+  // CUPTI's own time inside each launch call, measured on the origin host when tracing began:
+  // taken out right after the call starts (the launch itself keeps its time).
+  const double per_launch = any_launch_time ? step.launch_overhead_us.value_or(0.0) : 0.0;
+  s.launch_overhead_us = per_launch;
 
   double per_op = 0;
   if (options.overhead_per_op_us >= 0) {
@@ -300,9 +334,13 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
       // Without launch records, an op's kernels are spread over its window, the last at its
       // end (an op returns once it has launched its work).
       const double at = kl.launch_us
-                            ? *kl.launch_us
+                            ? *kl.launch_us + clock_shift
                             : op.start_us + op.wall_us * (static_cast<double>(k) + 1.0) / n;
       raw.push_back({at, e});
+      if (per_launch > 0 && kl.launch_us) {
+        removals.add(std::nextafter(at, std::numeric_limits<double>::infinity()), per_launch);
+        s.launch_overhead_removed_us += per_launch;
+      }
     }
     if (infer_syncs && waits_for_device(op)) {
       HostEvent e = base;
@@ -322,7 +360,8 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
     ops_begin = std::min(ops_begin, op.start_us);
     ops_end = std::max(ops_end, op.start_us + op.wall_us);
   }
-  for (const auto& sync : step.syncs) {
+  for (SyncRecord sync : step.syncs) {
+    sync.start_us += clock_shift;
     if (!step.ops.empty() &&
         (sync.start_us + sync.wall_us <= ops_begin || sync.start_us >= ops_end)) {
       ++s.habitat_syncs;
@@ -359,6 +398,7 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
     removals.add(first, lead_in_removed);
     s.overhead_removed_us += lead_in_removed;
   }
+  s.overhead_removed_us += s.launch_overhead_removed_us;
   removals.seal();
   std::stable_sort(raw.begin(), raw.end(),
                    [](const RawEvent& a, const RawEvent& b) { return a.raw_us < b.raw_us; });
@@ -372,9 +412,10 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
   }
   s.traced_host_us = raw_end;
   s.host_end_us = std::max(last, raw_end - removals.before(raw_end));
-  s.overhead_per_op_us = step.ops.empty() ? 0.0
-                                          : (s.overhead_removed_us - lead_in_removed) /
-                                                static_cast<double>(step.ops.size());
+  s.overhead_per_op_us =
+      step.ops.empty() ? 0.0
+                       : (s.overhead_removed_us - lead_in_removed - s.launch_overhead_removed_us) /
+                             static_cast<double>(step.ops.size());
 
   const std::string removed =
       "Habitat's own recording time removed from the host cadence: " +
@@ -406,6 +447,21 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
       break;
     case OverheadSource::None:
       break;
+  }
+  if (s.launch_source == LaunchSource::Cupti) {
+    if (per_launch > 0) {
+      s.notes.push_back("CUPTI's own host time removed: " + fixed(per_launch, 2) +
+                        " us per kernel launch (measured on this host when tracing started), " +
+                        fixed(s.launch_overhead_removed_us / 1000.0, 2) + " ms in all");
+    } else {
+      s.notes.push_back(
+          "CUPTI's own host time inside the launch calls is not removed: the trace does not "
+          "record it (an older capture), so the traced cadence is slower by it");
+    }
+    if (std::abs(clock_shift) >= 1.0) {
+      s.notes.push_back("CUPTI's launch and sync times moved by " + fixed(clock_shift, 1) +
+                        " us onto the ops' clock (measured: each launch lies inside its op)");
+    }
   }
   if (s.habitat_syncs > 0) {
     s.notes.push_back(

@@ -166,6 +166,7 @@ TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector
   r.overhead_source = schedule.overhead_source;
   r.overhead_per_op_us = schedule.overhead_per_op_us;
   r.overhead_removed_us = schedule.overhead_removed_us;
+  r.launch_overhead_us = schedule.launch_overhead_us;
   r.syncs = schedule.syncs;
   r.notes = schedule.notes;
   if (schedule.empty()) return r;
@@ -210,11 +211,16 @@ TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector
   }
   phases.move_to(r.phases);
   r.step_us = ends[ends.size() - 1] - ends[ends.size() - 2];
+  r.uncalibrated_step_us = r.step_us;  // step_timelines replays an uncalibrated schedule too
   r.host_us = schedule.host_end_us / speed;
   r.device_busy_us = union_length(std::move(busy));
   r.gpu_busy_fraction = r.step_us > 0 ? std::min(1.0, r.device_busy_us / r.step_us) : 0.0;
   r.host_bound = r.device_busy_us < 0.9 * r.step_us;
   for (auto& [phase, p] : r.phases) p.host_bound = p.host_us > p.device_us;
+  if (speed != 1.0) {
+    r.notes.push_back("host issue times divided by host_speed " + std::to_string(speed) +
+                      " (given: this host's speed relative to the origin's; not measured)");
+  }
   return r;
 }
 

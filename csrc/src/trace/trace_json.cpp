@@ -151,6 +151,7 @@ ojson encode_kernel(const KernelLaunch& k) {
   if (k.stream != 0) j["stream"] = k.stream;
   if (k.launch_us) j["launch_us"] = *k.launch_us;
   if (k.device_start_us) j["device_start_us"] = *k.device_start_us;
+  if (k.launch_wall_us) j["launch_wall_us"] = *k.launch_wall_us;
   return j;
 }
 
@@ -418,6 +419,8 @@ KernelLaunch decode_kernel(const json& j, const Loc& loc) {
            [&](const json& v, const Loc& l) { k.launch_us = read_duration(v, l); });
   optional(j, loc, "device_start_us",
            [&](const json& v, const Loc& l) { k.device_start_us = read_duration(v, l); });
+  optional(j, loc, "launch_wall_us",
+           [&](const json& v, const Loc& l) { k.launch_wall_us = read_duration(v, l); });
   return k;
 }
 
@@ -600,6 +603,10 @@ Step decode_step(const json& j, const Loc& loc) {
            [&](const json& v, const Loc& l) { step.dropped_ops = read_count(v, l); });
   optional(j, loc, "hook_overhead_us",
            [&](const json& v, const Loc& l) { step.hook_overhead_us = read_duration(v, l); });
+  optional(j, loc, "launch_overhead_us",
+           [&](const json& v, const Loc& l) { step.launch_overhead_us = read_duration(v, l); });
+  optional(j, loc, "uninstrumented_wall_ms",
+           [&](const json& v, const Loc& l) { step.uninstrumented_wall_ms = read_duration(v, l); });
   optional(j, loc, "syncs", [&](const json& v, const Loc& l) {
     expect_array(v, l);
     step.syncs.reserve(v.size());
@@ -721,6 +728,8 @@ std::string trace_to_json(const Trace& trace) {
     if (step.measured_peak_bytes != 0) s["measured_peak_bytes"] = step.measured_peak_bytes;
     if (step.dropped_ops != 0) s["dropped_ops"] = step.dropped_ops;
     if (step.hook_overhead_us) s["hook_overhead_us"] = *step.hook_overhead_us;
+    if (step.launch_overhead_us) s["launch_overhead_us"] = *step.launch_overhead_us;
+    if (step.uninstrumented_wall_ms) s["uninstrumented_wall_ms"] = *step.uninstrumented_wall_ms;
     if (!step.syncs.empty()) {
       ojson& syncs = s["syncs"] = ojson::array();
       for (const auto& sync : step.syncs) syncs.push_back(encode_sync(sync));

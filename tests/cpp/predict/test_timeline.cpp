@@ -397,6 +397,108 @@ TEST(TimelineCalibration, TheOriginsDeviceWaitsAreNotScaled) {
   EXPECT_DOUBLE_EQ(build_host_schedule(step, gpu(), no_overhead()).host_scale, 1.0);
 }
 
+// Host-bound, with CUPTI launch records: ops every 50 us, each launching a 5 us kernel 20 us
+// after its start.
+Step launch_recorded_step(int ops = 20) {
+  Step step;
+  for (int i = 0; i < ops; ++i) {
+    step.ops.push_back(op_at(static_cast<uint64_t>(i), 50.0 * i, 30.0, {5.0}));
+    step.ops.back().overhead_us = 0.0;
+    step.ops.back().kernels[0].launch_us = 50.0 * i + 20.0;
+  }
+  return step;
+}
+
+TEST(Timeline, CuptisMeasuredCostPerLaunchIsRemovedAfterEachLaunch) {
+  Step step = launch_recorded_step();
+  const HostSchedule as_traced = build_host_schedule(step, gpu(), TimelineOptions{});
+  EXPECT_DOUBLE_EQ(as_traced.launch_overhead_removed_us, 0.0);
+  step.launch_overhead_us = 8.0;
+  const HostSchedule s = build_host_schedule(step, gpu(), TimelineOptions{});
+  EXPECT_DOUBLE_EQ(s.launch_overhead_us, 8.0);
+  EXPECT_NEAR(s.launch_overhead_removed_us, 20 * 8.0, 1e-9);
+  EXPECT_NEAR(s.overhead_removed_us, 20 * 8.0, 1e-9);
+  EXPECT_NEAR(s.overhead_per_op_us, 0.0, 1e-9);  // the per-op figure is the capture's alone
+  ASSERT_EQ(s.events.size(), 20u);
+  EXPECT_NEAR(s.events[0].host_us, 20.0, 1e-9);  // the first launch keeps its time
+  EXPECT_NEAR(s.events[1].host_us, 62.0, 1e-9);  // the next one lost the first call's cost
+  EXPECT_NEAR(s.host_end_us, 980.0 - 160.0, 1e-6);
+  const TimelineResult r = play(step, TimelineOptions{});
+  EXPECT_NEAR(r.step_us, 820.0, 1e-6);
+  EXPECT_DOUBLE_EQ(r.launch_overhead_us, 8.0);
+}
+
+TEST(Timeline, LaunchTimesAreMovedOntoTheOpsClockWhenTheyDisagree) {
+  // CUPTI's clock read 100 us late at the step's start: every launch appears 100 us early,
+  // before its own op began. The shift is measured back and the schedule is the one of the
+  // agreeing clocks.
+  const Step right = launch_recorded_step();
+  EXPECT_DOUBLE_EQ(launch_clock_shift_us(right), 0.0);
+  Step early = right;
+  for (auto& op : early.ops) *op.kernels[0].launch_us -= 100.0;
+  early.syncs = {{SyncRecord::Kind::Stream, 400.0 - 100.0, 2.0, 7, 0}};
+  Step with_sync = right;
+  with_sync.syncs = {{SyncRecord::Kind::Stream, 400.0, 2.0, 7, 0}};
+  // Each launch may sit anywhere from its op's start to its end: the smallest move that puts
+  // them inside (here 80 us: 20 us after the start).
+  EXPECT_NEAR(launch_clock_shift_us(early), 80.0, 1e-9);
+  const HostSchedule a = build_host_schedule(with_sync, gpu(), TimelineOptions{});
+  const HostSchedule b = build_host_schedule(early, gpu(), TimelineOptions{});
+  EXPECT_NEAR(b.launch_clock_shift_us, 80.0, 1e-9);
+  ASSERT_EQ(a.events.size(), b.events.size());
+  for (std::size_t i = 0; i < a.events.size(); ++i) {
+    EXPECT_EQ(a.events[i].kind, b.events[i].kind);
+    EXPECT_NEAR(a.events[i].host_us, b.events[i].host_us + 20.0, 1e-6);  // at their op's start
+  }
+  EXPECT_NEAR(a.host_end_us, b.host_end_us, 1e-6);
+  EXPECT_EQ(b.syncs, 1);  // still inside the ops' span, not taken for Habitat's window edge
+  // Too few launches to measure, or none that fits: the clocks are left as recorded.
+  Step few = early;
+  few.ops.resize(5);
+  EXPECT_DOUBLE_EQ(launch_clock_shift_us(few), 0.0);
+}
+
+TEST(TimelineCalibration, TheUncalibratedStepAndASavedWallAreKept) {
+  // The wall time a live run calibrated to, kept in the step (uninstrumented_wall_ms), gives
+  // the same forecast when the step is read back; the step as traced is reported beside it.
+  Step step;
+  for (uint64_t i = 0; i < 10; ++i) {
+    step.ops.push_back(op_at(i, 50.0 * static_cast<double>(i), 10.0, {5.0}));
+    step.ops.back().overhead_us = 0.0;
+  }
+  step.wall_ms = 0.5;  // the detailed step's own, instrumented
+  TimelineOptions live = no_overhead();
+  live.uninstrumented_wall_us = 230.0;
+  const TimelineResult given = play(step, live);
+  step.uninstrumented_wall_ms = 0.23;
+  EXPECT_DOUBLE_EQ(uninstrumented_wall_us(step), 230.0);
+  const TimelineResult saved = play(step, no_overhead());
+  EXPECT_NEAR(saved.step_us, given.step_us, 1e-9);
+  EXPECT_NEAR(saved.host_scale, 0.5, 1e-9);
+  const DeviceDatabase db =
+      DeviceDatabase::load_file(HABITAT_SOURCE_DIR "/python/habitat/data/devices.json");
+  Predictor p(db);
+  const Forecast f = p.predict(step, gpu(), {"H100-SXM5-80GB"});
+  ASSERT_EQ(f.timelines.size(), 1u);
+  EXPECT_NEAR(f.timelines[0].step_us, 230.0, 1e-6);
+  EXPECT_NEAR(f.timelines[0].uncalibrated_step_us, 460.0, 1e-6);
+  step.uninstrumented_wall_ms.reset();
+  const Forecast plain = p.predict(step, gpu(), {"H100-SXM5-80GB"});
+  EXPECT_DOUBLE_EQ(plain.timelines[0].uncalibrated_step_us, plain.timelines[0].step_us);
+}
+
+TEST(Timeline, AnotherHostsSpeedIsSaidToBeGiven) {
+  Step step;
+  for (uint64_t i = 0; i < 4; ++i)
+    step.ops.push_back(op_at(i, 50.0 * static_cast<double>(i), 10.0, {5.0}));
+  TimelineOptions slow = no_overhead();
+  slow.host_speed = 0.5;
+  const TimelineResult r = play(step, slow);
+  bool said = false;
+  for (const auto& n : r.notes) said = said || n.find("host_speed 0.5") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(Timeline, TraceFormatTwoFieldsRoundTrip) {
   Trace trace;
   trace.origin = gpu();
@@ -410,9 +512,15 @@ TEST(Timeline, TraceFormatTwoFieldsRoundTrip) {
   step.syncs = {{SyncRecord::Kind::Stream, 5, 2, 7, 0},
                 {SyncRecord::Kind::StreamWait, 6, 0, 13, 7}};
   step.hook_overhead_us = 12.0;
+  step.launch_overhead_us = 6.5;
+  step.uninstrumented_wall_ms = 0.8;
+  step.ops[0].kernels[0].launch_wall_us = 9.25;
   trace.steps = {step};
   const Trace back = trace_from_json(trace_to_json(trace));
   const Step& s = back.steps.at(0);
+  EXPECT_EQ(s.launch_overhead_us, 6.5);
+  EXPECT_EQ(s.uninstrumented_wall_ms, 0.8);
+  EXPECT_EQ(s.ops[0].kernels[0].launch_wall_us, 9.25);
   EXPECT_EQ(s.ops[0].overhead_us, 1.5);
   EXPECT_EQ(s.ops[0].own_before_us, 0.75);
   EXPECT_EQ(s.ops[0].kernels[0].launch_us, 1.25);
@@ -430,6 +538,8 @@ TEST(Timeline, TraceFormatTwoFieldsRoundTrip) {
   EXPECT_FALSE(old.steps[0].ops[0].overhead_us.has_value());
   EXPECT_FALSE(old.steps[0].ops[0].own_before_us.has_value());
   EXPECT_FALSE(old.steps[0].ops[0].kernels[0].launch_us.has_value());
+  EXPECT_FALSE(old.steps[0].launch_overhead_us.has_value());
+  EXPECT_FALSE(old.steps[0].uninstrumented_wall_ms.has_value());
   EXPECT_TRUE(old.steps[0].syncs.empty());
   EXPECT_THROW(trace_from_json(R"({"format": "habitat-trace", "version": 2, "origin": {},
     "steps": [{"index": 0, "wall_ms": 1, "ops": [], "syncs": [{"kind": "nap", "start_us": 1}]}]})"),

@@ -24,12 +24,13 @@ TEST(TimelineRecords, KernelsCarryTheirLaunchAndStartTimes) {
   Correlator c;
   const uint32_t gen = c.generation();
   c.add(ExternalCorrelationRecord{kHabitatExternalKind, encode_external_id(gen, 3), 10});
-  c.add(ApiRecord{10, 1, 211, false, 1'000'000});  // the launch call at 1000 us
+  c.add(ApiRecord{10, 1, 211, false, 1'000'000, 1'002'500});  // the launch call, 1000-1002.5 us
   c.add(kernel(10, 1'004'000, 1'010'000, 7));
   StepKernels step = c.take_step();
   ASSERT_EQ(step.by_op.at(3).size(), 1u);
   const KernelLaunch& k = step.by_op.at(3).front();
   EXPECT_DOUBLE_EQ(*k.launch_us, 1000.0);
+  EXPECT_DOUBLE_EQ(*k.launch_wall_us, 2.5);  // enter to exit of the launch call
   EXPECT_DOUBLE_EQ(*k.device_start_us, 1004.0);
   EXPECT_DOUBLE_EQ(k.duration_us, 6.0);
 
@@ -41,6 +42,18 @@ TEST(TimelineRecords, KernelsCarryTheirLaunchAndStartTimes) {
   shift_to_step(ops, none, 900.0);
   EXPECT_DOUBLE_EQ(*ops[0].kernels[0].launch_us, 100.0);
   EXPECT_DOUBLE_EQ(*ops[0].kernels[0].device_start_us, 104.0);
+  EXPECT_DOUBLE_EQ(*ops[0].kernels[0].launch_wall_us, 2.5);  // a duration: not shifted
+}
+
+TEST(TimelineRecords, ALaunchCallWithoutAnEndHasNoDuration) {
+  Correlator c;
+  c.add(ExternalCorrelationRecord{kHabitatExternalKind, encode_external_id(c.generation(), 1), 4});
+  c.add(ApiRecord{4, 1, 211, false, 2'000'000});  // CUPTI gave no end time
+  c.add(kernel(4, 2'003'000, 2'004'000, 7));
+  const StepKernels step = c.take_step();
+  const KernelLaunch& k = step.by_op.at(1).front();
+  EXPECT_DOUBLE_EQ(*k.launch_us, 2000.0);
+  EXPECT_FALSE(k.launch_wall_us.has_value());
 }
 
 TEST(TimelineRecords, SyncsAndStreamWaitsAreJoinedToTheirStreams) {
