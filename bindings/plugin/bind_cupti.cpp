@@ -142,6 +142,14 @@ void bind_cupti(py::module_& m) {
       "cupti_last_step", [] { return step_json(KernelTracer::instance().last_step()); },
       "The counts and status of the latest flush (e.g. the one the capture made at step end), "
       "as cupti_flush's JSON without kernels.");
+  m.def(
+      "cupti_set_launch_overhead",
+      [](double us) { KernelTracer::instance().set_launch_overhead_us(us); }, py::arg("us"),
+      "CUPTI's measured host time per kernel launch (us), written into every traced step "
+      "(launch_overhead_us); negative: unset.");
+  m.def(
+      "cupti_launch_overhead", [] { return KernelTracer::instance().launch_overhead_us(); },
+      "CUPTI's measured host time per kernel launch (us), or None before it was measured.");
   m.def("nvtx_requested", &nvtx_requested,
         "Whether NVTX ranges per op were asked for (HABITAT_NVTX=1 or nvtx_request(True)).");
   m.def("nvtx_request", &set_nvtx_requested, py::arg("on"),

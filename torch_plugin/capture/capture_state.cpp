@@ -3,6 +3,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
+#include <optional>
 #include <stdexcept>
 
 #include "capture/capture_key.h"
@@ -64,7 +65,15 @@ void Session::begin() {
   if (enclosing != nullptr && enclosing->detailed()) detailed_ = true;
   if (outermost_) thread_state().reset_context();
   recorder_ = std::make_unique<Recorder>(max_ops_, detailed_);
-  cupti_start_us_ = cupti::KernelTracer::instance().active() ? cupti::timestamp_us() : 0.0;
+  if (cupti::KernelTracer::instance().active()) {
+    // CUPTI's clock at the recorder's start: both clocks read back to back now, less the time
+    // since the recorder started (reserving its records takes tens of microseconds).
+    const double cupti_now = cupti::timestamp_us();
+    const double since_start = recorder_->micros_since_start(Clock::now());
+    cupti_start_us_ = cupti_now > 0 ? cupti_now - since_start : 0.0;
+  } else {
+    cupti_start_us_ = 0.0;
+  }
   c10::ThreadLocalDebugInfo::_push(kSessionKind, shared_from_this());
   open_ = true;
   g_active_sessions.fetch_add(1, std::memory_order_relaxed);
@@ -83,9 +92,11 @@ Step Session::end(int64_t index, std::string* warning) {
   fingerprint_ = recorder_->fingerprint();
   fingerprint_ops_ = recorder_->fingerprint_ops();
   std::vector<SyncRecord> syncs;
+  std::optional<double> launch_overhead_us;
   if (auto& tracer = cupti::KernelTracer::instance(); outermost_ && detailed_ && tracer.active()) {
     cupti::StepResult flushed = tracer.flush_into(ops);
     syncs = std::move(flushed.syncs);
+    launch_overhead_us = tracer.launch_overhead_us();
     // Launch and device times onto the step's clock (the timeline's inputs); without a
     // CUPTI timestamp at the start they cannot be placed, so they are dropped.
     if (cupti_start_us_ > 0) {
@@ -128,6 +139,7 @@ Step Session::end(int64_t index, std::string* warning) {
   Step step = Recorder::to_step(std::move(ops), index, wall_ms);
   step.dropped_ops = static_cast<int64_t>(recorder_->dropped());
   step.syncs = std::move(syncs);
+  step.launch_overhead_us = launch_overhead_us;
   if (detailed_ && recorder_->hook_ns() > 0) {
     step.hook_overhead_us = static_cast<double>(recorder_->hook_ns()) / 1000.0;
   }

@@ -79,6 +79,65 @@ constexpr CUpti_ActivityKind kOptionalKinds[] = {
 };
 #endif
 
+// HABITAT_CUPTI_API_RECORDS=launches: runtime and driver API records for the calls that launch
+// kernels only (what the join needs: the launching thread and time), instead of a record for
+// every CUDA API call (cudaGetDevice, cudaGetLastError, the driver calls under each runtime
+// call), each of which costs host time inside the traced step. Off by default until a GPU run
+// has checked that every kernel is still attributed (benchmarks/timeline/first_step.py).
+#if CUPTI_API_VERSION >= 130000
+#define HABITAT_CUPTI_API_FILTER 1
+constexpr CUpti_CallbackId kRuntimeLaunches[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+};
+constexpr CUpti_CallbackId kDriverLaunches[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+};
+
+bool launch_api_records_only() {
+  const char* v = std::getenv("HABITAT_CUPTI_API_RECORDS");
+  return v != nullptr && std::strcmp(v, "launches") == 0;
+}
+
+// Turns the launch calls' API records on or off; false when CUPTI refused one (then every
+// one switched here is switched back).
+bool switch_launch_api_records(uint8_t on) {
+  for (CUpti_CallbackId cbid : kRuntimeLaunches) {
+    if (cuptiActivityEnableRuntimeApi(cbid, on) != CUPTI_SUCCESS) {
+      if (on) switch_launch_api_records(0);
+      return false;
+    }
+  }
+  for (CUpti_CallbackId cbid : kDriverLaunches) {
+    if (cuptiActivityEnableDriverApi(cbid, on) != CUPTI_SUCCESS) {
+      if (on) switch_launch_api_records(0);
+      return false;
+    }
+  }
+  return true;
+}
+#endif
+
 constexpr std::size_t kMaxNvtxSample = 32;
 constexpr std::size_t kMaxPooledBuffers = 8;
 // CUPTI asks for another buffer when one fills, so the size only sets how often it asks.
@@ -147,6 +206,8 @@ struct TracerState {
   std::vector<CUpti_ActivityKind> enabled;
   std::string status = "not started";
   bool start_failed = false;
+  bool launch_records_only =
+      false;  // API records of the launch calls only (HABITAT_CUPTI_API_RECORDS)
 
   // Hot path: read on every op by ScopedKernelAttribution.
   std::atomic<bool> active{false};
@@ -196,7 +257,7 @@ struct TracerState {
       case CUPTI_ACTIVITY_KIND_DRIVER: {
         const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
         correlator.add(ApiRecord{a->correlationId, a->threadId, static_cast<uint32_t>(a->cbid),
-                                 record->kind == CUPTI_ACTIVITY_KIND_DRIVER, a->start});
+                                 record->kind == CUPTI_ACTIVITY_KIND_DRIVER, a->start, a->end});
         break;
       }
 #ifdef HABITAT_CUPTI_SYNC_RECORDS
@@ -354,6 +415,14 @@ Status KernelTracer::start(const TracerOptions& options) {
   }
   std::vector<CUpti_ActivityKind> kinds(std::begin(kKinds), std::end(kKinds));
   if (options.record_nvtx) kinds.push_back(CUPTI_ACTIVITY_KIND_MARKER);
+#ifdef HABITAT_CUPTI_API_FILTER
+  s.launch_records_only = launch_api_records_only() && switch_launch_api_records(1);
+  if (s.launch_records_only) {
+    std::erase_if(kinds, [](CUpti_ActivityKind k) {
+      return k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
+    });
+  }
+#endif
   for (CUpti_ActivityKind kind : kinds) {
     r = cuptiActivityEnable(kind);
     if (r != CUPTI_SUCCESS) {
@@ -361,6 +430,10 @@ Status KernelTracer::start(const TracerOptions& options) {
       s.start_failed = true;
       for (CUpti_ActivityKind on : s.enabled) cuptiActivityDisable(on);
       s.enabled.clear();
+#ifdef HABITAT_CUPTI_API_FILTER
+      if (s.launch_records_only) switch_launch_api_records(0);
+      s.launch_records_only = false;
+#endif
       return {false, s.status};
     }
     s.enabled.push_back(kind);
@@ -402,6 +475,12 @@ Status KernelTracer::stop() {
     }
   }
   s.enabled.clear();
+#ifdef HABITAT_CUPTI_API_FILTER
+  if (s.launch_records_only && !switch_launch_api_records(0) && result.ok) {
+    result = {false, "CUPTI refused to turn the launch calls' API records off"};
+  }
+  s.launch_records_only = false;
+#endif
   r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   if (r != CUPTI_SUCCESS && result.ok) result = {false, describe(r, "cuptiActivityFlushAll")};
   if (const std::size_t out = s.outstanding(); out > 0 && result.ok) {
@@ -508,6 +587,15 @@ void KernelTracer::pop() {
 }
 
 #endif  // HABITAT_WITH_CUPTI
+
+void KernelTracer::set_launch_overhead_us(double us) {
+  launch_overhead_us_.store(us >= 0 ? us : -1.0, std::memory_order_relaxed);
+}
+
+std::optional<double> KernelTracer::launch_overhead_us() const {
+  const double us = launch_overhead_us_.load(std::memory_order_relaxed);
+  return us >= 0 ? std::optional<double>(us) : std::nullopt;
+}
 
 KernelTracer& KernelTracer::instance() {
   // Deliberately never destroyed (the absl::NoDestructor pattern): CUPTI may call the

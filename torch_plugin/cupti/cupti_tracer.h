@@ -6,9 +6,11 @@
 // Status naming the problem, and tracing stays off.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +87,12 @@ class KernelTracer {
   bool usable() const;
   // "tracing", "not started", or why tracing is off.
   std::string status() const;
+  // CUPTI's host time per kernel launch on this host, as measured when tracing began
+  // (python/habitat/capture/cupti.py: a launch loop timed with and without CUPTI); each traced
+  // step carries it (Step::launch_overhead_us) so the timeline can take it out. Unset (nullopt)
+  // until measured; a negative value unsets it.
+  void set_launch_overhead_us(double us);
+  std::optional<double> launch_overhead_us() const;
 
   // Used by ScopedKernelAttribution. push returns false when nothing was pushed.
   bool push(uint64_t op_id);
@@ -97,6 +105,7 @@ class KernelTracer {
  private:
   KernelTracer();
   std::unique_ptr<TracerState> state_;
+  std::atomic<double> launch_overhead_us_{-1.0};  // < 0: not measured
 };
 
 // Attributes every kernel launched on this thread while it lives to op `op_id`. Costs one

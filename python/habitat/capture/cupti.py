@@ -13,9 +13,10 @@ import atexit
 import json
 import os
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -27,11 +28,19 @@ __all__ = [
     "StepKernels",
     "cupti_available",
     "cupti_status",
+    "measure_launch_overhead",
     "origin_device",
     "profiler_running",
 ]
 
+#: The start-up measurement of CUPTI's own host time per kernel launch (once per process, at
+#: the first traced step): LAUNCH_PROBE_LAUNCHES launches of a one-element in-place add, timed
+#: with CUPTI's activity records off and on, LAUNCH_PROBE_ROUNDS times each, alternating.
+LAUNCH_PROBE_LAUNCHES = 200
+LAUNCH_PROBE_ROUNDS = 3
+
 _warned: set[str] = set()
+_launch_probe_failed = False  # the probe could not start CUPTI's records: not tried again
 
 # NVTX ranges cost per op, so they stay on only while someone asked for them: each
 # predict_on(nvtx=True) or KernelTracing(record_nvtx=True) holds a request until it closes.
@@ -112,6 +121,65 @@ def origin_device(index: int | None = None) -> str:
         return name
 
 
+def measure_launch_overhead(launch: Callable[[], None], records_on: Callable[[], bool],
+                            records_off: Callable[[], None], synchronize: Callable[[], None], *,
+                            launches: int = LAUNCH_PROBE_LAUNCHES,
+                            rounds: int = LAUNCH_PROBE_ROUNDS,
+                            clock: Callable[[], float] = time.perf_counter) -> float | None:
+    """CUPTI's own host time per kernel launch, in microseconds: `launches` calls of `launch`
+    (one kernel each) timed on the host with CUPTI's activity records off, then on
+    (`records_on()` starts them, False when it cannot; `records_off()` flushes and stops them),
+    `rounds` times; the fastest round of each mode (the least disturbed by anything else on the
+    host), their difference per launch, at least 0. None when the records could not be started.
+
+    The timeline takes this cost out of each launch of a traced step (the step's
+    ``launch_overhead_us``): measured here, on this host, rather than assumed."""
+    if launches < 1 or rounds < 1:
+        raise ValueError(f"launches and rounds must be at least 1, got {launches} and {rounds}")
+
+    def timed() -> float:
+        synchronize()
+        t0 = clock()
+        for _ in range(launches):
+            launch()
+        elapsed = clock() - t0
+        synchronize()
+        return elapsed
+
+    for _ in range(max(1, launches // 10)):  # warm-up: caches, the kernel's first load
+        launch()
+    off: list[float] = []
+    on: list[float] = []
+    for _ in range(rounds):
+        off.append(timed())
+        if not records_on():
+            return None
+        try:
+            on.append(timed())
+        finally:
+            records_off()
+    return max(0.0, (min(on) - min(off)) / launches * 1e6)
+
+
+def _probe_launch_overhead() -> float | None:
+    """measure_launch_overhead on the current CUDA device, with Habitat's CUPTI client."""
+    x = torch.zeros(1, device="cuda")
+
+    def launch() -> None:
+        x.add_(1.0)
+
+    def records_on() -> bool:
+        return bool(_C.cupti_start(False)[0])
+
+    def records_off() -> None:
+        torch.cuda.synchronize()
+        _C.cupti_flush()  # the probe's kernels are no step's: dropped
+        _C.cupti_stop()
+
+    with torch.no_grad():
+        return measure_launch_overhead(launch, records_on, records_off, torch.cuda.synchronize)
+
+
 @dataclass
 class StepKernels:
     """The kernels of one step, per op id, with the record counts (never silently lossy)."""
@@ -167,9 +235,13 @@ class KernelTracing:
     and no buffer of Habitat's is with CUPTI, so torch.profiler can take over cleanly.
     """
 
-    def __init__(self, *, enabled: bool = True, record_nvtx: bool = False) -> None:
+    def __init__(self, *, enabled: bool = True, record_nvtx: bool = False,
+                 measure_launch_cost: bool = True) -> None:
         self.enabled = enabled
         self.record_nvtx = record_nvtx
+        # Before the process's first traced step: CUPTI's host time per launch on this host
+        # (measure_launch_overhead), kept in every traced step for the timeline.
+        self.measure_launch_cost = measure_launch_cost
         self._nvtx_held = False
         self._hold_nvtx()
         self._restart = False
@@ -203,12 +275,30 @@ class KernelTracing:
             # Another client may have replaced our callbacks or disabled our kinds.
             _C.cupti_stop()
             self._restart = False
+        if self.measure_launch_cost and _C.cupti_launch_overhead() is None and not _C.cupti_active():
+            self._measure_launch_cost()
         ok, message = _C.cupti_start(self.record_nvtx)
         if not ok:
             _warn_once(f"start:{message}", message)
             return False
         self._tracing = True
         return True
+
+    @staticmethod
+    def _measure_launch_cost() -> None:
+        global _launch_probe_failed
+        if _launch_probe_failed:
+            return
+        try:
+            us = _probe_launch_overhead()
+        except Exception as exc:  # noqa: BLE001 - a probe must never break the user's step
+            us = None
+            _warn_once("probe", f"could not measure CUPTI's cost per kernel launch ({exc}); the "
+                       "timeline keeps it in the traced host cadence")
+        if us is None:
+            _launch_probe_failed = True
+            return
+        _C.cupti_set_launch_overhead(us)
 
     def prepare_flush(self) -> bool:
         """Readies the step's records for a flush; False when the step's kernels are lost."""

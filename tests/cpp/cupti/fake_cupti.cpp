@@ -31,6 +31,8 @@ struct World {
   std::optional<Pair> registered;
   std::optional<Pair> previous;
   std::set<CUpti_ActivityKind> enabled;
+  std::set<CUpti_CallbackId> runtime_apis;  // enabled one by one (cuptiActivityEnableRuntimeApi)
+  std::set<CUpti_CallbackId> driver_apis;
   std::optional<OpenBuffer> open;
   std::map<CUpti_ExternalCorrelationKind, std::vector<uint64_t>> external;
   uint32_t next_correlation = 1;
@@ -105,7 +107,14 @@ void launch_kernel(const char* name) {
   api.end = t + 10;
   api.correlationId = correlation;
   api.threadId = 1;
-  emit(api, CUPTI_ACTIVITY_KIND_RUNTIME);
+  if (w.runtime_apis.count(api.cbid) != 0 && w.enabled.count(CUPTI_ACTIVITY_KIND_RUNTIME) == 0) {
+    w.enabled.insert(CUPTI_ACTIVITY_KIND_RUNTIME);  // this call's record only
+    emit(api, CUPTI_ACTIVITY_KIND_RUNTIME);
+    w.enabled.erase(CUPTI_ACTIVITY_KIND_RUNTIME);
+  } else {
+    emit(api, CUPTI_ACTIVITY_KIND_RUNTIME);
+  }
+
   for (const auto& [kind, stack] : w.external) {
     if (stack.empty()) continue;
     CUpti_ActivityExternalCorrelation ext{};
@@ -129,6 +138,8 @@ void launch_kernel(const char* name) {
 }
 
 int64_t misdelivered() { return world().misdelivered; }
+std::size_t runtime_apis_enabled() { return world().runtime_apis.size(); }
+bool kind_enabled(CUpti_ActivityKind kind) { return world().enabled.count(kind) != 0; }
 int64_t completed() { return world().completed; }
 bool buffer_open() { return world().open.has_value(); }
 void set_records_per_buffer(std::size_t records) { world().records_per_buffer = records; }
@@ -197,6 +208,24 @@ CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid,
 
 CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
   *dropped = 0;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+  if (enable) {
+    world().runtime_apis.insert(cbid);
+  } else {
+    world().runtime_apis.erase(cbid);
+  }
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+  if (enable) {
+    world().driver_apis.insert(cbid);
+  } else {
+    world().driver_apis.erase(cbid);
+  }
   return CUPTI_SUCCESS;
 }
 

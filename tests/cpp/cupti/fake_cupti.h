@@ -19,11 +19,15 @@ namespace fake_cupti {
 // Forgets everything (registered callbacks, kinds, the open buffer, counts). An open
 // buffer is dropped without completing it: call between tests after the clients stopped.
 void reset();
-// One kernel launched by the calling "thread": a runtime API record, an external
-// correlation record per kind pushed, and a kernel record, each if its kind is enabled.
+// One kernel launched by the calling "thread": a runtime API record (its kind enabled, or the
+// launch call's records enabled alone), an external correlation record per kind pushed, and a
+// kernel record, each if its kind is enabled.
 void launch_kernel(const char* name);
 // Buffers completed into a callback pair other than the one that requested them.
 int64_t misdelivered();
+// Runtime API calls enabled one by one (cuptiActivityEnableRuntimeApi), and whether a kind is on.
+std::size_t runtime_apis_enabled();
+bool kind_enabled(CUpti_ActivityKind kind);
 // Buffers completed in all (to the right pair or not).
 int64_t completed();
 // Whether a buffer is open (requested, not completed yet).

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <set>
+#include <vector>
 
 #include "cupti/cupti_tracer.h"
 #include "fake_cupti.h"
@@ -92,6 +93,38 @@ TEST_F(CuptiBuffers, StopHandsEveryBufferBackBeforeAnotherClientRegisters) {
   fake_cupti::launch_kernel("plain step");  // between steps: no kind on, no buffer asked for
   EXPECT_FALSE(fake_cupti::buffer_open());
 }
+
+#if CUPTI_API_VERSION >= 130000
+TEST_F(CuptiBuffers, LaunchCallsAloneCanBeRecorded) {
+  // HABITAT_CUPTI_API_RECORDS=launches: no record for every API call, only for the launch
+  // calls, whose records still give each kernel its op and launch time; stop turns them off.
+  setenv("HABITAT_CUPTI_API_RECORDS", "launches", 1);
+  KernelTracer& tracer = KernelTracer::instance();
+  ASSERT_TRUE(tracer.start().ok);
+  EXPECT_FALSE(fake_cupti::kind_enabled(CUPTI_ACTIVITY_KIND_RUNTIME));
+  EXPECT_FALSE(fake_cupti::kind_enabled(CUPTI_ACTIVITY_KIND_DRIVER));
+  EXPECT_GT(fake_cupti::runtime_apis_enabled(), 0u);
+  {
+    ScopedKernelAttribution op(7);
+    fake_cupti::launch_kernel("k");
+  }
+  std::vector<OpRecord> ops(1);
+  ops[0].id = 7;
+  const StepResult step = tracer.flush_into(ops);
+  ASSERT_TRUE(step.status.ok) << step.status.message;
+  EXPECT_EQ(step.kernels.stats.attributed, 1);
+  ASSERT_EQ(ops[0].kernels.size(), 1u);
+  EXPECT_TRUE(ops[0].kernels[0].launch_us.has_value());
+  EXPECT_TRUE(tracer.stop().ok);
+  EXPECT_EQ(fake_cupti::runtime_apis_enabled(), 0u);
+  unsetenv("HABITAT_CUPTI_API_RECORDS");
+  // Without the setting: every API call's records, as before.
+  ASSERT_TRUE(tracer.start().ok);
+  EXPECT_TRUE(fake_cupti::kind_enabled(CUPTI_ACTIVITY_KIND_RUNTIME));
+  EXPECT_EQ(fake_cupti::runtime_apis_enabled(), 0u);
+  EXPECT_TRUE(tracer.stop().ok);
+}
+#endif
 
 TEST_F(CuptiBuffers, TakingTurnsWithTheProfilerDeliversEveryBufferToItsOwner) {
   // gpu_table.py's pattern: traced steps, profiled steps and plain steps in turns.
