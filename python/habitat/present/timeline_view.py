@@ -23,12 +23,19 @@ def rows(step: "StepForecast", targets: list[str]) -> list[tuple[str, list[str]]
     """(label, one cell per target) rows; empty when the step has no timeline."""
     if not has_timeline(step):
         return []
-    cells: dict[str, list[str]] = {"step as seen (ms)": [], "  GPU busy": [], "  bound by": []}
+    cells: dict[str, list[str]] = {"step as seen (ms)": [], "  GPU busy": [], "  bound by": [],
+                                   "  host calibration": [], "  as traced (ms)": []}
     for target in targets:
         t = timeline_of(step, target)
         cells["step as seen (ms)"].append(f"{t['step_ms']:.3f}" if t else "-")
         cells["  GPU busy"].append(f"{100 * t['gpu_busy_fraction']:.0f}%" if t else "-")
         cells["  bound by"].append(("host" if t["host_bound"] else "device") if t else "-")
+        scale = t.get("host_scale", 1.0) if t else 1.0
+        cells["  host calibration"].append(f"x{scale:.2f}" if scale < 1.0 else "none" if t else "-")
+        cells["  as traced (ms)"].append(f"{t.get('uncalibrated_step_ms', t['step_ms']):.3f}" if t else "-")
+    # The step as traced (before the calibration to untraced steps) only where there was one.
+    if all(c in ("none", "-") for c in cells["  host calibration"]):
+        del cells["  as traced (ms)"]
     return list(cells.items())
 
 
@@ -75,4 +82,5 @@ def summary(step: "StepForecast", target: str) -> dict[str, Any] | None:
         return None
     return {"step_ms": t["step_ms"], "kernel_sum_ms": t["kernel_sum_ms"], "host_ms": t["host_ms"],
             "gpu_busy_fraction": t["gpu_busy_fraction"], "host_bound": t["host_bound"],
-            "host_bound_phases": host_bound_phases(t)}
+            "host_bound_phases": host_bound_phases(t), "host_scale": t.get("host_scale", 1.0),
+            "uncalibrated_step_ms": t.get("uncalibrated_step_ms", t["step_ms"])}

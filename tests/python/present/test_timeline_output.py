@@ -81,3 +81,26 @@ def test_report_and_tensorboard_carry_the_timeline(host_bound: Forecast, tmp_pat
     assert "step as seen (ms)" in text and "Host-bound on" in text
     s = summary(host_bound.latest, "H100-SXM5-80GB")
     assert s is not None and s["host_bound"] and 0 < s["gpu_busy_fraction"] < 0.9
+
+
+def test_print_and_the_step_report_the_host_calibration(tmp_path: Path) -> None:
+    """A format-2 trace carrying an untraced step's wall time: the step as seen is calibrated,
+    and its factor and the step as traced are in forecast.latest and print(forecast); a saved
+    forecast read back gives the same."""
+    doc = _doc(RESULTS / "h100-sxm5-80gb-2026-11-26" / "traces" / "dcgan_bf16.json.gz")
+    forecast = Forecast.from_trace(doc, ["H100"])
+    t = forecast.latest.timeline["H100-SXM5-80GB"]
+    assert 0.5 < t["host_scale"] < 1.0
+    assert t["uncalibrated_step_ms"] > t["step_ms"] == pytest.approx(forecast.step_ms("H100"))
+    text = str(forecast)
+    assert "host calibration" in text and f"x{t['host_scale']:.2f}" in text
+    assert any(line.split()[:3] == ["as", "traced", "(ms)"] and line.split()[3] == f"{t['uncalibrated_step_ms']:.3f}"
+               for line in text.splitlines())
+    assert any("host cadence scaled by" in n for n in t["notes"])
+    back = Forecast.load(forecast.save(tmp_path / "f.json")).latest.timeline["H100-SXM5-80GB"]
+    assert back["step_ms"] == pytest.approx(t["step_ms"]) and back["host_scale"] == pytest.approx(t["host_scale"])
+    # Without the untraced wall: the step as traced, and the row says no calibration.
+    doc["steps"][-1]["wall_ms"] = 0.0
+    plain = Forecast.from_trace(doc, ["H100"])
+    assert plain.latest.timeline["H100-SXM5-80GB"]["host_scale"] == 1.0
+    assert "host calibration" in str(plain) and "as traced (ms)" not in str(plain)
