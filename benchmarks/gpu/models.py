@@ -1,4 +1,4 @@
-"""The benchmark workloads: four training steps, written here so nothing is downloaded.
+"""The benchmark workloads (WORKLOADS; and FIRST_STEP_WORKLOADS, issue 31), written here so nothing is downloaded.
 
 Each workload builds its model, optimiser and a fixed synthetic batch on a device and returns
 a ``step(autocast)`` function that runs one full training iteration (forward, loss, backward,
@@ -7,6 +7,7 @@ tens to hundreds of milliseconds on a data-centre GPU.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -205,6 +206,105 @@ def dcgan(device: torch.device, batch: int = 128, nz: int = 100) -> Step:
     return step
 
 
+# ----- The first-step measurement's workloads (benchmarks/timeline/first_step.py) ------------
+# A new user's setup: the model as published, NCHW images, AdamW (its foreach implementation
+# on CUDA: many small launches), no channels-last or fused kernels.
+
+def resnet50_adamw(device: torch.device, batch: int = 64) -> Step:
+    """ResNet-50 (torchvision's architecture) in NCHW with AdamW: GPU-bound in fp32 on an H100."""
+    model = ResNet50().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+    x = torch.randn(batch, 3, 224, 224, device=device)
+    y = torch.randint(0, 1000, (batch,), device=device)
+
+    def step(autocast: bool) -> None:
+        with _autocast(autocast):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+class Encoder(nn.Module):
+    """A BERT-base-like encoder (Devlin et al. 2019: 12 layers, width 768, 12 heads, GELU,
+    post-norm) with a masked-LM head tied to the token embedding."""
+
+    def __init__(self, vocab: int = 30522, width: int = 768, layers: int = 12, heads: int = 12,
+                 context: int = 512) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, width)
+        self.positions = nn.Embedding(context, width)
+        self.norm = nn.LayerNorm(width)
+        layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.1, activation="gelu",
+                                           batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.transform = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.LayerNorm(width))
+        self.bias = nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        h = self.encoder(self.norm(self.tokens(idx) + self.positions(pos)))
+        return F.linear(self.transform(h), self.tokens.weight, self.bias)
+
+
+def bert_base(device: torch.device, batch: int = 16, context: int = 256, **sizes: int) -> Step:
+    """`sizes`: Encoder's (vocab, width, layers, heads), BERT-base's by default."""
+    model = Encoder(**sizes).to(device)
+    vocab = model.tokens.num_embeddings
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    idx = torch.randint(0, vocab, (batch, context), device=device)
+    targets = torch.randint(0, vocab, (batch, context), device=device)
+
+    def step(autocast: bool) -> None:
+        with _autocast(autocast):
+            logits = model(idx)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+class EncoderDecoder(nn.Module):
+    """A T5-small-like encoder-decoder (Raffel et al. 2020: 6 + 6 layers, width 512, 8 heads,
+    feed-forward 2048, ReLU, pre-norm), embedding shared by both sides and the LM head."""
+
+    def __init__(self, vocab: int = 32128, width: int = 512, layers: int = 6, heads: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        with warnings.catch_warnings():  # "enable_nested_tensor is True, but ... norm_first": inference-only
+            warnings.simplefilter("ignore", UserWarning)
+            self.transformer = nn.Transformer(width, heads, layers, layers, 4 * width, dropout=0.1,
+                                              activation="relu", batch_first=True, norm_first=True)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1], device=src.device)
+        h = self.transformer(self.embed(src), self.embed(tgt_in), tgt_mask=causal, tgt_is_causal=True)
+        return F.linear(h, self.embed.weight)
+
+
+def t5_small(device: torch.device, batch: int = 16, length: int = 256, **sizes: int) -> Step:
+    """`sizes`: EncoderDecoder's (vocab, width, layers, heads), T5-small's by default."""
+    model = EncoderDecoder(**sizes).to(device)
+    vocab = model.embed.num_embeddings
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    src = torch.randint(0, vocab, (batch, length), device=device)
+    tgt = torch.randint(0, vocab, (batch, length + 1), device=device)
+
+    def step(autocast: bool) -> None:
+        with _autocast(autocast):
+            logits = model(src, tgt[:, :-1])
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt[:, 1:].flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -217,5 +317,13 @@ WORKLOADS = (
     Workload("gpt2_small", gpt2_small, "GPT-2 small (124M), batch 8 x 512 tokens, AdamW"),
     Workload("lstm_seq2seq", lstm_seq2seq, "LSTM seq2seq, 2x1024 enc/dec, batch 128 x 32, Adam"),
     Workload("dcgan", dcgan, "DCGAN 64x64, batch 128, D and G updates, Adam"),
+)
+
+# The first-step measurement (issue 31): (workload, precision) as a new user would run them.
+FIRST_STEP_WORKLOADS = (
+    (Workload("resnet50_adamw", resnet50_adamw, "ResNet-50, batch 64, 224x224 NCHW, AdamW"), "fp32"),
+    (Workload("resnet50_adamw", resnet50_adamw, "ResNet-50, batch 64, 224x224 NCHW, AdamW"), "bf16"),
+    (Workload("bert_base", bert_base, "BERT-base-like encoder, batch 16 x 256, AdamW"), "bf16"),
+    (Workload("t5_small", t5_small, "T5-small-like encoder-decoder, batch 16 x 256, AdamW"), "fp32"),
 )
 

@@ -6,10 +6,14 @@
 #
 # Stages are idempotent, so a 10-minute command limit can be met one stage per call:
 #   build: pip install --no-build-isolation . (CUPTI + NVTX compiled in when found)
+#   check: what the stages import is there (restores the built extension into python/habitat/
+#          from the installed package when the tree was sent again); every stage does this first
 #   test:  pytest tests/python (the GPU tests run here), log + junit XML
 #   bench: benchmarks/gpu/run_gpu_benchmark.py for the given models (default: all four)
 #   overhead: issue 13's overhead table (benchmarks/overhead/gpu_table.py) for the given
 #          models (default: resnet50 gpt2_small dcgan), fp32 and bf16; ~1 min per model
+#   first-step: benchmarks/timeline/first_step.py (issue 31: the first detailed steps' step as
+#          seen vs untraced bursts) for the given workloads (default: all), into $OUT/first-step/
 #   kernels: benchmarks/gpu/collect_kernels.py for the given families (default: all), into
 #          $OUT/kernels/<GPU>-<date>/; KERNEL_BUDGET_S seconds (default 480)
 #   real-models: benchmarks/gpu/real_model_kernels.py for the given models (default: all
@@ -33,6 +37,43 @@ installed() {
   (cd /tmp && "$PY" -c "import habitat._C, habitat._engine" 2>/dev/null)
 }
 
+# The stages import habitat from python/ (PYTHONPATH=python), which needs the built modules
+# (habitat._C, the capture; habitat._engine, the engine) beside its sources. build copies them
+# there, but the device machine's working tree is sent again between calls, which removes them
+# (2026-11-26: "cannot import name '_engine' from partially initialized module 'habitat'"):
+# copy the installed ones back, building first if nothing is installed.
+restore_tree_modules() {
+  local so
+  for so in $(cd /tmp && "$PY" -c "import habitat._C as c, habitat._engine as e; print(c.__file__, e.__file__)"); do
+    cp -f "$so" python/habitat/ || return 1
+  done
+}
+
+# Checks that a stage's imports work as the stage runs them (from the repository root, with
+# PYTHONPATH=python and benchmarks/gpu importable), restoring the tree's built modules first
+# when they are missing. Prints what is missing and returns 1 otherwise.
+check_imports() {  # module ...
+  local code="import importlib, sys; sys.path.insert(0, 'benchmarks/gpu')
+missing = []
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        missing.append(f'{name}: {type(exc).__name__}: {exc}')
+print('\n'.join(missing)); sys.exit(1 if missing else 0)"
+  if ! PYTHONPATH=python "$PY" -c "import habitat._C, habitat._engine" >/dev/null 2>&1; then
+    installed || build || return 1
+    log "restoring the built extension into python/habitat/ (the tree was refreshed)"
+    restore_tree_modules || { log "could not copy the installed extension into python/habitat/"; return 1; }
+  fi
+  local out
+  if ! out=$(PYTHONPATH=python "$PY" -c "$code" habitat._C habitat._engine "$@" 2>&1); then
+    log "missing imports for this stage:"
+    echo "$out" | tail -n 20
+    return 1
+  fi
+}
+
 build() {
   log "environment"
   { nvidia-smi; "$PY" -c "import torch, sys; print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpu', torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)"; nvcc --version; } \
@@ -46,18 +87,14 @@ build() {
     return 1
   fi
   log "built in $((SECONDS - t0)) s; CUPTI: $(grep -E -o "habitat: CUPTI[^(]*" "$LOGS/build.log" | head -n 1)"
-  # Tests import habitat from python/ (like on the CPU machine): put the built modules there too
-  # (habitat._engine, the engine, and habitat._C, the capture).
-  local so
-  for so in $(cd /tmp && "$PY" -c "import habitat._C as c, habitat._engine as e; print(c.__file__, e.__file__)"); do
-    cp -f "$so" python/habitat/
-  done
+  # Tests import habitat from python/ (like on the CPU machine): put the built modules there too.
+  restore_tree_modules
   (cd /tmp && "$PY" -c "import habitat, habitat.capture.cupti as c; print('cupti_available:', c.cupti_available(), '| status:', c.cupti_status())") \
     | tee "$LOGS/cupti_status.txt"
 }
 
 run_tests() {
-  installed || build || return 1
+  check_imports torch pytest habitat.capture.cupti || return 1
   log "pytest tests/python"
   local t0=$SECONDS
   PYTHONPATH=python timeout 540 "$PY" -m pytest tests/python -q -rs -p no:cacheprovider \
@@ -72,7 +109,7 @@ run_tests() {
 run_script() {  # name time-limit script out-dir [models...]
   local name=$1 limit=$2 script=$3 dest=$4
   shift 4
-  installed || build || return 1
+  check_imports torch models habitat.capture.cupti habitat.capture.predict habitat.data.engine || return 1
   log "$name: ${*:-default models}"
   local args=()
   [ $# -gt 0 ] && args=(--models "$@")
@@ -88,7 +125,7 @@ bench() { run_script bench 1500 benchmarks/gpu/run_gpu_benchmark.py "$OUT" "$@";
 real_models() { run_script real_models 570 benchmarks/gpu/real_model_kernels.py "$OUT/real-models-gpu" "$@"; }
 
 kernels() {
-  installed || build || return 1
+  check_imports torch habitat.capture.cupti || return 1
   local gpu families=${*:-}
   gpu=$(cd /tmp && "$PY" -c "import habitat.capture.cupti as c; print(c.origin_device())") || return 1
   local dest="$OUT/kernels/$gpu-$(date -u +%Y-%m-%d)"
@@ -103,6 +140,23 @@ kernels() {
   return $rc
 }
 
+# Issue 31: the first detailed steps' step as seen against untraced bursts (ResNet-50 with
+# AdamW fp32/bf16, BERT-like bf16, T5-like fp32), into $OUT/first-step/.
+first_step() {
+  check_imports torch models habitat.capture.cupti habitat.data.engine || return 1
+  log "first-step: ${*:-all workloads}"
+  # Each workload twice: CUPTI's API records of every call (the default) and of the launch
+  # calls only (HABITAT_CUPTI_API_RECORDS=launches: less CUPTI cost, if every kernel is kept).
+  local args=(--out "$OUT/first-step" --cupti-api-records both)
+  [ $# -gt 0 ] && args+=(--workloads "$@")
+  local t0=$SECONDS
+  PYTHONPATH=python timeout 570 "$PY" benchmarks/timeline/first_step.py "${args[@]}" 2>&1 \
+    | tee "$LOGS/first_step.log"
+  local rc=${PIPESTATUS[0]}
+  log "first-step exit $rc in $((SECONDS - t0)) s"
+  return $rc
+}
+
 overhead() {
   run_script overhead 570 benchmarks/overhead/gpu_table.py "$OUT/overhead" "$@"
   local rc=$?
@@ -112,11 +166,13 @@ overhead() {
 
 case "$STAGE" in
   build) build ;;
+  check) check_imports torch pytest models habitat.capture.cupti habitat.capture.predict habitat.data.engine ;;
   test) run_tests ;;
   bench) bench "$@" ;;
   overhead) overhead "$@" ;;
   kernels) kernels "$@" ;;
   real-models) real_models "$@" ;;
+  first-step) first_step "$@" ;;
   all)
     build || exit 1
     run_tests
@@ -125,5 +181,5 @@ case "$STAGE" in
     bench_rc=$?
     exit $((test_rc != 0 || bench_rc != 0))
     ;;
-  *) echo "usage: $0 [all|build|test|bench|overhead|kernels|real-models] [model or family ...]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|build|check|test|bench|overhead|kernels|real-models|first-step] [model or family ...]" >&2; exit 2 ;;
 esac

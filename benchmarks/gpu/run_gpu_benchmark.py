@@ -8,7 +8,9 @@ For each model of models.py in fp32 and in bf16 autocast it writes, under OUT/<g
   - summary.json: per workload the measured iteration time (CUDA events around each step
     after a warm-up; median, p10, p90 of many steps), the forecasts, how many ops got
     kernels attached, and the tracing overhead (wall time per step, synchronised: plain,
-    with CUPTI kernel tracing only, and under habitat.predict_on);
+    with CUPTI kernel tracing only; habitat.predict_on in its long-run steady state, after
+    its detailed steps and first fingerprints, as benchmarks/overhead/gpu_table.py measures
+    it; a fingerprinted step, record_step(detailed=False), apart; the two detailed steps);
   - summary.md: the same as a table.
 compare_results.py turns the summaries of two GPUs into cross-GPU forecast errors.
 """
@@ -33,9 +35,13 @@ from models import WORKLOADS, Workload  # noqa: E402
 
 import habitat  # noqa: E402
 from habitat.capture import cupti  # noqa: E402
+from habitat.capture.predict import record_step  # noqa: E402
 from habitat.data import engine  # noqa: E402
 
 PRECISIONS = {"fp32": False, "bf16": True}  # name -> autocast to bfloat16
+#: Steps predict_on runs before its overhead is timed: its detailed steps, then fingerprinted
+#: ones until the fingerprint gap has grown to its default 20 (as gpu_table.py --settle).
+SETTLE_STEPS = 32
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -74,6 +80,16 @@ def wall_times_ms(step: Callable[[], None], steps: int) -> list[float]:
         step()
         torch.cuda.synchronize()
         out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def interleaved_wall_times_ms(modes: dict[str, Callable[[], None]], turns: int) -> dict[str, list[float]]:
+    """wall_times_ms of each mode, one step per mode per turn, the modes taking turns (so a
+    drift of the host over the run weighs on every mode alike)."""
+    out: dict[str, list[float]] = {name: [] for name in modes}
+    for _ in range(turns):
+        for name, step in modes.items():
+            out[name] += wall_times_ms(step, 1)
     return out
 
 
@@ -150,7 +166,18 @@ def run_workload(workload: Workload, precision: str, targets: list[str], out_dir
         with predictor as forecast:
             step()
 
-    habitat_wall = wall_times_ms(habitat_step, max(3, overhead_steps // 2))
+    def fingerprinted_step() -> None:
+        with record_step(detailed=False):
+            step()
+
+    # The first steps of a run: its detailed steps (CUPTI, every op recorded), then
+    # fingerprinted ones while the fingerprint gap grows; timed, but not the overhead a long
+    # run pays. The overhead column is measured after them, beside plain steps.
+    settle_wall = wall_times_ms(habitat_step, SETTLE_STEPS)
+    predictor.wait()
+    detailed = predictor.step_counts.get("detailed", 0)
+    steady = interleaved_wall_times_ms({"plain": step, "habitat": habitat_step,
+                                        "fingerprinted": fingerprinted_step}, overhead_steps)
     predictor.close()  # stops its worker; the forecast keeps every step read so far
     assert forecast is not None
     latest = forecast.latest
@@ -165,6 +192,7 @@ def run_workload(workload: Workload, precision: str, targets: list[str], out_dir
         json.dump(document, f, separators=(",", ":"))
 
     plain_ms = statistics.median(plain)
+    steady_plain_ms = statistics.median(steady["plain"])
     result = {
         "model": workload.name, "precision": precision, "description": workload.description,
         "measured": _stats(measured),
@@ -178,9 +206,20 @@ def run_workload(workload: Workload, precision: str, targets: list[str], out_dir
         "overhead": {
             "plain_wall_ms": plain_ms,
             "cupti_wall_ms": statistics.median(cupti_only),
-            "habitat_wall_ms": statistics.median(habitat_wall),
             "cupti_overhead_pct": 100 * (statistics.median(cupti_only) / plain_ms - 1),
-            "habitat_overhead_pct": 100 * (statistics.median(habitat_wall) / plain_ms - 1),
+            # predict_on in its long-run steady state (after SETTLE_STEPS), against plain steps
+            # timed in the same turns.
+            "steady_plain_wall_ms": steady_plain_ms,
+            "habitat_wall_ms": statistics.median(steady["habitat"]),
+            "habitat_overhead_pct": 100 * (statistics.median(steady["habitat"]) / steady_plain_ms - 1),
+            # A fingerprinted step alone (record_step(detailed=False)): what one step in
+            # fingerprint_every pays in a long run, and every step while the gap grows.
+            "fingerprinted_wall_ms": statistics.median(steady["fingerprinted"]),
+            "fingerprinted_overhead_pct": 100 * (statistics.median(steady["fingerprinted"]) / steady_plain_ms - 1),
+            # The run's first steps: its detailed ones, each against the plain step.
+            "detailed_steps": detailed,
+            "detailed_wall_ms": settle_wall[:detailed],
+            "detailed_overhead_pct": [100 * (w / plain_ms - 1) for w in settle_wall[:detailed]],
         },
         "origin": forecast.origin,
         "trace": str(trace_path.relative_to(out_dir)),
@@ -208,18 +247,28 @@ def markdown(env: dict[str, Any], results: list[dict[str, Any]]) -> str:
              f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}; "
              f"CUPTI: {env['cupti']}", "",
              "| model | precision | measured ms (median) | forecast on origin ms | ops with kernels |"
-             " CUPTI overhead | habitat overhead |",
-             "|---|---|---|---|---|---|---|"]
+             " CUPTI overhead | habitat overhead (steady state) | fingerprinted step | detailed steps |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['precision']} | error: {r['error'][:80]} | | | | |")
+            lines.append(f"| {r['model']} | {r['precision']} | error: {r['error'][:80]} | | | | | | |")
             continue
         cov, ovh = r["coverage"], r["overhead"]
+        if "fingerprinted_overhead_pct" in ovh:
+            habitat_cells = (f"{ovh['habitat_overhead_pct']:+.1f}% | {ovh['fingerprinted_overhead_pct']:+.1f}% | "
+                             + ", ".join(f"{p:+.0f}%" for p in ovh["detailed_overhead_pct"]))
+        else:  # recorded before these columns: predict_on's first steps, mostly fingerprinted
+            habitat_cells = f"{ovh['habitat_overhead_pct']:+.1f}% (first steps) | | "
         lines.append(
             f"| {r['model']} | {r['precision']} | {r['measured']['median_ms']:.2f} | "
             f"{r['forecast_ms'].get(gpu, float('nan')):.2f} | "
             f"{cov['with_kernels']}/{cov['leaf_cuda_ops']} | {ovh['cupti_overhead_pct']:+.1f}% | "
-            f"{ovh['habitat_overhead_pct']:+.1f}% |")
+            f"{habitat_cells} |")
+    lines += ["", "Overhead: synchronised wall time per step against plain steps. Steady state: "
+              f"predict_on after its first {SETTLE_STEPS} steps (detailed, then fingerprinted "
+              "while the fingerprint gap grows), timed in turns with plain steps; a fingerprinted "
+              "step (record_step(detailed=False), one step in 20 of a long run) apart; the "
+              "detailed steps are the run's first ones."]
     return "\n".join(lines) + "\n"
 
 
@@ -265,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"forecast here {r['forecast_ms'].get(gpu, float('nan')):8.2f} ms, "
                       f"kernels on {r['coverage']['with_kernels']}/{r['coverage']['leaf_cuda_ops']} ops, "
                       f"overhead cupti {r['overhead']['cupti_overhead_pct']:+.1f}% "
-                      f"habitat {r['overhead']['habitat_overhead_pct']:+.1f}% "
+                      f"habitat {r['overhead']['habitat_overhead_pct']:+.1f}% (steady), "
+                      f"fingerprinted {r['overhead']['fingerprinted_overhead_pct']:+.1f}% "
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)
             except Exception as exc:  # one broken workload must not lose the others
                 traceback.print_exc()
