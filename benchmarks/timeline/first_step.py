@@ -14,7 +14,9 @@ encoder-decoder in fp32):
    step exists yet), host-bound verdict, GPU-busy share, CUPTI's measured cost per launch;
 3. the same run after --steady steady-state steps: the calibrated step as seen, its host
    calibration factor (``host_scale``) and the uncalibrated step beside it;
-4. untraced bursts again (the host's drift over the measurement).
+4. one detailed step recorded alone (``record_step`` with CUPTI, no forecast worker beside it),
+   forecast afterwards: what the worker's forecasting costs the traced host;
+5. untraced bursts again (the host's drift over the measurement).
 
 Writes DIR/first-step.json, DIR/first-step.md (the table) and DIR/traces/<workload>_<precision>
 .json.gz: the second detailed step (format 2, with ``benchmark.measured``: the untraced burst
@@ -145,6 +147,7 @@ def _measure(name: str, build: Callable[..., Callable[[bool], None]], precision:
             step()
     predictor.close()
     calibrated = _step_view(forecast.latest, origin)
+    isolated = _isolated_detailed_step(step, forecast.origin, targets, origin)
     after = untraced_bursts_ms(step, args.bursts, args.burst, device)
     untraced = statistics.median(before + after)
 
@@ -162,8 +165,30 @@ def _measure(name: str, build: Callable[..., Callable[[bool], None]], precision:
     return {"workload": name, "precision": precision, "origin": origin,
             "untraced_ms": untraced, "untraced_before_ms": before, "untraced_after_ms": after,
             "detailed_wall_ms": detailed_walls, "detailed": detailed, "calibrated": calibrated,
+            "isolated": isolated,
             "step_counts": dict(predictor.step_counts),
             "kernels_recorded": sum(len(op.get("kernels", [])) for op in trace["ops"]) if trace else 0}
+
+
+def _isolated_detailed_step(step: Callable[[], None], origin_doc: dict[str, Any], targets: list[str],
+                            origin: str) -> dict[str, Any]:
+    """One detailed step recorded alone (record_step with CUPTI, no predict_on: no forecast
+    worker running beside it, no steady-state steps), forecast afterwards: beside predict_on's
+    detailed steps, what the worker's forecasting of the previous step costs the traced host."""
+    from habitat.capture.cupti import KernelTracing
+    from habitat.capture.predict import record_step
+    from habitat.data.forecast import Forecast
+
+    tracing = KernelTracing()
+    try:
+        with record_step(tracing=tracing) as rec:
+            step()
+    finally:
+        tracing.close()
+    if rec.step is None:
+        return {}
+    doc = engine.trace_document(origin_doc, [rec.step])
+    return _step_view(Forecast.from_trace(doc, targets).latest, origin)
 
 
 def _pct(value: float | None, ref: float) -> str:
@@ -174,12 +199,12 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
     lines = [header, "",
              "| workload | precision | CUPTI API records | untraced ms (bursts) | kernel sum ms (kernels) "
              "| detailed step 1 as seen (err) | detailed step 2 as seen (err) | verdict, GPU busy "
-             "| CUPTI us/launch | calibrated (err) | host scale |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| CUPTI us/launch | calibrated (err) | host scale | detailed step alone (err) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['workload']} | {r['precision']} | {r.get('api_records', '')} "
-                         f"| error: {r['error'][:80]} | | | | | | | |")
+                         f"| error: {r['error'][:80]} | | | | | | | | |")
             continue
         u, d, c = r["untraced_ms"], r["detailed"], r["calibrated"]
         last = d[-1]
@@ -192,7 +217,8 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
             f"| {last['kernel_sum_ms']:.2f} ({r['kernels_recorded']}) "
             + "".join(f"| {s['step_ms']:.2f} ({_pct(s['step_ms'], u)}) " for s in d)
             + f"| {verdict} | {f'{cost:.2f}' if cost else '-'} "
-            f"| {c['step_ms']:.2f} ({_pct(c['step_ms'], u)}) | {c['host_scale']:.2f} |")
+            f"| {c['step_ms']:.2f} ({_pct(c['step_ms'], u)}) | {c['host_scale']:.2f} "
+            + (f"| {r['isolated']['step_ms']:.2f} ({_pct(r['isolated']['step_ms'], u)}) |" if r.get("isolated") else "| |"))
     return "\n".join(lines) + "\n"
 
 
