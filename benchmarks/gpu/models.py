@@ -94,21 +94,27 @@ def gpt2_small_model() -> nn.Module:
                gelu="tanh")
 
 
-def gpt2_small(device: torch.device, batch: int = 8, context: int = 512) -> Step:
-    model = gpt2_small_model().to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
-    idx = torch.randint(0, 50257, (batch, context), device=device)
-    targets = torch.randint(0, 50257, (batch, context), device=device)
+def token_step(model: nn.Module, opt: torch.optim.Optimizer, inputs: tuple[torch.Tensor, ...],
+               targets: torch.Tensor) -> Step:
+    """A training step of a model that gives per-token logits: cross-entropy on them in fp32."""
 
     def step(autocast: bool) -> None:
         with _autocast(autocast):
-            logits = model(idx)
+            logits = model(*inputs)
             loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
     return step
+
+
+def gpt2_small(device: torch.device, batch: int = 8, context: int = 512) -> Step:
+    model = gpt2_small_model().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    idx = torch.randint(0, 50257, (batch, context), device=device)
+    targets = torch.randint(0, 50257, (batch, context), device=device)
+    return token_step(model, opt, (idx,), targets)
 
 
 # ----- LSTM sequence-to-sequence (Sutskever et al. 2014 style, teacher forcing) -------------
@@ -256,16 +262,7 @@ def bert_base(device: torch.device, batch: int = 16, context: int = 256, **sizes
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     idx = torch.randint(0, vocab, (batch, context), device=device)
     targets = torch.randint(0, vocab, (batch, context), device=device)
-
-    def step(autocast: bool) -> None:
-        with _autocast(autocast):
-            logits = model(idx)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+    return token_step(model, opt, (idx,), targets)
 
 
 class EncoderDecoder(nn.Module):
@@ -293,16 +290,7 @@ def t5_small(device: torch.device, batch: int = 16, length: int = 256, **sizes: 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     src = torch.randint(0, vocab, (batch, length), device=device)
     tgt = torch.randint(0, vocab, (batch, length + 1), device=device)
-
-    def step(autocast: bool) -> None:
-        with _autocast(autocast):
-            logits = model(src, tgt[:, :-1])
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt[:, 1:].flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+    return token_step(model, opt, (src, tgt[:, :-1]), tgt[:, 1:])
 
 
 @dataclass(frozen=True)
