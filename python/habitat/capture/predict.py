@@ -221,6 +221,7 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                     self._nvtx_held = True
                 _modules.note_predicting(self)  # code compiled on this thread keeps the key
             kind = self._schedule.begin(self._next_index, self._worker.queued_detailed)
+            self._worker.step_began_locked(kind == "detailed")
             if kind == "timed":
                 # The common steady-state step: only timed, one lock, no capture session.
                 timed = _TimedStep()
@@ -232,9 +233,15 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
             timed.start = time.perf_counter()
             return self.forecast
         # The step's index is given when it ends normally, so a failed step leaves no gap.
-        recording = record_step(-1, max_ops=self.max_ops_per_step, tracing=self._tracing,
-                                detailed=kind == "detailed")
-        recording.__enter__()
+        try:
+            recording = record_step(-1, max_ops=self.max_ops_per_step, tracing=self._tracing,
+                                    detailed=kind == "detailed")
+            recording.__enter__()
+        except BaseException:
+            if kind == "detailed":
+                with self._lock:
+                    self._worker.detailed_ended_locked()
+            raise
         with self._lock:
             self._sessions[thread] = recording
         return self.forecast
@@ -253,7 +260,12 @@ class predict_on:  # noqa: N801  (a context manager named like torch.no_grad)
                     self._worker.reuse_locked(recording.index, wall_ms, self._schedule.timed(wall_ms))
         if not isinstance(recording, _TimedStep):
             watch = _modules.graph_watch() if recording.detailed else None  # the window resets it
-            recording.__exit__(exc_type, exc, tb)
+            try:
+                recording.__exit__(exc_type, exc, tb)
+            finally:
+                if recording.detailed:
+                    with self._lock:
+                        self._worker.detailed_ended_locked()
             if recording.captured is not None:
                 self._submit(recording)
                 self._check_usage(recording, watch)

@@ -35,25 +35,32 @@ class _DecodedStep(dict):
         try:
             return self._json_rest
         except AttributeError:
-            rest = {k: v for k, v in self.items() if k not in ("index", "wall_ms")}
+            rest = {k: v for k, v in self.items() if k not in ("index", "wall_ms", "uninstrumented_wall_ms")}
             self._json_rest = json.dumps(rest)[1:]
             return self._json_rest
 
 
 class _ReusedStep(dict):
-    """The trace dict of a reused step: its own index and time, the decoded step's ops."""
+    """The trace dict of a reused step: its own index and time, the decoded step's ops, and
+    the untraced wall time its forecast was calibrated to (``uninstrumented_wall_ms``, when
+    it was), so that the saved step forecasts as the live one did."""
 
     __slots__ = ("_source",)
 
-    def __init__(self, source: _DecodedStep, index: int, wall_ms: float) -> None:
+    def __init__(self, source: _DecodedStep, index: int, wall_ms: float,
+                 calibrated_to_ms: float = 0.0) -> None:
         super().__init__(source)
         self["index"], self["wall_ms"] = index, wall_ms
+        if calibrated_to_ms > 0:
+            self["uninstrumented_wall_ms"] = calibrated_to_ms
         self._source = source  # keeps the shared decode alive while this step holds detail
 
     def json_text(self) -> str:
         """The step as JSON (Forecast.to_json), its ops encoded once for all reusing steps."""
         rest = self._source.json_rest()
         head = f'{{"index":{json.dumps(self["index"])},"wall_ms":{json.dumps(self["wall_ms"])}'
+        if "uninstrumented_wall_ms" in self:
+            head += f',"uninstrumented_wall_ms":{json.dumps(self["uninstrumented_wall_ms"])}'
         return head + ("," + rest if rest != "}" else "}")
 
 
@@ -81,13 +88,13 @@ class ReusedForecasts:
             cache.pop(next(iter(cache)))
 
     def trace(self, fingerprint: int, captured: Any, peak_bytes: int, index: int,
-              wall_ms: float) -> _ReusedStep:
+              wall_ms: float, calibrated_to_ms: float = 0.0) -> _ReusedStep:
         """The trace dict of reused step `index` (called under the forecast's detail lock)."""
         decoded = self._decoded.get(fingerprint)
         if decoded is None:
             decoded = _DecodedStep(decode_step(captured, peak_bytes))
             self._decoded[fingerprint] = decoded
-        return _ReusedStep(decoded, index, wall_ms)
+        return _ReusedStep(decoded, index, wall_ms, calibrated_to_ms)
 
     def calibrated(self, fingerprint: int, wall_ms: float,
                    cached: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -46,6 +46,13 @@ REUSE_BATCH = 32
 #: Detailed steps always reach them all.
 SINK_SHARE = 0.02
 SINK_ALLOWANCE_S = 1.0
+#: A detailed step is forecast once the next step has begun and no detailed step of the
+#: predictor is recording (or someone reads the forecast, or the predictor closes),
+#: DEFER_LIMIT_S after the worker reached it at the latest: the engine forecasting one step
+#: beside the capture of the next slowed that step's host on the H100 of 2026-11-26 (resnet50
+#: bf16: a 69.7 ms traced span where the same step captured alone took 49.1 ms), and the
+#: forecast of that step then read the slowdown as the step's own host cadence.
+DEFER_LIMIT_S = 5.0
 
 _thread = threading.local()  # whether this thread is the forecast worker
 
@@ -79,13 +86,36 @@ class ForecastWorker:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._messages: deque[str] = deque()  # warnings from the worker, raised on our thread
+        # A detailed step's forecast waits on `_quiet` (DEFER_LIMIT_S). A Condition apart from
+        # `_wake`, so that the steps that notify it do not wake the idle worker thread.
+        self._recording: set[int] = set()  # threads recording a detailed step now
+        self._steps_begun = 0  # steps begun so far, of any kind
+        self._detailed_ended = 0  # detailed steps ended so far
+        self._readers = 0  # threads waiting for the forecast
+        self._quiet = threading.Condition(lock)  # notified when any of the four changes
         _workers.add(self)
 
     # ----- the training thread's side ------------------------------------------------
+    def step_began_locked(self, detailed: bool) -> None:
+        """A step began on this thread; a detailed one records until detailed_ended_locked
+        on the same thread (no detailed step is forecast meanwhile: DEFER_LIMIT_S)."""
+        self._steps_begun += 1
+        if detailed:
+            self._recording.add(threading.get_ident())
+        self._quiet.notify_all()
+
+    def detailed_ended_locked(self) -> None:
+        """The detailed step of this thread ended (or failed to begin)."""
+        self._recording.discard(threading.get_ident())
+        self._detailed_ended += 1
+        self._quiet.notify_all()
+
     def detailed_locked(self, index: int, captured: Any, peak_bytes: int, fingerprint: int) -> None:
-        """Queues a step recorded in detail, to be forecast by the engine."""
+        """Queues a step recorded in detail, to be forecast by the engine once the next step
+        has begun and no detailed step is recording."""
         self.queued_detailed += 1
-        self._queue.append(("detailed", index, captured, peak_bytes, fingerprint))
+        self._queue.append(("detailed", index, captured, peak_bytes, fingerprint,
+                            (self._steps_begun, self._detailed_ended)))
         self._schedule_drain()
 
     def reuse_locked(self, index: int, wall_ms: float, fingerprint: int | None) -> None:
@@ -107,8 +137,13 @@ class ForecastWorker:
         with self._lock:
             if self._queue:
                 self._schedule_drain()  # reused steps still batched
-            while self._draining and self._thread is not None and self._thread.is_alive():
-                self._wake.wait(timeout=1.0)
+            self._readers += 1  # a forecast read inside a detailed step is not kept waiting
+            self._quiet.notify_all()
+            try:
+                while self._draining and self._thread is not None and self._thread.is_alive():
+                    self._wake.wait(timeout=1.0)
+            finally:
+                self._readers -= 1
         self.raise_messages(stacklevel=stacklevel)
 
     def raise_messages(self, *, stacklevel: int = 3) -> None:
@@ -127,6 +162,7 @@ class ForecastWorker:
             thread, self._thread = self._thread, None
             self._stopping = True
             self._wake.notify_all()
+            self._quiet.notify_all()  # a deferred detailed step is forecast now
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
@@ -135,6 +171,10 @@ class ForecastWorker:
         log_dir files; the child forecasts its own steps (and the parent's queued ones) on a
         worker of its own, with no sinks."""
         self._wake = threading.Condition(self._lock)
+        self._quiet = threading.Condition(self._lock)
+        # Only this thread survives the fork: no other thread records or reads in the child.
+        self._recording &= {threading.get_ident()}
+        self._readers = 0
         self._thread = None
         self._draining = False
         self._stopping = False
@@ -184,10 +224,14 @@ class ForecastWorker:
                     self._draining = False
                     self._wake.notify_all()
                     return
-                item = self._queue.popleft()
+                if self._queue[0][0] == "detailed":
+                    # Left in the queue while it waits, so a forked child still forecasts it.
+                    self._quiet.wait_for(lambda at=self._queue[0][5]: self._quiet_after(*at),
+                                         timeout=DEFER_LIMIT_S)
+                item = self._queue.popleft()  # the same step: only this thread takes from the queue
             try:
                 if item[0] == "detailed":
-                    _, index, captured, peak_bytes, fingerprint = item
+                    _, index, captured, peak_bytes, fingerprint, _ = item
                     self._forecast_step(captured, peak_bytes, index, fingerprint)
                 else:
                     _, index, wall_ms, fingerprint = item
@@ -199,6 +243,15 @@ class ForecastWorker:
                 if item[0] == "detailed":
                     with self._lock:
                         self.queued_detailed -= 1
+
+    def _quiet_after(self, begun: int, ended: int) -> bool:
+        """Whether a detailed step queued when `begun` steps had begun and `ended` detailed ones
+        ended may be forecast now (hold the lock): the next step has begun, and either no
+        detailed step records now or one has ended since (steps back to back, every one
+        detailed, leave no moment without one); or someone waits for the forecast, or the
+        worker is being shut down."""
+        return ((self._steps_begun > begun and (not self._recording or self._detailed_ended > ended))
+                or self._readers > 0 or self._stopping)
 
     def _count(self, kind: str) -> None:
         with self._lock:
@@ -213,10 +266,11 @@ class ForecastWorker:
             return
         _thread.forecasting = True
         cached = self.reused.calibrated(fingerprint, wall_ms, cached)
-        summary, captured, peak_bytes, rows, _ = cached
+        summary, captured, peak_bytes, rows, calibrated_to_ms = cached
 
         def detail() -> tuple[dict[str, Any], Any]:  # called under the detail lock
-            return self.reused.trace(fingerprint, captured, peak_bytes, index, wall_ms), rows
+            return self.reused.trace(fingerprint, captured, peak_bytes, index, wall_ms,
+                                     calibrated_to_ms), rows
 
         forecast = self.forecast._add_forecast(index, wall_ms, summary, detail, rows)
         self._count("reused")

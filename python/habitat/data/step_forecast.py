@@ -132,6 +132,15 @@ class StepForecast:
         t = self.timeline.get(name)
         return bool(t["host_bound"]) if t and t.get("valid") else None
 
+    def host_scale(self, target: str | None = None) -> float | None:
+        """The factor the host cadence of `target`'s timeline was calibrated by, to the wall
+        time of untraced steps of the run (predict_on's steady-state steps): 1.0 for the step
+        as traced; None without a timeline. ``timeline[target]["uncalibrated_step_ms"]`` is
+        the step as seen without it."""
+        name = canonical(target) if target is not None else self.targets[0]
+        t = self.timeline.get(name)
+        return float(t.get("host_scale", 1.0)) if t and t.get("valid") else None
+
     def leaf_ops(self) -> list[OpForecast]:
         """Ops that called no other op."""
         return [op for op in self.ops if not op.has_children]

@@ -624,3 +624,80 @@ def test_steady_steps_do_not_trace_kernels() -> None:
     predictor.close()
     # Only the detailed steps ask for kernel tracing (and its device synchronisation).
     assert len(calls) == predictor.step_counts["detailed"] == 2
+
+
+# ----- detailed steps are forecast when no other one records ----------------------------------
+def _spy_forecasts(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each detailed step's engine forecast began (perf_counter)."""
+    from habitat.capture import worker as worker_module
+
+    began: list[float] = []
+    real = worker_module.forecast_captured
+
+    def spy(*args: object, **kwargs: object) -> object:
+        began.append(time.perf_counter())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(worker_module, "forecast_captured", spy)
+    return began
+
+
+def test_a_detailed_step_is_not_forecast_while_the_next_one_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine forecasting step 0 beside step 1's capture would slow step 1's traced host
+    (worker.DEFER_LIMIT_S): step 0 waits until step 1, detailed too, has ended."""
+    began = _spy_forecasts(monkeypatch)
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET)  # detail_steps=2: steps 0 and 1 are detailed
+    windows = []
+    for x in _batches(3):
+        start = time.perf_counter()
+        with predictor:
+            _step(model, opt, x)
+            time.sleep(0.05)  # room for a forecast that should not start here
+        windows.append((start, time.perf_counter()))
+    predictor.wait()
+    assert predictor.step_counts["detailed"] == 2
+    assert len(began) == 2
+    assert began[0] >= windows[1][1]  # after step 1 ended, not during it
+    predictor.close()
+
+
+def test_reading_the_forecast_inside_a_detailed_step_does_not_wait_for_it_to_end() -> None:
+    from habitat.capture.worker import DEFER_LIMIT_S
+
+    model, opt = _setup()
+    predictor = habitat.predict_on(TARGET)
+    x0, x1 = _batches(2)
+    with predictor:
+        _step(model, opt, x0)
+    with predictor as forecast:
+        _step(model, opt, x1)
+        t0 = time.perf_counter()
+        latest = forecast.latest  # step 0's: the worker goes ahead for a reader
+        assert time.perf_counter() - t0 < DEFER_LIMIT_S  # not held back to the limit
+    assert latest.index == 0
+    assert forecast.latest.index == 1
+    predictor.close()
+
+
+def test_a_reused_step_keeps_the_untraced_wall_it_was_calibrated_to() -> None:
+    """Saved, a calibrated steady-state step carries uninstrumented_wall_ms, so read back it
+    forecasts as it did live (the calibration itself runs for GPU origins only)."""
+    import gzip
+
+    from habitat.capture.reuse import _DecodedStep, _ReusedStep
+    from habitat.data import engine
+    from habitat.data.forecast import Forecast
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks/results/h100-sxm5-80gb-2026-11-26/traces/dcgan_bf16.json.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        doc = json.load(f)
+    detailed = {k: v for k, v in doc["steps"][-1].items() if k not in ("index", "wall_ms")}
+    decoded = _DecodedStep({"index": 1, "wall_ms": 25.0, **detailed})
+    step = _ReusedStep(decoded, 7, 12.9, calibrated_to_ms=12.25)
+    assert step["uninstrumented_wall_ms"] == 12.25
+    assert json.loads(step.json_text()) == dict(step)
+    assert "uninstrumented_wall_ms" not in _ReusedStep(decoded, 8, 12.9)
+    live = Forecast.from_trace(engine.trace_document(doc["origin"], [dict(step)]), ["H100"]).latest
+    t = live.timeline["H100-SXM5-80GB"]
+    assert t["host_scale"] < 1.0 and t["step_ms"] == pytest.approx(12.25, rel=0.02)

@@ -90,7 +90,7 @@ def test_print_and_the_step_report_the_host_calibration(tmp_path: Path) -> None:
     doc = _doc(RESULTS / "h100-sxm5-80gb-2026-11-26" / "traces" / "dcgan_bf16.json.gz")
     forecast = Forecast.from_trace(doc, ["H100"])
     t = forecast.latest.timeline["H100-SXM5-80GB"]
-    assert 0.5 < t["host_scale"] < 1.0
+    assert 0.5 < t["host_scale"] < 1.0 and forecast.latest.host_scale("H100") == t["host_scale"]
     assert t["uncalibrated_step_ms"] > t["step_ms"] == pytest.approx(forecast.step_ms("H100"))
     text = str(forecast)
     assert "host calibration" in text and f"x{t['host_scale']:.2f}" in text
@@ -102,5 +102,5 @@ def test_print_and_the_step_report_the_host_calibration(tmp_path: Path) -> None:
     # Without the untraced wall: the step as traced, and the row says no calibration.
     doc["steps"][-1]["wall_ms"] = 0.0
     plain = Forecast.from_trace(doc, ["H100"])
-    assert plain.latest.timeline["H100-SXM5-80GB"]["host_scale"] == 1.0
+    assert plain.latest.timeline["H100-SXM5-80GB"]["host_scale"] == plain.latest.host_scale() == 1.0
     assert "host calibration" in str(plain) and "as traced (ms)" not in str(plain)
