@@ -127,14 +127,6 @@ def _timeline(doc: dict[str, Any], targets: list[str], host_speed: float = 1.0) 
     return {t: {**step.timeline[t], "total_ms": step.total_ms[t]} for t in targets}
 
 
-def _without_steady_wall(doc: dict[str, Any]) -> dict[str, Any]:
-    """The trace with its steps' wall times dropped, so no host calibration applies (the host
-    cadence as traced, Habitat's own time removed)."""
-    out = dict(doc)
-    out["steps"] = [{**step, "wall_ms": 0.0} for step in doc["steps"]]
-    return out
-
-
 def as_cpu_trace(doc: dict[str, Any]) -> dict[str, Any]:
     """The trace as if captured on a CPU: no origin GPU, no kernels (ops keep their shapes)."""
     proxy = copy.deepcopy(doc)
@@ -193,8 +185,7 @@ def evaluate(results: Path = RESULTS, cpu_proxy: bool = True, later: bool = Fals
             steady_wall_ms=float(doc["steps"][-1].get("wall_ms", 0.0)),
             overhead_removed_ms=float(own.get("overhead_removed_ms", 0.0)),
             host_scale=float(own.get("host_scale", 1.0)),
-            uncalibrated_ms=(_timeline(_without_steady_wall(doc), [origin])[origin]["step_ms"]
-                             if float(own.get("host_scale", 1.0)) < 1.0 else own["step_ms"]),
+            uncalibrated_ms=own["uncalibrated_step_ms"],
             traced_host_ms=max((op["start_us"] + op["wall_us"] for op in doc["steps"][-1]["ops"]), default=0.0) / 1000)
     # The other machine as the reference host, its speed from the other workloads only, and
     # from traces recorded alike: a later run's host is calibrated to its steady-state steps
