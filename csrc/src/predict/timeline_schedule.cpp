@@ -449,14 +449,15 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
       break;
   }
   if (s.launch_source == LaunchSource::Cupti) {
-    if (per_launch > 0) {
+    if (step.launch_overhead_us) {
       s.notes.push_back("CUPTI's own host time removed: " + fixed(per_launch, 2) +
                         " us per kernel launch (measured on this host when tracing started), " +
                         fixed(s.launch_overhead_removed_us / 1000.0, 2) + " ms in all");
     } else {
       s.notes.push_back(
           "CUPTI's own host time inside the launch calls is not removed: the trace does not "
-          "record it (an older capture), so the traced cadence is slower by it");
+          "record it (an older capture, or its measurement failed), so the traced cadence is "
+          "slower by it");
     }
     if (std::abs(clock_shift) >= 1.0) {
       s.notes.push_back("CUPTI's launch and sync times moved by " + fixed(clock_shift, 1) +
