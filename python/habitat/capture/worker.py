@@ -85,6 +85,10 @@ class ForecastWorker:
         self._wake = threading.Condition(lock)
         self._thread: threading.Thread | None = None
         self._stopping = False
+        # Held by the worker while it handles one step (the engine, the sinks), never with the
+        # predictor's lock held first: os.fork waits for it, since a lock the engine held at
+        # the fork (its cache of engines, interned names) stays locked for ever in the child.
+        self._handling = threading.RLock()
         self._messages: deque[str] = deque()  # warnings from the worker, raised on our thread
         # A detailed step's forecast waits on `_quiet` (DEFER_LIMIT_S). A Condition apart from
         # `_wake`, so that the steps that notify it do not wake the idle worker thread.
@@ -172,6 +176,7 @@ class ForecastWorker:
         worker of its own, with no sinks."""
         self._wake = threading.Condition(self._lock)
         self._quiet = threading.Condition(self._lock)
+        self._handling = threading.RLock()  # (held by the forking thread, or a worker gone)
         # Only this thread survives the fork: no other thread records or reads in the child.
         self._recording &= {threading.get_ident()}
         self._readers = 0
@@ -228,21 +233,27 @@ class ForecastWorker:
                     # Left in the queue while it waits, so a forked child still forecasts it.
                     self._quiet.wait_for(lambda at=self._queue[0][5]: self._quiet_after(*at),
                                          timeout=DEFER_LIMIT_S)
-                item = self._queue.popleft()  # the same step: only this thread takes from the queue
-            try:
-                if item[0] == "detailed":
-                    _, index, captured, peak_bytes, fingerprint, _ = item
-                    self._forecast_step(captured, peak_bytes, index, fingerprint)
-                else:
-                    _, index, wall_ms, fingerprint = item
-                    self._reuse_forecast(index, wall_ms, fingerprint)
-            except Exception as e:  # the worker must outlive any step
-                self._messages.append(f"habitat: could not forecast step {item[1]} "
-                                      f"({type(e).__name__}: {e}); the training step itself ran normally")
-            finally:
-                if item[0] == "detailed":
-                    with self._lock:
-                        self.queued_detailed -= 1
+            with self._handling:
+                self._handle_next()
+
+    def _handle_next(self) -> None:
+        """Forecasts the step at the head of the queue and runs its sinks (hold _handling)."""
+        with self._lock:
+            item = self._queue.popleft()  # the step waited for: only this thread takes from the queue
+        try:
+            if item[0] == "detailed":
+                _, index, captured, peak_bytes, fingerprint, _ = item
+                self._forecast_step(captured, peak_bytes, index, fingerprint)
+            else:
+                _, index, wall_ms, fingerprint = item
+                self._reuse_forecast(index, wall_ms, fingerprint)
+        except Exception as e:  # the worker must outlive any step
+            self._messages.append(f"habitat: could not forecast step {item[1]} "
+                                  f"({type(e).__name__}: {e}); the training step itself ran normally")
+        finally:
+            if item[0] == "detailed":
+                with self._lock:
+                    self.queued_detailed -= 1
 
     def _quiet_after(self, begun: int, ended: int) -> bool:
         """Whether a detailed step queued when `begun` steps had begun and `ended` detailed ones
@@ -365,22 +376,30 @@ def _coalesced_sinks(sinks: list[StepSink]) -> list[StepSink]:
 _thread_names = itertools.count()
 #: Every worker alive, for os.fork (each holds its predictor's lock across the fork).
 _workers: "weakref.WeakSet[ForecastWorker]" = weakref.WeakSet()
+_forking: list[ForecastWorker] = []  # the workers held across the fork in progress
 
 
 def _before_fork() -> None:
-    for worker in list(_workers):
+    # Each worker's step in hand first (it takes the predictor's lock inside), then the locks.
+    _forking[:] = list(_workers)
+    for worker in _forking:
+        worker._handling.acquire()
+    for worker in _forking:
         worker._lock.acquire()
 
 
 def _after_fork_in_parent() -> None:
-    for worker in list(_workers):
+    for worker in _forking:
         worker._lock.release()
+        worker._handling.release()
+    _forking.clear()
 
 
 def _after_fork_in_child() -> None:
-    for worker in list(_workers):
+    for worker in _forking:
         worker._lock.release()
         worker._after_fork_in_child()
+    _forking.clear()
 
 
 if hasattr(os, "register_at_fork"):

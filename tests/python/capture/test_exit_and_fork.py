@@ -87,3 +87,30 @@ def test_an_empty_log_dir_is_refused():
 
     with pytest.raises(ValueError, match="log_dir=''"):
         habitat.predict_on("A100", log_dir="")
+
+
+def test_a_child_forked_while_a_detailed_step_waits_forecasts_it_at_once():
+    """Step 0 is the only step: its forecast waits for the next step (worker.DEFER_LIMIT_S),
+    and a fork meanwhile hands it to the child's worker, which forecasts it when read (had the
+    parent's worker taken it from the queue to wait, the child would have no step)."""
+    code = """
+import os, signal, time, torch, habitat
+from habitat.capture.worker import DEFER_LIMIT_S
+model = torch.nn.Linear(64, 64); x = torch.randn(32, 64)
+p = habitat.predict_on("A100", detail_steps=1)
+with p as fc:
+    model(x).sum().backward()
+time.sleep(0.5)  # the parent's worker reaches step 0 and waits for the next step
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)  # a hang fails the test instead of blocking it
+    t0 = time.perf_counter()
+    n = len(fc.steps)
+    print("child", n, time.perf_counter() - t0 < DEFER_LIMIT_S, flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print("parent", len(fc.steps), os.waitstatus_to_exitcode(status), flush=True)
+"""
+    result = run(code, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "child 1 True" in result.stdout and "parent 1 0" in result.stdout, result.stdout + result.stderr[-2000:]
