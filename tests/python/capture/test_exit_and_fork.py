@@ -43,9 +43,16 @@ ENDS = {
 }
 
 
+def _shell_signals() -> None:
+    # A program started from a shell has SIGINT's default disposition; the test process may have
+    # it ignored (a child inherits SIG_IGN, and Python then installs no KeyboardInterrupt
+    # handler: the SIGINT case exited 0 in a full suite run, never alone).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run(code: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=subprocess_env(), timeout=timeout)
+                          env=subprocess_env(), timeout=timeout, preexec_fn=_shell_signals)
 
 
 def kept(log_dir: Path) -> tuple[int, int]:
