@@ -1,7 +1,7 @@
 // Trace documents for Python: validation, loading and saving go through the engine's reader
 // and writer so both languages accept exactly the same documents. Traces come in as dicts
 // (walked into a TraceTree, never encoded to text) or JSON text and go out as JSON text;
-// python/habitat/trace.py turns them into dicts.
+// python/habitat/data/trace.py turns them into dicts.
 #include <Python.h>
 
 #include <optional>

@@ -22,7 +22,7 @@ struct OpInfo {
   InternedString name;          // "aten::addmm"
   InternedString overload;      // "out", "" for the default overload
   bool skip = false;            // never recorded (profiler:: ops)
-  bool compiled_graph = false;  // habitat::compiled_graph (csrc/compiled_kernels.h)
+  bool compiled_graph = false;  // habitat::compiled_graph (csrc/include/habitat/compiled_kernels.h)
   uint64_t name_hash = 0;       // of "name.overload", stable across runs (the step fingerprint)
   size_t num_arguments = 0;
   size_t num_returns = 0;

@@ -1,6 +1,6 @@
 // The GPU kernels of torch.compile'd graphs, matched to the fused-kernel records.
 //
-// The habitat backend (python/habitat/compile.py) runs each compiled graph inside one op,
+// The habitat backend (python/habitat/capture/compile.py) runs each compiled graph inside one op,
 // "habitat::compiled_graph"(int graph) -> (), right after recording one
 // "habitat_fused::<kernel>" op per kernel inductor generated for it (see fused_cost.h). CUPTI
 // attributes a kernel to the innermost op running when it launches, so the generated kernels

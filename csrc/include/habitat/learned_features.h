@@ -1,6 +1,6 @@
 // Feature vectors of the learned efficiency models, from an op family's canonical shape
 // and the target device. Mirrors python/habitat/learned/features.py number for number
-// (tests/python/test_learned_parity.py checks it); change both together.
+// (tests/python/learned/test_learned_parity.py checks it); change both together.
 #pragma once
 
 #include <cmath>

@@ -2,7 +2,7 @@
 
 A compiled graph runs as inductor's fused kernels (recorded as ``habitat_fused::<kernel>`` ops)
 plus the aten kernels it calls itself (extern ops: mm, addmm, convolution, fallbacks), all
-recorded inside the region ``compiled/graph_<id>`` (see habitat/compile.py).
+recorded inside the region ``compiled/graph_<id>`` (see habitat/capture/compile.py).
 """
 from __future__ import annotations
 

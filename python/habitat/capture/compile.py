@@ -8,7 +8,7 @@ Each graph inductor compiles (forward, backward, inference) is recorded with its
 shapes and dtypes, and each kernel inductor generated is mapped to the aten nodes it fuses
 (inductor's kernel provenance). When a compiled graph runs inside ``predict_on``, every generated
 kernel it launches is recorded in the step as an op ``habitat_fused::<kernel>`` carrying the
-buffers it reads and writes and the FLOPs of its aten nodes (csrc/fused_cost.h costs it); the
+buffers it reads and writes and the FLOPs of its aten nodes (csrc/src/cost/fused_cost.h costs it); the
 aten kernels inductor calls itself (mm, addmm, bmm, convolution, fallbacks) go through the
 dispatcher and are captured as usual, so nothing is counted twice. Results are inductor's own:
 Habitat only reads the compiled artifacts and wraps the compiled callable.
@@ -74,7 +74,7 @@ def _fused_op(kernel: str) -> Any:
 
 
 _GRAPH_OP_NAMESPACE = "habitat"
-_GRAPH_OP = "compiled_graph"  # csrc/compiled_kernels.h: kCompiledGraphOp
+_GRAPH_OP = "compiled_graph"  # csrc/include/habitat/compiled_kernels.h: kCompiledGraphOp
 _graph_library: torch.library.Library | None = None
 
 
@@ -83,7 +83,7 @@ def _graph_op() -> Any:
 
     The graph itself runs right after it, outside the dispatcher (a dispatch mode, such as
     AOTAutograd's on a graph's first call, would hide the ops inside an op from the capture),
-    with CUDA kernels attributed to this record (csrc/compiled_kernels.h)."""
+    with CUDA kernels attributed to this record (csrc/include/habitat/compiled_kernels.h)."""
     global _graph_library
     with _lock:
         if _graph_library is None:

@@ -1,6 +1,6 @@
 """CUDA kernel tracing with CUPTI: the kernels each captured op launched on the GPU you have.
 
-The C++ tracer (torch_plugin/cupti_tracer.h) tags every op's CUDA launches with a CUPTI
+The C++ tracer (torch_plugin/cupti/cupti_tracer.h) tags every op's CUDA launches with a CUPTI
 external correlation id, so each kernel record maps to exactly the op that launched it.
 :class:`KernelTracing` drives it one step at a time and steps aside, with a single warning,
 whenever it cannot trace: a CPU-only build, no GPU, no profiling permission, or another

@@ -41,7 +41,7 @@ class Buffer:
         return tuple(reversed(expected)) == self.strides
 
     def spec(self) -> str:
-        """The text form fused kernel records carry (see csrc/fused_cost.h)."""
+        """The text form fused kernel records carry (see csrc/src/cost/fused_cost.h)."""
         text = f"{self.dtype}[{','.join(map(str, self.shape))}]"
         return text if self.contiguous else text + f"({','.join(map(str, self.strides))})"
 

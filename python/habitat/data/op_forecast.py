@@ -16,7 +16,7 @@ SHAPE_BASED_METHODS = frozenset({"roofline", "learned_shape", "fallback"})
 @dataclass(frozen=True)
 class Prediction:
     """An op's forecast on one target: its whole time (children included), and its share:
-    what it adds to the step total, each piece of work counted once (see csrc/predictor.h)."""
+    what it adds to the step total, each piece of work counted once (see csrc/include/habitat/predictor.h)."""
 
     time_us: float
     method: str

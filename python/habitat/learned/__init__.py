@@ -1,6 +1,6 @@
 """Learned efficiency models for the op families whose kernels vary per GPU.
 
-features.py  feature vectors (must match csrc/learned_features.cpp exactly)
+features.py  feature vectors (must match csrc/src/learned/learned_features.cpp exactly)
 devices.py   device figures, read from habitat/data/devices.json (the single source)
 neusight.py  loads NeuSight-format CSVs into per-family shape tables
 safetensors_io.py  the weight file format (no dependency on the safetensors package)

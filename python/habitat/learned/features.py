@@ -1,5 +1,5 @@
-"""Feature vectors of the learned models. csrc/learned_features.cpp computes the same
-numbers from an OpRecord; tests/python/test_learned_parity.py checks they agree.
+"""Feature vectors of the learned models. csrc/src/learned/learned_features.cpp computes the same
+numbers from an OpRecord; tests/python/learned/test_learned_parity.py checks they agree.
 
 Every family predicts an *efficiency* against its roofline time on the target, so the
 time it forecasts is never below the roofline (up to the head's 1/E_MAX slack). Shape

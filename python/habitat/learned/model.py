@@ -3,7 +3,7 @@
 kernel_us = roofline_us / min(1, efficiency), efficiency = E_MAX * sigmoid(mlp(normalised features)),
 time_us   = max(launch_floor_us, kernel_us)
 E_MAX > 1 leaves room for datasheet peaks a little below what a GPU reaches (boost clocks,
-L2-resident operands); the engine (csrc/learned_model.cpp) applies the same head and floor.
+L2-resident operands); the engine (csrc/src/learned/learned_model.cpp) applies the same head and floor.
 
 The models predict device time (habitat.learned.train): rows timed per call are fitted through
 the harness model (habitat.learned.harness), whose floor is host time, not GPU time.
