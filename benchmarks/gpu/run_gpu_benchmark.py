@@ -224,7 +224,6 @@ def run_workload(workload: Workload, precision: str, targets: list[str], out_dir
         "origin": forecast.origin,
         "trace": str(trace_path.relative_to(out_dir)),
     }
-    del train_step, predictor, forecast
     return result
 
 

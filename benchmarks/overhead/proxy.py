@@ -172,6 +172,11 @@ def _time_steps(fn: Callable[[], None], wrap: Callable[[], ContextManager[Any]],
     return out
 
 
+def _entering(predictor: Any) -> Callable[[], ContextManager[Any]]:
+    """A mode's wrap: the same predict_on entered every step."""
+    return lambda: predictor
+
+
 def step_table(repeats: int, burst: int) -> tuple[list[str], list[str]]:
     rows, notes = [], []
     targets21 = _all_targets()
@@ -198,11 +203,11 @@ def step_table(repeats: int, burst: int) -> tuple[list[str], list[str]]:
             "profiler": (False, _profiler, None),
             "capture steady": (True, lambda: record_step(detailed=False), None),
             "capture detailed": (True, record_step, None),
-            "predict_on 1 steady": (True, lambda: steady1, None),
-            "predict_on 21 steady": (True, lambda: steady21, None),
-            "predict_on 1 fingerprint every step": (True, lambda: exact1, None),
-            "predict_on 1 detailed": (True, lambda: detail1, detail1.wait),
-            "predict_on 21 detailed": (True, lambda: detail21, detail21.wait),
+            "predict_on 1 steady": (True, _entering(steady1), None),
+            "predict_on 21 steady": (True, _entering(steady21), None),
+            "predict_on 1 fingerprint every step": (True, _entering(exact1), None),
+            "predict_on 1 detailed": (True, _entering(detail1), detail1.wait),
+            "predict_on 21 detailed": (True, _entering(detail21), detail21.wait),
         }
         times: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
         order = list(modes)
@@ -218,13 +223,13 @@ def step_table(repeats: int, burst: int) -> tuple[list[str], list[str]]:
         for clock, which in (("wall", 0), ("CPU", 1)):
             med = {m: _low(t[which] for t in v) for m, v in times.items()}
             base = med["plain"]
-            pct = lambda m: f"{(med[m] / base - 1) * 100:+.1f}%"  # noqa: E731
-            rows.append(f"| {label} ({clock}) | {ops} | {base * 1e3:.2f} | {pct('profiler')} | "
-                        f"{pct('capture steady')} | {pct('predict_on 1 steady')} | "
-                        f"{pct('predict_on 21 steady')} | "
-                        f"{pct('predict_on 1 fingerprint every step')} | "
-                        f"{pct('capture detailed')} | "
-                        f"{pct('predict_on 1 detailed')} | {pct('predict_on 21 detailed')} | "
+            pct = {m: f"{(t / base - 1) * 100:+.1f}%" for m, t in med.items()}
+            rows.append(f"| {label} ({clock}) | {ops} | {base * 1e3:.2f} | {pct['profiler']} | "
+                        f"{pct['capture steady']} | {pct['predict_on 1 steady']} | "
+                        f"{pct['predict_on 21 steady']} | "
+                        f"{pct['predict_on 1 fingerprint every step']} | "
+                        f"{pct['capture detailed']} | "
+                        f"{pct['predict_on 1 detailed']} | {pct['predict_on 21 detailed']} | "
                         f"{(med['capture steady'] - base) / ops * 1e6:.2f} |")
         for p, name in ((steady1, "predict_on 1 steady"), (steady21, "predict_on 21 steady"),
                         (exact1, "predict_on 1 fingerprint every step"),

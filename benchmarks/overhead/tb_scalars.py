@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
             "add_scalar (old)": ([], []), "EventFile.scalars (new)": ([], []), "tags+values": ([], [])}
         blocks = [("add_scalar (old)", old_block), ("EventFile.scalars (new)", new_block),
                   ("tags+values", tags_block)]
-        for name, fn in blocks:  # warm-up
+        for _, fn in blocks:  # warm-up
             fn()
         for r in range(rounds):
             for name, fn in (blocks if r % 2 == 0 else blocks[::-1]):

@@ -19,7 +19,8 @@ from __future__ import annotations
 import importlib.util as _importlib_util
 import re as _re
 
-from habitat._version import SUPPORTED_TORCH, __version__
+from habitat._version import SUPPORTED_TORCH
+from habitat._version import __version__ as __version__  # habitat.__version__
 
 # torch first: both extensions share pybind11's internals with torch, and whichever module
 # creates them installs the translator that every C++ exception raised in torch passes through.

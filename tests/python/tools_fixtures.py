@@ -30,9 +30,9 @@ def capture(targets: Sequence[str] = TARGETS, steps: int = 3, log_dir: str | Pat
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
     predictor = habitat.predict_on(list(targets), log_dir=log_dir)
-    forecast = None
+    forecast = predictor.forecast  # the same object each `with` returns
     for _ in range(steps):
-        with predictor as forecast:
+        with predictor:
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
             opt.step()

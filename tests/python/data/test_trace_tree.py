@@ -7,7 +7,6 @@ import copy
 import gzip
 import json
 import math
-import os
 import subprocess
 import sys
 from collections import OrderedDict
