@@ -13,7 +13,7 @@ bubble.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from habitat.analysis.cluster import Cluster
 from habitat.analysis.compare import format_duration, format_usd, run_iterations
@@ -152,5 +152,6 @@ def _detailed_step(forecast: "Forecast", gpu: str):
         if step.ops:
             if gpu in step.targets:
                 return step
-            return Forecast.from_trace(trace_document(forecast.origin, [step.trace]), [gpu]).latest
+            trace = cast("dict[str, Any]", step.trace)  # a step with its ops holds its trace
+            return Forecast.from_trace(trace_document(forecast.origin, [trace]), [gpu]).latest
     raise ValueError("the forecast has no step recorded in detail to put on a cluster")

@@ -156,9 +156,10 @@ class Parallelism:
             p = spec
         else:
             s = (spec or "ddp").strip().lower()
-            whole = {"ddp": {"data": world_size}, "dp": {"data": world_size},
-                     "fsdp": {"data": world_size, "sharded": True}, "tp": {"tensor": world_size},
-                     "pp": {"pipeline": world_size}}
+            whole: dict[str, dict[str, Any]] = {
+                "ddp": {"data": world_size}, "dp": {"data": world_size},
+                "fsdp": {"data": world_size, "sharded": True}, "tp": {"tensor": world_size},
+                "pp": {"pipeline": world_size}}
             if s in whole:
                 return cls(**whole[s])
             kw: dict[str, Any] = {}

@@ -172,7 +172,7 @@ class Forecast:
     # ----- persistence ---------------------------------------------------------------
     def to_trace(self) -> dict[str, Any]:
         """The trace document of every step still held in detail."""
-        steps = self.steps
+        steps: Sequence[StepForecast] = self.steps
         if self.keep_steps is not None:  # older steps lost their detail: do not walk them all
             steps = steps[max(0, len(steps) - self.keep_steps):] if self.keep_steps else []
         return engine.trace_document(self.origin, [s.trace for s in steps if s.trace is not None])

@@ -43,7 +43,7 @@ class OpRows:
 
     __slots__ = ("_data", "targets", "_array")
 
-    def __init__(self, data: bytes, targets: Sequence[str]) -> None:
+    def __init__(self, data: bytes | _engine.OpRowsBuffer, targets: Sequence[str]) -> None:
         self._data = data
         self.targets = list(targets)
         self._array: Any = None
@@ -53,7 +53,8 @@ class OpRows:
         if self._array is None:
             import numpy as np
 
-            self._array = np.frombuffer(self._data, dtype=row_dtype(len(self.targets)))
+            # An OpRowsBuffer is a buffer; numpy's stubs before Python 3.12 list only their own kinds.
+            self._array = np.frombuffer(self._data, dtype=row_dtype(len(self.targets)))  # type: ignore[arg-type]
         return self._array
 
     @property

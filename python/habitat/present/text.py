@@ -32,7 +32,7 @@ def format_forecast(forecast: "Forecast", price_of: Callable[[str], float | None
     if not forecast.steps:
         return f"Habitat forecast for {', '.join(forecast.targets)}: no step recorded yet"
     if price_of is None:
-        from habitat.analysis.pricing import price_per_hour as price_of  # type: ignore[assignment]
+        from habitat.analysis.pricing import price_per_hour as price_of
     step = forecast.latest
     warnings = view.step_warnings(step)
     choices = step_choices(step, forecast.targets, price_of)
