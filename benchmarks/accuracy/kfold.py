@@ -29,7 +29,6 @@ SEED = 7
 
 def main(argv: list[str] | None = None) -> int:
     from habitat.evaluate import precision as ev
-    from habitat.learned import sources as src
     from habitat.learned import train as tr
     from habitat.learned.devices import default_table
     from habitat.learned.fitting import TrainConfig, ape, summary

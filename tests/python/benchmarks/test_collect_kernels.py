@@ -12,7 +12,6 @@ import io
 import re
 import shutil
 import sys
-import warnings
 from pathlib import Path
 
 import pytest

@@ -11,9 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from habitat.learned import features as feats  # noqa: E402
-from habitat.learned import safetensors_io  # noqa: E402
+from habitat.learned import (
+    harness,  # noqa: E402
+    safetensors_io,  # noqa: E402
+)
 from habitat.learned.devices import DeviceTable, default_table  # noqa: E402
-from habitat.learned import harness  # noqa: E402
 from habitat.learned.fitting import FitData, TrainConfig, _clamp_inputs, design, fit  # noqa: E402
 from habitat.learned.model import EfficiencyMLP  # noqa: E402
 from habitat.learned.neusight import load_kernels  # noqa: E402

@@ -12,9 +12,9 @@ import pytest
 pytest.importorskip("torch")
 
 from habitat.learned import features as feats  # noqa: E402
-from habitat.learned.devices import default_table  # noqa: E402
 from habitat.learned import harness, kernel_paths  # noqa: E402
 from habitat.learned import sources as src  # noqa: E402
+from habitat.learned.devices import default_table  # noqa: E402
 from habitat.learned.neusight import load_attention, load_precision_kernels  # noqa: E402
 from habitat.learned.train import leave_shapes_out  # noqa: E402
 from habitat.learned.train import main as train_main  # noqa: E402
