@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from habitat.analysis.choice import GpuChoice, cheapest, fastest, format_usd, step_choices, verdict
 from habitat.analysis.memory import DEFAULT_RESERVE_BYTES, MemoryEstimate, format_bytes, step_memory
@@ -328,11 +328,12 @@ def compare(forecast: "Forecast", targets: str | Sequence[str] = "all", *, itera
     names = _target_names(targets)
     step = _detailed_step(forecast)
     if not set(names) <= set(step.targets):
-        step = Forecast.from_trace(trace_document(forecast.origin, [step.trace]), names,
+        trace = cast("dict[str, Any]", step.trace)  # _detailed_step's step holds its trace
+        step = Forecast.from_trace(trace_document(forecast.origin, [trace]), names,
                                    host_speed=forecast.host_speed).latest
     memory = step_memory(step)
 
-    rows = []
+    rows: list[ComparisonRow] = []
     for choice in step_choices(step, names, table.price_per_hour):
         name = choice.gpu
         seconds = choice.step_ms / 1000.0 * total

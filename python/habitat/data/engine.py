@@ -101,7 +101,7 @@ def forecast_step_parts(origin: dict[str, Any], step: dict[str, Any], targets: S
     return summary, OpRows(rows, summary["targets"])
 
 
-def forecast_trace(trace: str | dict[str, Any], targets: Sequence[str], host_speed: float = 1.0) -> tuple[dict[str, Any], list[tuple[Any, int, float, dict[str, Any], OpRows]]]:
+def forecast_trace(trace: str | bytes | bytearray | dict[str, Any], targets: Sequence[str], host_speed: float = 1.0) -> tuple[dict[str, Any], list[tuple[Any, int, float, dict[str, Any], OpRows]]]:
     """Reads a trace document once (a dict, handed to the engine as it is, or its JSON text)
     and forecasts every step: (its origin, [(step capsule, index, wall_ms, forecast document
     without ops, per-op rows)]). Raises TraceFormatError naming the first invalid field."""

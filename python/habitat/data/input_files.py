@@ -242,7 +242,7 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-def loads_json(text: str | bytes, where: str) -> Any:
+def loads_json(text: str | bytes | bytearray, where: str) -> Any:
     """json.loads with the engine's nesting cap: ValueError naming `where` (not a
     RecursionError) for a document nested deeper than MAX_JSON_DEPTH, or one that is not JSON."""
     if isinstance(text, (bytes, bytearray)):

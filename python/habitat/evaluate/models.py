@@ -8,7 +8,6 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -198,7 +197,7 @@ def evaluate(data: Path, models: P.ModelSet, devices: DeviceTable, quick: bool =
             configs.setdefault(csv_path.stem, {})[gpu] = csv_path
     if quick:
         configs = dict(list(sorted(configs.items()))[:3])
-    results: dict[str, Any] = {"configs": {}, "skipped_gpus": sorted(skipped)}
+    results = {"configs": {}, "skipped_gpus": sorted(skipped)}
     for config, per_gpu in sorted(configs.items()):
         training = "-train-" in config
         loaded = {g: load_config(p, training) for g, p in per_gpu.items()}

@@ -9,7 +9,7 @@ from habitat import _engine
 from habitat.data.engine import weights_dir
 from habitat.learned import features as feats
 from habitat.learned.devices import DEFAULT_DB, DeviceSpec
-from habitat.learned.model import EfficiencyMLP, Fp32Routed, load_all
+from habitat.learned.model import EfficiencyMLP, load_all
 from habitat.learned.train import gpu_dir_name
 
 # Published anchors (NeuSight, ASPLOS'25, FP32, GPUs unseen in training): mean abs % error.
@@ -33,14 +33,14 @@ class ModelSet:
 
     def __init__(self, weights_dir: Path):
         self.shipped = load_all(weights_dir)
-        self.logo: dict[str, dict[str, EfficiencyMLP | Fp32Routed]] = {}
+        self.logo: dict[str, dict[str, EfficiencyMLP]] = {}
         logo_root = weights_dir / "logo"
         if logo_root.is_dir():
             for d in sorted(logo_root.iterdir()):
                 if d.is_dir():
                     self.logo[d.name] = load_all(d)
 
-    def for_target(self, family: str, target_gpu: str) -> tuple[EfficiencyMLP | Fp32Routed | None, str]:
+    def for_target(self, family: str, target_gpu: str) -> tuple[EfficiencyMLP | None, str]:
         logo = self.logo.get(gpu_dir_name(target_gpu), {})
         if family in logo:
             return logo[family], "leave-one-GPU-out"
