@@ -38,8 +38,12 @@ check() {  # check NAME COMMAND...: runs it, prints its time, remembers a failur
   fi
 }
 
+# Left out, each with why: learned_model.cpp is being rewritten on the lead's issue-30 branch
+# (a reformat here would only collide with it); remove the entry when that lands.
+CLANG_FORMAT_SKIP=(':!csrc/src/learned/learned_model.cpp')
 clang_format() {
-  git ls-files -z '*.cpp' '*.cc' '*.cu' '*.h' '*.hpp' | xargs -0 clang-format --dry-run -Werror
+  git ls-files -z '*.cpp' '*.cc' '*.cu' '*.h' '*.hpp' "${CLANG_FORMAT_SKIP[@]}" \
+    | xargs -0 clang-format --dry-run -Werror
 }
 check "clang-format ($(clang-format --version | grep -o 'version [0-9.]*'))" clang_format
 check "ruff check ." "$PYTHON" -m ruff check .

@@ -6,8 +6,8 @@
 // corpus replay in the default test build (tests/cpp/fuzz/test_fuzz_corpus.cpp).
 #pragma once
 
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 

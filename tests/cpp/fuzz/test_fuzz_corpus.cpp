@@ -23,7 +23,8 @@ std::string bytes_of(const fs::path& path) {
 
 std::size_t replay(const std::string& corpus, void (*run)(std::string_view)) {
   std::size_t inputs = 0;
-  for (const auto& entry : fs::directory_iterator(HABITAT_SOURCE_DIR "/tests/fuzz/corpus/" + corpus)) {
+  for (const auto& entry :
+       fs::directory_iterator(HABITAT_SOURCE_DIR "/tests/fuzz/corpus/" + corpus)) {
     if (!entry.is_regular_file()) continue;
     SCOPED_TRACE(entry.path().string());
     run(bytes_of(entry.path()));
