@@ -128,7 +128,10 @@ def _inflated(f: BinaryIO, head: bytes, path: PathLike, what: str, cap: int,
                 raise too_large(path, what, cap, basis)
             yield data
             if d.eof:  # a member ended; another may follow
-                pending = d.unused_data + pending
+                # unused_data holds all the input after the member; unconsumed_tail may still
+                # hold a copy of it (CPython 3.11 when the output limit was reached), so the
+                # two are not added: that inflated the next member again and again.
+                pending = d.unused_data
                 d = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 started = False
     except zlib.error as exc:

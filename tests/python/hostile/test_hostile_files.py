@@ -131,6 +131,18 @@ def test_gzip_members_padding_and_damage(tmp_path):
         read_trace_text(path)
 
 
+def test_gzip_members_larger_than_a_read_chunk(tmp_path, monkeypatch):
+    """Each member inflates past the 1 MiB output chunk, so a member ends in a call that hit the
+    output limit: its following members were inflated again and again (a 2 MiB file read as
+    more than the cap, larger ones as damaged)."""
+    monkeypatch.setenv("HABITAT_MAX_INPUT_BYTES", "16M")  # bounds the damage if it comes back
+    members = [bytes([ord("a") + i]) * (5 << 19) for i in range(3)]  # 2.5 MiB each
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(b"".join(gzip.compress(m, compresslevel=1) for m in members))
+    assert read_input_bytes(path) == b"".join(members)
+    assert read_tail(path, 4) == (b"cccc", False)
+
+
 def test_the_byte_cap_applies_to_plain_files_and_the_engine(trace_file, monkeypatch):
     monkeypatch.setenv("HABITAT_MAX_INPUT_BYTES", "100")
     with pytest.raises(InputLimitError, match="more than the cap on input files"):
