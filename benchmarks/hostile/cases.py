@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @dataclass
 class Case:
@@ -98,10 +96,15 @@ def symlink_loop(d: Path) -> Path:
 
 
 def gzip_bomb(d: Path) -> Path:
+    """Two gzip members of 2 GiB of spaces each (~2 MB each: deflate's ~1000:1 at any level).
+    4 GiB is past the default byte cap (1/8 of the memory available) below 32 GB available;
+    one 2 GiB member alone is within it where more than 17.2 GB are available, and read."""
     path = d / "bomb.json.gz"
-    with gzip.open(path, "wb", compresslevel=1) as f:  # deflate's ~1000:1 at any level
+    with gzip.open(path, "wb", compresslevel=1) as f:
         for _ in range(2048):
-            f.write(b" " * (1 << 20))  # 2 GiB of spaces: ~2 MB compressed
+            f.write(b" " * (1 << 20))
+    member = path.read_bytes()
+    path.write_bytes(member + member)
     return path
 
 
@@ -157,7 +160,7 @@ def log_rows(d: Path) -> str:
 CASES: list[Case] = [
     # ---- trace files: what the file is --------------------------------------------------
     Case("trace: missing file", predict(lambda d: d / "nope.json"), "error", "does not exist"),
-    Case("trace: a directory", predict(lambda d: d), "error", "directory"),
+    Case("trace: a directory", predict(lambda d: d), "error", "is a folder"),
     Case("trace: empty file", predict(write("t.json", "")), "error", "not valid JSON"),
     Case("trace: not JSON", predict(write("t.json", "hello")), "error", "not valid JSON"),
     Case("trace: binary garbage", predict(write("t.json", bytes(range(256)) * 4)), "error", "invalid habitat trace"),
@@ -174,7 +177,7 @@ CASES: list[Case] = [
     Case("trace: gzip of two members", predict(write("t.json.gz", gzip.compress(json.dumps(trace()).encode()[:30]) + gzip.compress(json.dumps(trace()).encode()[30:]))), "ok", "A100"),
     Case("trace: truncated gzip", predict(write("t.json.gz", gzip.compress(json.dumps(trace()).encode())[:-10])), "error", "damaged gzip"),
     Case("trace: gzip of garbage", predict(write("t.json.gz", b"\x1f\x8b" + os.urandom(200))), "error", "damaged gzip"),
-    Case("trace: gzip bomb (2 MB -> 2 GiB)", predict(gzip_bomb), "error", "HABITAT_MAX_INPUT_BYTES", timeout=60),
+    Case("trace: gzip bomb (4 MB -> 4 GiB)", predict(gzip_bomb), "error", "HABITAT_MAX_INPUT_BYTES", timeout=60),
     Case("trace: over the byte cap", predict(write("t.json", trace())), "error", "HABITAT_MAX_INPUT_BYTES=",
          env={"HABITAT_MAX_INPUT_BYTES": "100"}),
     Case("trace: byte cap variable not a number", predict(write("t.json", trace())), "error", "is not a positive whole number",
@@ -244,8 +247,8 @@ CASES: list[Case] = [
     Case("cli: all GPUs", lambda d: ["-m", "habitat", "compare", str(write("t.json", trace())(d))], "ok", "H100"),
     Case("cli: report to .txt", lambda d: ["-m", "habitat", "report", str(write("t.json", trace())(d)), "-o", str(d / "r.txt")], "error", ".html"),
     Case("cli: --save in a missing folder", predict(write("t.json", trace()), "--save", "/nonexistent/x.json"), "error", "does not exist"),
-    Case("cli: Markdown report of hostile names", lambda d: ["-c", "import sys, habitat.cli as c; r = c.main(['report', sys.argv[1], '-t', 'A100', '-o', sys.argv[2]]); t = open(sys.argv[2]).read(); print('raw markup' if '<script' in t or '<img' in t else 'escaped'); sys.exit(r)", str(write("t.json", trace([op(module_path="<img src=x onerror=alert(1)>", name="aten::<script>")]))(d)), str(d / "r.md")], "ok", "escaped"),
-    Case("cli: HTML report of hostile names", lambda d: ["-c", "import sys, habitat.cli as c; r = c.main(['report', sys.argv[1], '-t', 'A100', '-o', sys.argv[2]]); t = open(sys.argv[2]).read(); print('raw markup' if '<script' in t or '<img' in t else 'escaped'); sys.exit(r)", str(write("t.json", trace([op(module_path="<img src=x onerror=alert(1)>", name="aten::<script>")]))(d)), str(d / "r.html")], "ok", "escaped"),
+    Case("cli: Markdown report of hostile names", lambda d: ["-c", "import sys, habitat.cli as c; r = c.main(['report', sys.argv[1], '-t', 'A100', '-o', sys.argv[2]]); t = open(sys.argv[2]).read(); print('raw markup' if '<script>' in t or '<img src=x' in t else 'escaped'); sys.exit(r)", str(write("t.json", trace([op(module_path="<img src=x onerror=alert(1)>", name="aten::<script>")]))(d)), str(d / "r.md")], "ok", "escaped"),
+    Case("cli: HTML report of hostile names", lambda d: ["-c", "import sys, habitat.cli as c; r = c.main(['report', sys.argv[1], '-t', 'A100', '-o', sys.argv[2]]); t = open(sys.argv[2]).read(); print('raw markup' if '<script>' in t or '<img src=x' in t else 'escaped'); sys.exit(r)", str(write("t.json", trace([op(module_path="<img src=x onerror=alert(1)>", name="aten::<script>")]))(d)), str(d / "r.html")], "ok", "escaped"),
     # ---- environment --------------------------------------------------------------------
     Case("env: HABITAT_DEVICES nested 100,000 deep", lambda d: ["-m", "habitat", "devices"], "error", "nested more than 256",
          env={"HABITAT_DEVICES": "{d}/devices.json"}, stdin=devices_file('{"devices": [{"name": "A100", "memory_gb": ' + deep(100000) + "}]}")),
@@ -269,7 +272,7 @@ CASES: list[Case] = [
     Case("run: predictor left open, normal exit", training(15, "pass"), "ok", "", timeout=180),
     Case("run: Ctrl-C (SIGINT) at the last step", training(15, "os.kill(os.getpid(), signal.SIGINT)"), "error", "", timeout=180),
     Case("run: SIGTERM at the last step", training(15, "os.kill(os.getpid(), signal.SIGTERM)"), "error", "", timeout=180),
-    Case("run: log_dir=''", python("import habitat\ntry:\n    habitat.predict_on('A100', log_dir='')\nexcept ValueError as e:\n    print(e); raise SystemExit(1)"), "error", "log_dir"),
+    Case("run: log_dir=''", python("import habitat\ntry:\n    habitat.predict_on('A100', log_dir='')\nexcept ValueError as e:\n    raise SystemExit(str(e))"), "error", "log_dir"),
     Case("run: fork with an open predictor", python(TRAINING.replace("STEPS", "3").replace("END", "pass") + "\npid = os.fork()\nif pid == 0:\n    print(len(fc.steps)); os._exit(0)\nos.waitpid(pid, 0)"), "ok", "3", timeout=60),
 ]
 
@@ -282,13 +285,24 @@ class Outcome:
     peak_mb: float
 
 
+def without_usage(lines: list[str]) -> list[str]:
+    """stderr less argparse's usage block ("usage: ..." and its indented continuation lines),
+    which argparse prints before its one-line error."""
+    kept: list[str] = []
+    in_usage = False
+    for line in lines:
+        in_usage = line.startswith("usage:") or (in_usage and line.startswith(" "))
+        if not in_usage:
+            kept.append(line)
+    return kept
+
+
 def run_case(case: Case) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="habitat-hostile-") as folder:
         d = Path(folder)
         stdin_path = case.stdin(d) if case.stdin is not None else None
         argv = [sys.executable, *case.argv(d)]
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               **{k: v.replace("{d}", str(d)) for k, v in case.env.items()}}
+        env = {**os.environ, **{k: v.replace("{d}", str(d)) for k, v in case.env.items()}}
         use_stdin = stdin_path is not None and "predict" in argv and "-" in argv
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         start = time.monotonic()
@@ -307,6 +321,12 @@ def run_case(case: Case) -> Outcome:
             extra = ""
         err = [line for line in result.stderr.strip().splitlines() if line.strip()
                and "Warning" not in line and "warnings.warn" not in line]
+        err = without_usage(err)
+        if case.name.startswith("run:") and "at the last step" in case.name and extra:
+            # ended by a signal at its last step: the case is the data kept (the traceback, if any, is
+            # Python's own KeyboardInterrupt from the user's loop)
+            ok = "15 rows, forecast.json 15" in extra
+            return Outcome(ok, f"exit {result.returncode}: {err[-1][:110] if err else ''}{extra}", seconds, peak_mb)
         if result.returncode < 0:
             return Outcome(False, f"killed by signal {-result.returncode}{extra}", seconds, peak_mb)
         if "Traceback" in result.stderr:
@@ -319,8 +339,6 @@ def run_case(case: Case) -> Outcome:
             return Outcome(ok, text, seconds, peak_mb)
         message = err[-1] if err else ""
         ok = result.returncode in (1, 2) and len(err) <= 2 and case.says in result.stderr
-        if case.name.startswith("run:") and "at the last step" in case.name:
-            ok = "15 rows, forecast.json 15" in extra
         return Outcome(ok, f"exit {result.returncode}: {message[:110]}{extra}", seconds, peak_mb)
 
 

@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import os, signal, sys, torch, habitat
@@ -38,8 +35,7 @@ if end != "exit":
 
 
 def one_run(folder: Path, steps: int, end: str) -> tuple[int, int]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    subprocess.run([sys.executable, "-c", SCRIPT, str(folder), str(steps), end], env=env,
+    subprocess.run([sys.executable, "-c", SCRIPT, str(folder), str(steps), end],
                    capture_output=True, timeout=300)
     history = folder / "steps.jsonl"
     rows = sum(1 for line in history.read_bytes().split(b"\n") if line.strip()) if history.exists() else 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -38,9 +37,8 @@ print(size, (peak - base) * 1024)
 
 
 def measure(path: Path, mode: str) -> tuple[int, int]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = subprocess.run([sys.executable, "-c", PROBE, str(path), mode], capture_output=True,
-                         text=True, env=env, check=True).stdout.split()
+                         text=True, check=True).stdout.split()
     return int(out[0]), int(out[1])
 
 
