@@ -319,27 +319,33 @@ def run_case(case: Case) -> Outcome:
             extra = f" [{log_rows(d)}]"
         else:
             extra = ""
-        err = [line for line in result.stderr.strip().splitlines() if line.strip()
-               and "Warning" not in line and "warnings.warn" not in line]
-        err = without_usage(err)
-        if case.name.startswith("run:") and "at the last step" in case.name and extra:
-            # ended by a signal at its last step: the case is the data kept (the traceback, if any, is
-            # Python's own KeyboardInterrupt from the user's loop)
-            ok = "15 rows, forecast.json 15" in extra
-            return Outcome(ok, f"exit {result.returncode}: {err[-1][:110] if err else ''}{extra}", seconds, peak_mb)
-        if result.returncode < 0:
-            return Outcome(False, f"killed by signal {-result.returncode}{extra}", seconds, peak_mb)
-        if "Traceback" in result.stderr:
-            return Outcome(False, f"traceback: {err[-1][:110] if err else ''}{extra}", seconds, peak_mb)
-        if case.expect == "ok":
-            ok = result.returncode == 0 and case.says in result.stdout
-            text = (f"exit 0{extra}" if ok else f"exit {result.returncode}: {(err[-1] if err else result.stdout[-110:])[:110]}{extra}")
-            if case.name.startswith("run:") and extra and "15 rows, forecast.json 15" not in extra and "left open" in case.name:
-                ok = False
-            return Outcome(ok, text, seconds, peak_mb)
-        message = err[-1] if err else ""
-        ok = result.returncode in (1, 2) and len(err) <= 2 and case.says in result.stderr
-        return Outcome(ok, f"exit {result.returncode}: {message[:110]}{extra}", seconds, peak_mb)
+        return judge(case, result, extra, seconds, peak_mb)
+
+
+def judge(case: Case, result: subprocess.CompletedProcess[str], extra: str, seconds: float,
+          peak_mb: float) -> Outcome:
+    """The outcome of a case's finished subprocess; `extra` is what its log_dir kept."""
+    err = [line for line in result.stderr.strip().splitlines() if line.strip()
+           and "Warning" not in line and "warnings.warn" not in line]
+    err = without_usage(err)
+    if case.name.startswith("run:") and "at the last step" in case.name and extra:
+        # ended by a signal at its last step: the case is the data kept (the traceback, if any, is
+        # Python's own KeyboardInterrupt from the user's loop)
+        ok = "15 rows, forecast.json 15" in extra
+        return Outcome(ok, f"exit {result.returncode}: {err[-1][:110] if err else ''}{extra}", seconds, peak_mb)
+    if result.returncode < 0:
+        return Outcome(False, f"killed by signal {-result.returncode}{extra}", seconds, peak_mb)
+    if "Traceback" in result.stderr:
+        return Outcome(False, f"traceback: {err[-1][:110] if err else ''}{extra}", seconds, peak_mb)
+    if case.expect == "ok":
+        ok = result.returncode == 0 and case.says in result.stdout
+        text = (f"exit 0{extra}" if ok else f"exit {result.returncode}: {(err[-1] if err else result.stdout[-110:])[:110]}{extra}")
+        if case.name.startswith("run:") and extra and "15 rows, forecast.json 15" not in extra and "left open" in case.name:
+            ok = False
+        return Outcome(ok, text, seconds, peak_mb)
+    message = err[-1] if err else ""
+    ok = result.returncode in (1, 2) and len(err) <= 2 and case.says in result.stderr
+    return Outcome(ok, f"exit {result.returncode}: {message[:110]}{extra}", seconds, peak_mb)
 
 
 def main() -> int:

@@ -43,8 +43,6 @@ PENDING = {
     "benchmarks/results/real-models-gpu": "the real-model GPU stage's results, copied in after a GPU "
                                           "run (benchmarks/gpu/README.md); none run yet",
     "benchmarks/results/first-step-": "the first-step GPU measurement's results, likewise",
-    "benchmarks/results/hostile-input.md": "benchmarks/hostile/'s results table (issue 34), named by "
-                                           "its scripts and docs/robustness.md but not committed",
 }
 
 _SEGMENT = r"(?:[\w.*-]|\{[\w.,*-]*\}|<[\w -]+>)+"  # <GPU>: a placeholder
