@@ -70,11 +70,9 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-def resnet50(device: torch.device, batch: int = 64) -> Step:
-    model = ResNet50().to(device).to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
-    x = torch.randn(batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (batch,), device=device)
+def _classifier_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
+                     y: torch.Tensor) -> Step:
+    """One training step of an image classifier: cross-entropy, backward, the optimizer."""
 
     def step(autocast: bool) -> None:
         with _autocast(autocast):
@@ -84,6 +82,14 @@ def resnet50(device: torch.device, batch: int = 64) -> Step:
         opt.zero_grad(set_to_none=True)
 
     return step
+
+
+def resnet50(device: torch.device, batch: int = 64) -> Step:
+    model = ResNet50().to(device).to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    x = torch.randn(batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (batch,), device=device)
+    return _classifier_step(model, opt, x, y)
 
 
 # ----- GPT-2 small (Radford et al. 2019: 12 layers, width 768, 12 heads) --------------------
@@ -222,15 +228,7 @@ def resnet50_adamw(device: torch.device, batch: int = 64) -> Step:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
     x = torch.randn(batch, 3, 224, 224, device=device)
     y = torch.randint(0, 1000, (batch,), device=device)
-
-    def step(autocast: bool) -> None:
-        with _autocast(autocast):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+    return _classifier_step(model, opt, x, y)
 
 
 class Encoder(nn.Module):
