@@ -298,6 +298,34 @@ bool step_cudnn_enabled(const Step& step) {
   return true;
 }
 
+// The ops whose CUDA path their name alone decides; true when `op` is one (and `m` marks it).
+bool mark_by_name(const OpRecord& op, std::size_t i, Mapping& m) {
+  // The CPU's foreach ops are a loop of per-tensor ops (their children); CUDA runs the
+  // multi-tensor kernel the op's own estimate describes.
+  if (op.name.starts_with("aten::_foreach_") && op.has_children) {
+    m.parent_wins[i] = 1;
+    return true;
+  }
+  // The batch-norm wrappers: their leaf (native_batch_norm, cuDNN's op where CUDA picks it) is
+  // what runs; the wrapper's own estimate, its class's roofline, would win when larger.
+  if ((op.name == "aten::batch_norm" || op.name == "aten::_batch_norm_impl_index") &&
+      op.has_children) {
+    m.children_win[i] = 1;
+    return true;
+  }
+  // The CPU computes a mean as a sum and a div_ (its children: ReduceOps.cpp mean_out); CUDA
+  // runs one reduce kernel (MeanOps), which the op's own estimate describes.
+  if (op.name == "aten::mean" && op.has_children) {
+    m.parent_wins[i] = 1;
+    return true;
+  }
+  if (op.name == "aten::_local_scalar_dense" || op.name == "aten::item") {
+    m.host_only[i] = 1;  // a copy to the host on CUDA (and a sync), not a kernel
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigin& origin) {
@@ -305,6 +333,7 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
   Mapping m;
   m.host_only.assign(n, 0);
   m.parent_wins.assign(n, 0);
+  m.children_win.assign(n, 0);
   std::map<GroupKey, std::vector<std::size_t>> groups;
   std::map<GroupKey, std::string> names;
   // An op that re-dispatches itself (autocast) is costed through its inner call.
@@ -327,16 +356,7 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
         continue;
       }
     }
-    // The CPU's foreach ops are a loop of per-tensor ops (their children); CUDA runs the
-    // multi-tensor kernel the op's own estimate describes.
-    if (op.name.starts_with("aten::_foreach_") && op.has_children) {
-      m.parent_wins[i] = 1;
-      continue;
-    }
-    if (op.name == "aten::_local_scalar_dense" || op.name == "aten::item") {
-      m.host_only[i] = 1;  // a copy to the host on CUDA (and a sync), not a kernel
-      continue;
-    }
+    if (mark_by_name(op, i, m)) continue;
     if (op.name == "aten::_scaled_dot_product_attention_math" && op.parent) {
       const std::size_t p = index_of.find(*op.parent);
       if (p != OpIndex::npos && step.ops[p].name == "aten::scaled_dot_product_attention") {

@@ -17,6 +17,8 @@
 //     gradient and a GEMM per step, then three GEMMs over the whole sequence for the input
 //     gradient and both weight gradients). The layer is costed as those parts, with the
 //     matrix precision cuDNN's switch allows (cuDNN RNNs use TF32 unless it is off).
+//   - mean: the CPU runs it as sum and div_ (its children); CUDA as one reduce kernel.
+//   - batch-norm wrappers (batch_norm, _batch_norm_impl_index): their leaf is what runs.
 //   - batch norm: the CPU records native_batch_norm(_backward); CUDA runs cuDNN's kernels
 //     where PyTorch's backend choice picks them (float32, half with float weights) and its
 //     own native kernels otherwise (bfloat16): see cudnn_batch_norm in cuda_paths.cpp.
@@ -50,6 +52,9 @@ struct Mapping {
   // CPU children are the unfused math path; a per-tensor optimizer op in a foreach group
   // whose CPU kernel called helpers).
   std::vector<char> parent_wins;
+  // Per op: a wrapper whose children are what CUDA runs (its own estimate must not stand for
+  // them, even when larger).
+  std::vector<char> children_win;
   std::vector<ForeachGroup> foreach_groups;
   std::vector<Expansion> expansions;
   // Attention ops the CPU ran its own way (the CPU flash kernel and its backward; SDPA calls

@@ -191,6 +191,9 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin, const
     f.ops[i].cost.op_class = OpClass::NoKernel;
     own.fill_row(i, OpPrediction{0.0, Method::NoKernel});
   }
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    if (cuda.children_win[i]) own.fill_row(i, OpPrediction{0.0, Method::Composite});
+  }
   for (const auto& group : cuda.foreach_groups) {
     const OpCost cost = estimate_cost(group.op, op_precision(group.op, origin));
     if (!cost.known()) continue;
@@ -208,6 +211,7 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin, const
   for (const auto& e : cuda.expansions) {
     OpCost total;
     std::vector<OpPrediction> sums(devices.size(), OpPrediction{0.0, Method::Roofline});
+    std::vector<double> largest(devices.size(), 0.0);
     for (const auto& [part, count] : e.parts) {
       const OpCost cost = estimate_cost(part, op_precision(part, origin));
       if (!cost.known()) continue;
@@ -221,8 +225,13 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin, const
       total.kernels += static_cast<int>(count) * cost.kernels;
       for (std::size_t t = 0; t < devices.size(); ++t) {
         const OpPrediction p = predictor.predict(part, cost, *devices[t]);
+        // The op is labelled with the method of its GEMMs, else of its largest part.
+        if (cost.op_class == OpClass::Gemm ||
+            (total.op_class != OpClass::Gemm && count * p.time_us > largest[t])) {
+          sums[t].method = p.method;
+          largest[t] = count * p.time_us;
+        }
         sums[t].time_us += count * p.time_us;
-        if (cost.op_class == OpClass::Gemm) sums[t].method = p.method;
       }
     }
     if (total.op_class == OpClass::Unknown) continue;

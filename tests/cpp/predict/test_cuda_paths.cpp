@@ -376,6 +376,36 @@ TEST(CudaPaths, BatchNormRunsCudnnUnlessBf16OrCudnnIsOff) {
   EXPECT_GT(b.ops[4].cost.bytes_read, 1.99 * x_bytes);
 }
 
+TEST(CudaPaths, BatchNormWrappersAreTheirLeafNotTheLargerOfTheTwo) {
+  // batch_norm and _batch_norm_impl_index cost the same work with their class's roofline; the
+  // leaf (cuDNN's op here) is what CUDA runs, so the step's forward is the leaf's time even
+  // where the wrappers' own estimates are larger.
+  const Step step = batch_norm_step("float32", true);
+  const OpIndex index_of(step);
+  const auto m = cuda_paths::map_cpu_step(step, index_of);
+  EXPECT_EQ(m.children_win, (std::vector<char>{1, 1, 0, 0, 0}));
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_DOUBLE_EQ(f.ops[0].share[0].time_us, 0.0);
+  EXPECT_DOUBLE_EQ(f.ops[1].share[0].time_us, 0.0);
+  EXPECT_GT(f.ops[2].share[0].time_us, 0.0);
+  EXPECT_DOUBLE_EQ(f.ops[0].per_target[0].time_us, f.ops[2].per_target[0].time_us);
+}
+
+TEST(CudaPaths, AMeanIsOneReduceKernelNotTheCpusSumAndDivide) {
+  const TensorMeta x = T({4096, 1024});
+  OpRecord mean = make(0, "aten::mean", {tensor("self", x), test::ints("dim", {1})}, {T({4096})});
+  mean.has_children = true;
+  OpRecord sum = make(1, "aten::sum", {tensor("self", x), test::ints("dim", {1})}, {T({4096})}, 0);
+  OpRecord div = make(2, "aten::div_", {tensor("self", T({4096}))}, {T({4096})}, 0);
+  Step step;
+  step.ops = {mean, sum, div};
+  const OpIndex index_of(step);
+  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of).parent_wins, (std::vector<char>{1, 0, 0}));
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_GT(f.ops[0].share[0].time_us, 0.0);
+  EXPECT_DOUBLE_EQ(f.ops[1].share[0].time_us + f.ops[2].share[0].time_us, 0.0);
+}
+
 // The backward of one layer as the CPU records it (weight1 = W_ih, weight2 = W_hh, then the
 // biases); `input` is the tensor the forward layer read.
 OpRecord rnn_layer_backward_op(uint64_t id, const TensorMeta& input) {
