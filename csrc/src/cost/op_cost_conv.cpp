@@ -55,6 +55,28 @@ bool is_transposed(const OpContext& c, double param) {
   return bool_arg(c, "transposed", param != 0);
 }
 
+// A depthwise convolution (one input channel per group, as many groups as input channels):
+// PyTorch runs it on its own kernels (aten/src/ATen/native/cuda/DepthwiseConv2d.cu) unless
+// cuDNN's depthwise path applies (NHWC). Neither reuses a read across kernel rows: each pass
+// streams its large operands (the input; grad_output; both for the weight gradient) once per
+// kernel row. On the H100's depthwise rows (benchmarks/results/kernels/
+// H100-SXM5-80GB-2026-11-26-families, kernels 3 and 7) the time over that traffic is within
+// 1.5x across kernel sizes in every pass and layout, against 3-5x over the compulsory traffic
+// (or, for the weight gradient, the traffic of a re-read per kernel tap).
+bool is_depthwise(const OpContext& c, const TensorMeta& input, const TensorMeta& weight) {
+  if (input.shape.size() != 4 || weight.shape.size() != 4 || weight.shape[1] != 1) return false;
+  const ArgValue* groups = arg(c, "groups");
+  return groups != nullptr && !groups->ints.empty() && groups->ints[0] == input.shape[1] &&
+         groups->ints[0] > 1;
+}
+
+// How many times a pass reads its large operand: the kernel's rows for a depthwise
+// convolution, once otherwise.
+double depthwise_rereads(const OpContext& c, const TensorMeta& input, const TensorMeta& weight) {
+  return is_depthwise(c, input, weight) ? static_cast<double>(std::max<int64_t>(weight.shape[2], 1))
+                                        : 1.0;
+}
+
 // Forward convolutions: aten::convolution, conv2d, cudnn_convolution, conv_transpose2d, ...
 // `param` is 1 for the ops that are transposed by name.
 OpCost conv_forward(const OpContext& c, double param) {
@@ -75,26 +97,15 @@ OpCost conv_forward(const OpContext& c, double param) {
       out != nullptr ? output_bytes(c) : out_elements * static_cast<double>(element_size(*input));
   // Convolution libraries add the bias in a second kernel.
   const int kernels = tensor_arg(c, "bias") != nullptr ? 2 : 1;
-  return make_cost(OpClass::Conv, flops, input_bytes(c), written, matrix_precision(c, input),
-                   kernels);
-}
-
-// A depthwise convolution (one input channel per group, as many groups as input channels):
-// PyTorch runs it on its own kernels (aten/src/ATen/native/cuda/DepthwiseConv2d.cu) unless
-// cuDNN's depthwise path applies, and their weight gradient launches one thread block per
-// weight element (channels x kernel taps), each reading the whole channel of grad_output and the
-// shifted input: kernel-taps times the compulsory traffic of that pass, from L2 at best.
-bool is_depthwise(const OpContext& c, const TensorMeta& input, const TensorMeta& weight) {
-  if (input.shape.size() != 4 || weight.shape.size() != 4 || weight.shape[1] != 1) return false;
-  const ArgValue* groups = arg(c, "groups");
-  return groups != nullptr && !groups->ints.empty() && groups->ints[0] == input.shape[1] &&
-         groups->ints[0] > 1;
+  const double read =
+      input_bytes(c) + (depthwise_rereads(c, *input, *weight) - 1.0) * footprint_bytes(*input);
+  return make_cost(OpClass::Conv, flops, read, written, matrix_precision(c, input), kernels);
 }
 
 // convolution_backward: one data-gradient and one weight-gradient convolution (each the size
 // of the forward pass) and one bias-gradient reduction, each run only when output_mask asks.
 // Bytes are each pass's compulsory traffic, summed: each pass is its own kernel and reads
-// grad_output again (a depthwise weight gradient: is_depthwise).
+// grad_output again (a depthwise pass once per kernel row: depthwise_rereads).
 OpCost conv_backward(const OpContext& c, double) {
   const TensorMeta* grad_out = tensor_arg(c, "grad_output");
   const TensorMeta* input = tensor_arg(c, "input");
@@ -106,18 +117,16 @@ OpCost conv_backward(const OpContext& c, double) {
   const double go_bytes = footprint_bytes(*grad_out);
   double flops = 0, read = 0, written = 0;
   int kernels = 0;
+  const double rereads = depthwise_rereads(c, *input, *weight);
   if (mask_bit(c, "output_mask", 0)) {  // grad_input = conv_transpose(grad_output, weight)
     flops += pass_flops;
-    read += go_bytes + footprint_bytes(*weight);
+    read += rereads * go_bytes + footprint_bytes(*weight);
     written += numel(*input) * esize;
     ++kernels;
   }
   if (mask_bit(c, "output_mask", 1)) {  // grad_weight = conv(input, grad_output)
     flops += pass_flops;
-    const double taps = is_depthwise(c, *input, *weight)
-                            ? static_cast<double>(weight->shape[2] * weight->shape[3])
-                            : 1.0;
-    read += taps * (go_bytes + footprint_bytes(*input));
+    read += rereads * (go_bytes + footprint_bytes(*input));
     written += numel(*weight) * esize;
     ++kernels;
   }

@@ -5,6 +5,7 @@
 
 #include "habitat/file_io.h"
 #include "trace/json_reader.h"
+#include "trace/op_args.h"
 
 namespace habitat {
 namespace {
@@ -22,6 +23,22 @@ std::pair<std::string, std::string> width_and_layout(const OpRecord& op) {
   const bool cl =
       !t->contiguous && t->shape.size() == 4 && t->strides.size() == 4 && t->strides[1] == 1;
   return {width, cl ? "cl" : ""};
+}
+
+// The name an op is looked up by: its aten name, except a depthwise convolution (4-D, one input
+// channel per group, as many groups as input channels), which runs depthwise kernels whatever it
+// is called (mkldnn_convolution in a CPU trace; cudnn_convolution or _conv_depthwise2d on CUDA):
+// one name for its forward and one for its backward, as roofline_table.py `table_name` fits them.
+std::string table_name(const OpRecord& op, const OpCost& cost) {
+  std::string name(op.name);
+  if (name.starts_with("aten::")) name.erase(0, 6);
+  if (cost.op_class != OpClass::Conv) return name;
+  const TensorMeta* x = op_args::first_tensor(op.args, {"input", "self"});
+  const TensorMeta* w = op_args::first_tensor(op.args, {"weight"});
+  const int64_t groups = op_args::first_int(op.args, "groups", 1);
+  if (x == nullptr || w == nullptr || x->shape.size() != 4 || w->shape.size() != 4) return name;
+  if (groups <= 1 || w->shape[1] != 1 || x->shape[1] != groups) return name;
+  return name.ends_with("_backward") ? "depthwise_conv2d_backward" : "depthwise_conv2d";
 }
 
 MeasuredRoofline read_entry(const json_reader::json& v, const json_reader::Loc& l) {
@@ -64,8 +81,7 @@ RooflineTable RooflineTable::load(const std::string& dir) {
 
 std::optional<MeasuredRoofline> RooflineTable::find(const OpRecord& op, const OpCost& cost) const {
   if (entries_.empty()) return std::nullopt;
-  std::string name(op.name);
-  if (name.starts_with("aten::")) name.erase(0, 6);
+  const std::string name = table_name(op, cost);
   const auto [width, layout] = width_and_layout(op);
   for (const std::string& key : {name + "|" + width + "|" + layout, name + "|" + width, name,
                                  "class:" + std::string(to_string(cost.op_class))}) {

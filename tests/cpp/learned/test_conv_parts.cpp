@@ -89,14 +89,16 @@ TEST(ConvParts, AGroupedConvolutionIsItsPerGroupProblemOverBatchTimesGroups) {
 }
 
 // A depthwise convolution runs PyTorch's own kernels: no learned part (the roofline serves it),
-// and its weight gradient reads grad_output and the input once per kernel tap.
-TEST(ConvParts, ADepthwiseConvolutionIsLeftToTheRooflineWithItsWeightGradientsReReads) {
+// and each pass reads its large operands once per kernel row.
+TEST(ConvParts, ADepthwiseConvolutionIsLeftToTheRooflineWithItsPassesReReads) {
   const TensorMeta x = T({8, 64, 16, 16}), w = T({64, 1, 3, 3}), y = T({8, 64, 16, 16});
   const OpRecord fwd = op("aten::convolution", "",
                           {tensor("input", x), tensor("weight", w), ints("stride", {1, 1}),
                            ints("padding", {1, 1}), integer("groups", 64)},
                           {y});
   EXPECT_TRUE(learned_parts(fwd, estimate_cost(fwd)).empty());
+  const double weight_bytes = 64.0 * 9 * 4;
+  EXPECT_DOUBLE_EQ(estimate_cost(fwd).bytes_read, 3 * 8.0 * 64 * 16 * 16 * 4 + weight_bytes);
   auto backward = [&](int64_t groups) {
     return op(
         "aten::convolution_backward", "",
@@ -105,7 +107,8 @@ TEST(ConvParts, ADepthwiseConvolutionIsLeftToTheRooflineWithItsWeightGradientsRe
         {w});
   };
   const double bytes = 8.0 * 64 * 16 * 16 * 4;  // grad_output, and the input, each
-  EXPECT_DOUBLE_EQ(estimate_cost(backward(64)).bytes_read, 9 * 2 * bytes);
+  EXPECT_DOUBLE_EQ(estimate_cost(backward(64)).bytes_read, 3 * 2 * bytes);
+  EXPECT_DOUBLE_EQ(estimate_cost(backward(4)).bytes_read, 2 * bytes);  // grouped: once
   EXPECT_TRUE(learned_parts(backward(64), estimate_cost(backward(64))).empty());
 }
 

@@ -56,6 +56,25 @@ TEST(RooflineTable, TheMostSpecificEntryWins) {
       RooflineTable::load(fs::temp_directory_path().string() + "/habitat_no_such_dir").empty());
 }
 
+TEST(RooflineTable, ADepthwiseConvolutionIsLookedUpByOneNameWhateverItIsCalled) {
+  const RooflineTable t = RooflineTable::load(
+      table_dir("depthwise", R"({"ops": {"depthwise_conv2d|4": {"fixed_us": 0, "efficiency": 0.2},
+      "depthwise_conv2d_backward": {"fixed_us": 0, "efficiency": 0.1}}, "classes": {}})")
+          .string());
+  OpCost cost;
+  cost.op_class = OpClass::Conv;
+  auto conv = [](const std::string& name, int64_t groups) {
+    return op(name, "",
+              {tensor("input", T({8, 96, 56, 56})), tensor("weight", T({96, 96 / groups, 3, 3})),
+               integer("groups", groups)},
+              {T({8, 96, 56, 56})});
+  };
+  EXPECT_EQ(t.find(conv("aten::mkldnn_convolution", 96), cost)->efficiency, 0.2);  // a CPU trace
+  EXPECT_EQ(t.find(conv("aten::cudnn_convolution", 96), cost)->efficiency, 0.2);
+  EXPECT_EQ(t.find(conv("aten::convolution_backward", 96), cost)->efficiency, 0.1);
+  EXPECT_FALSE(t.find(conv("aten::cudnn_convolution", 4), cost).has_value());  // grouped
+}
+
 TEST(RooflineTable, TheEstimateIsTheFixedPartPlusTheRooflineOverTheEfficiency) {
   const Device& d = db().find("H100-SXM5-80GB");
   OpCost cost;
