@@ -19,7 +19,8 @@ LearnedFamily family_or_throw(const std::string& name) {
   auto f = learned_family_from_string(name);
   if (!f) {
     throw py::value_error("unknown learned family '" + name +
-                          "': expected gemm, conv, elementwise, softmax, layernorm or attention");
+                          "': expected gemm, conv, elementwise, softmax, layernorm, attention, "
+                          "reduction or batchnorm");
   }
   return *f;
 }

@@ -15,7 +15,16 @@
 
 namespace habitat {
 
-enum class LearnedFamily { Gemm, Conv, Elementwise, Softmax, LayerNorm, Attention };
+enum class LearnedFamily {
+  Gemm,
+  Conv,
+  Elementwise,
+  Softmax,
+  LayerNorm,
+  Attention,
+  Reduction,
+  BatchNorm
+};
 
 std::string_view to_string(LearnedFamily f);
 std::optional<LearnedFamily> learned_family_from_string(std::string_view name);
@@ -29,6 +38,10 @@ std::optional<LearnedFamily> learned_family_from_string(std::string_view name);
 //   layernorm    rows, cols, elem_bytes
 //   attention    batch_heads, l, s, e, causal, backward, elem_bytes, backend  (a fused SDPA
 //                kernel; backend 0: flash, 1: memory-efficient, 2: cuDNN)
+//   reduction    rows, cols, elem_bytes, strided  (rows outputs, each of cols inputs; strided 1:
+//                the reduced elements are not contiguous, e.g. a sum over the first dim)
+//   batchnorm    count, channels, elem_bytes, backward, channels_last  (training mode: per
+//                channel, statistics over count = N x H x W elements)
 using LearnedShape = std::map<std::string, double>;
 const std::vector<std::string>& shape_columns(LearnedFamily f);
 const std::vector<std::string>& feature_names(LearnedFamily f);

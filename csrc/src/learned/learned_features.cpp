@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 
 namespace habitat {
@@ -21,13 +22,18 @@ constexpr double kMaxAlignBytes = 16.0;
 constexpr double kAttentionBackwardFlops = 2.5;
 constexpr double kAttentionBlockRows = 128.0;
 
-constexpr std::array<std::pair<LearnedFamily, std::string_view>, 6> kNames{{
+constexpr double kReductionFlopsPerElement = 1.0;
+constexpr double kBatchNormFlopsPerElement = 8.0;
+
+constexpr std::array<std::pair<LearnedFamily, std::string_view>, 8> kNames{{
     {LearnedFamily::Gemm, "gemm"},
     {LearnedFamily::Conv, "conv"},
     {LearnedFamily::Elementwise, "elementwise"},
     {LearnedFamily::Softmax, "softmax"},
     {LearnedFamily::LayerNorm, "layernorm"},
     {LearnedFamily::Attention, "attention"},
+    {LearnedFamily::Reduction, "reduction"},
+    {LearnedFamily::BatchNorm, "batchnorm"},
 }};
 
 double log2c(double x) { return std::log2(std::max(x, 1e-30)); }
@@ -96,6 +102,81 @@ double gemm_core(double b, double m, double n, double flops, double bytes, const
   return std::max(t_c, t_m);
 }
 
+// A shape column by name (compute_learned_features' reader: throws for a missing or
+// non-positive one, zero allowed where the flag says).
+using Column = std::function<double(const std::string&, bool)>;
+
+double flag(const Column& col, const char* family, const char* name) {
+  const double v = col(name, true);
+  if (v != 0 && v != 1) {
+    throw std::invalid_argument(std::string(family) + " column '" + name + "' must be 0 or 1");
+  }
+  return v;
+}
+
+// The softmax and layernorm families (features.py): row-wise over cols, forward or backward.
+double row_features(const Column& col, bool softmax, double eb, const Device& dev, const Roof& roof,
+                    double fp32_peak, std::vector<double>& x) {
+  const double rows = col("rows", false), cols = col("cols", false);
+  const double backward = flag(col, softmax ? "softmax" : "layernorm", "backward");
+  // forward: reads x, writes y; backward: reads y (or x) and dy, writes dx
+  double bytes = eb * rows * cols * (2.0 + backward);
+  if (!softmax) bytes = bytes + eb * 2.0 * cols;
+  const double per = softmax ? kSoftmaxFlopsPerElement : kLayerNormFlopsPerElement;
+  const double t_m = bytes / roof.bandwidth * 1e6;
+  x = {log2c(rows),
+       log2c(cols),
+       log2c(t_m),
+       log2c(bytes / (dev.l2_mb * kMiB)),
+       log2c(rows / dev.sms),
+       log2c(eb),
+       std::log2(dev.memory_bandwidth_gbs / dev.sms),
+       backward};
+  return std::max(t_m, per * rows * cols * (1.0 + backward) / fp32_peak * 1e6);
+}
+
+// The reduction family (features.py): rows outputs of cols inputs each; returns the roofline.
+double reduction_features(const Column& col, double eb, const Device& dev, const Roof& roof,
+                          double fp32_peak, std::vector<double>& x) {
+  const double rows = col("rows", false), cols = col("cols", false);
+  const double strided = flag(col, "reduction", "strided");
+  // reads the input once, writes one element per row
+  const double bytes = eb * rows * (cols + 1.0);
+  const double t_m = bytes / roof.bandwidth * 1e6;
+  x = {log2c(rows),
+       log2c(cols),
+       log2c(t_m),
+       log2c(bytes / (dev.l2_mb * kMiB)),
+       log2c(rows / dev.sms),
+       log2c(eb),
+       std::log2(dev.memory_bandwidth_gbs / dev.sms),
+       strided};
+  return std::max(t_m, kReductionFlopsPerElement * rows * cols / fp32_peak * 1e6);
+}
+
+// The batchnorm family (features.py): training mode, per channel over count elements.
+double batch_norm_features(const Column& col, double eb, const Device& dev, const Roof& roof,
+                           double fp32_peak, std::vector<double>& x) {
+  const double count = col("count", false), channels = col("channels", false);
+  const double backward = flag(col, "batchnorm", "backward");
+  const double cl = flag(col, "batchnorm", "channels_last");
+  // forward: reads x, writes y; backward: reads x and dy, writes dx (the statistics and the
+  // fp32 parameters are per channel: negligible)
+  const double elements = count * channels;
+  const double bytes = eb * elements * (2.0 + backward);
+  const double t_m = bytes / roof.bandwidth * 1e6;
+  x = {log2c(count),
+       log2c(channels),
+       log2c(t_m),
+       log2c(bytes / (dev.l2_mb * kMiB)),
+       log2c(channels / dev.sms),
+       log2c(eb),
+       std::log2(dev.memory_bandwidth_gbs / dev.sms),
+       backward,
+       cl};
+  return std::max(t_m, kBatchNormFlopsPerElement * elements * (1.0 + backward) / fp32_peak * 1e6);
+}
+
 }  // namespace
 
 std::string_view to_string(LearnedFamily f) {
@@ -122,6 +203,8 @@ const std::vector<std::string>& shape_columns(LearnedFamily f) {
       {LearnedFamily::LayerNorm, {"rows", "cols", "elem_bytes", "backward"}},
       {LearnedFamily::Attention,
        {"batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes", "backend"}},
+      {LearnedFamily::Reduction, {"rows", "cols", "elem_bytes", "strided"}},
+      {LearnedFamily::BatchNorm, {"count", "channels", "elem_bytes", "backward", "channels_last"}},
   };
   return columns.at(f);
 }
@@ -155,6 +238,17 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
        concat({"log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
                "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
                "tensor_path", "log2_elem_bytes", "backend_efficient", "backend_cudnn"},
+              kDeviceFeatures)},
+      {LearnedFamily::Reduction, concat(concat(concat({"log2_rows", "log2_cols", "log2_t_memory_us",
+                                                       "log2_bytes_over_l2", "log2_rows_per_sm"},
+                                                      kMemoryFeatures),
+                                               {"strided"}),
+                                        kDeviceFeatures)},
+      {LearnedFamily::BatchNorm,
+       concat(concat(concat({"log2_count", "log2_channels", "log2_t_memory_us",
+                             "log2_bytes_over_l2", "log2_channels_per_sm"},
+                            kMemoryFeatures),
+                     {"backward", "channels_last"}),
               kDeviceFeatures)},
   };
   return names.at(f);
@@ -266,30 +360,16 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
       out.roofline_us = std::max(t_c, t_m);
       break;
     }
-    case LearnedFamily::Softmax:
-    case LearnedFamily::LayerNorm: {
-      const double rows = col("rows"), cols = col("cols"), backward = col("backward", true);
-      if (backward != 0 && backward != 1) {
-        throw std::invalid_argument(std::string(to_string(f)) +
-                                    " column 'backward' must be 0 or 1");
-      }
-      const bool softmax = f == LearnedFamily::Softmax;
-      // forward: reads x, writes y; backward: reads y (or x) and dy, writes dx
-      double bytes = eb * rows * cols * (2.0 + backward);
-      if (!softmax) bytes = bytes + eb * 2.0 * cols;
-      const double per = softmax ? kSoftmaxFlopsPerElement : kLayerNormFlopsPerElement;
-      const double t_m = bytes / roof.bandwidth * 1e6;
-      out.roofline_us = std::max(t_m, per * rows * cols * (1.0 + backward) / fp32_peak * 1e6);
-      x = {log2c(rows),
-           log2c(cols),
-           log2c(t_m),
-           log2c(bytes / (dev.l2_mb * kMiB)),
-           log2c(rows / dev.sms),
-           log2c(eb),
-           std::log2(dev.memory_bandwidth_gbs / dev.sms),
-           backward};
+    case LearnedFamily::Reduction:
+      out.roofline_us = reduction_features(col, eb, dev, roof, fp32_peak, x);
       break;
-    }
+    case LearnedFamily::BatchNorm:
+      out.roofline_us = batch_norm_features(col, eb, dev, roof, fp32_peak, x);
+      break;
+    case LearnedFamily::Softmax:
+    case LearnedFamily::LayerNorm:
+      out.roofline_us = row_features(col, f == LearnedFamily::Softmax, eb, dev, roof, fp32_peak, x);
+      break;
   }
   return out;
 }

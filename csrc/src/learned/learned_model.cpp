@@ -257,18 +257,60 @@ std::vector<LearnedPart> norm_parts(const std::string& name, const OpRecord& op)
             {"backward", name.ends_with("_backward") ? 1.0 : 0.0}}}};
 }
 
-std::vector<LearnedPart> reduction_parts(const OpRecord& op) {
+// Reductions of PyTorch's reduce kernel the reduction model learned (sum and mean; the others
+// of the same kernel template alike); the rest of the class (arg-reductions, norms, variances,
+// scans) takes the measured roofline.
+bool is_learned_reduction(const std::string& name) {
+  for (const char* r : {"sum", "mean", "nansum", "nanmean", "amax", "amin"}) {
+    if (name == r) return true;
+  }
+  return false;
+}
+
+// A reduction as rows x cols: rows outputs, each of cols inputs; strided when the innermost
+// dimension is not among the reduced ones (a sum over the first dim of a matrix).
+std::vector<LearnedPart> reduction_parts(const std::string& name, const OpRecord& op) {
   const TensorMeta* x = op.first_tensor();
-  if (x == nullptr || op.outputs.empty()) return {};
+  if (!is_learned_reduction(name) || x == nullptr || x->shape.empty() || op.outputs.empty()) {
+    return {};
+  }
   const double total = numel(x->shape);
   const double rows = std::max(1.0, numel(op.outputs.front().shape));
   if (!(total > 0) || total < rows) return {};
-  // A row-wise reduction: the layer-norm kernel is the closest measured pattern.
-  return {{LearnedFamily::LayerNorm,
+  const auto rank = static_cast<int64_t>(x->shape.size());
+  bool inner = false;
+  const std::vector<int64_t> dims = op_args::ints(op.args, "dim");
+  for (int64_t d : dims) inner = inner || d == rank - 1 || d == -1;
+  const bool strided = !dims.empty() && !inner && rows > 1;
+  return {{LearnedFamily::Reduction,
            {{"rows", rows},
             {"cols", total / rows},
             {"elem_bytes", elem_bytes(*x)},
-            {"backward", 0.0}}}};
+            {"strided", strided ? 1.0 : 0.0}}}};
+}
+
+// Training-mode batch norm and its backward (cost/op_cost_norm.cpp batch_norm_training): per
+// channel, statistics over the other dimensions. Inference is an element-wise transform.
+std::vector<LearnedPart> batch_norm_parts(const std::string& name, const OpRecord& op) {
+  if (name.find("batch_norm") == std::string::npos || name == "batch_norm" ||
+      name == "_batch_norm_impl_index" || name == "_native_batch_norm_legit_no_training" ||
+      name == "_batch_norm_no_update") {
+    return {};
+  }
+  const bool backward = name.ends_with("_backward");
+  const bool training = name == "cudnn_batch_norm_backward" || name == "_batch_norm_with_update" ||
+                        op_args::boolean(op.args, backward ? "train" : "training", true);
+  const TensorMeta* x = first_of(op, {"input", "self"});
+  if (!training || x == nullptr || x->shape.size() < 2) return {};
+  const double channels = static_cast<double>(x->shape[1]);
+  const double total = numel(x->shape);
+  if (!(channels > 0 && total >= channels)) return {};
+  return {{LearnedFamily::BatchNorm,
+           {{"count", total / channels},
+            {"channels", channels},
+            {"elem_bytes", elem_bytes(*x)},
+            {"backward", backward ? 1.0 : 0.0},
+            {"channels_last", channels_last(*x) ? 1.0 : 0.0}}}};
 }
 
 bool is_transcendental(const std::string& name) {
@@ -328,9 +370,9 @@ std::vector<LearnedPart> learned_parts(const OpRecord& op, const OpCost& cost,
           name.find("rms_norm") != std::string::npos) {
         return norm_parts(name, op);
       }
-      return {};
+      return batch_norm_parts(name, op);
     case OpClass::Reduction:
-      return reduction_parts(op);
+      return reduction_parts(name, op);
     case OpClass::Elementwise:
       return elementwise_parts(name, op);
     default:
@@ -416,10 +458,7 @@ std::optional<FamilyModel> load_family_model(const std::filesystem::path& dir,
     }
   }
   FamilyModel model{Mlp::from_tensors(read_safetensors(weights.string()), layers, weights.string()),
-                    e_max,
-                    launch_floor_us,
-                    std::move(columns),
-                    nchw_transforms};
+                    e_max, launch_floor_us, std::move(columns), nchw_transforms};
   if (model.mlp.inputs() != static_cast<int>(features.size())) {
     throw std::runtime_error(weights.string() +
                              ": input width differs from the metadata's features");
@@ -433,7 +472,8 @@ LearnedModels LearnedModels::load(const std::string& dir) {
   LearnedModels models;
   for (LearnedFamily f :
        {LearnedFamily::Gemm, LearnedFamily::Conv, LearnedFamily::Elementwise,
-        LearnedFamily::Softmax, LearnedFamily::LayerNorm, LearnedFamily::Attention}) {
+        LearnedFamily::Softmax, LearnedFamily::LayerNorm, LearnedFamily::Attention,
+        LearnedFamily::Reduction, LearnedFamily::BatchNorm}) {
     if (auto m = load_family_model(dir, std::string(to_string(f)), f))
       models.models_.emplace(f, std::move(*m));
   }

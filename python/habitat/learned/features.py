@@ -16,6 +16,10 @@ layernorm    rows, cols, elem_bytes, backward   (backward 1: native_layer_norm_b
 attention    batch_heads, l, s, e, causal, backward, elem_bytes, backend   (a fused SDPA kernel:
              softmax(Q K^T) V with Q [bh, l, e], K and V [bh, s, e]; backward 1: its gradient op;
              backend 0: flash, 1: memory-efficient, 2: cuDNN (neusight.SDPA_BACKENDS))
+reduction    rows, cols, elem_bytes, strided   (sum, mean: rows outputs of cols inputs each;
+             strided 1: the reduced elements are not the innermost ones, a column sum)
+batchnorm    count, channels, elem_bytes, backward, channels_last   (training mode; per channel,
+             statistics over count = N x H x W elements; backward 1: the gradient op)
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import numpy as np
 
 from habitat.learned.devices import DeviceSpec
 
-FAMILIES = ("gemm", "conv", "elementwise", "softmax", "layernorm", "attention")
+FAMILIES = ("gemm", "conv", "elementwise", "softmax", "layernorm", "attention", "reduction", "batchnorm")
 
 SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "gemm": ("b", "m", "n", "k", "elem_bytes"),
@@ -32,6 +36,8 @@ SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "softmax": ("rows", "cols", "elem_bytes", "backward"),
     "layernorm": ("rows", "cols", "elem_bytes", "backward"),
     "attention": ("batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes", "backend"),
+    "reduction": ("rows", "cols", "elem_bytes", "strided"),
+    "batchnorm": ("count", "channels", "elem_bytes", "backward", "channels_last"),
 }
 
 # The device enters only through quantities relative to the op (roofline times, waves,
@@ -58,7 +64,7 @@ MAX_ALIGN_BYTES = 16.0
 # share of its roofline than on Hopper (25-36): without it the models forecast H100/H200
 # element-wise ops 1.3-1.4x too slow, layer norm 2x (benchmarks/results/kernels/hopper-traces).
 _MEMORY = ("log2_elem_bytes", "log2_bandwidth_per_sm")
-MEMORY_FAMILIES = ("elementwise", "softmax", "layernorm")
+MEMORY_FAMILIES = ("elementwise", "softmax", "layernorm", "reduction", "batchnorm")
 FEATURE_NAMES: dict[str, tuple[str, ...]] = {
     "gemm": ("log2_b", "log2_m", "log2_n", "log2_k") + _GEMM_CORE + _PRECISION + DEVICE_FEATURES,
     "conv": ("log2_batch", "log2_cin", "log2_cout", "kernel", "stride", "log2_size",
@@ -73,6 +79,10 @@ FEATURE_NAMES: dict[str, tuple[str, ...]] = {
     "attention": ("log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
                   "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
                   "tensor_path", "log2_elem_bytes", "backend_efficient", "backend_cudnn") + DEVICE_FEATURES,
+    "reduction": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
+                  "log2_rows_per_sm") + _MEMORY + ("strided",) + DEVICE_FEATURES,
+    "batchnorm": ("log2_count", "log2_channels", "log2_t_memory_us", "log2_bytes_over_l2",
+                  "log2_channels_per_sm") + _MEMORY + ("backward", "channels_last") + DEVICE_FEATURES,
 }
 
 
@@ -84,6 +94,8 @@ ATTENTION_BLOCK_ROWS = 128.0
 # FLOPs per element of the row-wise families (max, sub, exp, sum, div; mean, var, scale).
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0
 LAYERNORM_FLOPS_PER_ELEMENT = 8.0
+REDUCTION_FLOPS_PER_ELEMENT = 1.0
+BATCHNORM_FLOPS_PER_ELEMENT = 8.0
 TRANSCENDENTAL_FLOPS = 16.0  # an exp/tanh/pow costs about this many FP32 operations
 ELEMENTWISE_BLOCK_ELEMENTS = 512.0  # 128 threads x 4 elements (PyTorch's vectorised loop)
 
@@ -178,6 +190,14 @@ def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
         if family == "layernorm":
             nbytes = nbytes + eb * 2.0 * ncols
         return per * rows * ncols * (1.0 + backward), nbytes
+    if family == "reduction":  # reads the input once, writes one element per row
+        rows, ncols = s["rows"], s["cols"]
+        return REDUCTION_FLOPS_PER_ELEMENT * rows * ncols, eb * rows * (ncols + 1.0)
+    if family == "batchnorm":
+        # forward: reads x, writes y; backward: reads x and dy, writes dx (per-channel statistics
+        # and fp32 parameters: negligible)
+        elements, backward = s["count"] * s["channels"], s["backward"]
+        return BATCHNORM_FLOPS_PER_ELEMENT * elements * (1.0 + backward), eb * elements * (2.0 + backward)
     raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
 
 
@@ -229,6 +249,17 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
         blocks = np.ceil(n / ELEMENTWISE_BLOCK_ELEMENTS)
         cols = [_log2(n), inputs, trans, _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
                 _log2(blocks / dev.sms)] + _memory_cols(s["elem_bytes"], dev)
+    elif family in ("reduction", "batchnorm"):
+        flags = ("strided",) if family == "reduction" else ("backward", "channels_last")
+        for c in flags:
+            if np.any((s[c] != 0) & (s[c] != 1)):
+                raise ValueError(f"{family} column {c!r} must be 0 or 1")
+        rows, ncols = (s["rows"], s["cols"]) if family == "reduction" else (s["count"], s["channels"])
+        per_sm = rows if family == "reduction" else ncols
+        t_m = nbytes / bw * 1e6
+        t_roof = np.maximum(t_m, flops / dev.peak_flops("fp32") * 1e6)
+        cols = [_log2(rows), _log2(ncols), _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
+                _log2(per_sm / dev.sms)] + _memory_cols(s["elem_bytes"], dev) + [s[c] for c in flags]
     else:  # softmax, layernorm
         rows, ncols = s["rows"], s["cols"]
         if np.any((s["backward"] != 0) & (s["backward"] != 1)):

@@ -25,7 +25,8 @@ OP_FAMILY = {"bmm": "gemm", "linear": "gemm", "conv": "conv", "softmax": "softma
 # which gradient it computes, so each pass gets its own harness floor; `grad` is the shape column.
 CONV_GRAD = {"fwd": 0.0, "bwd_data": 1.0, "bwd_weight": 2.0}
 OP_FAMILY.update({"conv_bwd_data": "conv", "conv_bwd_weight": "conv", "sdpa": "attention", "sdpa_bwd": "attention",
-                  "softmax_bwd": "softmax", "ln_bwd": "layernorm"})
+                  "softmax_bwd": "softmax", "ln_bwd": "layernorm", "sum": "reduction", "mean": "reduction",
+                  "bn": "batchnorm", "bn_bwd": "batchnorm", "log_softmax": "softmax", "log_softmax_bwd": "softmax"})
 ELEM_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 
@@ -132,11 +133,22 @@ class KernelArrays:
         precision, element width, pass or attention backend, so a split on these keys holds a
         shape out in every precision, pass and backend at once (leave-shapes-out)."""
         base = np.array([o.split("_bwd")[0] for o in self.op], dtype=object)
-        skip = {"elem_bytes", "grad", "backward", "backend"}
-        for c in SHAPE_COLUMNS[self.family]:
-            if c not in skip:
-                base = base + "|" + self.shapes[c].astype(np.int64).astype(str).astype(object)
+        for c in problem_columns(self.family):
+            base = base + "|" + self.shapes[c].astype(np.int64).astype(str).astype(object)
         return base.astype(str)
+
+
+# Shape columns that tell variants of one problem apart, not problems (KernelArrays.problem_keys).
+VARIANT_COLUMNS = ("elem_bytes", "grad", "backward", "backend", "channels_last")
+
+
+def problem_columns(family: str) -> tuple[str, ...]:
+    return tuple(c for c in SHAPE_COLUMNS[family] if c not in VARIANT_COLUMNS)
+
+
+def problem_key(op: str, shape: dict[str, float]) -> str:
+    """KernelArrays.problem_keys of one row (its op and shape columns)."""
+    return "|".join([op.split("_bwd")[0]] + [str(int(shape[c])) for c in problem_columns(OP_FAMILY[op])])
 
 
 def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str, float]:
@@ -150,6 +162,18 @@ def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str
                 "size": float(row["Input_Size"]), "stride": float(row["Stride"]),
                 "padding": float(row["Padding"]), "elem_bytes": elem_bytes,
                 "grad": CONV_GRAD[row.get("Phase") or "fwd"]}
+    if family == "reduction":  # collect_kernels.py: sum or mean of a B x H tensor over Dim
+        outer = row["Dim"] == "0"
+        b, h = float(row["B"]), float(row["H"])
+        return {"rows": h if outer else b, "cols": b if outer else h, "elem_bytes": elem_bytes,
+                "strided": 1.0 if outer and h > 1 else 0.0}
+    if family == "batchnorm":
+        return {"count": float(row["B"]) * float(row["Input_Size"]) ** 2, "channels": float(row["Input_Channel"]),
+                "elem_bytes": elem_bytes, "backward": 1.0 if op.endswith("_bwd") else 0.0,
+                "channels_last": 1.0 if row.get("Layout") == "nhwc" else 0.0}
+    if family == "softmax" and "Tokens" in row:  # collect_kernels.py crossentropy: log_softmax
+        return {"rows": float(row["Tokens"]), "cols": float(row["Classes"]), "elem_bytes": elem_bytes,
+                "backward": 1.0 if op.endswith("_bwd") else 0.0}
     if family == "elementwise":
         inputs, trans = ELEMENTWISE_OPS[op]
         return {"n": float(row["B"]) * float(row["H"]), "inputs": float(inputs),
@@ -239,6 +263,38 @@ def load_precision_kernels(directory: str | Path, ops: set[str] | None = None,
     for path in paths:
         _read(path, tables, ops, timing)
     return {f: t.arrays() for f, t in sorted(tables.items())}
+
+
+def load_batchnorm(directory: str | Path, timing: str = "kernel") -> KernelArrays | None:
+    """The batch-norm rows of a collection (bn_<precision>.csv: training mode, Phase "fwd" and
+    "fwd+bwd"): op "bn" for the forward, "bn_bwd" for the backward alone, fwd+bwd less fwd of the
+    same problem (kept where it is at least a fifth of fwd+bwd, as load_sdpa); None without any."""
+    _check_timing(timing)
+    by_key: dict[tuple, dict[str, tuple[Path, dict[str, str]]]] = {}
+    for path in sorted(Path(directory).glob("bn_*.csv")):
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                key = tuple(row[c] for c in ("Device", "B", "Input_Channel", "Input_Size", "Layout", "Precision"))
+                by_key.setdefault(key, {})[row["Phase"]] = (path, row)
+    table = KernelTable("batchnorm")
+    for _, phases in sorted(by_key.items()):
+        if "fwd" not in phases:
+            continue
+        path, fwd = phases["fwd"]
+        precision = fwd["Precision"]
+        t_fwd = _row_ms(path, fwd, timing) * 1000.0
+        if not t_fwd > 0:
+            continue
+        table.add("bn", fwd["Device"], t_fwd, 0.0, row_shape("bn", fwd, ELEM_BYTES[precision]), 0, precision,
+                  ROW_TIMING[timing])
+        if "fwd+bwd" not in phases:
+            continue
+        path, both = phases["fwd+bwd"]
+        t_both = _row_ms(path, both, timing) * 1000.0
+        if t_both - t_fwd >= 0.2 * t_both:
+            table.add("bn_bwd", fwd["Device"], t_both - t_fwd, 0.0, row_shape("bn_bwd", both, ELEM_BYTES[precision]),
+                      0, precision, ROW_TIMING[timing])
+    return table.arrays() if len(table) else None
 
 
 # The fused SDPA backends (collect_kernels.py's `Backend`), each a value of the attention shape

@@ -28,6 +28,7 @@ from habitat.learned.neusight import (
     TIMING_COLUMNS,
     KernelArrays,
     load_attention,
+    load_batchnorm,
     load_kernels,
     load_precision_kernels,
 )
@@ -80,6 +81,8 @@ def collection(directory: str | Path, family: str, devices: DeviceTable) -> Sour
     timing = "kernel" if has_device_time(directory) else "call"
     if family == "attention":
         rows = load_attention(directory, timing)
+    elif family == "batchnorm":
+        rows = load_batchnorm(directory, timing)
     else:
         paths = [p for p in Path(directory).glob("*.csv") if not p.stem.startswith("sdpa")]
         tables = load_precision_kernels(directory, {op for op, f in OP_FAMILY.items() if f == family},

@@ -12,8 +12,8 @@ through the harness model (habitat.learned.harness), one floor per group fitted 
 
 Splits (deterministic; recorded in each model's metadata):
 - test: TEST_FRACTION of the problems (op and dimensions: every precision, pass and layout of a
-  problem together) of the first device-time collection, chosen with
-  numpy.random.default_rng(SPLIT_SEED); no source trains on a held-out problem. Its error is the
+  problem together) of each device-time collection, chosen with numpy.random.default_rng(SPLIT_SEED)
+  per collection; no source trains on a held-out problem. Its error is the
   leave-shapes-out figure (`python -m habitat.evaluate precision` recomputes it).
 - validation: TrainConfig.val_fraction of the remaining problems of every source, for early
   stopping (the mean of the sources' losses, so a small source counts as much as a large one).
@@ -65,7 +65,7 @@ GROWN_DIMS = {"gemm": ("b", "m", "n", "k"), "attention": ("batch_heads", "l", "s
 # Families whose inputs are clamped to the training range: a convolution's or a memory-bound
 # kernel's efficiency saturates, while a GEMM's large-problem trend extrapolates (NeuSight's test/
 # GEMMs reach 65536 x 50272 x 4096, far beyond any training row).
-CLAMPED_FAMILIES = ("conv", "elementwise", "softmax", "layernorm")
+CLAMPED_FAMILIES = ("conv", "elementwise", "softmax", "layernorm", "reduction", "batchnorm")
 
 TRANSFER_LIMITS = (
     "Tensor-core precisions (tf32, bf16, fp16) and fused attention are measured on Hopper only (the H100 "
@@ -200,8 +200,8 @@ def predictions(model: EfficiencyMLP, data: src.Rows, devices: DeviceTable,
 
 def train_family(family: str, sources: list[src.Source], devices: DeviceTable, cfg: TrainConfig,
                  logo_dir: Path | None = None, log=_log, held_out: np.ndarray | None = None) -> EfficiencyMLP:
-    """`held_out`: the problem keys to hold out of the first device-time collection (default:
-    leave_shapes_out's; benchmarks/accuracy/kfold.py passes each fold's)."""
+    """`held_out`: the problem keys to hold out of the device-time collections (default:
+    leave_shapes_out's of each; benchmarks/accuracy/kfold.py passes each fold's)."""
     t0 = time.time()
     data = src.concat(sources)
     device_time = [s for s in sources if s.name.startswith("collection:") and (s.rows.timing == "device").any()]
@@ -209,17 +209,19 @@ def train_family(family: str, sources: list[src.Source], devices: DeviceTable, c
     split: dict = {"rule": "no device-time collection: no held-out shapes"}
     if device_time:
         first = device_time[0]
-        held_keys = (np.unique(first.rows.problem_keys()[leave_shapes_out(first.rows)]) if held_out is None
-                     else np.asarray(held_out))
+        held_keys = (np.unique(np.concatenate([s.rows.problem_keys()[leave_shapes_out(s.rows)] for s in device_time]))
+                     if held_out is None else np.asarray(held_out))
         keys = data.rows.problem_keys()
-        test = (data.source == first.name) & np.isin(keys, held_keys)
+        test = np.isin(data.source, [s.name for s in device_time]) & np.isin(keys, held_keys)
         # no source trains on a held-out problem (a problem measured elsewhere too)
         drop = ~test & np.isin(keys, held_keys)
         data, test = data.take(~drop), test[~drop]
         split = {"rule": "leave-shapes-out: a problem (op and dimensions) is held out in every precision, pass and "
                          "layout at once (KernelArrays.problem_keys), from every source",
-                 "collection": first.name, "test_fraction": TEST_FRACTION, "seed": SPLIT_SEED,
+                 "collection": first.name, "collections": [s.name for s in device_time],
+                 "test_fraction": TEST_FRACTION, "seed": SPLIT_SEED,
                  "function": "habitat.learned.train.leave_shapes_out", "test_rows": int(test.sum()),
+                 "test_rows_by_collection": {s.name: int((test & (data.source == s.name)).sum()) for s in device_time},
                  "test_problems": int(len(held_keys))}
     train = data.take(~test)
     model, floors = _fit_rows(train, devices, cfg)

@@ -281,6 +281,58 @@ TEST(LearnedParts, NormAndSoftmaxBackwardsAreTheirOwnProblemsNotScaledForwards) 
       1.5, 1e-9);
 }
 
+TEST(LearnedParts, SumsAndMeansAreRowsOfColsReducedAlongOrAcrossTheInnerDim) {
+  OpRecord sum;
+  sum.name = "aten::sum";
+  sum.args = {tensor_arg("self", tensor({4096, 1024})), ints_arg("dim", {0})};
+  sum.outputs = {tensor({1024})};
+  OpCost cost;
+  cost.op_class = OpClass::Reduction;
+  auto parts = learned_parts(sum, cost);
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].family, LearnedFamily::Reduction);
+  EXPECT_EQ(parts[0].shape.at("rows"), 1024);  // a bias gradient: a column sum
+  EXPECT_EQ(parts[0].shape.at("cols"), 4096);
+  EXPECT_EQ(parts[0].shape.at("strided"), 1);
+  sum.args[1] = ints_arg("dim", {-1});
+  sum.outputs = {tensor({4096})};
+  parts = learned_parts(sum, cost);
+  EXPECT_EQ(parts[0].shape.at("rows"), 4096);
+  EXPECT_EQ(parts[0].shape.at("strided"), 0);
+  sum.args.pop_back();  // the whole tensor
+  sum.outputs = {tensor({})};
+  EXPECT_EQ(learned_parts(sum, cost)[0].shape.at("rows"), 1);
+  // Reductions of other kernels (an arg-max, a variance) take the measured roofline.
+  sum.name = "aten::var";
+  EXPECT_TRUE(learned_parts(sum, cost).empty());
+}
+
+TEST(LearnedParts, TrainingBatchNormIsPerChannelStatisticsInferenceIsNot) {
+  TensorMeta x = tensor({32, 64, 28, 28}, "bfloat16");
+  x.strides = {64 * 28 * 28, 1, 28 * 64, 64};
+  x.contiguous = false;
+  OpRecord bn;
+  bn.name = "aten::cudnn_batch_norm";
+  bn.args = {tensor_arg("input", x), scalar_arg("training", ArgValue::Kind::Bool, 1)};
+  OpCost cost;
+  cost.op_class = OpClass::Norm;
+  auto parts = learned_parts(bn, cost);
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].family, LearnedFamily::BatchNorm);
+  EXPECT_EQ(parts[0].shape.at("count"), 32 * 28 * 28);
+  EXPECT_EQ(parts[0].shape.at("channels"), 64);
+  EXPECT_EQ(parts[0].shape.at("elem_bytes"), 2);
+  EXPECT_EQ(parts[0].shape.at("channels_last"), 1);
+  EXPECT_EQ(parts[0].shape.at("backward"), 0);
+  bn.args[1] = scalar_arg("training", ArgValue::Kind::Bool, 0);
+  EXPECT_TRUE(learned_parts(bn, cost).empty());
+  bn.name = "aten::native_batch_norm_backward";
+  bn.args = {tensor_arg("input", x), scalar_arg("train", ArgValue::Kind::Bool, 1)};
+  EXPECT_EQ(learned_parts(bn, cost).at(0).shape.at("backward"), 1);
+  bn.name = "aten::_batch_norm_impl_index";  // a wrapper: its leaf is costed
+  EXPECT_TRUE(learned_parts(bn, cost).empty());
+}
+
 TEST(LearnedParts, UnmodelledClassesGiveNothing) {
   OpRecord op;
   op.name = "aten::embedding";

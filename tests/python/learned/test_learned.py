@@ -63,6 +63,10 @@ def test_features_have_their_names_and_a_positive_roofline(family: str) -> None:
                       backend=np.array([0.0, 1.0, 2.0]))
     if family in ("softmax", "layernorm"):
         shapes.update(backward=np.array([0.0, 0.0, 1.0]))
+    if family == "reduction":
+        shapes.update(strided=np.array([0.0, 1.0, 0.0]))
+    if family == "batchnorm":
+        shapes.update(backward=np.array([0.0, 0.0, 1.0]), channels_last=np.array([0.0, 1.0, 1.0]))
     if family == "elementwise":
         shapes.update(inputs=np.array([1.0, 2.0, 2.0]), transcendental=np.array([0.0, 1.0, 0.0]))
     x, t_roof = feats.compute(family, shapes, default_table().find("T4"))

@@ -34,6 +34,11 @@ def _random_shapes(family: str, n: int, rng: np.random.Generator) -> dict[str, n
         s.update(batch_heads=dims(1, 512), l=dims(16, 8192), s=dims(16, 8192), e=rng.choice([64.0, 128.0], n),
                  causal=rng.choice([0.0, 1.0], n), backward=rng.choice([0.0, 1.0], n),
                  backend=rng.choice([0.0, 1.0, 2.0], n))
+    elif family == "reduction":
+        s.update(rows=dims(1, 1e6), cols=dims(1, 65536), strided=rng.choice([0.0, 1.0], n))
+    elif family == "batchnorm":
+        s.update(count=dims(1, 1e6), channels=dims(1, 4096), backward=rng.choice([0.0, 1.0], n),
+                 channels_last=rng.choice([0.0, 1.0], n))
     else:
         s.update(rows=dims(1, 1e6), cols=dims(1, 65536), backward=rng.choice([0.0, 1.0], n))
     return s
