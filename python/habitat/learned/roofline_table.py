@@ -35,10 +35,15 @@ from habitat.learned.fitting import summary
 FORMAT = "habitat-roofline-efficiency"
 FORMAT_VERSION = 1
 MIN_SAMPLES = 2
-# A class entry stands for ops the steps never ran, so it must rest on several ops: one op's
+# A class entry stands for ops the steps never ran, so it must rest on several ops (an op and its
+# backward are one): one op's
 # constants (6 samples of max_pool2d_with_indices_backward made the "reduction" class 200 us
 # per kernel) would be given to every fused reduction of a compiled step.
 MIN_CLASS_OPS = 2
+# Classes given no class entry: the conv samples are depthwise convolutions only (the learned
+# conv model takes the others), whose constants would misstate a dense conv3d or conv1d.
+NO_CLASS_ENTRY = ("conv",)
+COLLECTION = "collection"  # the workload of a kernel collection's samples (family_table.py)
 # Efficiencies are kept within these bounds: a roofline is never beaten, and an op measured
 # below a hundredth of its roofline is launch-bound, which the engine's per-kernel floor states.
 EFFICIENCY_RANGE = (0.01, 1.0)
@@ -117,6 +122,8 @@ def samples(results: str | Path) -> list[Sample]:
 
 # The grid the two constants of an entry are fitted on.
 FIXED_US_GRID = np.concatenate([[0.0], np.geomspace(0.5, 200.0, 60)])
+SIZE_SPREAD = 2.0
+LATENCY_BOUND_US = 20.0
 EFFICIENCY_GRID = np.geomspace(EFFICIENCY_RANGE[0], EFFICIENCY_RANGE[1], 80)
 
 
@@ -125,10 +132,20 @@ def fit_entry(s: list[Sample]) -> dict:
     squares the log error over the samples (a grid: both constants are positive)."""
     roof = np.array([x.roofline_us for x in s])
     log_meas = np.log([x.measured_us for x in s])
-    pred = np.log(FIXED_US_GRID[:, None, None] + roof[None, None, :] / EFFICIENCY_GRID[None, :, None])
+    # A fixed part is told apart from the efficiency only by samples of different sizes. One
+    # problem (e.g. in two precisions) gets one of them: a kernel timed under
+    # LATENCY_BOUND_US is launch- and latency-bound (its fixed part, at full efficiency), a
+    # longer one streams (its efficiency, no fixed part).
+    fixed, efficiency = FIXED_US_GRID, EFFICIENCY_GRID
+    if roof.max() < SIZE_SPREAD * roof.min():
+        if np.median([x.measured_us for x in s]) < LATENCY_BOUND_US:
+            efficiency = EFFICIENCY_GRID[-1:]
+        else:
+            fixed = FIXED_US_GRID[:1]
+    pred = np.log(fixed[:, None, None] + roof[None, None, :] / efficiency[None, :, None])
     err = np.mean((pred - log_meas) ** 2, axis=2)
     i, j = np.unravel_index(np.argmin(err), err.shape)
-    return {"fixed_us": round(float(FIXED_US_GRID[i]), 3), "efficiency": round(float(EFFICIENCY_GRID[j]), 4),
+    return {"fixed_us": round(float(fixed[i]), 3), "efficiency": round(float(efficiency[j]), 4),
             "samples": len(s)}
 
 
@@ -143,9 +160,9 @@ def fit(data: list[Sample]) -> dict:
         if len(s) >= MIN_SAMPLES:
             ops[key] = {**fit_entry(s), "workloads": sorted({x.workload for x in s})}
     classes = {}
-    for cls in sorted({x.op_class for x in data}):
+    for cls in sorted({x.op_class for x in data} - set(NO_CLASS_ENTRY)):
         s = [x for x in data if x.op_class == cls]
-        if len({x.op for x in s}) >= MIN_CLASS_OPS:
+        if len({x.op.removesuffix("_backward") for x in s}) >= MIN_CLASS_OPS:
             classes[cls] = fit_entry(s)
     return {"ops": ops, "classes": classes}
 
@@ -175,7 +192,7 @@ def lowo(data: list[Sample]) -> dict:
     """Per workload, the table fitted on the others against its ops: mean |error| % per class
     (ops of at least 5 us), and the class's kernel-sum error."""
     out: dict = {}
-    for wl in sorted({x.workload for x in data}):
+    for wl in sorted({x.workload for x in data} - {COLLECTION}):  # collections: family_kernels.py --holdout
         table = fit([x for x in data if x.workload != wl])
         mine = [x for x in data if x.workload == wl]
         for cls in sorted({x.op_class for x in mine}):
@@ -194,11 +211,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--traces", required=True, help="benchmarks/results: holds <run>/traces/*.json.gz")
     p.add_argument("--out", default=None, help="write roofline.json here")
     p.add_argument("--lowo", action="store_true", help="print the leave-one-workload-out errors")
+    p.add_argument("--collections", default=None,
+                   help="comma-separated device-time kernel collections of the families no learned model covers "
+                        "(habitat.learned.family_table), fitted with the traces' ops")
+    p.add_argument("--collection-gpu", default="H100-SXM5-80GB", help="the collections' GPU (device database name)")
     p.add_argument("--exclude-workloads", default=None,
                    help="comma-separated traced workloads whose ops are left out of the table")
     args = p.parse_args(argv)
     excluded = {w for w in (args.exclude_workloads or "").split(",") if w}
     data = [x for x in samples(args.traces) if x.workload not in excluded]
+    for directory in (args.collections or "").split(","):
+        if directory:
+            from habitat.learned import family_table
+
+            extra = family_table.samples(Path(directory), args.collection_gpu)
+            print(f"{directory}: {len(extra)} samples ({family_table.describe(extra)})", flush=True)
+            data += extra
     table = fit(data)
     if args.lowo:
         for cls, per in lowo(data).items():
@@ -208,8 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"{s.get('mean', float('nan')):6.1f} %   class kernel sum {e['sum_error_pct']:+6.1f} %")
     if args.out:
         doc = {"format": FORMAT, "version": FORMAT_VERSION, **table,
-               "source": "recorded Hopper training steps (habitat.learned.traces.RUNS): roofline / CUPTI kernel "
-                         "time per op, median per op name and element width, per op, per class",
+               "source": "recorded Hopper training steps (habitat.learned.traces.RUNS) and the device-time "
+                         "kernel collections given (habitat.learned.family_table): roofline / CUPTI kernel "
+                         "time per op name, element width and layout, per op and width, per op, per class",
                "training_command": "python -m habitat.learned.roofline_table "
                                    + " ".join(argv if argv is not None else sys.argv[1:])}
         Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,135 @@
+"""Samples of the measured-roofline table (roofline_table.py) from a device-time kernel collection
+of the families no learned model covers (benchmarks/results/kernels/*-families/: depthwise
+convolutions, embedding and its backward, nll_loss).
+
+Each row is traced as a CPU step of a user's would record it (benchmarks/accuracy/family_steps.py:
+the collector's own case, traced at template sizes, given the row's) and forecast by the engine
+for the collection's GPU, with the installed learned models but no measured-roofline table. The op that takes the row's roofline-forecast share is its sample: its
+roofline on that GPU (the engine's FLOPs and bytes for it) against the row's device time, less
+what the engine forecasts for the row's other ops. The op is keyed as the engine looks it up
+(csrc/src/learned/roofline_table.cpp): a depthwise convolution under one name per direction.
+
+A fifth of each collection's problems (held_out: a stable hash of the CSV stem and the sizes, any
+precision, layout and phase) is never a sample, so
+`benchmarks/accuracy/family_kernels.py --holdout` scores the table on problems it never saw.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from habitat.learned.roofline_table import COLLECTION, Sample, _channels_last, _elem_bytes
+
+HOLDOUT_BUCKETS = 5
+# OPNames of the collection whose rows become samples, and the class of the op each measures (the
+# others' forecasts rest on learned models, or on these ops: cross_entropy is log_softmax and
+# nll_loss; grouped convolutions that are not depthwise on the conv model). A row's other ops (a
+# zero fill) are never its sample.
+FIT_OPS = {"gconv": "conv", "embedding": "embedding", "nll_loss": "loss"}
+# Below this share of the row's device time the sample op is not what the row measured.
+MIN_OWN_SHARE = 0.2
+
+
+def held_out(stem: str, shape: dict[str, Any]) -> bool:
+    """Whether the problem is among the fifth of the collection kept out of the table."""
+    sizes = ",".join(f"{k}={shape[k]}" for k in sorted(shape) if k != "Layout")
+    return zlib.crc32(f"{stem}|{sizes}".encode()) % HOLDOUT_BUCKETS == 0
+
+
+def _benchmark_modules() -> None:
+    """benchmarks/accuracy/ (family_kernels.py, family_steps.py) from the checkout."""
+    from habitat.evaluate.checkout import checkout_path
+
+    path = str(checkout_path(Path("benchmarks") / "accuracy"))
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+def table_name(op: dict[str, Any], row: Any) -> str:
+    """The name the engine looks the op up by (roofline_table.cpp table_name)."""
+    name = op["name"].removeprefix("aten::")
+    if row.op == "gconv":
+        return "depthwise_conv2d_backward" if name.endswith("_backward") else "depthwise_conv2d"
+    return name
+
+
+def _depthwise(row: Any) -> bool:
+    return row.op != "gconv" or row.shape["Groups"] == row.shape["Input_Channel"]
+
+
+@contextlib.contextmanager
+def _without_table() -> Iterator[None]:
+    """The installed weights less roofline.json, for the forecasts the samples are read from:
+    they must not depend on the table they fit (a fitted entry changes which op of a row takes
+    its share, and the next fit's samples with it)."""
+    from habitat.data.engine import weights_dir
+
+    source = weights_dir()
+    saved = os.environ.get("HABITAT_WEIGHTS")
+    with tempfile.TemporaryDirectory(prefix="habitat-weights-") as tmp:
+        if source:
+            for entry in Path(source).iterdir():
+                if entry.name != "roofline.json":
+                    (Path(tmp) / entry.name).symlink_to(entry.resolve())
+        os.environ["HABITAT_WEIGHTS"] = tmp if source else ""
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("HABITAT_WEIGHTS", None)
+            else:
+                os.environ["HABITAT_WEIGHTS"] = saved
+
+
+def samples(directory: Path, gpu: str, held: bool = False) -> list[Sample]:
+    """The collection's samples (module docstring), its held-out problems left out (`held`:
+    those alone, to score a table)."""
+    _benchmark_modules()
+    from family_kernels import forecast_steps, read_rows
+    from family_steps import Templates
+
+    from habitat.data.op_rows import METHODS, OP_CLASSES, PRECISIONS
+    from habitat.learned.devices import default_table
+
+    rows = [r for r in read_rows(directory) if r.op in FIT_OPS and _depthwise(r) and held_out(r.stem, r.shape) == held]
+    dev = default_table().find(gpu)
+    roofline = METHODS.index("roofline")
+    out: list[Sample] = []
+    with _without_table():
+        steps = forecast_steps(rows, gpu, Templates())
+    for row, (ops, op_rows) in zip(rows, steps):
+        a = op_rows.array
+        by_id = {op["id"]: op for op in ops}
+        share = a["share_us"][:, 0]
+        total = float(share.sum())
+        candidates = [i for i in range(len(a)) if a["share_method"][i, 0] == roofline and share[i] > 0
+                      and OP_CLASSES[int(a["op_class"][i])] == FIT_OPS[row.op]]
+        if not candidates:
+            continue
+        i = max(candidates, key=lambda j: share[j])
+        measured = row.measured_us - (total - share[i])
+        if measured < MIN_OWN_SHARE * row.measured_us:
+            continue
+        precision = PRECISIONS[int(a["precision"][i])]
+        peak = dev.peak_flops(precision if precision in dev.peak_tflops else "fp32")
+        roof = max(float(a["flops"][i]) / peak * 1e6, float(a["bytes"][i]) / (dev.bandwidth_gbs * 1e3))
+        if roof <= 0:
+            continue
+        op = by_id[int(a["id"][i])]
+        out.append(Sample(COLLECTION, gpu, table_name(op, row), OP_CLASSES[int(a["op_class"][i])], _elem_bytes(op),
+                          _channels_last(op), roof, 1, measured))
+    return out
+
+
+def describe(data: list[Sample]) -> str:
+    """Samples per table name, for the training log."""
+    names, counts = np.unique([x.op for x in data], return_counts=True)
+    return ", ".join(f"{n} {c}" for n, c in zip(names, counts))
