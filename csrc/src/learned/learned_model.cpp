@@ -338,6 +338,7 @@ std::vector<LearnedPart> elementwise_parts(const std::string& name, const OpReco
   double inputs = 0;
   if (!is_writer(name)) {
     for (const Argument& a : op.args) {
+      if (a.name == "out") continue;  // an out= variant's result is written, not read
       for (const TensorMeta& t : a.value.tensors) {
         if (t.defined && numel(t.shape) == n) inputs += 1;
       }

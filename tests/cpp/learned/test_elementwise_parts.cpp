@@ -49,6 +49,11 @@ TEST(ElementwiseParts, ReadersCountTheirSameSizeOperands) {
   const OpRecord bias =
       op("aten::add", "Tensor", {tensor("self", kX), tensor("other", T({1024}))}, {kX});
   EXPECT_EQ(only_part(bias).at("inputs"), 1);  // a broadcast operand is not counted (at least one)
+  // relu6 -> hardtanh -> clamp.out: the result it writes is not an operand it reads
+  const OpRecord clamp =
+      op("aten::clamp", "out",
+         {tensor("self", kX), real("min", 0.0), real("max", 6.0), tensor("out", kX)}, {kX});
+  EXPECT_EQ(only_part(clamp).at("inputs"), 1);
 }
 
 // Fewer bytes moved, never more time: a fill forecasts no slower than a copy of the same size.
