@@ -36,9 +36,9 @@ from typing import Callable
 
 from habitat.analysis.cluster import Cluster
 from habitat.analysis.parallel import StepWork, parallel_step
+from habitat.data.checkout import checkout_path
 from habitat.evaluate import models as M
 from habitat.evaluate import predictors as P
-from habitat.evaluate.checkout import checkout_path
 from habitat.evaluate.distributed_audit import as_megatron, compute_audit, print_audit
 from habitat.evaluate.distributed_labels import Node, choose_trace, find_labels, trace_nodes
 from habitat.learned.devices import DeviceTable
@@ -62,7 +62,7 @@ CLIP_SCALE_RUNS = False
 
 
 def default_data() -> Path:
-    """The repository's copy (see habitat.evaluate.checkout)."""
+    """The repository's copy (see habitat.data.checkout)."""
     return checkout_path(DATA_IN_REPO)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from habitat.evaluate.checkout import checkout_path
+from habitat.data.checkout import checkout_path
 from habitat.learned import conv_layout, harness
 from habitat.learned.devices import DeviceTable
 from habitat.learned.fitting import ape, summary
@@ -49,7 +49,7 @@ FAMILIES = ("gemm", "conv", "attention", "layernorm", "softmax")
 
 
 def default_data() -> Path:
-    """The committed H100 device-time collection (see habitat.evaluate.checkout)."""
+    """The committed H100 device-time collection (see habitat.data.checkout)."""
     return checkout_path(DEFAULT_DATA)
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from habitat.analysis.host_model import calibrate, load_document
+from habitat.data.checkout import checkout_path
 from habitat.data.forecast import Forecast
-from habitat.evaluate.checkout import checkout_path
 
 
 def _results_dir() -> Path:

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from habitat.analysis.host_model import load_document
+from habitat.data.checkout import checkout_path
 from habitat.data.forecast import Forecast
-from habitat.evaluate.checkout import checkout_path
 
 #: Recorded runs whose traces are format 2 (CUPTI launch times, syncs, Habitat's own times):
 #: folder under benchmarks/results -> the GPU they ran on.

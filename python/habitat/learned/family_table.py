@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from habitat.learned.roofline_table import COLLECTION, Sample, _channels_last, _elem_bytes
+from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, elem_bytes
 
 HOLDOUT_BUCKETS = 5
 # OPNames of the collection whose rows become samples, and the class of the op each measures (the
@@ -46,7 +46,7 @@ def held_out(stem: str, shape: dict[str, Any]) -> bool:
 
 def _benchmark_modules() -> None:
     """benchmarks/accuracy/ (family_kernels.py, family_steps.py) from the checkout."""
-    from habitat.evaluate.checkout import checkout_path
+    from habitat.data.checkout import checkout_path
 
     path = str(checkout_path(Path("benchmarks") / "accuracy"))
     if path not in sys.path:
@@ -124,8 +124,8 @@ def samples(directory: Path, gpu: str, held: bool = False) -> list[Sample]:
         if roof <= 0:
             continue
         op = by_id[int(a["id"][i])]
-        out.append(Sample(COLLECTION, gpu, table_name(op, row), OP_CLASSES[int(a["op_class"][i])], _elem_bytes(op),
-                          _channels_last(op), roof, 1, measured))
+        out.append(Sample(COLLECTION, gpu, table_name(op, row), OP_CLASSES[int(a["op_class"][i])], elem_bytes(op),
+                          channels_last(op), roof, 1, measured))
     return out
 
 

@@ -24,13 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from habitat.learned.devices import default_table
 from habitat.learned.fitting import summary
+from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, elem_bytes
 
 FORMAT = "habitat-roofline-efficiency"
 FORMAT_VERSION = 1
@@ -43,47 +43,9 @@ MIN_CLASS_OPS = 2
 # Classes given no class entry: the conv samples are depthwise convolutions only (the learned
 # conv model takes the others), whose constants would misstate a dense conv3d or conv1d.
 NO_CLASS_ENTRY = ("conv",)
-COLLECTION = "collection"  # the workload of a kernel collection's samples (family_table.py)
 # Efficiencies are kept within these bounds: a roofline is never beaten, and an op measured
 # below a hundredth of its roofline is launch-bound, which the engine's per-kernel floor states.
 EFFICIENCY_RANGE = (0.01, 1.0)
-
-
-@dataclass
-class Sample:
-    workload: str
-    gpu: str
-    op: str
-    op_class: str
-    elem_bytes: int
-    channels_last: bool
-    roofline_us: float
-    kernels: int
-    measured_us: float
-
-
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
-
-
-def _first_tensor(op: dict) -> dict:
-    for a in op.get("args", []):
-        if "tensor" in a:
-            return a["tensor"]
-        if a.get("tensors"):
-            return a["tensors"][0]
-    return {}
-
-
-def _channels_last(op: dict) -> bool:
-    """The op's first tensor is 4-D with unit channel stride (as learned_model.cpp reads it)."""
-    t = _first_tensor(op)
-    strides = t.get("strides") or []
-    return len(t.get("shape", [])) == 4 and not t.get("contiguous", True) and len(strides) == 4 and strides[1] == 1
-
-
-def _elem_bytes(op: dict) -> int:
-    """The element width of the op's first tensor (OpRecord::first_tensor; 4 if not floating)."""
-    return DTYPE_BYTES.get(_first_tensor(op).get("dtype", ""), 4)
 
 
 def samples(results: str | Path) -> list[Sample]:
@@ -115,8 +77,8 @@ def samples(results: str | Path) -> list[Sample]:
                 roof = max(float(r["flops"]) / peak * 1e6, float(r["bytes"]) / (dev.bandwidth_gbs * 1e3))
                 if roof <= 0:
                     continue
-                out.append(Sample(rec.workload, rec.gpu, op["name"].removeprefix("aten::"), cls, _elem_bytes(op),
-                                  _channels_last(op), roof, len(op["kernels"]), incl))
+                out.append(Sample(rec.workload, rec.gpu, op["name"].removeprefix("aten::"), cls, elem_bytes(op),
+                                  channels_last(op), roof, len(op["kernels"]), incl))
     return out
 
 

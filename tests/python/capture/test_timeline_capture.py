@@ -84,8 +84,8 @@ def test_forecast_captured_calibrates_the_host_to_a_steady_wall_time() -> None:
     import gzip
     import json
 
+    from habitat.data.checkout import checkout_path
     from habitat.data.engine import forecast_captured, forecast_trace
-    from habitat.evaluate.checkout import checkout_path
 
     gpu = "H100-SXM5-80GB"
     path = checkout_path("benchmarks/results/h100-sxm5-80gb/traces/dcgan_bf16.json.gz")

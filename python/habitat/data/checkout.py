@@ -1,6 +1,6 @@
-"""Where the evaluations find the repository's committed data (benchmarks/...): beside this
-source tree, else under the current directory (an installed habitat run from a checkout, as CI
-and `pip install .` users run it)."""
+"""Where the evaluations and the trainers find the repository's committed data and scripts
+(benchmarks/...): beside this source tree, else under the current directory (an installed
+habitat run from a checkout, as CI and `pip install .` users run it)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,0 +1,45 @@
+"""One sample of the measured-roofline table (roofline_table.py fits them; the recorded steps and
+family_table.py's kernel collections give them): an op's roofline on its GPU against its measured
+kernel time, with the keys the engine looks it up by (csrc/src/learned/roofline_table.cpp)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COLLECTION = "collection"  # the workload of a kernel collection's samples (family_table.py)
+
+
+@dataclass
+class Sample:
+    workload: str
+    gpu: str
+    op: str
+    op_class: str
+    elem_bytes: int
+    channels_last: bool
+    roofline_us: float
+    kernels: int
+    measured_us: float
+
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+
+
+def first_tensor(op: dict) -> dict:
+    for a in op.get("args", []):
+        if "tensor" in a:
+            return a["tensor"]
+        if a.get("tensors"):
+            return a["tensors"][0]
+    return {}
+
+
+def channels_last(op: dict) -> bool:
+    """The op's first tensor is 4-D with unit channel stride (as learned_model.cpp reads it)."""
+    t = first_tensor(op)
+    strides = t.get("strides") or []
+    return len(t.get("shape", [])) == 4 and not t.get("contiguous", True) and len(strides) == 4 and strides[1] == 1
+
+
+def elem_bytes(op: dict) -> int:
+    """The element width of the op's first tensor (OpRecord::first_tensor; 4 if not floating)."""
+    return DTYPE_BYTES.get(first_tensor(op).get("dtype", ""), 4)
