@@ -114,6 +114,20 @@ double flag(const Column& col, const char* family, const char* name) {
   return v;
 }
 
+// The features the row-wise memory-bound families share (features.py): their two sizes, the
+// DRAM time, the bytes over L2, the parallel work per SM, the operand width and the bandwidth
+// per SM; each family appends its flags.
+std::vector<double> memory_bound_features(double a, double b, double t_m, double bytes,
+                                          double per_sm, double eb, const Device& dev) {
+  return {log2c(a),
+          log2c(b),
+          log2c(t_m),
+          log2c(bytes / (dev.l2_mb * kMiB)),
+          log2c(per_sm / dev.sms),
+          log2c(eb),
+          std::log2(dev.memory_bandwidth_gbs / dev.sms)};
+}
+
 // The softmax and layernorm families (features.py): row-wise over cols, forward or backward.
 double row_features(const Column& col, bool softmax, double eb, const Device& dev, const Roof& roof,
                     double fp32_peak, std::vector<double>& x) {
@@ -124,14 +138,8 @@ double row_features(const Column& col, bool softmax, double eb, const Device& de
   if (!softmax) bytes = bytes + eb * 2.0 * cols;
   const double per = softmax ? kSoftmaxFlopsPerElement : kLayerNormFlopsPerElement;
   const double t_m = bytes / roof.bandwidth * 1e6;
-  x = {log2c(rows),
-       log2c(cols),
-       log2c(t_m),
-       log2c(bytes / (dev.l2_mb * kMiB)),
-       log2c(rows / dev.sms),
-       log2c(eb),
-       std::log2(dev.memory_bandwidth_gbs / dev.sms),
-       backward};
+  x = memory_bound_features(rows, cols, t_m, bytes, rows, eb, dev);
+  x.push_back(backward);
   return std::max(t_m, per * rows * cols * (1.0 + backward) / fp32_peak * 1e6);
 }
 
@@ -143,14 +151,8 @@ double reduction_features(const Column& col, double eb, const Device& dev, const
   // reads the input once, writes one element per row
   const double bytes = eb * rows * (cols + 1.0);
   const double t_m = bytes / roof.bandwidth * 1e6;
-  x = {log2c(rows),
-       log2c(cols),
-       log2c(t_m),
-       log2c(bytes / (dev.l2_mb * kMiB)),
-       log2c(rows / dev.sms),
-       log2c(eb),
-       std::log2(dev.memory_bandwidth_gbs / dev.sms),
-       strided};
+  x = memory_bound_features(rows, cols, t_m, bytes, rows, eb, dev);
+  x.push_back(strided);
   return std::max(t_m, kReductionFlopsPerElement * rows * cols / fp32_peak * 1e6);
 }
 
@@ -165,15 +167,8 @@ double batch_norm_features(const Column& col, double eb, const Device& dev, cons
   const double elements = count * channels;
   const double bytes = eb * elements * (2.0 + backward);
   const double t_m = bytes / roof.bandwidth * 1e6;
-  x = {log2c(count),
-       log2c(channels),
-       log2c(t_m),
-       log2c(bytes / (dev.l2_mb * kMiB)),
-       log2c(channels / dev.sms),
-       log2c(eb),
-       std::log2(dev.memory_bandwidth_gbs / dev.sms),
-       backward,
-       cl};
+  x = memory_bound_features(count, channels, t_m, bytes, channels, eb, dev);
+  x.insert(x.end(), {backward, cl});
   return std::max(t_m, kBatchNormFlopsPerElement * elements * (1.0 + backward) / fp32_peak * 1e6);
 }
 
