@@ -10,9 +10,9 @@ Per group (CSV op, phase, precision, layout): rows, mean |error| %, signed mean 
 the group's summed time, and the method the engine forecast the op by (habitat.data.op_rows
 METHODS: learned_shape, roofline). `--holdout` scores only the rows no fitted part of the
 installed weights saw: for a learned model trained on this collection (its metadata's sources),
-the rows outside its leave-shapes-out split (habitat.learned.train, recomputed from the
-metadata); for roofline.json, the rows habitat.learned.family_table kept out; every row of a
-family no model trained on here.
+the rows of the problems its leave-shapes-out split held out (habitat.learned.train, recomputed
+from the metadata); for roofline.json, the rows habitat.learned.family_table kept out; every row
+of a family no model trained on here.
 """
 from __future__ import annotations
 
