@@ -16,12 +16,14 @@ precision, layout and phase) is never a sample, so
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -44,13 +46,20 @@ def held_out(stem: str, shape: dict[str, Any]) -> bool:
     return zlib.crc32(f"{stem}|{sizes}".encode()) % HOLDOUT_BUCKETS == 0
 
 
-def _benchmark_modules() -> None:
-    """benchmarks/accuracy/ (family_kernels.py, family_steps.py) from the checkout."""
+def _benchmark_module(name: str) -> ModuleType:
+    """benchmarks/accuracy/<name>.py of the checkout: the tracing of a collection's rows lives
+    with the benchmark that scores them (family_steps.py, family_kernels.py)."""
     from habitat.data.checkout import checkout_path
 
-    path = str(checkout_path(Path("benchmarks") / "accuracy"))
-    if path not in sys.path:
-        sys.path.insert(0, path)
+    if name not in sys.modules:
+        path = checkout_path(Path("benchmarks") / "accuracy" / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def table_name(op: dict[str, Any], row: Any) -> str:
@@ -92,19 +101,16 @@ def _without_table() -> Iterator[None]:
 def samples(directory: Path, gpu: str, held: bool = False) -> list[Sample]:
     """The collection's samples (module docstring), its held-out problems left out (`held`:
     those alone, to score a table)."""
-    _benchmark_modules()
-    from family_kernels import forecast_steps, read_rows
-    from family_steps import Templates
-
     from habitat.data.op_rows import METHODS, OP_CLASSES, PRECISIONS
     from habitat.learned.devices import default_table
 
-    rows = [r for r in read_rows(directory) if r.op in FIT_OPS and _depthwise(r) and held_out(r.stem, r.shape) == held]
+    kernels = _benchmark_module("family_kernels")
+    rows = [r for r in kernels.read_rows(directory) if r.op in FIT_OPS and _depthwise(r) and held_out(r.stem, r.shape) == held]
     dev = default_table().find(gpu)
     roofline = METHODS.index("roofline")
     out: list[Sample] = []
     with _without_table():
-        steps = forecast_steps(rows, gpu, Templates())
+        steps = kernels.forecast_steps(rows, gpu, kernels.Templates())
     for row, (ops, op_rows) in zip(rows, steps):
         a = op_rows.array
         by_id = {op["id"]: op for op in ops}
