@@ -102,7 +102,8 @@ def test_imports_at_load_are_dependencies():
 def test_nothing_declared_is_unused():
     run, extras = _declared()
     anywhere, _ = _imports()
-    tools = {"pytest", "hypothesis", "ruff", "mypy", "scikit-build-core", "pybind11"}  # the tests' and the build's
+    tools = {"pytest", "hypothesis", "safetensors",  # the tests' (safetensors: a reference to test against)
+             "ruff", "mypy", "scikit-build-core", "pybind11"}  # and the build's
     unused = (run | extras) - set(anywhere) - tools
     assert not unused, f"declared in pyproject.toml, imported nowhere in python/habitat: {sorted(unused)}"
 
