@@ -37,3 +37,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         key = f"{item.path.name}::{item.name}"
         if key in KNOWN_FAILURES:
             item.add_marker(pytest.mark.xfail(reason=KNOWN_FAILURES[key], strict=False))
+
+
+# Every skip of the session, recorded in pytest's cache (.pytest_cache/v/habitat/skips) for
+# .ci/check_skips.py, which fails CI on a skip that tests/python/skips_allowed.txt does not list.
+SKIPS_CACHE_KEY = "habitat/skips"
+_skips: list[tuple[str, str]] = []
+
+
+def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def _record_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):  # an xfail is not a skip
+        _skips.append((report.nodeid, _skip_reason(report)))
+
+
+pytest_runtest_logreport = _record_skip
+pytest_collectreport = _record_skip
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    cache = getattr(session.config, "cache", None)  # None under -p no:cacheprovider
+    if cache is not None:
+        cache.set(SKIPS_CACHE_KEY, {"args": list(session.config.invocation_params.args),
+                                    "tests": session.testscollected, "skips": _skips})
