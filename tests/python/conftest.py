@@ -25,20 +25,6 @@ def golden_trace() -> Path:
     """The path of the golden trace (read-only: copy it before changing it)."""
     return GOLDEN_TRACE
 
-KNOWN_FAILURES: dict[str, str] = {
-    "test_safetensors_io.py::test_a_scalar_keeps_its_shape":
-        "safetensors_io.save writes a 0-d tensor as shape [1]: np.ascontiguousarray returns at "
-        "least one dimension (python/habitat/learned/safetensors_io.py, save)",
-}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        key = f"{item.path.name}::{item.name}"
-        if key in KNOWN_FAILURES:
-            item.add_marker(pytest.mark.xfail(reason=KNOWN_FAILURES[key], strict=False))
-
-
 # Every skip of the session, recorded in pytest's cache (.pytest_cache/v/habitat/skips) for
 # .ci/check_skips.py, which fails CI on a skip that tests/python/skips_allowed.txt does not list.
 SKIPS_CACHE_KEY = "habitat/skips"

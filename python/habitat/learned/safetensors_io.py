@@ -21,7 +21,7 @@ def save(path: str | Path, tensors: dict[str, np.ndarray], metadata: dict[str, s
     blobs = []
     offset = 0
     for name in sorted(tensors):
-        array = np.ascontiguousarray(tensors[name], dtype="<f4")
+        array = np.asarray(tensors[name], dtype="<f4", order="C")  # keeps a 0-d tensor 0-d
         blob = array.tobytes()
         header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
