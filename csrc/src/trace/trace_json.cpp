@@ -275,24 +275,27 @@ TensorMeta decode_tensor(const json& j, const Loc& loc) {
   TensorMeta t;
   optional(j, loc, "shape", [&](const json& v, const Loc& l) {
     t.shape = read_ints(v, l, true);
-    // Element count, checked before each multiplication so it cannot overflow.
-    int64_t elements = 1;
+    // The span of the shape's contiguous strides: the element count with a zero dimension
+    // counted as one, as torch computes strides. Bounding it, not the (then zero) element
+    // count, keeps contiguous_strides from overflowing on a shape like [0, 2^40, 2^40]
+    // (torch refuses that one: "Stride calculation overflowed"). Checked before each
+    // multiplication so it cannot overflow itself.
+    int64_t span = 1;
+    bool empty = false;
     for (const int64_t d : t.shape) {
-      if (d == 0) {
-        elements = 0;
+      empty = empty || d == 0;
+      const int64_t factor = std::max<int64_t>(d, 1);
+      if (span > kMaxElements / factor) {
+        span = kMaxElements + 1;
         break;
       }
+      span *= factor;
     }
-    for (std::size_t i = 0; elements != 0 && i < t.shape.size(); ++i) {
-      if (elements > kMaxElements / t.shape[i]) {
-        fail(l,
-             "is " + v.dump() + ": more than 2^48 elements, which no GPU holds (a corrupt trace?)");
-      }
-      elements *= t.shape[i];
-    }
-    if (elements > kMaxElements) {
-      fail(l,
-           "is " + v.dump() + ": more than 2^48 elements, which no GPU holds (a corrupt trace?)");
+    if (span > kMaxElements) {
+      fail(l, "is " + v.dump() +
+                  (empty ? ": strides past 2^48 (a zero dimension counts as 1, as in torch), "
+                           "which no GPU addresses (a corrupt trace?)"
+                         : ": more than 2^48 elements, which no GPU holds (a corrupt trace?)"));
     }
   });
   if (const json* v = find(j, "strides")) {
