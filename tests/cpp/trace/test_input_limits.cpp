@@ -223,7 +223,9 @@ TEST(InputLimits, DeviceFiguresMustBeInARealGpusRange) {
            {"boost_clock_mhz", "1e-9"},
            {"sms", "100000000"}}) {
     // A field given twice: the later value counts (nlohmann keeps the last).
-    const std::string message = error_of([&] { db.merge_json(one_device(field, value)); });
+    // clang before 16 cannot capture a structured binding in a lambda (the sanitizer build).
+    const std::string document = one_device(field, value);
+    const std::string message = error_of([&] { db.merge_json(document); });
     EXPECT_TRUE(has(message, field)) << message;
     EXPECT_TRUE(has(message, "must be")) << message;
   }
@@ -244,7 +246,13 @@ TEST(InputLimits, TwentyThousandDevicesLoadInASecond) {
   const std::clock_t start = std::clock();
   db.merge_json(text);
   const double seconds = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
-  EXPECT_LT(seconds, 3.0);  // 78 s before the name index
+  // 78 s before the name index. The sanitizer build (.ci/sanitize.sh) takes 12.8 s of CPU here,
+  // still far from the quadratic scan's.
+#ifdef HABITAT_SANITIZED
+  EXPECT_LT(seconds, 30.0);
+#else
+  EXPECT_LT(seconds, 3.0);
+#endif
   EXPECT_EQ(db.find("gpu 19999").name, "GPU19999");
   EXPECT_EQ(db.find("A100").name, "A100-SXM4-80GB");
 }
