@@ -270,6 +270,28 @@ void read_dim3(const json& j, const Loc& loc, int (&out)[3]) {
   for (int i = 0; i < 3; ++i) out[i] = read_int32(j[i], loc.at(i), 1);
 }
 
+// How far into its storage a tensor reaches: storage_offset + sum((size - 1) * stride), in
+// elements. Bounded like the element count, so the engine's byte arithmetic on it cannot
+// overflow (strides [2^62, 1] on a [3, 3] shape overflowed int64 in
+// csrc/src/memory/step_memory.cpp's storage_bytes).
+void check_reach(const TensorMeta& t, const Loc& loc) {
+  for (const int64_t d : t.shape) {
+    if (d == 0) return;  // addresses no element
+  }
+  int64_t reach = t.storage_offset;
+  bool past = reach > kMaxElements;
+  for (std::size_t i = 0; !past && i < t.shape.size() && i < t.strides.size(); ++i) {
+    const int64_t steps = t.shape[i] - 1;
+    past = steps != 0 && t.strides[i] > (kMaxElements - reach) / steps;
+    if (!past) reach += steps * t.strides[i];
+  }
+  if (past) {
+    fail(loc,
+         "storage_offset + (size - 1) * stride passes 2^48 elements, which no GPU addresses "
+         "(a corrupt trace?)");
+  }
+}
+
 TensorMeta decode_tensor(const json& j, const Loc& loc) {
   expect_object(j, loc);
   TensorMeta t;
@@ -328,6 +350,7 @@ TensorMeta decode_tensor(const json& j, const Loc& loc) {
   optional(j, loc, "storage", [&](const json& v, const Loc& l) { t.storage = read_id(v, l); });
   optional(j, loc, "storage_offset",
            [&](const json& v, const Loc& l) { t.storage_offset = read_count(v, l); });
+  check_reach(t, loc);
   return t;
 }
 

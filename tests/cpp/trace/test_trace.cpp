@@ -436,6 +436,23 @@ TEST(TraceJsonErrors, ImpossibleTracesNameTheBadField) {
   EXPECT_TRUE(Contains(error_of(doc),
                        "args[0].tensor.shape: is [0,1099511627776,1099511627776]: "
                        "strides past 2^48"));
+  // How far strides and storage_offset reach is bounded alike: strides [2^62, 1] overflowed
+  // int64 in estimate_step_memory (UBSan). A broadcast's zero stride reaches nothing.
+  doc = minimal_doc();
+  json& tensor = doc["steps"][0]["ops"][1]["args"][0]["tensor"];
+  tensor["shape"] = {3, 3};
+  tensor["strides"] = {1LL << 62, 1};
+  EXPECT_TRUE(Contains(error_of(doc),
+                       "args[0].tensor: storage_offset + (size - 1) * stride "
+                       "passes 2^48 elements"));
+  tensor["strides"] = {0, 1};
+  tensor["storage_offset"] = 1LL << 60;
+  EXPECT_TRUE(Contains(error_of(doc), "passes 2^48 elements"));
+  tensor["strides"] = {1LL << 23, 1LL << 23};  // reaches 2^24 + 2^24 + storage_offset
+  tensor["storage_offset"] = (1LL << 48) - (1LL << 25);
+  EXPECT_EQ(error_of(doc), "(no error)");
+  tensor["storage_offset"] = (1LL << 48) - (1LL << 25) + 1;
+  EXPECT_TRUE(Contains(error_of(doc), "passes 2^48 elements"));
 
   doc = minimal_doc();
   doc["steps"][0]["ops"][1]["args"][0]["tensor"]["dtype"] = "float7";
