@@ -29,6 +29,14 @@ RECORDED_MS = {
 }
 
 
+def test_the_golden_totals_tell_the_gpus_apart():
+    """Two GPUs' figures swapped in devices.json must fail a test: on this launch-bound step the
+    measured fixed costs order them, step by step."""
+    for step in range(2):
+        h100, a100, t4, l4 = (RECORDED_MS[g][step] for g in ("H100", "A100", "T4", "L4"))
+        assert h100 < a100 < t4 < l4
+
+
 def test_golden_trace_is_a_small_real_capture(golden_trace):
     doc = load_trace(golden_trace)
     assert [len(s["ops"]) for s in doc["steps"]] == [237, 189]
