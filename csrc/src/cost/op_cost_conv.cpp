@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <span>
 
+#include "cost/depthwise.h"
 #include "cost/op_cost_detail.h"
 
 namespace habitat::op_cost {
@@ -55,26 +56,16 @@ bool is_transposed(const OpContext& c, double param) {
   return bool_arg(c, "transposed", param != 0);
 }
 
-// A depthwise convolution (one input channel per group, as many groups as input channels):
-// PyTorch runs it on its own kernels (aten/src/ATen/native/cuda/DepthwiseConv2d.cu) unless
-// cuDNN's depthwise path applies (NHWC). Neither reuses a read across kernel rows: each pass
-// streams its large operands (the input; grad_output; both for the weight gradient) once per
-// kernel row. On the H100's depthwise rows (benchmarks/results/kernels/
-// H100-SXM5-80GB-2026-11-26-families, kernels 3 and 7) the time over that traffic is within
-// 1.5x across kernel sizes in every pass and layout, against 3-5x over the compulsory traffic
-// (or, for the weight gradient, the traffic of a re-read per kernel tap).
-bool is_depthwise(const OpContext& c, const TensorMeta& input, const TensorMeta& weight) {
-  if (input.shape.size() != 4 || weight.shape.size() != 4 || weight.shape[1] != 1) return false;
-  const ArgValue* groups = arg(c, "groups");
-  return groups != nullptr && !groups->ints.empty() && groups->ints[0] == input.shape[1] &&
-         groups->ints[0] > 1;
-}
-
-// How many times a pass reads its large operand: the kernel's rows for a depthwise
+// A depthwise convolution (cost/depthwise.h) reuses no read across kernel rows, on PyTorch's
+// kernels or cuDNN's NHWC ones: each pass streams its large operands (the input; grad_output;
+// both for the weight gradient) once per kernel row. On the H100's depthwise rows
+// (benchmarks/results/kernels/H100-SXM5-80GB-2026-11-26-families, kernels 3 and 7) the time
+// over that traffic is within 1.5x across kernel sizes in every pass and layout, against 3-5x
+// over the compulsory traffic (or, for the weight gradient, the traffic of a re-read per kernel
+// tap). How many times a pass reads its large operand: the kernel's rows for a depthwise
 // convolution, once otherwise.
-double depthwise_rereads(const OpContext& c, const TensorMeta& input, const TensorMeta& weight) {
-  return is_depthwise(c, input, weight) ? static_cast<double>(std::max<int64_t>(weight.shape[2], 1))
-                                        : 1.0;
+double depthwise_rereads(const OpContext& c, const TensorMeta& weight) {
+  return is_depthwise_conv(c.op) ? static_cast<double>(std::max<int64_t>(weight.shape[2], 1)) : 1.0;
 }
 
 // Forward convolutions: aten::convolution, conv2d, cudnn_convolution, conv_transpose2d, ...
@@ -98,7 +89,7 @@ OpCost conv_forward(const OpContext& c, double param) {
   // Convolution libraries add the bias in a second kernel.
   const int kernels = tensor_arg(c, "bias") != nullptr ? 2 : 1;
   const double read =
-      input_bytes(c) + (depthwise_rereads(c, *input, *weight) - 1.0) * footprint_bytes(*input);
+      input_bytes(c) + (depthwise_rereads(c, *weight) - 1.0) * footprint_bytes(*input);
   return make_cost(OpClass::Conv, flops, read, written, matrix_precision(c, input), kernels);
 }
 
@@ -117,7 +108,7 @@ OpCost conv_backward(const OpContext& c, double) {
   const double go_bytes = footprint_bytes(*grad_out);
   double flops = 0, read = 0, written = 0;
   int kernels = 0;
-  const double rereads = depthwise_rereads(c, *input, *weight);
+  const double rereads = depthwise_rereads(c, *weight);
   if (mask_bit(c, "output_mask", 0)) {  // grad_input = conv_transpose(grad_output, weight)
     flops += pass_flops;
     read += rereads * go_bytes + footprint_bytes(*weight);

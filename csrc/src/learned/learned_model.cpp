@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "cost/attention_problem.h"
+#include "cost/depthwise.h"
 #include "cost/gemm_operands.h"
 #include "cost/writer_ops.h"
 #include "habitat/file_io.h"
@@ -130,11 +131,10 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
   }
   const TensorMeta& image = transposed ? *y : *x;  // the direct convolution's input
   const double h = static_cast<double>(image.shape[2]), wd = static_cast<double>(image.shape[3]);
-  // A depthwise convolution runs PyTorch's own kernels, nothing like the convolutions the model
-  // learned: the caller takes the roofline (op_cost_conv.cpp is_depthwise). A grouped one is
-  // `groups` independent convolutions of cin/groups -> cout/groups channels, which cuDNN runs
-  // as one batch: the learned shape is that problem over batch x groups images.
-  if (groups > 1 && w->shape[1] == 1 && static_cast<double>(x->shape[1]) == groups) return {};
+  // A depthwise convolution: the caller takes the measured roofline (cost/depthwise.h). A
+  // grouped one is `groups` independent convolutions of cin/groups -> cout/groups channels,
+  // which cuDNN runs as one batch: the learned shape is that problem over batch x groups images.
+  if (op_cost::is_depthwise_conv(op)) return {};
   // Per group: w is [cout, cin / groups, ...], transposed [ci, co / groups, ...].
   LearnedShape shape{
       {"batch", static_cast<double>(image.shape[0]) * groups},

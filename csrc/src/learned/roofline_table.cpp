@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "cost/depthwise.h"
 #include "habitat/file_io.h"
 #include "trace/json_reader.h"
-#include "trace/op_args.h"
 
 namespace habitat {
 namespace {
@@ -25,19 +25,14 @@ std::pair<std::string, std::string> width_and_layout(const OpRecord& op) {
   return {width, cl ? "cl" : ""};
 }
 
-// The name an op is looked up by: its aten name, except a depthwise convolution (4-D, one input
-// channel per group, as many groups as input channels), which runs depthwise kernels whatever it
-// is called (mkldnn_convolution in a CPU trace; cudnn_convolution or _conv_depthwise2d on CUDA):
-// one name for its forward and one for its backward, as roofline_table.py `table_name` fits them.
+// The name an op is looked up by: its aten name, except a depthwise convolution
+// (cost/depthwise.h), which runs depthwise kernels whatever it is called (mkldnn_convolution in
+// a CPU trace; cudnn_convolution or _conv_depthwise2d on CUDA): one name for its forward and one
+// for its backward, as family_table.py `table_name` fits them.
 std::string table_name(const OpRecord& op, const OpCost& cost) {
   std::string name(op.name);
   if (name.starts_with("aten::")) name.erase(0, 6);
-  if (cost.op_class != OpClass::Conv) return name;
-  const TensorMeta* x = op_args::first_tensor(op.args, {"input", "self"});
-  const TensorMeta* w = op_args::first_tensor(op.args, {"weight"});
-  const int64_t groups = op_args::first_int(op.args, "groups", 1);
-  if (x == nullptr || w == nullptr || x->shape.size() != 4 || w->shape.size() != 4) return name;
-  if (groups <= 1 || w->shape[1] != 1 || x->shape[1] != groups) return name;
+  if (cost.op_class != OpClass::Conv || !op_cost::is_depthwise_conv(op)) return name;
   return name.ends_with("_backward") ? "depthwise_conv2d_backward" : "depthwise_conv2d";
 }
 
