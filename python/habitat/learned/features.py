@@ -65,6 +65,9 @@ MAX_ALIGN_BYTES = 16.0
 # element-wise ops 1.3-1.4x too slow, layer norm 2x (benchmarks/results/kernels/hopper-traces).
 _MEMORY = ("log2_elem_bytes", "log2_bandwidth_per_sm")
 MEMORY_FAMILIES = ("elementwise", "softmax", "layernorm", "reduction", "batchnorm")
+# The 0/1 columns of the row-wise memory-bound families, last among their features.
+ROW_FLAGS = {"softmax": ("backward",), "layernorm": ("backward",), "reduction": ("strided",),
+             "batchnorm": ("backward", "channels_last")}
 FEATURE_NAMES: dict[str, tuple[str, ...]] = {
     "gemm": ("log2_b", "log2_m", "log2_n", "log2_k") + _GEMM_CORE + _PRECISION + DEVICE_FEATURES,
     "conv": ("log2_batch", "log2_cin", "log2_cout", "kernel", "stride", "log2_size",
@@ -249,25 +252,18 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
         blocks = np.ceil(n / ELEMENTWISE_BLOCK_ELEMENTS)
         cols = [_log2(n), inputs, trans, _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
                 _log2(blocks / dev.sms)] + _memory_cols(s["elem_bytes"], dev)
-    elif family in ("reduction", "batchnorm"):
-        flags = ("strided",) if family == "reduction" else ("backward", "channels_last")
+    else:  # the row-wise memory-bound families: softmax, layernorm, reduction, batchnorm
+        flags = ROW_FLAGS[family]
         for c in flags:
             if np.any((s[c] != 0) & (s[c] != 1)):
                 raise ValueError(f"{family} column {c!r} must be 0 or 1")
-        rows, ncols = (s["rows"], s["cols"]) if family == "reduction" else (s["count"], s["channels"])
-        per_sm = rows if family == "reduction" else ncols
+        # batchnorm's channels are its parallel work (the others': their rows)
+        rows, ncols = (s["count"], s["channels"]) if family == "batchnorm" else (s["rows"], s["cols"])
+        per_sm = ncols if family == "batchnorm" else rows
         t_m = nbytes / bw * 1e6
         t_roof = np.maximum(t_m, flops / dev.peak_flops("fp32") * 1e6)
         cols = [_log2(rows), _log2(ncols), _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
                 _log2(per_sm / dev.sms)] + _memory_cols(s["elem_bytes"], dev) + [s[c] for c in flags]
-    else:  # softmax, layernorm
-        rows, ncols = s["rows"], s["cols"]
-        if np.any((s["backward"] != 0) & (s["backward"] != 1)):
-            raise ValueError(f"{family} column 'backward' must be 0 or 1")
-        t_m = nbytes / bw * 1e6
-        t_roof = np.maximum(t_m, flops / dev.peak_flops("fp32") * 1e6)
-        cols = [_log2(rows), _log2(ncols), _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
-                _log2(rows / dev.sms)] + _memory_cols(s["elem_bytes"], dev) + [s["backward"]]
     x = np.stack([np.asarray(c, dtype=np.float64) for c in cols], axis=1)
     assert x.shape[1] == len(FEATURE_NAMES[family])
     return x, t_roof
