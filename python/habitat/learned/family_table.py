@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, elem_bytes
+from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, elem_bytes, roofline_us
 
 HOLDOUT_BUCKETS = 5
 # OPNames of the collection whose rows become samples, and the class of the op each measures (the
@@ -124,9 +124,7 @@ def samples(directory: Path, gpu: str, held: bool = False) -> list[Sample]:
         measured = row.measured_us - (total - share[i])
         if measured < MIN_OWN_SHARE * row.measured_us:
             continue
-        precision = PRECISIONS[int(a["precision"][i])]
-        peak = dev.peak_flops(precision if precision in dev.peak_tflops else "fp32")
-        roof = max(float(a["flops"][i]) / peak * 1e6, float(a["bytes"][i]) / (dev.bandwidth_gbs * 1e3))
+        roof = roofline_us(dev, PRECISIONS[int(a["precision"][i])], float(a["flops"][i]), float(a["bytes"][i]))
         if roof <= 0:
             continue
         op = by_id[int(a["id"][i])]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from habitat.learned.devices import DeviceSpec
+
 COLLECTION = "collection"  # the workload of a kernel collection's samples (family_table.py)
 
 
@@ -43,3 +45,11 @@ def channels_last(op: dict) -> bool:
 def elem_bytes(op: dict) -> int:
     """The element width of the op's first tensor (OpRecord::first_tensor; 4 if not floating)."""
     return DTYPE_BYTES.get(first_tensor(op).get("dtype", ""), 4)
+
+
+def roofline_us(dev: DeviceSpec, precision: str, flops: float, nbytes: float) -> float:
+    """An op row's roofline on `dev`, in us: its FLOPs at
+    its precision's peak (FP32's where the GPU lists none for it) or its bytes at the DRAM
+    bandwidth, the larger."""
+    peak = dev.peak_flops(precision if precision in dev.peak_tflops else "fp32")
+    return max(flops / peak * 1e6, nbytes / (dev.bandwidth_gbs * 1e3))

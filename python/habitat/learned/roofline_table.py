@@ -30,7 +30,7 @@ import numpy as np
 
 from habitat.learned.devices import default_table
 from habitat.learned.fitting import summary
-from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, elem_bytes
+from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, elem_bytes, roofline_us
 
 FORMAT = "habitat-roofline-efficiency"
 FORMAT_VERSION = 1
@@ -72,9 +72,7 @@ def samples(results: str | Path) -> list[Sample]:
                 cls = OP_CLASSES[int(r["op_class"])]
                 if cls in ("no_kernel", "unknown"):
                     continue
-                precision = PRECISIONS[int(r["precision"])]
-                peak = dev.peak_flops(precision if precision in dev.peak_tflops else "fp32")
-                roof = max(float(r["flops"]) / peak * 1e6, float(r["bytes"]) / (dev.bandwidth_gbs * 1e3))
+                roof = roofline_us(dev, PRECISIONS[int(r["precision"])], float(r["flops"]), float(r["bytes"]))
                 if roof <= 0:
                     continue
                 out.append(Sample(rec.workload, rec.gpu, op["name"].removeprefix("aten::"), cls, elem_bytes(op),
