@@ -142,6 +142,9 @@ def _measure(name: str, build: Callable[..., Callable[[bool], None]], precision:
     predictor.wait()
     detailed = [_step_view(s, origin) for s in forecast.steps[:2]]
     second = forecast.steps[1] if len(forecast.steps) > 1 else forecast.latest
+    # Now: the steady-state steps below push the second step out of the kept detail (keep_steps).
+    trace = second.trace
+    document = engine.trace_document(forecast.origin, [trace]) if trace is not None else None
     for _ in range(args.steady):
         with predictor as forecast:
             step()
@@ -151,9 +154,7 @@ def _measure(name: str, build: Callable[..., Callable[[bool], None]], precision:
     after = untraced_bursts_ms(step, args.bursts, args.burst, device)
     untraced = statistics.median(before + after)
 
-    trace = second.trace
-    if trace is not None:
-        document = engine.trace_document(forecast.origin, [trace])
+    if document is not None:
         document["benchmark"] = {"model": name, "precision": precision,
                                  "measured": {"median_ms": untraced, "bursts_ms": before + after,
                                               "burst_steps": args.burst}}
@@ -242,6 +243,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def write_results(rows: list[dict[str, Any]], device: torch.device, out: Path) -> str:
+    """Writes OUT/first-step.json and .md with the rows measured so far; returns the table."""
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "habitat": habitat.__version__,
+           "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
+           "cupti": cupti.cupti_status(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    header = (f"# The first detailed steps' step as seen vs the untraced step ({env['device']}, torch "
+              f"{env['torch']}, CUDA {env['cuda']}; CUPTI: {env['cupti']})")
+    (out / "first-step.json").write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
+    table = markdown(rows, header)
+    (out / "first-step.md").write_text(table)
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     device = torch.device(args.device)
@@ -264,20 +278,13 @@ def main(argv: list[str] | None = None) -> int:
                 r = {"workload": workload.name, "precision": precision, "api_records": mode,
                      "error": f"{type(exc).__name__}: {exc}"}
             rows.append(r)
+            write_results(rows, device, args.out)  # a run cut short keeps the rows done
             print(f"{workload.name} {precision} (CUPTI API records: {mode}): "
                   f"{time.perf_counter() - t0:.0f} s", flush=True)
             gc.collect()
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "habitat": habitat.__version__,
-           "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
-           "cupti": cupti.cupti_status(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-    header = (f"# The first detailed steps' step as seen vs the untraced step ({env['device']}, torch "
-              f"{env['torch']}, CUDA {env['cuda']}; CUPTI: {env['cupti']})")
-    (args.out / "first-step.json").write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
-    table = markdown(rows, header)
-    (args.out / "first-step.md").write_text(table)
-    print(table)
+    print(write_results(rows, device, args.out))
     return 0 if all("error" not in r for r in rows) else 1
 
 

@@ -82,8 +82,9 @@ constexpr CUpti_ActivityKind kOptionalKinds[] = {
 // HABITAT_CUPTI_API_RECORDS=launches: runtime and driver API records for the calls that launch
 // kernels only (what the join needs: the launching thread and time), instead of a record for
 // every CUDA API call (cudaGetDevice, cudaGetLastError, the driver calls under each runtime
-// call), each of which costs host time inside the traced step. Off by default until a GPU run
-// has checked that every kernel is still attributed (benchmarks/timeline/first_step.py).
+// call), each of which costs host time inside the traced step. Off by default: on an H100
+// (2026-11-27) it lost kernels, 15.7 of ResNet-50's 37.7 ms recorded
+// (benchmarks/results/first-step-H100-SXM5-80GB-2026-11-27/README.md).
 #if CUPTI_API_VERSION >= 130000
 #define HABITAT_CUPTI_API_FILTER 1
 constexpr CUpti_CallbackId kRuntimeLaunches[] = {

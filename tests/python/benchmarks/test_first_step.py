@@ -44,6 +44,16 @@ def test_the_script_runs_end_to_end_on_a_cpu(first_step, tmp_path: Path) -> None
     assert saved["benchmark"]["measured"]["median_ms"] == pytest.approx(row["untraced_ms"])
 
 
+def test_the_second_detailed_step_is_saved_although_later_steps_push_it_out(first_step, tmp_path: Path,
+                                                                            monkeypatch) -> None:
+    # On a GPU the 24 steady-state steps outnumber the steps whose detail predict_on keeps
+    # (2026-11-27: no trace was saved); keeping one step makes the CPU run show the same.
+    predict_on = first_step.habitat.predict_on
+    monkeypatch.setattr(first_step.habitat, "predict_on", lambda targets: predict_on(targets, keep_steps=1))
+    assert first_step.main(["--device", "cpu", "--smoke", "--workloads", "t5_small", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "traces" / "t5_small_fp32.json.gz").is_file()
+
+
 def test_the_record_setting_is_restored_and_the_cost_measured_again(first_step, monkeypatch) -> None:
     monkeypatch.delenv("HABITAT_CUPTI_API_RECORDS", raising=False)
     _C.cupti_set_launch_overhead(3.0)
