@@ -140,6 +140,13 @@ def held_out(rows: list[dict], model: EfficiencyMLP) -> np.ndarray:
     return leave_shapes_out(table.arrays(), split.get("test_fraction", TEST_FRACTION), split.get("seed", 0))
 
 
+def split_collections(split: dict) -> set[str]:
+    """The collections a model's held-out problems were drawn from (each its own fifth; older
+    weights name only the first, `collection`)."""
+    names = split.get("collections") or [split.get("collection", "")]
+    return {n.removeprefix("collection:") for n in names}
+
+
 def _group(r: dict) -> str:
     return f"{r['op']}{'/' + r['layout'] if r['layout'] else ''}"
 
@@ -155,7 +162,7 @@ def evaluate(data: Path, weights: Path, devices: DeviceTable, all_rows: bool = F
         if not rows:
             continue
         if not all_rows:
-            if model.metadata.get("split", {}).get("collection", "").removeprefix("collection:") != data.name:
+            if data.name not in split_collections(model.metadata.get("split", {})):
                 raise ValueError(f"{weights}/{family}.json was not split on {data.name}: pass --all-rows to score "
                                  "every row of a collection the models never saw")
             mask = held_out(rows, model)
