@@ -45,11 +45,19 @@ def test_compare_prints_the_table(rm, capsys, tmp_path) -> None:
 
 
 def test_config_workloads_are_forecast_without_a_recorded_run(rm, capsys) -> None:
-    assert rm.compare(rm.DEFAULT_CACHE, by_class=False, json_out=None, only="bert_base_mlm") == 0
+    assert rm.compare(rm.DEFAULT_CACHE, by_class=False, json_out=None, only="bert_base_mlm", measured_dirs=[]) == 0
     text = capsys.readouterr().out
     assert "Not measured on any GPU yet" in text
     assert "| bert_base_mlm | bf16 |" in text
     assert "| layer norm |" in text  # its forecast per op class
+
+
+def test_the_config_workloads_measured_on_an_h100_are_compared(rm, capsys) -> None:
+    # benchmarks/results/real-models-gpu/h100-sxm5-80gb/ (2026-11-27) is read by default.
+    assert rm.compare(rm.DEFAULT_CACHE, by_class=False, json_out=None, only="mobilenet_v3_large") == 0
+    text = capsys.readouterr().out
+    assert "| mobilenet_v3_large | fp32 | H100-SXM5-80GB | 2026-11-27 |" in text
+    assert "Not measured on any GPU yet" not in text
 
 
 def test_by_op_puts_each_top_level_call_beside_its_measured_kernels(rm, capsys) -> None:
