@@ -338,6 +338,7 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
   std::map<GroupKey, std::string> names;
   // An op that re-dispatches itself (autocast) is costed through its inner call.
   std::vector<char> redispatches(n, 0);
+  std::vector<std::size_t> math_attention;
   const bool cudnn_enabled = step_cudnn_enabled(step);
   const std::set<uint64_t> stacked_inputs = rnn_layer_outputs(step);
   for (const OpRecord& op : step.ops) {
@@ -362,6 +363,7 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
       if (p != OpIndex::npos && step.ops[p].name == "aten::scaled_dot_product_attention") {
         m.parent_wins[p] = 1;
         m.attention.push_back(p);
+        math_attention.push_back(p);
       }
     }
     if (op.name == "aten::_scaled_dot_product_flash_attention_for_cpu" ||
@@ -391,6 +393,10 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
     if (members.size() < 2) continue;
     for (const std::size_t i : members) m.parent_wins[i] = step.ops[i].has_children ? 1 : 0;
     m.foreach_groups.push_back({foreach_op(step, members, names[key]), members});
+  }
+  m.attention_backward = math_attention_backward(step, math_attention);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (m.attention_backward.pieces[i]) m.parent_wins[i] = 1;  // their children's work too
   }
   return m;
 }

@@ -10,7 +10,8 @@
 //   - host bookkeeping: optimizer step counters and their reads live on the host on CUDA too
 //     (capturable=False, the default), and .item() is a copy to the host, not a kernel.
 //   - attention: scaled_dot_product_attention falls back to its unfused math path on the CPU
-//     (dropout, masks); on CUDA a fused kernel runs, so its forward is costed as the fused op.
+//     (dropout, masks); on CUDA a fused kernel runs, so its forward is costed as the fused op,
+//     and its backward pieces as the fused backward op (attention_backward.h).
 //   - recurrent layers: the CPU runs an LSTM/GRU layer as one oneDNN op (mkldnn_rnn_layer and
 //     its backward); cuDNN runs it as one GEMM for the input projection of every time step,
 //     then per time step a recurrent GEMM and an element-wise cell kernel (backward: the cell
@@ -30,6 +31,7 @@
 
 #include "habitat/device.h"
 #include "habitat/trace.h"
+#include "predict/attention_backward.h"
 #include "predict/op_index.h"
 
 namespace habitat::cuda_paths {
@@ -60,6 +62,8 @@ struct Mapping {
   // Attention ops the CPU ran its own way (the CPU flash kernel and its backward; SDPA calls
   // that fell back to the math path): costed as the fused CUDA op the target would pick.
   std::vector<std::size_t> attention;
+  // The math path's backward pieces and the ops that carry its fused backward.
+  FusedAttentionBackward attention_backward;
 };
 
 // The fused SDPA op torch picks on `target` for `dtype` (its default backend order, PyTorch

@@ -238,11 +238,11 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin, const
     f.ops[e.index].cost = total;
     own.set_row(e.index, sums);
   }
-  for (const std::size_t i : cuda.attention) {
-    OpRecord fused = step.ops[i];
+  // Op `i` costed as the fused attention op the target runs for the SDPA call `source`.
+  const auto cost_as_fused = [&](std::size_t i, const OpRecord& source, bool backward) {
+    OpRecord fused = source;
     const TensorMeta* q = fused.tensor("query");
-    if (q == nullptr) continue;
-    const bool backward = fused.name.ends_with("_backward");
+    if (q == nullptr) return;
     for (std::size_t t = 0; t < devices.size(); ++t) {
       fused.name = cuda_paths::cuda_attention_op(q->dtype, *devices[t], backward);
       const OpCost cost = estimate_cost(fused, op_precision(fused, origin));
@@ -250,6 +250,18 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin, const
       own[i][t] = predictor.predict(fused, cost, *devices[t]);
       if (t == 0) f.ops[i].cost = cost;
     }
+  };
+  for (const std::size_t i : cuda.attention) {
+    cost_as_fused(i, step.ops[i], step.ops[i].name.ends_with("_backward"));
+  }
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    if (!cuda.attention_backward.pieces[i]) continue;
+    f.ops[i].cost = OpCost{};
+    f.ops[i].cost.op_class = OpClass::NoKernel;
+    own.fill_row(i, OpPrediction{0.0, Method::NoKernel});
+  }
+  for (const auto& [carrier, forward] : cuda.attention_backward.carriers) {
+    cost_as_fused(carrier, step.ops[forward], true);
   }
   return std::move(cuda.parent_wins);
 }
