@@ -1,6 +1,14 @@
 """Feature vectors of the learned models. csrc/src/learned/learned_features.cpp computes the same
 numbers from an OpRecord; tests/python/learned/test_learned_parity.py checks they agree.
 
+Why twice (issue 33 asked for once or a reason): the trainer and `habitat.evaluate` compute
+features for device tables the engine cannot load (`python -m habitat.learned.train --devices`
+takes partial entries, only what these features need; DeviceDatabase refuses them), column-wise
+over a whole collection. Speed is not the reason: the engine's binding
+(`habitat._engine.learned_features`) takes 2.5 us a row on the 2-core CI machine (2026-11-27),
+75 ms for a 30k-row collection. Changing a feature means changing both; the parity test fails
+until they agree.
+
 Every family predicts an *efficiency* against its roofline time on the target, so the
 time it forecasts is never below the roofline (up to the head's 1/E_MAX slack). Shape
 columns per family (all numbers, one row per op):
