@@ -12,6 +12,7 @@ namespace {
 // Constants shared with features.py.
 constexpr double kSoftmaxFlopsPerElement = 5.0;
 constexpr double kLayerNormFlopsPerElement = 8.0;
+constexpr double kLayerNormVector = 4.0;
 constexpr double kTranscendentalFlops = 16.0;
 constexpr double kElementwiseBlockElements = 512.0;
 constexpr double kMiB = 1048576.0;
@@ -140,6 +141,9 @@ double row_features(const Column& col, bool softmax, double eb, const Device& de
   const double t_m = bytes / roof.bandwidth * 1e6;
   x = memory_bound_features(rows, cols, t_m, bytes, rows, eb, dev);
   x.push_back(backward);
+  // PyTorch's one-pass vectorized layer-norm kernel needs cols % 4 == 0 (features.py,
+  // LAYERNORM_VECTOR); otherwise two scalar kernels run.
+  if (!softmax) x.push_back(std::fmod(cols, kLayerNormVector) == 0.0 ? 1.0 : 0.0);
   return std::max(t_m, per * rows * cols * (1.0 + backward) / fp32_peak * 1e6);
 }
 
@@ -228,7 +232,7 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
                      kMemoryFeatures),
               kDeviceFeatures)},
       {LearnedFamily::Softmax, concat(row_features, kDeviceFeatures)},
-      {LearnedFamily::LayerNorm, concat(row_features, kDeviceFeatures)},
+      {LearnedFamily::LayerNorm, concat(concat(row_features, {"vectorized"}), kDeviceFeatures)},
       {LearnedFamily::Attention,
        concat({"log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
                "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",

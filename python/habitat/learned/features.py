@@ -86,7 +86,7 @@ FEATURE_NAMES: dict[str, tuple[str, ...]] = {
     "softmax": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
                 "log2_rows_per_sm") + _MEMORY + ("backward",) + DEVICE_FEATURES,
     "layernorm": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
-                  "log2_rows_per_sm") + _MEMORY + ("backward",) + DEVICE_FEATURES,
+                  "log2_rows_per_sm") + _MEMORY + ("backward", "vectorized") + DEVICE_FEATURES,
     "attention": ("log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
                   "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
                   "tensor_path", "log2_elem_bytes", "backend_efficient", "backend_cudnn") + DEVICE_FEATURES,
@@ -105,6 +105,10 @@ ATTENTION_BLOCK_ROWS = 128.0
 # FLOPs per element of the row-wise families (max, sub, exp, sum, div; mean, var, scale).
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0
 LAYERNORM_FLOPS_PER_ELEMENT = 8.0
+# PyTorch's CUDA layer norm runs its one-pass vectorized kernel (4-wide loads, one block per row)
+# only when the normalised size is a multiple of 4 (aten/src/ATen/native/cuda/layer_norm_kernel.cu,
+# LayerNormKernelImplInternal), else two scalar kernels: up to 5x slower on the H100 rows.
+LAYERNORM_VECTOR = 4
 REDUCTION_FLOPS_PER_ELEMENT = 1.0
 BATCHNORM_FLOPS_PER_ELEMENT = 8.0
 TRANSCENDENTAL_FLOPS = 16.0  # an exp/tanh/pow costs about this many FP32 operations
@@ -272,6 +276,8 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
         t_roof = np.maximum(t_m, flops / dev.peak_flops("fp32") * 1e6)
         cols = [_log2(rows), _log2(ncols), _log2(t_m), _log2(nbytes / (dev.l2_mb * 1048576.0)),
                 _log2(per_sm / dev.sms)] + _memory_cols(s["elem_bytes"], dev) + [s[c] for c in flags]
+        if family == "layernorm":
+            cols.append((np.mod(ncols, LAYERNORM_VECTOR) == 0).astype(np.float64))
     x = np.stack([np.asarray(c, dtype=np.float64) for c in cols], axis=1)
     assert x.shape[1] == len(FEATURE_NAMES[family])
     return x, t_roof
