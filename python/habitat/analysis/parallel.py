@@ -332,153 +332,244 @@ def _share(part_us: float, whole_us: float, parts: int) -> float:
     return part_us / whole_us if whole_us > 0 else 1.0 / parts
 
 
-def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | str | None = None
-                  ) -> ParallelForecast:
-    """The step `work` describes, run on `cluster` with `parallelism` (default: DDP over all)."""
+@dataclass
+class _Passes:
+    """A rank's forward and backward passes (us): their device time, the host's time to issue them
+    and tensor parallelism's all-reduces in each (on the compute stream)."""
+
+    forward_us: float
+    backward_us: float
+    host_forward_us: float
+    host_backward_us: float
+    tp_forward_comm_us: float = 0.0
+    tp_backward_comm_us: float = 0.0
+
+    @property
+    def hosted(self) -> bool:
+        """The single-GPU step has a host cadence for its passes."""
+        return bool(self.host_forward_us or self.host_backward_us)
+
+
+@dataclass
+class _Schedule:
+    """The forward and backward passes as a rank runs them (us): the time they take, the device
+    compute in them, the communication they expose, the backward pass the gradient all-reduce
+    follows, and a pipeline's bubble."""
+
+    time_us: float
+    compute_us: float
+    exposed_us: float
+    backward_us: float
+    bubble_us: float = 0.0
+
+
+def _checked_parallelism(parallelism: Parallelism | str | None, cluster: Cluster) -> Parallelism:
+    """`parallelism` read (a spec) and checked against the cluster's size."""
     p = Parallelism.parse(parallelism, cluster.world_size) if not isinstance(parallelism, Parallelism) \
         else parallelism
     if p.world_size != cluster.world_size:
         raise ValueError(f"{p.label()} uses {p.world_size} GPUs; the cluster has {cluster.world_size}")
     if p.micro_batches < 1:
         raise ValueError("micro_batches must be at least 1")
-    notes: list[str] = []
-    ledger = _Ledger()
+    return p
+
+
+def _layer_split_notes(work: StepWork, p: Parallelism) -> list[str]:
+    """Refuses tensor and pipeline parallelism for a step without layers to split; a note where
+    the layers do not split evenly over the pipeline's stages."""
     t, pp = p.tensor, p.pipeline
     if (t > 1 or pp > 1) and work.layers < 1:
         raise ValueError("tensor and pipeline parallelism need the model's layers, and this step has "
                          "none Habitat can split: no pair of matrix products (a column- then a "
                          "row-parallel linear layer) in its forward pass; use data parallelism")
     if pp > 1 and work.layers % pp:
-        notes.append(f"{work.layers} layers do not split evenly over {pp} stages: the largest stage "
-                     "sets the pace")
+        return [f"{work.layers} layers do not split evenly over {pp} stages: the largest stage "
+                "sets the pace"]
+    return []
 
-    # -- tensor parallel: split work / t, the rest replicated, 2+2 all-reduces per layer ---------
-    fwd, bwd = work.forward_us, work.backward_us
-    hf, hb = work.host_forward_us, work.host_backward_us  # launches: TP does not divide them
-    tp_fwd_comm = tp_bwd_comm = 0.0
-    if t > 1:
-        fwd = fwd - work.tp_split_forward_us * (1 - 1 / t)
-        bwd = bwd - work.tp_split_backward_us * (1 - 1 / t)
-        group = cluster.group(t)
-        ar = group.collective_us("all_reduce", work.activation_bytes)
-        n = work.tp_allreduces or 2 * work.layers + 1
-        tp_fwd_comm = ledger.add("hidden states (TP, forward)", "all_reduce", work.activation_bytes, t, ar, n)
-        tp_bwd_comm = ledger.add("hidden states (TP, backward)", "all_reduce", work.activation_bytes, t, ar, n)
-        if group.nodes > 1:
-            notes.append("tensor parallelism crosses nodes: its all-reduces go through the NICs")
-    shard = 1.0 / (t * pp)  # this rank's share of the parameters
-    hf, hb, bwd = _framework_passes(work, p, hf, hb, bwd, shard)
 
-    # -- pipeline: per-stage times, micro-batches, bubble, boundary send/recv ----------------------
-    bubble = 0.0
-    if pp > 1:
-        m = p.micro_batches
-        body_f = fwd - work.prologue_forward_us - work.epilogue_forward_us
-        body_b = bwd - work.prologue_backward_us - work.epilogue_backward_us
-        per_layer_f, per_layer_b = body_f / work.layers, body_b / work.layers
-        base, extra = divmod(work.layers, pp)
-        stages = []
-        for s in range(pp):
-            n_layers = base + (1 if s < extra else 0)
-            f = n_layers * per_layer_f + (work.prologue_forward_us if s == 0 else 0) + \
-                (work.epilogue_forward_us if s == pp - 1 else 0)
-            b = n_layers * per_layer_b + (work.prologue_backward_us if s == 0 else 0) + \
-                (work.epilogue_backward_us if s == pp - 1 else 0)
-            # a stage issues its layers' launches once per micro-batch: its host time per
-            # micro-batch is its share of the step's, not divided by m
-            stages.append((f / m, b / m, hf * _share(f, fwd, pp), hb * _share(b, bwd, pp)))
-        tp_f_mb, tp_b_mb = tp_fwd_comm / pp / m, tp_bwd_comm / pp / m
-        per_stage = [max(h_f, f + tp_f_mb) + max(h_b, b + tp_b_mb) for f, b, h_f, h_b in stages]
-        pipeline_us = sum(per_stage) + (m - 1) * max(per_stage)
-        ideal = sum(per_stage) * m / pp
-        bubble = max(0.0, pipeline_us - ideal)
-        # Megatron's rank order: tensor innermost, then data, then pipeline stages
-        p2p_group = cluster.group(2, stride=t * p.data)
-        sr = p2p_group.collective_us("send_recv", work.activation_bytes / m)
-        # the first micro-batch's activations cross p-1 boundaries each way on the critical path;
-        # later ones overlap the stages' compute
-        ledger.add("activations (PP, forward)", "send_recv", work.activation_bytes / m, 2, sr, (pp - 1))
-        ledger.add("activation gradients (PP, backward)", "send_recv", work.activation_bytes / m, 2, sr, pp - 1)
-        p2p_exposed = 2 * (pp - 1) * sr
-        compute = sum(f + b for f, b, _, _ in stages) * m / pp  # per rank, average
-        step_fwd_bwd = pipeline_us + p2p_exposed
-        exposed = p2p_exposed
-        if work.tied_embedding_bytes > 0:
-            emb = cluster.group(2, stride=cluster.world_size // 2).collective_us(
-                "all_reduce", work.tied_embedding_bytes * (1.0 / t))
-            ledger.add("tied embedding gradient (first and last stage)", "all_reduce",
-                       work.tied_embedding_bytes / t, 2, emb)
-            step_fwd_bwd += emb
-            exposed += emb
-        exposed += tp_fwd_comm / pp + tp_bwd_comm / pp if t > 1 else 0.0
-        backward_for_sync = max(stages[0][1], stages[0][3], 1e-9) * m
-    else:
-        compute = fwd + bwd
-        seen_f, seen_b = max(hf, fwd + tp_fwd_comm), max(hb, bwd + tp_bwd_comm)
-        step_fwd_bwd = seen_f + seen_b
-        # TP's all-reduces run in the compute stream: exposed is what they add to each pass
-        exposed = seen_f - max(hf, fwd) + seen_b - max(hb, bwd)
-        backward_for_sync = seen_b
+def _tensor_parallel(work: StepWork, cluster: Cluster, t: int, ledger: _Ledger, notes: list[str]) -> _Passes:
+    """The passes with the split work / t, the rest replicated, and 2+2 all-reduces per layer."""
+    # launches: TP does not divide them
+    passes = _Passes(work.forward_us, work.backward_us, work.host_forward_us, work.host_backward_us)
+    if t <= 1:
+        return passes
+    passes.forward_us = passes.forward_us - work.tp_split_forward_us * (1 - 1 / t)
+    passes.backward_us = passes.backward_us - work.tp_split_backward_us * (1 - 1 / t)
+    group = cluster.group(t)
+    ar = group.collective_us("all_reduce", work.activation_bytes)
+    n = work.tp_allreduces or 2 * work.layers + 1
+    passes.tp_forward_comm_us = ledger.add("hidden states (TP, forward)", "all_reduce", work.activation_bytes,
+                                           t, ar, n)
+    passes.tp_backward_comm_us = ledger.add("hidden states (TP, backward)", "all_reduce", work.activation_bytes,
+                                            t, ar, n)
+    if group.nodes > 1:
+        notes.append("tensor parallelism crosses nodes: its all-reduces go through the NICs")
+    return passes
 
-    # -- data parallel: DDP buckets overlapping the backward pass, or FSDP -------------------------
+
+def _single_stage(passes: _Passes) -> _Schedule:
+    """The passes one after the other, each the longer of its host and device time."""
+    hf, hb = passes.host_forward_us, passes.host_backward_us
+    fwd, bwd = passes.forward_us, passes.backward_us
+    seen_f, seen_b = max(hf, fwd + passes.tp_forward_comm_us), max(hb, bwd + passes.tp_backward_comm_us)
+    # TP's all-reduces run in the compute stream: exposed is what they add to each pass
+    return _Schedule(time_us=seen_f + seen_b, compute_us=fwd + bwd,
+                     exposed_us=seen_f - max(hf, fwd) + seen_b - max(hb, bwd), backward_us=seen_b)
+
+
+def _pipeline_stages(work: StepWork, passes: _Passes, pp: int, m: int) -> list[tuple[float, float, float, float]]:
+    """Each stage's (forward, backward) device time per micro-batch and (forward, backward) host
+    time: its layers, the embedding with the first stage, the head with the last."""
+    fwd, bwd = passes.forward_us, passes.backward_us
+    body_f = fwd - work.prologue_forward_us - work.epilogue_forward_us
+    body_b = bwd - work.prologue_backward_us - work.epilogue_backward_us
+    per_layer_f, per_layer_b = body_f / work.layers, body_b / work.layers
+    base, extra = divmod(work.layers, pp)
+    stages = []
+    for s in range(pp):
+        n_layers = base + (1 if s < extra else 0)
+        f = n_layers * per_layer_f + (work.prologue_forward_us if s == 0 else 0) + \
+            (work.epilogue_forward_us if s == pp - 1 else 0)
+        b = n_layers * per_layer_b + (work.prologue_backward_us if s == 0 else 0) + \
+            (work.epilogue_backward_us if s == pp - 1 else 0)
+        # a stage issues its layers' launches once per micro-batch: its host time per
+        # micro-batch is its share of the step's, not divided by m
+        stages.append((f / m, b / m, passes.host_forward_us * _share(f, fwd, pp),
+                       passes.host_backward_us * _share(b, bwd, pp)))
+    return stages
+
+
+def _pipeline(work: StepWork, passes: _Passes, cluster: Cluster, p: Parallelism, ledger: _Ledger) -> _Schedule:
+    """The passes over the pipeline's stages: micro-batches, bubble, boundary send/recv and the
+    tied embedding's all-reduce."""
+    t, pp, m = p.tensor, p.pipeline, p.micro_batches
+    stages = _pipeline_stages(work, passes, pp, m)
+    tp_f_mb, tp_b_mb = passes.tp_forward_comm_us / pp / m, passes.tp_backward_comm_us / pp / m
+    per_stage = [max(h_f, f + tp_f_mb) + max(h_b, b + tp_b_mb) for f, b, h_f, h_b in stages]
+    pipeline_us = sum(per_stage) + (m - 1) * max(per_stage)
+    ideal = sum(per_stage) * m / pp
+    bubble = max(0.0, pipeline_us - ideal)
+    # Megatron's rank order: tensor innermost, then data, then pipeline stages
+    p2p_group = cluster.group(2, stride=t * p.data)
+    sr = p2p_group.collective_us("send_recv", work.activation_bytes / m)
+    # the first micro-batch's activations cross p-1 boundaries each way on the critical path;
+    # later ones overlap the stages' compute
+    ledger.add("activations (PP, forward)", "send_recv", work.activation_bytes / m, 2, sr, (pp - 1))
+    ledger.add("activation gradients (PP, backward)", "send_recv", work.activation_bytes / m, 2, sr, pp - 1)
+    p2p_exposed = 2 * (pp - 1) * sr
+    compute = sum(f + b for f, b, _, _ in stages) * m / pp  # per rank, average
+    step_fwd_bwd = pipeline_us + p2p_exposed
+    exposed = p2p_exposed
+    if work.tied_embedding_bytes > 0:
+        emb = cluster.group(2, stride=cluster.world_size // 2).collective_us(
+            "all_reduce", work.tied_embedding_bytes * (1.0 / t))
+        ledger.add("tied embedding gradient (first and last stage)", "all_reduce",
+                   work.tied_embedding_bytes / t, 2, emb)
+        step_fwd_bwd += emb
+        exposed += emb
+    exposed += passes.tp_forward_comm_us / pp + passes.tp_backward_comm_us / pp if t > 1 else 0.0
+    return _Schedule(time_us=step_fwd_bwd, compute_us=compute, exposed_us=exposed,
+                     backward_us=max(stages[0][1], stages[0][3], 1e-9) * m, bubble_us=bubble)
+
+
+def _optimizer(work: StepWork, p: Parallelism, passes: _Passes, shard: float) -> tuple[float, float]:
+    """The optimizer's (device, host) time on a rank: its share of the parameters' update, and
+    DDP's copy of the reduced gradients back before it."""
     optimizer = work.optimizer_us * shard
     # Launches follow the parameter tensors a rank holds: a pipeline stage holds 1/pp of them, a
     # tensor-parallel or (per-parameter) FSDP rank a slice of every one.
-    host_optimizer = work.host_optimizer_us / pp
+    host_optimizer = work.host_optimizer_us / p.pipeline
     fw = work.framework
     if fw is not None and p.data > 1 and not p.sharded:
         # DDP copies each reduced bucket back into the gradients before the optimizer: kernels that
         # wait for the all-reduce on the device while the host issues them, as the optimizer's do
         optimizer += fw.reducer_finalize_us * shard
-        if hf or hb:
-            host_optimizer += fw.reducer_host_finalize_us / pp
-    sync_exposed = 0.0
+        if passes.hosted:
+            host_optimizer += fw.reducer_host_finalize_us / p.pipeline
     if p.data > 1 and p.sharded:
-        f_exp, b_exp, _ = _fsdp(work, max(hf, work.forward_us), max(hb, work.backward_us), cluster, p,
-                                shard, ledger)
-        step_fwd_bwd += f_exp + b_exp
-        exposed += f_exp + b_exp
         optimizer /= p.data
-    elif p.data > 1:
-        if not work.gradients:
-            notes.append("no gradients recorded in the step: data-parallel communication is not counted")
-        # With pipelining (and with overlap=False) gradients are reduced after the last backward.
-        late = pp > 1 or not p.overlap
-        # ready times follow the backward pass as tensor parallelism shortened or stretched it
-        stretch = backward_for_sync / work.backward_us if work.backward_us > 0 else 1.0
-        grads = [(b * shard, backward_for_sync if late else min(r * stretch, backward_for_sync))
-                 for b, r in work.gradients]
-        sync_exposed = _gradient_sync(grads, backward_for_sync, cluster, p, ledger)
+    return optimizer, host_optimizer
+
+
+def _data_parallel(work: StepWork, passes: _Passes, schedule: _Schedule, cluster: Cluster, p: Parallelism,
+                   shard: float, ledger: _Ledger, notes: list[str]) -> float:
+    """FSDP's collectives, added to `schedule`; or DDP's buckets overlapping the backward pass:
+    the us of their all-reduce exposed after it (0 for FSDP and without data parallelism)."""
+    if p.data <= 1:
+        return 0.0
+    if p.sharded:
+        f_exp, b_exp, _ = _fsdp(work, max(passes.host_forward_us, work.forward_us),
+                                max(passes.host_backward_us, work.backward_us), cluster, p, shard, ledger)
+        schedule.time_us += f_exp + b_exp
+        schedule.exposed_us += f_exp + b_exp
+        return 0.0
+    if not work.gradients:
+        notes.append("no gradients recorded in the step: data-parallel communication is not counted")
+    backward = schedule.backward_us
+    # With pipelining (and with overlap=False) gradients are reduced after the last backward.
+    late = p.pipeline > 1 or not p.overlap
+    # ready times follow the backward pass as tensor parallelism shortened or stretched it
+    stretch = backward / work.backward_us if work.backward_us > 0 else 1.0
+    grads = [(b * shard, backward if late else min(r * stretch, backward)) for b, r in work.gradients]
+    return _gradient_sync(grads, backward, cluster, p, ledger)
+
+
+def _host_bound_phases(passes: _Passes, p: Parallelism, optimizer: float, host_optimizer: float) -> list[str]:
+    """The phases whose host time exceeds a rank's device work: what tensor parallelism left it,
+    per micro-batch in a pipeline (whose stages each issue their share of the launches per
+    micro-batch)."""
+    per_pass = p.micro_batches if p.pipeline > 1 else 1
+    return [name for name, h, d in (("forward", passes.host_forward_us, passes.forward_us / per_pass),
+                                    ("backward", passes.host_backward_us, passes.backward_us / per_pass),
+                                    ("optimizer", host_optimizer, optimizer)) if h > d]
+
+
+def _host_bound_us(work: StepWork, cluster: Cluster, p: Parallelism, passes: _Passes, time_us: float) -> float:
+    """What the host's cadence adds to the step of `time_us`: the same step with every phase its
+    device time (no overlap between phases) takes that much less."""
+    if not (passes.hosted or work.host_optimizer_us):
+        return 0.0
+    device_only = replace(work, host_forward_us=0.0, host_backward_us=0.0, host_optimizer_us=0.0,
+                          seen_adjust_us=0.0)
+    return max(0.0, time_us - parallel_step(device_only, cluster, p).time_us)
+
+
+def parallel_step(work: StepWork, cluster: Cluster, parallelism: Parallelism | str | None = None
+                  ) -> ParallelForecast:
+    """The step `work` describes, run on `cluster` with `parallelism` (default: DDP over all)."""
+    p = _checked_parallelism(parallelism, cluster)
+    notes = _layer_split_notes(work, p)
+    ledger = _Ledger()
+    passes = _tensor_parallel(work, cluster, p.tensor, ledger, notes)
+    shard = 1.0 / (p.tensor * p.pipeline)  # this rank's share of the parameters
+    passes.host_forward_us, passes.host_backward_us, passes.backward_us = _framework_passes(
+        work, p, passes.host_forward_us, passes.host_backward_us, passes.backward_us, shard)
+    schedule = _pipeline(work, passes, cluster, p, ledger) if p.pipeline > 1 else _single_stage(passes)
+    optimizer, host_optimizer = _optimizer(work, p, passes, shard)
+    sync_exposed = _data_parallel(work, passes, schedule, cluster, p, shard, ledger, notes)
 
     # The optimizer's kernels wait on the device for the gradient all-reduce while the host goes on
     # issuing them: a host-bound optimizer hides what is left of it.
     optimizer_seen = max(host_optimizer, optimizer)
     tail = max(optimizer_seen, sync_exposed + optimizer)
-    exposed += tail - optimizer_seen
+    exposed = schedule.exposed_us + (tail - optimizer_seen)
     if cluster.nodes > 1 and ledger.total_us > 0:
         notes.append(f"across nodes the {cluster.inter['name']} network's all-reduces are timed with what published "
                      "multi-node nccl-tests curves achieved (held out 8.6-14.2% on three two-node curves); one cloud "
                      "cluster ran at 0.4x of it (benchmarks/collectives/README.md, 'Across nodes')")
-    # A rank's passes: the device work tensor parallelism left it, per micro-batch in a pipeline
-    # (whose stages each issue their share of the launches per micro-batch).
-    per_pass = p.micro_batches if pp > 1 else 1
-    host_phases = [name for name, h, d in (("forward", hf, fwd / per_pass), ("backward", hb, bwd / per_pass),
-                                          ("optimizer", host_optimizer, optimizer)) if h > d]
+    host_phases = _host_bound_phases(passes, p, optimizer, host_optimizer)
     if host_phases:
         notes.append(f"host-bound ({', '.join(host_phases)}): every rank issues its launches at the single-GPU "
                      "step's host cadence, which more GPUs do not shorten")
-    time_us = step_fwd_bwd + tail + work.other_us + (work.seen_adjust_us if pp == 1 else 0.0)
+    time_us = schedule.time_us + tail + work.other_us + (work.seen_adjust_us if p.pipeline == 1 else 0.0)
     rows = sorted(ledger.rows.values(), key=lambda r: -r["time_us"])
     for r in rows:
         r["time_us"] = round(r["time_us"], 3)
         r["bytes"] = round(r["bytes"])
-    host_bound_us = 0.0
-    if hf or hb or work.host_optimizer_us:
-        device_only = replace(work, host_forward_us=0.0, host_backward_us=0.0, host_optimizer_us=0.0,
-                              seen_adjust_us=0.0)
-        host_bound_us = max(0.0, time_us - parallel_step(device_only, cluster, p).time_us)
     return ParallelForecast(cluster=cluster, parallelism=p, time_us=time_us,
-                            compute_us=compute + optimizer + work.other_us,
-                            exposed_comm_us=exposed, comm_us=ledger.total_us, bubble_us=bubble,
-                            host_bound=bool(host_phases), host_bound_us=host_bound_us, collectives=rows,
+                            compute_us=schedule.compute_us + optimizer + work.other_us,
+                            exposed_comm_us=exposed, comm_us=ledger.total_us, bubble_us=schedule.bubble_us,
+                            host_bound=bool(host_phases),
+                            host_bound_us=_host_bound_us(work, cluster, p, passes, time_us), collectives=rows,
                             notes=notes)
