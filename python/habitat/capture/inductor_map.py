@@ -225,6 +225,66 @@ def _is_reduction(node: fx.Node) -> bool:
     return bool(outs and ins) and max(outs) < max(ins)
 
 
+def _kernel_group(gm: fx.GraphModule, source_names: Sequence[str]) -> list[fx.Node]:
+    """The aten calls of `gm` named in `source_names`, in their order (names not in the graph
+    left out)."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+    return [by_name[s] for s in source_names if s in by_name
+            and by_name[s].op == "call_function"]
+
+
+def _escapes(node: fx.Node, members: set[fx.Node]) -> bool:
+    """`node`'s value is used outside the group `members` (or returned), looking through views."""
+    for user in node.users:
+        if user.op == "output" or user not in members:
+            return True
+        if (_is_view(user) or user.target is operator.getitem) and _escapes(user, members):
+            return True
+    return False
+
+
+def _group_reads(group: list[fx.Node], members: set[fx.Node]) -> list[fx.Node]:
+    """The distinct tensors produced outside the group that its nodes consume, in first use."""
+    reads: dict[fx.Node, None] = {}
+    for node in group:
+        for arg in node.all_input_nodes:
+            if arg not in members and _vals(arg):
+                reads.setdefault(arg)
+    return list(reads)
+
+
+def _group_writes(group: list[fx.Node], members: set[fx.Node]) -> list[fx.Node]:
+    """The group's results used outside it, and the tensors it mutates in place; a multi-output
+    node writes the results its getitem users take out."""
+    writes: dict[fx.Node, None] = {}
+    for node in group:
+        for target in _written_args(node):
+            writes.setdefault(target)
+        if _is_view(node) or len(_vals(node)) != 1 or not isinstance(node.meta.get("val"),
+                                                                      torch.Tensor):
+            continue
+        if _escapes(node, members):
+            writes.setdefault(node)
+    for node in group:
+        if isinstance(node.meta.get("val"), (list, tuple)):
+            for user in node.users:
+                if user.target is operator.getitem and _escapes(user, members):
+                    writes.setdefault(user)
+    return list(writes)
+
+
+def _kernel_kind(name: str, group: list[fx.Node]) -> str:
+    """"template" (a GEMM or convolution, or a kernel named by inductor's templates),
+    "reduction" or "pointwise"."""
+    stems = {n.target.overloadpacket.__name__ for n in group
+             if isinstance(n.target, torch._ops.OpOverload)}
+    if _TEMPLATE_NAME.search(name) or stems & _MATRIX_OPS:
+        return "template"
+    if any(_is_reduction(n) for n in group):
+        return "reduction"
+    return "pointwise"
+
+
 def fused_kernel(gm: fx.GraphModule, name: str, source_names: Sequence[str]) -> FusedKernel:
     """The kernel `name` computing the nodes `source_names` of `gm`.
 
@@ -232,51 +292,15 @@ def fused_kernel(gm: fx.GraphModule, name: str, source_names: Sequence[str]) -> 
     are the group's results used outside it (or returned), plus tensors it mutates in place.
     Views inside the group are looked through. Values that never leave the group were fused
     away and move no bytes."""
-    by_name = {n.name: n for n in gm.graph.nodes}
-    group = [by_name[s] for s in source_names if s in by_name
-             and by_name[s].op == "call_function"]
+    group = _kernel_group(gm, source_names)
     members = set(group)
     if not group:
         return FusedKernel(name, "unknown", tuple(source_names), (), (), (), 0.0)
-
-    def escapes(node: fx.Node) -> bool:
-        for user in node.users:
-            if user.op == "output" or user not in members:
-                return True
-            if (_is_view(user) or user.target is operator.getitem) and escapes(user):
-                return True
-        return False
-
-    reads: dict[fx.Node, None] = {}
-    writes: dict[fx.Node, None] = {}
-    for node in group:
-        for arg in node.all_input_nodes:
-            if arg not in members and _vals(arg):
-                reads.setdefault(arg)
-        for target in _written_args(node):
-            writes.setdefault(target)
-        if _is_view(node) or len(_vals(node)) != 1 or not isinstance(node.meta.get("val"),
-                                                                      torch.Tensor):
-            continue
-        if escapes(node):
-            writes.setdefault(node)
-    for node in group:  # multi-output nodes write the results their getitem users take out
-        if isinstance(node.meta.get("val"), (list, tuple)):
-            for user in node.users:
-                if user.target is operator.getitem and escapes(user):
-                    writes.setdefault(user)
-
+    reads = _group_reads(group, members)
+    writes = _group_writes(group, members)
     ops = tuple(_op_name(n) for n in group)
-    stems = {n.target.overloadpacket.__name__ for n in group
-             if isinstance(n.target, torch._ops.OpOverload)}
-    if _TEMPLATE_NAME.search(name) or stems & _MATRIX_OPS:
-        kind = "template"
-    elif any(_is_reduction(n) for n in group):
-        kind = "reduction"
-    else:
-        kind = "pointwise"
     return FusedKernel(
-        name=name, kind=kind, source_nodes=tuple(n.name for n in group), source_ops=ops,
+        name=name, kind=_kernel_kind(name, group), source_nodes=tuple(n.name for n in group), source_ops=ops,
         reads=tuple(_buffer(v) for n in reads for v in _vals(n)[:1]),
         writes=tuple(_buffer(v) for n in writes for v in _vals(n)[:1]),
         flops=sum(node_flops(n) for n in group),
