@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from habitat.learned import harness
 from habitat.learned.devices import DeviceTable
 from habitat.learned.model import E_MAX, FORMAT, FORMAT_VERSION, EfficiencyMLP
 from habitat.learned.neusight import KernelArrays
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,274 @@ def fit(family: str, data: FitData, cfg: TrainConfig = TrainConfig()) -> Efficie
         torch.use_deterministic_algorithms(deterministic)
 
 
+_LOG_E_MAX = float(np.log(E_MAX))
+
+
+@dataclass
+class _Normalisation:
+    """x' = (x - mean) / std, and the training rows' range of x' (what the input clamp keeps)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+@dataclass
+class _FitTensors:
+    """The measurements kept, as a member's training reads them: per row and per measurement (its
+    parts: row indices, -1 padded), the training and validation sets, the penalty's pairs."""
+
+    xs: torch.Tensor
+    log_roof: torch.Tensor
+    log_scale: torch.Tensor
+    parts: torch.Tensor
+    log_meas: torch.Tensor
+    log_floor0: torch.Tensor
+    row_group: torch.Tensor
+    timed_per_call: torch.Tensor
+    row_offset_group: torch.Tensor
+    has_offset: torch.Tensor
+    train_idx: torch.Tensor
+    draw: torch.Tensor | None
+    val_sets: dict[str, torch.Tensor]
+    pairs: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None
+    floor0: np.ndarray
+    n_offsets: int
+    ratio: float
+    eff0: float
+
+
+@dataclass
+class _MemberFit:
+    """One trained member: layers, best step and its validation loss, curve, log floors and factors."""
+
+    weights: list[np.ndarray]
+    biases: list[np.ndarray]
+    best_step: int
+    best_loss: float
+    curve: dict[str, list[float]]
+    floor_offset: np.ndarray
+    source_offset: np.ndarray
+
+
+def _f32(a: np.ndarray) -> torch.Tensor:
+    import torch
+    return torch.tensor(a, dtype=torch.float32)
+
+
+def _kept_measurements(data: FitData, max_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(first row, parts) of each measurement fitted: of a larger set, `max_rows` drawn from `seed`."""
+    first, part_table = data.parts()
+    if len(first) > max_rows:
+        rng = np.random.default_rng(seed)
+        keep = np.sort(rng.choice(len(first), max_rows, replace=False))
+        first, part_table = first[keep], part_table[keep]
+    return first, part_table
+
+
+def _normalisation(x: np.ndarray, train_rows: np.ndarray) -> tuple[_Normalisation, np.ndarray]:
+    """The normalisation by the training rows' mean and standard deviation, and `x` normalised."""
+    mean = x[train_rows].mean(axis=0)
+    std = x[train_rows].std(axis=0)
+    std[std < 1e-6] = 1.0
+    xn = (x - mean) / std
+    return _Normalisation(mean, std, xn[train_rows].min(axis=0), xn[train_rows].max(axis=0)), xn
+
+
+def _pair_tensors(pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], cols: list[int],
+                  norm: _Normalisation, clamp_inputs: bool) -> tuple[torch.Tensor, ...]:
+    """The penalty's pairs as the net reads them (normalised; clamped under the input clamp)."""
+    lo, hi = norm.lo, norm.hi
+    clip_lo, clip_hi = (lo, hi) if clamp_inputs else (np.full_like(lo, -np.inf), np.full_like(hi, np.inf))
+    return (_f32(np.clip((pairs[0][:, cols] - norm.mean) / norm.std, clip_lo, clip_hi)), _f32(np.log(pairs[1])),
+            _f32(np.clip((pairs[2][:, cols] - norm.mean) / norm.std, clip_lo, clip_hi)), _f32(np.log(pairs[3])))
+
+
+def _initial_efficiency(roof: np.ndarray, part_table: np.ndarray, t_meas: np.ndarray, group: np.ndarray) -> float:
+    """The median efficiency (summed rooflines `roof` over the measured time) of the device-time
+    measurements (or of all) over E_MAX: the start, so the first steps fit the data's shape."""
+    roof_sum = np.where(part_table >= 0, roof[np.maximum(part_table, 0)], 0.0).sum(axis=1)
+    base = group < 0 if (group < 0).any() else np.ones(len(group), dtype=bool)
+    return float(np.clip(np.exp(np.median(np.log(roof_sum[base] / t_meas[base]))) / E_MAX, 1e-6, 0.99))
+
+
+def _fit_tensors(family: str, data: FitData, cols: list[int], cfg: TrainConfig) -> tuple[_FitTensors, _Normalisation]:
+    """The measurements kept and their rows' model columns, as the members' training reads them."""
+    import torch
+    first, part_table = _kept_measurements(data, cfg.max_rows, cfg.seed)
+    x, t_roof = data.x[:, cols], data.t_roof
+    scale = np.ones(len(t_roof)) if data.scale is None else np.asarray(data.scale, dtype=np.float64)
+    # per measurement
+    t_meas, group = data.t_meas[first], data.floor_group[first]
+    offset_group = np.full(len(first), -1) if data.offset_group is None else np.asarray(data.offset_group)[first]
+    labels = np.asarray(data.val_label)[first]
+    floor0 = initial_floors(t_meas, t_roof[first], group)
+    val = labels != ""
+    norm, xn = _normalisation(x, np.unique(part_table[~val][part_table[~val] >= 0]))
+    return _FitTensors(
+        xs=_f32(xn), log_roof=_f32(np.log(t_roof)), log_scale=_f32(np.log(scale)), parts=torch.tensor(part_table),
+        log_meas=_f32(np.log(t_meas)), log_floor0=_f32(np.log(floor0 if len(floor0) else np.ones(1))),
+        row_group=torch.tensor(np.maximum(group, 0)), timed_per_call=torch.tensor(group >= 0),
+        row_offset_group=torch.tensor(np.maximum(offset_group, 0)),
+        has_offset=torch.tensor((offset_group >= 0).astype(np.float32)), train_idx=torch.tensor(np.nonzero(~val)[0]),
+        draw=None if data.weight is None else torch.tensor(data.weight[first][~val], dtype=torch.float64),
+        val_sets={str(v): torch.tensor(np.nonzero(labels == v)[0]) for v in np.unique(labels[val])},
+        pairs=None if data.pairs is None else _pair_tensors(data.pairs, cols, norm, cfg.clamp_inputs),
+        floor0=floor0, n_offsets=int(offset_group.max()) + 1 if (offset_group >= 0).any() else 0,
+        ratio=harness.SHAPE_RATIO[family], eff0=_initial_efficiency(t_roof * scale, part_table, t_meas, group),
+    ), norm
+
+
+class _Member:
+    """One net of the ensemble, a log floor per floor group and a log factor per source: its loss."""
+
+    def __init__(self, t: _FitTensors, hidden: tuple[int, ...]) -> None:
+        import torch
+        layers: list[torch.nn.Module] = []
+        width = t.xs.shape[1]
+        for h in hidden:
+            layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
+            width = h
+        layers.append(torch.nn.Linear(width, 1))
+        self.net = torch.nn.Sequential(*layers)
+        with torch.no_grad():
+            self.net[-1].bias.fill_(float(np.log(t.eff0 / (1.0 - t.eff0))))
+        self.floor_offset = torch.zeros(max(len(t.floor0), 1), requires_grad=True)
+        self.source_offset = torch.zeros(max(t.n_offsets, 1), requires_grad=True)
+        self.t = t
+
+    def log_kernel(self, feat: torch.Tensor, log_roof: torch.Tensor) -> torch.Tensor:
+        import torch
+        return log_roof - _LOG_E_MAX - torch.nn.functional.logsigmoid(self.net(feat)[:, 0])
+
+    def log_measured_kernels(self, idx: torch.Tensor) -> torch.Tensor:
+        """Log of each measurement's summed part times (scaled)."""
+        import torch
+        t = self.t
+        rows = t.parts[idx]
+        if rows.shape[1] == 1:
+            r = rows[:, 0]
+            return self.log_kernel(t.xs[r], t.log_roof[r]) + t.log_scale[r]
+        present = rows >= 0
+        flat = rows.clamp(min=0).reshape(-1)
+        lk = (self.log_kernel(t.xs[flat], t.log_roof[flat]) + t.log_scale[flat]).reshape(rows.shape)
+        return torch.logsumexp(torch.where(present, lk, torch.full_like(lk, -1e4)), dim=1)
+
+    def loss(self, idx: torch.Tensor) -> torch.Tensor:
+        """The L1 loss on log time of the measurements `idx` (per call: behind their floor)."""
+        import torch
+        t = self.t
+        lk = self.log_measured_kernels(idx) + t.has_offset[idx] * self.source_offset[t.row_offset_group[idx]]
+        floor = torch.exp(t.log_floor0[t.row_group[idx]] + self.floor_offset[t.row_group[idx]])
+        k = torch.exp(lk)
+        called = torch.log(k + floor * (1.0 + t.ratio / (1.0 + k / harness.KNEE_US)))
+        pred = torch.where(t.timed_per_call[idx], called, lk)
+        return (pred - t.log_meas[idx]).abs().mean()
+
+    def monotone_penalty(self, idx: torch.Tensor) -> torch.Tensor:
+        """The mean log-time shortfall of the larger problems of the pairs `idx`."""
+        import torch
+        assert self.t.pairs is not None
+        xa, log_roof_a, xb, log_roof_b = self.t.pairs
+        small = self.log_kernel(xa[idx], log_roof_a[idx])
+        big = self.log_kernel(xb[idx], log_roof_b[idx])
+        return torch.relu(small - big).mean()
+
+    def snapshot(self) -> list[torch.Tensor]:
+        return [t.detach().clone() for t in self.net.state_dict().values()] + [self.floor_offset.detach().clone(),
+                                                                               self.source_offset.detach().clone()]
+
+    def restore(self, snapshot: list[torch.Tensor]) -> None:
+        import torch
+        self.net.load_state_dict(dict(zip(self.net.state_dict().keys(), snapshot[:-2])))
+        with torch.no_grad():
+            self.floor_offset.copy_(snapshot[-2])
+            self.source_offset.copy_(snapshot[-1])
+
+    def fitted(self, best_step: int, best_loss: float, curve: dict[str, list[float]]) -> _MemberFit:
+        import torch
+        linears = [m for m in self.net if isinstance(m, torch.nn.Linear)]
+        return _MemberFit([m.weight.detach().numpy().astype(np.float64) for m in linears],
+                          [m.bias.detach().numpy().astype(np.float64) for m in linears], best_step, best_loss, curve,
+                          self.floor_offset.detach().numpy().astype(np.float64)[:len(self.t.floor0)],
+                          self.source_offset.detach().numpy().astype(np.float64)[:self.t.n_offsets])
+
+
+def _descend(member: _Member, opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler,
+             gen: torch.Generator, batch: int) -> None:
+    """One optimizer step on a batch of training measurements (and of pairs, with the penalty)."""
+    import torch
+    t = member.t
+    n_batch = min(batch, len(t.train_idx))
+    if t.draw is None:
+        idx = t.train_idx[torch.randint(0, len(t.train_idx), (n_batch,), generator=gen)]
+    else:
+        idx = t.train_idx[torch.multinomial(t.draw, n_batch, replacement=True, generator=gen)]
+    loss = member.loss(idx)
+    if t.pairs is not None:
+        pidx = torch.randint(0, len(t.pairs[0]), (batch,), generator=gen)
+        loss = loss + MONOTONE_WEIGHT * member.monotone_penalty(pidx)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    sched.step()
+
+
+def _train_member(t: _FitTensors, cfg: TrainConfig, seed: int) -> _MemberFit:
+    """One member trained from `seed`, with the weights of its step of least validation loss."""
+    import torch
+    torch.manual_seed(seed)
+    member = _Member(t, cfg.hidden)
+    opt = torch.optim.AdamW([{"params": list(member.net.parameters())},  # no weight decay on the offsets
+                             {"params": [member.floor_offset, member.source_offset], "weight_decay": 0.0}],
+                            lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.05)
+    gen = torch.Generator().manual_seed(seed)
+    best = (float("inf"), cfg.steps, member.snapshot())
+    curve: dict[str, list[float]] = {g: [] for g in t.val_sets}
+    for step in range(1, cfg.steps + 1):
+        _descend(member, opt, sched, gen, cfg.batch)
+        if t.val_sets and (step % cfg.eval_every == 0 or step == cfg.steps):
+            with torch.no_grad():
+                per = {g: float(member.loss(i)) for g, i in t.val_sets.items()}
+            for g, v in per.items():
+                curve[g].append(v)
+            loss = float(np.mean(list(per.values())))
+            if loss < best[0]:
+                best = (loss, step, member.snapshot())
+    if not t.val_sets:  # nothing to stop on: the weights of the last step
+        best = (float("nan"), cfg.steps, member.snapshot())
+    member.restore(best[2])
+    return member.fitted(best[1], best[0], curve)
+
+
+def _metadata(family: str, names: tuple[str, ...], cfg: TrainConfig, t: _FitTensors, members: list[_MemberFit],
+              layers: int) -> dict:
+    """The model's JSON metadata: its format, inputs and output, and the fit's early stopping,
+    validation curve, floors and source factors (the members' mean)."""
+    curve = {g: [float(v) for v in np.mean([m.curve[g] for m in members], axis=0)] for g in t.val_sets}
+    floors = t.floor0 * np.exp(np.mean([m.floor_offset for m in members], axis=0)) if len(t.floor0) else t.floor0
+    return {
+        "format": FORMAT, "version": FORMAT_VERSION, "family": family, "layers": layers,
+        "input_clamp": ("layer 0 clamps each normalised feature to its training range "
+                        "(relu(x - lo) - relu(x - hi) + lo), so the model does not extrapolate")
+                       if cfg.clamp_inputs else "none: the ReLU net extrapolates linearly outside its data",
+        "hidden": list(cfg.hidden), "members": cfg.members, "activation": "relu", "e_max": E_MAX,
+        "launch_floor_us": LAUNCH_FLOOR_US,
+        "features": list(names),
+        "shape_columns": list(feats.SHAPE_COLUMNS[family]),
+        "normalisation": "x' = (x - norm.mean) / norm.std (tensors in the .safetensors file)",
+        "output": "time_us = max(launch_floor_us, roofline_us / (e_max * sigmoid(y)))",
+        "early_stopping": {"best_step": [m.best_step for m in members],
+                           "validation_loss": float(np.mean([m.best_loss for m in members])) if t.val_sets else None,
+                           "validation_measurements": sum(len(i) for i in t.val_sets.values())},
+        "validation_curve": {"every": cfg.eval_every, "loss": curve},
+        "floors_us": [float(v) for v in floors],
+        "source_factors": [float(v) for v in np.exp(np.mean([m.source_offset for m in members], axis=0))]
+        if t.n_offsets else []}
+
+
 def _fit(family: str, data: FitData, cfg: TrainConfig) -> EfficiencyMLP:
     """Fits k = t_roof / (E_MAX * sigmoid(mlp(x))) with an L1 loss on log time (a relative-error
     loss): device-time rows against k, per-call rows against harness.harness_time(F, k) with one
@@ -193,174 +465,16 @@ def _fit(family: str, data: FitData, cfg: TrainConfig) -> EfficiencyMLP:
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     torch.use_deterministic_algorithms(True)
-    rng = np.random.default_rng(cfg.seed)
     names, cols = model_features(family, cfg)
-    first, part_table = data.parts()
-    if len(first) > cfg.max_rows:  # keep a subsample of the measurements
-        keep = np.sort(rng.choice(len(first), cfg.max_rows, replace=False))
-        first, part_table = first[keep], part_table[keep]
-    x, t_roof = data.x[:, cols], data.t_roof
-    scale = np.ones(len(t_roof)) if data.scale is None else np.asarray(data.scale, dtype=np.float64)
-    # per measurement
-    t_meas, group = data.t_meas[first], data.floor_group[first]
-    offset_group = np.full(len(first), -1) if data.offset_group is None else np.asarray(data.offset_group)[first]
-    labels = np.asarray(data.val_label)[first]
-    weight = None if data.weight is None else data.weight[first]
-    pairs = data.pairs
-    if pairs is not None:
-        pairs = (pairs[0][:, cols], pairs[1], pairs[2][:, cols], pairs[3])
-    floor0 = initial_floors(t_meas, t_roof[first], group)
-    val = labels != ""
-    train_rows = np.unique(part_table[~val][part_table[~val] >= 0])
-    mean = x[train_rows].mean(axis=0)
-    std = x[train_rows].std(axis=0)
-    std[std < 1e-6] = 1.0
-
-    def tensor(a: np.ndarray) -> "torch.Tensor":
-        return torch.tensor(a, dtype=torch.float32)
-
-    xn = (x - mean) / std
-    xs = tensor(xn)
-    lo, hi = xn[train_rows].min(axis=0), xn[train_rows].max(axis=0)
-    if pairs is not None:
-        clip_lo, clip_hi = (lo, hi) if cfg.clamp_inputs else (np.full_like(lo, -np.inf), np.full_like(hi, np.inf))
-        xa, log_roof_a = tensor(np.clip((pairs[0] - mean) / std, clip_lo, clip_hi)), tensor(np.log(pairs[1]))
-        xb, log_roof_b = tensor(np.clip((pairs[2] - mean) / std, clip_lo, clip_hi)), tensor(np.log(pairs[3]))
-    log_roof, log_meas = tensor(np.log(t_roof)), tensor(np.log(t_meas))
-    log_scale = tensor(np.log(scale))
-    parts_t = torch.tensor(part_table)
-    n_groups = max(len(floor0), 1)
-    log_floor0 = tensor(np.log(floor0 if len(floor0) else np.ones(1)))
-    row_group = torch.tensor(np.maximum(group, 0))
-    timed_per_call = torch.tensor(group >= 0)
-    n_offsets = int(offset_group.max()) + 1 if (offset_group >= 0).any() else 0
-    row_offset_group = torch.tensor(np.maximum(offset_group, 0))
-    has_offset = torch.tensor((offset_group >= 0).astype(np.float32))
-    ratio = harness.SHAPE_RATIO[family]
-    train_idx = torch.tensor(np.nonzero(~val)[0])
-    draw = None if weight is None else torch.tensor(weight[~val], dtype=torch.float64)
-    val_sets = {str(v): torch.tensor(np.nonzero(labels == v)[0]) for v in np.unique(labels[val])}
-    # Start from the median efficiency (summed rooflines over the measured time) of the
-    # device-time measurements (or of all), so the first steps fit the shape of the data rather
-    # than its scale.
-    roof_sum = np.where(part_table >= 0, (t_roof * scale)[np.maximum(part_table, 0)], 0.0).sum(axis=1)
-    base = group < 0 if (group < 0).any() else np.ones(len(group), dtype=bool)
-    eff0 = float(np.clip(np.exp(np.median(np.log(roof_sum[base] / t_meas[base]))) / E_MAX, 1e-6, 0.99))
-    log_emax = float(np.log(E_MAX))
-
-    def train_member(seed: int) -> tuple:
-        torch.manual_seed(seed)
-        layers: list[torch.nn.Module] = []
-        width = x.shape[1]
-        for h in cfg.hidden:
-            layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
-            width = h
-        layers.append(torch.nn.Linear(width, 1))
-        net = torch.nn.Sequential(*layers)
-        with torch.no_grad():
-            net[-1].bias.fill_(float(np.log(eff0 / (1.0 - eff0))))
-        floor_offset = torch.zeros(n_groups, requires_grad=True)
-        source_offset = torch.zeros(max(n_offsets, 1), requires_grad=True)
-
-        def log_kernel(feat: "torch.Tensor", lr_: "torch.Tensor") -> "torch.Tensor":
-            return lr_ - log_emax - torch.nn.functional.logsigmoid(net(feat)[:, 0])
-
-        def log_measured_kernels(idx: "torch.Tensor") -> "torch.Tensor":
-            """Log of each measurement's summed part times (scaled)."""
-            rows = parts_t[idx]
-            if rows.shape[1] == 1:
-                r = rows[:, 0]
-                return log_kernel(xs[r], log_roof[r]) + log_scale[r]
-            present = rows >= 0
-            flat = rows.clamp(min=0).reshape(-1)
-            lk = (log_kernel(xs[flat], log_roof[flat]) + log_scale[flat]).reshape(rows.shape)
-            return torch.logsumexp(torch.where(present, lk, torch.full_like(lk, -1e4)), dim=1)
-
-        def loss_of(idx: "torch.Tensor") -> "torch.Tensor":
-            lk = log_measured_kernels(idx) + has_offset[idx] * source_offset[row_offset_group[idx]]
-            floor = torch.exp(log_floor0[row_group[idx]] + floor_offset[row_group[idx]])
-            k = torch.exp(lk)
-            called = torch.log(k + floor * (1.0 + ratio / (1.0 + k / harness.KNEE_US)))
-            pred = torch.where(timed_per_call[idx], called, lk)
-            return (pred - log_meas[idx]).abs().mean()
-
-        def monotone_penalty(idx: "torch.Tensor") -> "torch.Tensor":
-            small = log_kernel(xa[idx], log_roof_a[idx])
-            big = log_kernel(xb[idx], log_roof_b[idx])
-            return torch.relu(small - big).mean()
-
-        opt = torch.optim.AdamW([{"params": list(net.parameters())},
-                                 {"params": [floor_offset, source_offset], "weight_decay": 0.0}],
-                                lr=cfg.lr, weight_decay=cfg.weight_decay)
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.05)
-        gen = torch.Generator().manual_seed(seed)
-
-        def snapshot() -> list["torch.Tensor"]:
-            return [t.detach().clone() for t in net.state_dict().values()] + [floor_offset.detach().clone(),
-                                                                              source_offset.detach().clone()]
-
-        best = (float("inf"), cfg.steps, snapshot())
-        curve: dict[str, list[float]] = {g: [] for g in val_sets}
-        for step in range(1, cfg.steps + 1):
-            n_batch = min(cfg.batch, len(train_idx))
-            if draw is None:
-                idx = train_idx[torch.randint(0, len(train_idx), (n_batch,), generator=gen)]
-            else:
-                idx = train_idx[torch.multinomial(draw, n_batch, replacement=True, generator=gen)]
-            loss = loss_of(idx)
-            if pairs is not None:
-                pidx = torch.randint(0, len(pairs[0]), (cfg.batch,), generator=gen)
-                loss = loss + MONOTONE_WEIGHT * monotone_penalty(pidx)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            if val_sets and (step % cfg.eval_every == 0 or step == cfg.steps):
-                with torch.no_grad():
-                    per = {g: float(loss_of(i)) for g, i in val_sets.items()}
-                for g, v in per.items():
-                    curve[g].append(v)
-                v = float(np.mean(list(per.values())))
-                if v < best[0]:
-                    best = (v, step, snapshot())
-        if not val_sets:  # nothing to stop on: the weights of the last step
-            best = (float("nan"), cfg.steps, snapshot())
-        net.load_state_dict(dict(zip(net.state_dict().keys(), best[2][:-2])))
-        with torch.no_grad():
-            floor_offset.copy_(best[2][-2])
-            source_offset.copy_(best[2][-1])
-        linears = [m for m in net if isinstance(m, torch.nn.Linear)]
-        return ([m.weight.detach().numpy().astype(np.float64) for m in linears],
-                [m.bias.detach().numpy().astype(np.float64) for m in linears], best[1], best[0], curve,
-                floor_offset.detach().numpy().astype(np.float64)[:len(floor0)],
-                source_offset.detach().numpy().astype(np.float64)[:n_offsets])
-
-    members = [train_member(cfg.seed + 1000 * i) for i in range(cfg.members)]
-    weights, biases = _pack_ensemble([m[0] for m in members], [m[1] for m in members])
+    t, norm = _fit_tensors(family, data, cols, cfg)
+    members = [_train_member(t, cfg, cfg.seed + 1000 * i) for i in range(cfg.members)]
+    weights, biases = _pack_ensemble([m.weights for m in members], [m.biases for m in members])
     if cfg.clamp_inputs:
-        weights, biases = _clamp_inputs(weights, biases, lo, hi)
-    curve = {g: [float(v) for v in np.mean([m[4][g] for m in members], axis=0)] for g in val_sets}
-    floors = floor0 * np.exp(np.mean([m[5] for m in members], axis=0)) if len(floor0) else floor0
+        weights, biases = _clamp_inputs(weights, biases, norm.lo, norm.hi)
     return EfficiencyMLP(
-        family, mean.astype(np.float32), std.astype(np.float32),
+        family, norm.mean.astype(np.float32), norm.std.astype(np.float32),
         [w.astype(np.float32) for w in weights], [b.astype(np.float32) for b in biases],
-        {"format": FORMAT, "version": FORMAT_VERSION, "family": family, "layers": len(weights),
-         "input_clamp": ("layer 0 clamps each normalised feature to its training range "
-                         "(relu(x - lo) - relu(x - hi) + lo), so the model does not extrapolate")
-                        if cfg.clamp_inputs else "none: the ReLU net extrapolates linearly outside its data",
-         "hidden": list(cfg.hidden), "members": cfg.members, "activation": "relu", "e_max": E_MAX,
-         "launch_floor_us": LAUNCH_FLOOR_US,
-         "features": list(names),
-         "shape_columns": list(feats.SHAPE_COLUMNS[family]),
-         "normalisation": "x' = (x - norm.mean) / norm.std (tensors in the .safetensors file)",
-         "output": "time_us = max(launch_floor_us, roofline_us / (e_max * sigmoid(y)))",
-         "early_stopping": {"best_step": [m[2] for m in members],
-                            "validation_loss": float(np.mean([m[3] for m in members])) if val_sets else None,
-                            "validation_measurements": int(val.sum())},
-         "validation_curve": {"every": cfg.eval_every, "loss": curve},
-         "floors_us": [float(v) for v in floors],
-         "source_factors": [float(v) for v in np.exp(np.mean([m[6] for m in members], axis=0))] if n_offsets else []},
-    )
+        _metadata(family, names, cfg, t, members, len(weights)))
 
 
 def source_weights(source: np.ndarray, shares: dict[str, float]) -> np.ndarray:
