@@ -129,6 +129,103 @@ std::vector<double> memory_bound_features(double a, double b, double t_m, double
           std::log2(dev.memory_bandwidth_gbs / dev.sms)};
 }
 
+// The gemm family (features.py): b batched (m x k) @ (k x n) products.
+double gemm_features(const Column& col, double eb, const Device& dev, const Roof& roof,
+                     Precision precision, std::vector<double>& x) {
+  const double b = col("b", false), m = col("m", false), n = col("n", false), k = col("k", false);
+  const double flops = 2.0 * b * m * n * k;
+  const double bytes = eb * b * (m * k + k * n + m * n);
+  x = {log2c(b), log2c(m), log2c(n), log2c(k)};
+  const double roofline_us = gemm_core(b, m, n, flops, bytes, dev, roof, x);
+  x.insert(x.end(), {tensor_path(dev, precision), log2c(eb), log2_align(k, n, eb)});
+  return roofline_us;
+}
+
+// The conv family (features.py): a square 2-d convolution as its implicit GEMM, forward or
+// either gradient.
+double conv_features(const Column& col, double eb, const Device& dev, const Roof& roof,
+                     Precision precision, std::vector<double>& x) {
+  const double batch = col("batch", false), cin = col("cin", false), cout = col("cout", false),
+               r = col("kernel", false);
+  const double size = col("size", false), stride = col("stride", false), pad = col("padding", true);
+  const double out_size = conv_output_size(size, pad, r, stride);
+  if (!(out_size > 0)) throw std::invalid_argument("conv shape gives an empty output");
+  const double gm = batch * out_size * out_size, gn = cout, gk = cin * r * r;
+  const double flops = 2.0 * gm * gn * gk;
+  const double bytes = eb * conv_tensor_elements(batch, cin, cout, r, size, out_size);
+  const double grad = col("grad", true);
+  if (grad != 0 && grad != 1 && grad != 2) {
+    throw std::invalid_argument(
+        "conv column 'grad' must be 0 (forward), 1 (data gradient) or 2 (weight gradient)");
+  }
+  x = {log2c(batch), log2c(cin), log2c(cout), r, stride, log2c(size), log2c(gm), log2c(gk)};
+  const double roofline_us = gemm_core(1.0, gm, gn, flops, bytes, dev, roof, x);
+  x.insert(x.end(), {tensor_path(dev, precision), log2c(eb), log2_align(cin, cout, eb),
+                     grad == 1 ? 1.0 : 0.0, grad == 2 ? 1.0 : 0.0});
+  return roofline_us;
+}
+
+// The elementwise family (features.py): n outputs from `inputs` operands, some transcendental.
+double elementwise_features(const Column& col, double eb, const Device& dev, const Roof& roof,
+                            double fp32_peak, std::vector<double>& x) {
+  const double n = col("n", false), inputs = col("inputs", true),
+               trans = col("transcendental", true);
+  const double bytes = eb * n * (inputs + 1.0);
+  const double flops = n * (1.0 + kTranscendentalFlops * trans);
+  const double t_m = bytes / roof.bandwidth * 1e6;
+  const double blocks = std::ceil(n / kElementwiseBlockElements);
+  x = {log2c(n),
+       inputs,
+       trans,
+       log2c(t_m),
+       log2c(bytes / (dev.l2_mb * kMiB)),
+       log2c(blocks / dev.sms),
+       log2c(eb),
+       std::log2(dev.memory_bandwidth_gbs / dev.sms)};
+  return std::max(t_m, flops / fp32_peak * 1e6);
+}
+
+// The fused attention family (features.py): batch_heads of l queries over s keys of width e.
+double attention_features(const Column& col, double eb, const Device& dev, const Roof& roof,
+                          Precision precision, std::vector<double>& x) {
+  const double bh = col("batch_heads", false), l = col("l", false), sk = col("s", false),
+               e = col("e", false);
+  const double causal = col("causal", true), backward = col("backward", true);
+  if ((causal != 0 && causal != 1) || (backward != 0 && backward != 1)) {
+    throw std::invalid_argument("attention columns 'causal' and 'backward' must be 0 or 1");
+  }
+  const double backend = col("backend", true);
+  if (backend != 0 && backend != 1 && backend != 2) {
+    throw std::invalid_argument(
+        "attention column 'backend' must be 0 (flash), 1 (memory-efficient) or 2 (cuDNN)");
+  }
+  const double scale = (causal > 0 ? 0.5 : 1.0) * (backward > 0 ? kAttentionBackwardFlops : 1.0);
+  const double flops = 4.0 * bh * l * sk * e * scale;
+  // forward reads Q, K, V, writes O; backward reads Q, K, V, O, dO, writes dQ, dK, dV
+  const double bytes = eb * bh * (backward > 0 ? 4.0 : 2.0) * (l + sk) * e;
+  const double t_c = flops / roof.peak * 1e6;
+  const double t_m = bytes / roof.bandwidth * 1e6;
+  const double blocks = bh * std::ceil(l / kAttentionBlockRows);
+  const double sms = dev.sms;
+  const double waves = std::ceil(blocks / sms);
+  x = {log2c(bh),
+       log2c(l),
+       log2c(sk),
+       log2c(e),
+       causal,
+       backward,
+       log2c(t_c),
+       log2c(t_m),
+       log2c(flops / bytes / (roof.peak / roof.bandwidth)),
+       log2c(blocks / sms),
+       blocks / (waves * sms),
+       tensor_path(dev, precision),
+       log2c(eb),
+       backend == 1 ? 1.0 : 0.0,
+       backend == 2 ? 1.0 : 0.0};
+  return std::max(t_c, t_m);
+}
+
 // The softmax and layernorm families (features.py): row-wise over cols, forward or backward.
 double row_features(const Column& col, bool softmax, double eb, const Device& dev, const Roof& roof,
                     double fp32_peak, std::vector<double>& x) {
@@ -275,90 +372,18 @@ LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& sh
   LearnedFeatures out;
   auto& x = out.values;
   switch (f) {
-    case LearnedFamily::Gemm: {
-      const double b = col("b"), m = col("m"), n = col("n"), k = col("k");
-      const double flops = 2.0 * b * m * n * k;
-      const double bytes = eb * b * (m * k + k * n + m * n);
-      x = {log2c(b), log2c(m), log2c(n), log2c(k)};
-      out.roofline_us = gemm_core(b, m, n, flops, bytes, dev, roof, x);
-      x.insert(x.end(), {tensor_path(dev, precision), log2c(eb), log2_align(k, n, eb)});
+    case LearnedFamily::Gemm:
+      out.roofline_us = gemm_features(col, eb, dev, roof, precision, x);
       break;
-    }
-    case LearnedFamily::Conv: {
-      const double batch = col("batch"), cin = col("cin"), cout = col("cout"), r = col("kernel");
-      const double size = col("size"), stride = col("stride"), pad = col("padding", true);
-      const double out_size = conv_output_size(size, pad, r, stride);
-      if (!(out_size > 0)) throw std::invalid_argument("conv shape gives an empty output");
-      const double gm = batch * out_size * out_size, gn = cout, gk = cin * r * r;
-      const double flops = 2.0 * gm * gn * gk;
-      const double bytes = eb * conv_tensor_elements(batch, cin, cout, r, size, out_size);
-      const double grad = col("grad", true);
-      if (grad != 0 && grad != 1 && grad != 2) {
-        throw std::invalid_argument(
-            "conv column 'grad' must be 0 (forward), 1 (data gradient) or 2 (weight gradient)");
-      }
-      x = {log2c(batch), log2c(cin), log2c(cout), r, stride, log2c(size), log2c(gm), log2c(gk)};
-      out.roofline_us = gemm_core(1.0, gm, gn, flops, bytes, dev, roof, x);
-      x.insert(x.end(), {tensor_path(dev, precision), log2c(eb), log2_align(cin, cout, eb),
-                         grad == 1 ? 1.0 : 0.0, grad == 2 ? 1.0 : 0.0});
+    case LearnedFamily::Conv:
+      out.roofline_us = conv_features(col, eb, dev, roof, precision, x);
       break;
-    }
-    case LearnedFamily::Elementwise: {
-      const double n = col("n"), inputs = col("inputs", true), trans = col("transcendental", true);
-      const double bytes = eb * n * (inputs + 1.0);
-      const double flops = n * (1.0 + kTranscendentalFlops * trans);
-      const double t_m = bytes / roof.bandwidth * 1e6;
-      out.roofline_us = std::max(t_m, flops / fp32_peak * 1e6);
-      const double blocks = std::ceil(n / kElementwiseBlockElements);
-      x = {log2c(n),
-           inputs,
-           trans,
-           log2c(t_m),
-           log2c(bytes / (dev.l2_mb * kMiB)),
-           log2c(blocks / dev.sms),
-           log2c(eb),
-           std::log2(dev.memory_bandwidth_gbs / dev.sms)};
+    case LearnedFamily::Elementwise:
+      out.roofline_us = elementwise_features(col, eb, dev, roof, fp32_peak, x);
       break;
-    }
-    case LearnedFamily::Attention: {
-      const double bh = col("batch_heads"), l = col("l"), sk = col("s"), e = col("e");
-      const double causal = col("causal", true), backward = col("backward", true);
-      if ((causal != 0 && causal != 1) || (backward != 0 && backward != 1)) {
-        throw std::invalid_argument("attention columns 'causal' and 'backward' must be 0 or 1");
-      }
-      const double backend = col("backend", true);
-      if (backend != 0 && backend != 1 && backend != 2) {
-        throw std::invalid_argument(
-            "attention column 'backend' must be 0 (flash), 1 (memory-efficient) or 2 (cuDNN)");
-      }
-      const double scale =
-          (causal > 0 ? 0.5 : 1.0) * (backward > 0 ? kAttentionBackwardFlops : 1.0);
-      const double flops = 4.0 * bh * l * sk * e * scale;
-      // forward reads Q, K, V, writes O; backward reads Q, K, V, O, dO, writes dQ, dK, dV
-      const double bytes = eb * bh * (backward > 0 ? 4.0 : 2.0) * (l + sk) * e;
-      const double t_c = flops / roof.peak * 1e6;
-      const double t_m = bytes / roof.bandwidth * 1e6;
-      const double blocks = bh * std::ceil(l / kAttentionBlockRows);
-      const double sms = dev.sms;
-      const double waves = std::ceil(blocks / sms);
-      x = {log2c(bh),
-           log2c(l),
-           log2c(sk),
-           log2c(e),
-           causal,
-           backward,
-           log2c(t_c),
-           log2c(t_m),
-           log2c(flops / bytes / (roof.peak / roof.bandwidth)),
-           log2c(blocks / sms),
-           blocks / (waves * sms),
-           tensor_path(dev, precision),
-           log2c(eb),
-           backend == 1 ? 1.0 : 0.0,
-           backend == 2 ? 1.0 : 0.0};
-      out.roofline_us = std::max(t_c, t_m);
+    case LearnedFamily::Attention:
+      out.roofline_us = attention_features(col, eb, dev, roof, precision, x);
       break;
-    }
     case LearnedFamily::Reduction:
       out.roofline_us = reduction_features(col, eb, dev, roof, fp32_peak, x);
       break;
