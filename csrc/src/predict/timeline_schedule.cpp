@@ -253,32 +253,32 @@ struct TracedSchedule {
   Removals removals;
 };
 
-TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options) {
-  const uint32_t stream = dominant_stream(step);
-  TracedSchedule built;
-  HostSchedule& s = built.schedule;
-  Removals& removals = built.removals;
-  bool any_launch_time = false;
-  bool any_overhead = false;
-  bool any_own_before = false;  // module hooks recorded where they ran
-  for (const auto& op : step.ops) {
-    any_overhead = any_overhead || op.overhead_us.has_value();
-    any_own_before = any_own_before || op.own_before_us.has_value();
-    for (const auto& k : op.kernels) any_launch_time = any_launch_time || k.launch_us.has_value();
-  }
-  s.launch_source = any_launch_time ? LaunchSource::Cupti : LaunchSource::OpTimes;
-  const double clock_shift = any_launch_time ? launch_clock_shift_us(step) : 0.0;
-  s.launch_clock_shift_us = clock_shift;
-  // CUPTI's own time inside each launch call, measured on the origin host when tracing began:
-  // taken out right after the call starts (the launch itself keeps its time).
-  const double per_launch = any_launch_time ? step.launch_overhead_us.value_or(0.0) : 0.0;
-  s.launch_overhead_us = per_launch;
+// What the trace recorded beyond the ops' times, which decides how Habitat's time is found.
+struct TraceRecords {
+  bool launch_times = false;  // CUPTI's launch records
+  bool overhead = false;      // the recorder's own time per op
+  bool own_before = false;    // module hooks recorded where they ran
+};
 
+TraceRecords records_in(const Step& step) {
+  TraceRecords r;
+  for (const auto& op : step.ops) {
+    r.overhead = r.overhead || op.overhead_us.has_value();
+    r.own_before = r.own_before || op.own_before_us.has_value();
+    for (const auto& k : op.kernels) r.launch_times = r.launch_times || k.launch_us.has_value();
+  }
+  return r;
+}
+
+// Where Habitat's recording time per op comes from, set on `s`; returns the time to remove per
+// op when the ops do not record their own (0 when they do).
+double choose_overhead_source(HostSchedule& s, const Step& step, const TimelineOptions& options,
+                              bool recorded_per_op) {
   double per_op = 0;
   if (options.overhead_per_op_us >= 0) {
     s.overhead_source = OverheadSource::Given;
     per_op = options.overhead_per_op_us;
-  } else if (any_overhead) {
+  } else if (recorded_per_op) {
     const double untimed = estimate_untimed_overhead_per_op(step);
     s.overhead_source =
         untimed >= 0 ? OverheadSource::MeasuredPlusWrapperOps : OverheadSource::Measured;
@@ -288,70 +288,121 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
     s.overhead_source = per_op >= 0 ? OverheadSource::WrapperOps : OverheadSource::Default;
     if (per_op < 0) per_op = kDefaultOverheadPerOpUs;
   }
+  return per_op;
+}
 
-  std::vector<RawEvent> raw;
-  raw.reserve(step.ops.size() * 2);
-  double raw_end = 0;
+// How each op's host moments are placed and what is taken out of them, fixed for the step.
+struct OpCorrections {
+  uint32_t stream = 0;       // the dominant stream: kernel-less ops and inferred syncs go on it
+  double clock_shift = 0;    // CUPTI's clock onto the ops'
+  double per_launch = 0;     // CUPTI's own time in each launch call
+  double per_op = 0;         // Habitat's time per op when the ops do not record it
+  bool measured = false;     // the ops record Habitat's time themselves
+  double hook_share = 0;     // module hooks' time per top-level op, where not recorded
+  bool infer_syncs = false;  // no sync records: syncs come from the ops that wait
+};
+
+OpCorrections op_corrections(const Step& step, const HostSchedule& s, const TraceRecords& records,
+                             double per_op) {
+  OpCorrections r;
+  r.stream = dominant_stream(step);
+  r.clock_shift = s.launch_clock_shift_us;
+  r.per_launch = s.launch_overhead_us;
+  r.per_op = per_op;
   std::size_t top_level = 0;
   for (const auto& op : step.ops) top_level += op.depth == 0 ? 1 : 0;
   // Module hooks: where they ran when the ops record it (own_before_us), else the step's
   // total spread over its top-level ops.
-  const double hook_share = !any_own_before && step.hook_overhead_us && top_level > 0
-                                ? *step.hook_overhead_us / static_cast<double>(top_level)
-                                : 0.0;
-  const bool measured = s.overhead_source == OverheadSource::Measured ||
-                        s.overhead_source == OverheadSource::MeasuredPlusWrapperOps;
+  r.hook_share = !records.own_before && step.hook_overhead_us && top_level > 0
+                     ? *step.hook_overhead_us / static_cast<double>(top_level)
+                     : 0.0;
+  r.measured = s.overhead_source == OverheadSource::Measured ||
+               s.overhead_source == OverheadSource::MeasuredPlusWrapperOps;
   // No sync records (format 1, or a CUPTI without SYNCHRONIZATION records): infer them from ops.
-  const bool infer_syncs = step.syncs.empty();
+  r.infer_syncs = step.syncs.empty();
+  return r;
+}
 
-  for (std::size_t i = 0; i < step.ops.size(); ++i) {
-    const OpRecord& op = step.ops[i];
-    const double end = op.start_us + op.wall_us;
-    raw_end = std::max(raw_end, end);
-    const double overhead = measured ? op.overhead_us.value_or(0.0) +
-                                           op.own_before_us.value_or(0.0) + s.untimed_per_op_us
-                                     : per_op;
-    removals.add(op.start_us, overhead);
-    s.overhead_removed_us += overhead;
-    if (op.depth == 0 && hook_share > 0) {
-      removals.add(op.start_us, hook_share);
-      s.overhead_removed_us += hook_share;
-    }
-    HostEvent base;
-    base.op = i;
-    base.phase = op.phase;
-    if (op.kernels.empty()) {
-      HostEvent e = base;
-      e.stream = stream;
-      raw.push_back({end, e});
-    }
-    const double n = static_cast<double>(op.kernels.size());
-    for (std::size_t k = 0; k < op.kernels.size(); ++k) {
-      const KernelLaunch& kl = op.kernels[k];
-      HostEvent e = base;
-      e.kernel = k;
-      e.stream = kl.stream;
-      // Without launch records, an op's kernels are spread over its window, the last at its
-      // end (an op returns once it has launched its work).
-      const double at = kl.launch_us
-                            ? *kl.launch_us + clock_shift
-                            : op.start_us + op.wall_us * (static_cast<double>(k) + 1.0) / n;
-      raw.push_back({at, e});
-      if (per_launch > 0 && kl.launch_us) {
-        removals.add(std::nextafter(at, std::numeric_limits<double>::infinity()), per_launch);
-        s.launch_overhead_removed_us += per_launch;
-      }
-    }
-    if (infer_syncs && waits_for_device(op)) {
-      HostEvent e = base;
-      e.kind = HostEvent::Kind::Sync;
-      e.sync = SyncRecord::Kind::Memcpy;
-      e.stream = stream;
-      raw.push_back({end, e});
-      removals.add(end, op.wall_us);  // the origin's wait: the simulation adds the target's
-      ++s.syncs;
+// The host's moments as traced, before Habitat's time is taken out, and the last of them.
+struct RawHost {
+  std::vector<RawEvent> events;
+  double end_us = 0;
+};
+
+void take_out_recording_time(const OpRecord& op, const OpCorrections& how, TracedSchedule& built) {
+  HostSchedule& s = built.schedule;
+  const double overhead = how.measured ? op.overhead_us.value_or(0.0) +
+                                             op.own_before_us.value_or(0.0) + s.untimed_per_op_us
+                                       : how.per_op;
+  built.removals.add(op.start_us, overhead);
+  s.overhead_removed_us += overhead;
+  if (op.depth == 0 && how.hook_share > 0) {
+    built.removals.add(op.start_us, how.hook_share);
+    s.overhead_removed_us += how.hook_share;
+  }
+}
+
+void add_kernel_launches(const OpRecord& op, const HostEvent& base, const OpCorrections& how,
+                         TracedSchedule& built, RawHost& raw) {
+  const double n = static_cast<double>(op.kernels.size());
+  for (std::size_t k = 0; k < op.kernels.size(); ++k) {
+    const KernelLaunch& kl = op.kernels[k];
+    HostEvent e = base;
+    e.kernel = k;
+    e.stream = kl.stream;
+    // Without launch records, an op's kernels are spread over its window, the last at its
+    // end (an op returns once it has launched its work).
+    const double at = kl.launch_us ? *kl.launch_us + how.clock_shift
+                                   : op.start_us + op.wall_us * (static_cast<double>(k) + 1.0) / n;
+    raw.events.push_back({at, e});
+    if (how.per_launch > 0 && kl.launch_us) {
+      built.removals.add(std::nextafter(at, std::numeric_limits<double>::infinity()),
+                         how.per_launch);
+      built.schedule.launch_overhead_removed_us += how.per_launch;
     }
   }
+}
+
+// One op's moments on the host: its launches (or its end, when it launches nothing) and the
+// wait for the device it implies when the trace has no sync records.
+void add_op(std::size_t i, const OpRecord& op, const OpCorrections& how, TracedSchedule& built,
+            RawHost& raw) {
+  const double end = op.start_us + op.wall_us;
+  raw.end_us = std::max(raw.end_us, end);
+  take_out_recording_time(op, how, built);
+  HostEvent base;
+  base.op = i;
+  base.phase = op.phase;
+  if (op.kernels.empty()) {
+    HostEvent e = base;
+    e.stream = how.stream;
+    raw.events.push_back({end, e});
+  }
+  add_kernel_launches(op, base, how, built, raw);
+  if (how.infer_syncs && waits_for_device(op)) {
+    HostEvent e = base;
+    e.kind = HostEvent::Kind::Sync;
+    e.sync = SyncRecord::Kind::Memcpy;
+    e.stream = how.stream;
+    raw.events.push_back({end, e});
+    built.removals.add(end, op.wall_us);  // the origin's wait: the simulation adds the target's
+    ++built.schedule.syncs;
+  }
+}
+
+// The op a sync happened in, for its phase: the last op started before it.
+void attribute_to_op(HostEvent& e, const Step& step, double sync_start_us) {
+  for (std::size_t i = step.ops.size(); i-- > 0;) {
+    if (step.ops[i].start_us <= sync_start_us) {
+      e.op = i;
+      e.phase = step.ops[i].phase;
+      return;
+    }
+  }
+}
+
+void add_recorded_syncs(const Step& step, double clock_shift, TracedSchedule& built, RawHost& raw) {
+  HostSchedule& s = built.schedule;
   // Habitat synchronises at its window's edges (CUPTI's start, the flush before the window
   // closes): a sync wholly before the first op or after the last one is not the step's.
   double ops_begin = std::numeric_limits<double>::infinity();
@@ -372,51 +423,48 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
     e.sync = sync.kind;
     e.stream = sync.stream;
     e.wait_stream = sync.wait_stream;
-    // The op the sync happened in: the last op started before it (for its phase).
-    for (std::size_t i = step.ops.size(); i-- > 0;) {
-      if (step.ops[i].start_us <= sync.start_us) {
-        e.op = i;
-        e.phase = step.ops[i].phase;
-        break;
-      }
-    }
+    attribute_to_op(e, step, sync.start_us);
     const double end = sync.start_us + sync.wall_us;
-    raw.push_back({end, e});
-    raw_end = std::max(raw_end, end);
+    raw.events.push_back({end, e});
+    raw.end_us = std::max(raw.end_us, end);
     if (sync.kind != SyncRecord::Kind::StreamWait) {
-      removals.add(end, sync.wall_us);
+      built.removals.add(end, sync.wall_us);
       ++s.syncs;
     }
   }
-  // Before its first op a traced step spends time in Habitat's window setup (the recorder,
-  // CUPTI, module hooks: 0.2-1 ms on the recorded GPU runs) besides the user's Python: the
-  // lead-in counts as one typical gap between top-level ops of the step.
+}
+
+// Before its first op a traced step spends time in Habitat's window setup (the recorder,
+// CUPTI, module hooks: 0.2-1 ms on the recorded GPU runs) besides the user's Python: the
+// lead-in counts as one typical gap between top-level ops of the step. Returns the time removed.
+double take_out_lead_in(const Step& step, TracedSchedule& built) {
   const double lead_in_removed = excess_lead_in(step);
   if (lead_in_removed > 0) {
     double first = step.ops.front().start_us;
     for (const auto& op : step.ops) first = std::min(first, op.start_us);
-    removals.add(first, lead_in_removed);
-    s.overhead_removed_us += lead_in_removed;
+    built.removals.add(first, lead_in_removed);
+    built.schedule.overhead_removed_us += lead_in_removed;
   }
-  s.overhead_removed_us += s.launch_overhead_removed_us;
-  removals.seal();
-  std::stable_sort(raw.begin(), raw.end(),
+  return lead_in_removed;
+}
+
+// The host's moments in order on the origin's clock with Habitat's time taken out.
+void place_events(HostSchedule& s, RawHost& raw, const Removals& removals) {
+  std::stable_sort(raw.events.begin(), raw.events.end(),
                    [](const RawEvent& a, const RawEvent& b) { return a.raw_us < b.raw_us; });
   // Removing a cost at an op's start can pull a later moment before an earlier one when the
   // cost was in fact spent after it: host times stay in order.
   double last = 0;
-  s.events.reserve(raw.size());
-  for (auto& r : raw) {
+  s.events.reserve(raw.events.size());
+  for (auto& r : raw.events) {
     r.event.host_us = last = std::max(last, r.raw_us - removals.before(r.raw_us));
     s.events.push_back(r.event);
   }
-  s.traced_host_us = raw_end;
-  s.host_end_us = std::max(last, raw_end - removals.before(raw_end));
-  s.overhead_per_op_us =
-      step.ops.empty() ? 0.0
-                       : (s.overhead_removed_us - lead_in_removed - s.launch_overhead_removed_us) /
-                             static_cast<double>(step.ops.size());
+  s.traced_host_us = raw.end_us;
+  s.host_end_us = std::max(last, raw.end_us - removals.before(raw.end_us));
+}
 
+void note_recording_time_removed(HostSchedule& s, double lead_in_removed, bool hooks_where_ran) {
   const std::string removed =
       "Habitat's own recording time removed from the host cadence: " +
       fixed(s.overhead_removed_us / 1000.0, 2) + " ms (" +
@@ -424,7 +472,7 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
            ? fixed(lead_in_removed / 1000.0, 2) + " ms of capture setup before the first op, "
            : std::string()) +
       fixed(s.overhead_per_op_us, 2) + " us per op, ";
-  const std::string hooks = any_own_before ? ", module hooks where they ran" : "";
+  const std::string hooks = hooks_where_ran ? ", module hooks where they ran" : "";
   switch (s.overhead_source) {
     case OverheadSource::Measured:
       s.notes.push_back(removed + "measured by the recorder" + hooks + ")");
@@ -448,22 +496,53 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
     case OverheadSource::None:
       break;
   }
-  if (s.launch_source == LaunchSource::Cupti) {
-    if (step.launch_overhead_us) {
-      s.notes.push_back("CUPTI's own host time removed: " + fixed(per_launch, 2) +
-                        " us per kernel launch (measured on this host when tracing started), " +
-                        fixed(s.launch_overhead_removed_us / 1000.0, 2) + " ms in all");
-    } else {
-      s.notes.push_back(
-          "CUPTI's own host time inside the launch calls is not removed: the trace does not "
-          "record it (an older capture, or its measurement failed), so the traced cadence is "
-          "slower by it");
-    }
-    if (std::abs(clock_shift) >= 1.0) {
-      s.notes.push_back("CUPTI's launch and sync times moved by " + fixed(clock_shift, 1) +
-                        " us onto the ops' clock (measured: each launch lies inside its op)");
-    }
+}
+
+void note_cupti_corrections(HostSchedule& s, const Step& step) {
+  if (step.launch_overhead_us) {
+    s.notes.push_back("CUPTI's own host time removed: " + fixed(s.launch_overhead_us, 2) +
+                      " us per kernel launch (measured on this host when tracing started), " +
+                      fixed(s.launch_overhead_removed_us / 1000.0, 2) + " ms in all");
+  } else {
+    s.notes.push_back(
+        "CUPTI's own host time inside the launch calls is not removed: the trace does not "
+        "record it (an older capture, or its measurement failed), so the traced cadence is "
+        "slower by it");
   }
+  if (std::abs(s.launch_clock_shift_us) >= 1.0) {
+    s.notes.push_back("CUPTI's launch and sync times moved by " +
+                      fixed(s.launch_clock_shift_us, 1) +
+                      " us onto the ops' clock (measured: each launch lies inside its op)");
+  }
+}
+
+TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options) {
+  const TraceRecords records = records_in(step);
+  TracedSchedule built;
+  HostSchedule& s = built.schedule;
+  s.launch_source = records.launch_times ? LaunchSource::Cupti : LaunchSource::OpTimes;
+  s.launch_clock_shift_us = records.launch_times ? launch_clock_shift_us(step) : 0.0;
+  // CUPTI's own time inside each launch call, measured on the origin host when tracing began:
+  // taken out right after the call starts (the launch itself keeps its time).
+  s.launch_overhead_us = records.launch_times ? step.launch_overhead_us.value_or(0.0) : 0.0;
+  const double per_op = choose_overhead_source(s, step, options, records.overhead);
+  const OpCorrections how = op_corrections(step, s, records, per_op);
+
+  RawHost raw;
+  raw.events.reserve(step.ops.size() * 2);
+  for (std::size_t i = 0; i < step.ops.size(); ++i) add_op(i, step.ops[i], how, built, raw);
+  add_recorded_syncs(step, how.clock_shift, built, raw);
+  const double lead_in_removed = take_out_lead_in(step, built);
+  s.overhead_removed_us += s.launch_overhead_removed_us;
+  built.removals.seal();
+  place_events(s, raw, built.removals);
+  s.overhead_per_op_us =
+      step.ops.empty() ? 0.0
+                       : (s.overhead_removed_us - lead_in_removed - s.launch_overhead_removed_us) /
+                             static_cast<double>(step.ops.size());
+
+  note_recording_time_removed(s, lead_in_removed, records.own_before);
+  if (s.launch_source == LaunchSource::Cupti) note_cupti_corrections(s, step);
   if (s.habitat_syncs > 0) {
     s.notes.push_back(
         std::to_string(s.habitat_syncs) +
