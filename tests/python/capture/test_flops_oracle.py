@@ -234,10 +234,13 @@ def test_causal_sdpa_counts_half_the_pairs():
 
 def test_math_sdpa_flops_equal_flop_counter():
     # The math backend: SDPA decomposed into matmuls, which FlopCounterMode counts itself (no
-    # formula lent). The forward is the captured SDPA op, which the engine counts as two
-    # products; the backward is the captured bmm ops themselves (no recomputed scores).
+    # formula lent). Forecast for a CUDA GPU, the forward is the captured SDPA op, which the
+    # engine counts as two products, as FlopCounterMode does. The backward's pieces (bmm,
+    # softmax backward) give way to the fused backward CUDA runs (csrc/src/predict/
+    # attention_backward.h), which recomputes the scores: one product more than the pieces.
     with sdpa_kernel(SDPBackend.MATH):
         ours, theirs = both(sdpa_op("cross"), kernel="aten::_scaled_dot_product_attention_math")
     b, hq, _, lq, lk, e, ev = SDPA_CASES["cross"]
     pairs = b * hq * lq * lk
-    assert ours == theirs == {"forward": 2 * pairs * (e + ev), "backward": 2 * pairs * (2 * e + 2 * ev)}
+    assert theirs == {"forward": 2 * pairs * (e + ev), "backward": 2 * pairs * (2 * e + 2 * ev)}
+    assert ours == {"forward": 2 * pairs * (e + ev), "backward": 2 * pairs * (3 * e + 2 * ev)}
