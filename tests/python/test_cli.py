@@ -198,15 +198,15 @@ def test_python_dash_m_habitat_runs_the_cli(tmp_path):
 ])
 def test_output_paths_are_checked_before_the_trace_is_read(capsys, trace, tmp_path, monkeypatch,
                                                            argv, named):
-    import habitat.cli as cli
+    from habitat.cli import traces
 
     (tmp_path / "file").write_text("x")
 
     def no_load(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("the trace was read before the output path was checked")
 
-    monkeypatch.setattr(cli, "_forecast_file", no_load)
-    monkeypatch.setattr(cli, "_load_trace", no_load)
+    monkeypatch.setattr(traces, "forecast_file", no_load)
+    monkeypatch.setattr(traces, "read_trace", no_load)
     code, _, err = run(capsys, *(a.format(trace=trace, tmp=tmp_path) for a in argv))
     assert code == 1 and named in err and str(tmp_path) in err and "Traceback" not in err
 
@@ -237,13 +237,13 @@ def test_predict_save_keeps_every_step_and_says_what_it_wrote(capsys, tmp_path, 
 
 @pytest.mark.parametrize("command", [["predict"], ["compare"], ["report", "-o", "r.html"]])
 def test_an_unknown_gpu_is_reported_before_the_trace_is_read(capsys, trace, monkeypatch, command):
-    import habitat.cli as cli
+    from habitat.cli import traces
 
     def no_load(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("the trace was read before the GPU names were checked")
 
-    monkeypatch.setattr(cli, "_forecast_file", no_load)
-    monkeypatch.setattr(cli, "_load_trace", no_load)
+    monkeypatch.setattr(traces, "forecast_file", no_load)
+    monkeypatch.setattr(traces, "read_trace", no_load)
     code, _, err = run(capsys, command[0], trace, *command[1:], "-t", "A100,A1000000")
     assert code == 1 and 'unknown GPU "A1000000"' in err
 
