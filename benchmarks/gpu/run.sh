@@ -145,9 +145,10 @@ kernels() {
 first_step() {
   check_imports torch models habitat.capture.cupti habitat.data.engine || return 1
   log "first-step: ${*:-all workloads}"
-  # Each workload twice: CUPTI's API records of every call (the default) and of the launch
-  # calls only (HABITAT_CUPTI_API_RECORDS=launches: less CUPTI cost, if every kernel is kept).
-  local args=(--out "$OUT/first-step" --cupti-api-records both)
+  # CUPTI's API records of every call (the default): launch-only records lost kernels on an
+  # H100 (benchmarks/results/first-step-H100-SXM5-80GB-2026-11-27/README.md); FIRST_STEP_RECORDS=both
+  # measures both again.
+  local args=(--out "$OUT/first-step" --cupti-api-records "${FIRST_STEP_RECORDS:-all}")
   [ $# -gt 0 ] && args+=(--workloads "$@")
   local t0=$SECONDS
   PYTHONPATH=python timeout 570 "$PY" benchmarks/timeline/first_step.py "${args[@]}" 2>&1 \
