@@ -78,6 +78,15 @@ double log2_align(double a, double b, double elem_bytes) {
   return std::log2(std::min(pow2_part(a * elem_bytes), pow2_part(b * elem_bytes)));
 }
 
+// log2 of the FP32 lanes per SM per clock (64 on Volta, Turing and A100; 128 on Ada, Hopper and
+// GA10x, whose second half shares its issue slots) on the FP32 SIMT path, else 0: features.py.
+double simt_lanes(const Device& dev, double on_tensor_path) {
+  const double per_clock = 2.0 * dev.sms * dev.boost_clock_mhz * 1e6;
+  const double peak = dev.peak_flops(Precision::Fp32Simt);
+  if (on_tensor_path > 0 || per_clock <= 0 || peak <= 0) return 0.0;
+  return std::log2(peak / per_clock);
+}
+
 struct Roof {
   double peak;       // FLOP/s for the precision
   double bandwidth;  // bytes/s
@@ -137,7 +146,8 @@ double gemm_features(const Column& col, double eb, const Device& dev, const Roof
   const double bytes = eb * b * (m * k + k * n + m * n);
   x = {log2c(b), log2c(m), log2c(n), log2c(k)};
   const double roofline_us = gemm_core(b, m, n, flops, bytes, dev, roof, x);
-  x.insert(x.end(), {tensor_path(dev, precision), log2c(eb), log2_align(k, n, eb)});
+  const double tensor = tensor_path(dev, precision);
+  x.insert(x.end(), {tensor, log2c(eb), log2_align(k, n, eb), simt_lanes(dev, tensor)});
   return roofline_us;
 }
 
@@ -313,9 +323,10 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
       {"backward"});
   static const std::map<LearnedFamily, std::vector<std::string>> names{
       {LearnedFamily::Gemm,
-       concat(
-           concat(concat({"log2_b", "log2_m", "log2_n", "log2_k"}, kGemmCore), kPrecisionFeatures),
-           kDeviceFeatures)},
+       concat(concat(concat(concat({"log2_b", "log2_m", "log2_n", "log2_k"}, kGemmCore),
+                            kPrecisionFeatures),
+                     {"simt_lanes"}),
+              kDeviceFeatures)},
       {LearnedFamily::Conv,
        concat(concat(concat(concat({"log2_batch", "log2_cin", "log2_cout", "kernel", "stride",
                                     "log2_size", "log2_gemm_m", "log2_gemm_k"},
