@@ -1,8 +1,8 @@
 #include "predict/attention_backward.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -51,21 +51,41 @@ bool attention_shaped(const Dims& s, const Geometry& g) {
   return false;
 }
 
-// The geometry every tensor of `op` has the shape of (the first that fits), if any.
-std::optional<std::size_t> piece_of(const OpRecord& op, const std::vector<Geometry>& geometries) {
-  for (std::size_t g = 0; g < geometries.size(); ++g) {
-    bool any = false;
-    bool all = true;
-    for (const auto& a : op.args) {
-      for (const auto& t : a.value.tensors) {
-        if (!t.defined || t.shape.empty()) continue;
-        any = true;
-        all = all && attention_shaped(t.shape, geometries[g]);
-      }
+// The math-path attentions of one geometry: their forwards in step order, and the backward
+// pieces and softmax backwards found for them.
+struct Attentions {
+  Geometry geometry{};
+  std::vector<std::size_t> forwards;
+  std::vector<std::size_t> pieces;
+  std::vector<std::size_t> softmaxes;
+};
+
+// Whether every tensor of `op` has a shape of geometry `g`'s (and it has one).
+bool piece_shaped(const OpRecord& op, const Geometry& g) {
+  bool any = false;
+  for (const auto& a : op.args) {
+    for (const auto& t : a.value.tensors) {
+      if (!t.defined || t.shape.empty()) continue;
+      if (!attention_shaped(t.shape, g)) return false;
+      any = true;
     }
-    if (any && all) return g;
   }
-  return std::nullopt;
+  return any;
+}
+
+// The step's math-path attentions grouped by geometry, in the order each geometry first appears.
+std::vector<Attentions> group_by_geometry(const Step& step,
+                                          const std::vector<std::size_t>& forwards) {
+  std::vector<Attentions> groups;
+  for (const std::size_t f : forwards) {
+    const std::optional<Geometry> g = geometry(step.ops[f]);
+    if (!g) continue;
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const Attentions& a) { return a.geometry == *g; });
+    if (it == groups.end()) it = groups.insert(groups.end(), Attentions{*g, {}, {}, {}});
+    it->forwards.push_back(f);
+  }
+  return groups;
 }
 
 }  // namespace
@@ -74,34 +94,24 @@ FusedAttentionBackward math_attention_backward(const Step& step,
                                                const std::vector<std::size_t>& forwards) {
   FusedAttentionBackward out;
   out.pieces.assign(step.ops.size(), 0);
-  std::vector<Geometry> geometries;
-  std::map<Geometry, std::vector<std::size_t>> forwards_of;
-  for (const std::size_t f : forwards) {
-    const std::optional<Geometry> g = geometry(step.ops[f]);
-    if (!g) continue;
-    auto& list = forwards_of[*g];
-    if (list.empty()) geometries.push_back(*g);
-    list.push_back(f);
-  }
-  if (geometries.empty()) return out;
-  std::vector<std::vector<std::size_t>> pieces(geometries.size());
-  std::vector<std::vector<std::size_t>> softmaxes(geometries.size());
+  std::vector<Attentions> groups = group_by_geometry(step, forwards);
+  if (groups.empty()) return out;
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     const OpRecord& op = step.ops[i];
     if (op.phase != Phase::Backward || op.parent || !piece_nodes().contains(op.autograd_node)) {
       continue;
     }
-    const std::optional<std::size_t> g = piece_of(op, geometries);
-    if (!g) continue;
-    pieces[*g].push_back(i);
-    if (softmax_backward(op.name)) softmaxes[*g].push_back(i);
+    const auto g = std::find_if(groups.begin(), groups.end(),
+                                [&](const Attentions& a) { return piece_shaped(op, a.geometry); });
+    if (g == groups.end()) continue;
+    g->pieces.push_back(i);
+    if (softmax_backward(op.name)) g->softmaxes.push_back(i);
   }
-  for (std::size_t g = 0; g < geometries.size(); ++g) {
-    if (softmaxes[g].empty()) continue;  // not a math path's backward: leave its ops alone
-    for (const std::size_t i : pieces[g]) out.pieces[i] = 1;
-    const auto& fwd = forwards_of[geometries[g]];
-    for (std::size_t k = 0; k < softmaxes[g].size() && k < fwd.size(); ++k) {
-      out.carriers.emplace_back(softmaxes[g][k], fwd[k]);
+  for (const Attentions& a : groups) {
+    if (a.softmaxes.empty()) continue;  // not a math path's backward: leave its ops alone
+    for (const std::size_t i : a.pieces) out.pieces[i] = 1;
+    for (std::size_t k = 0; k < a.softmaxes.size() && k < a.forwards.size(); ++k) {
+      out.carriers.emplace_back(a.softmaxes[k], a.forwards[k]);
     }
   }
   return out;
