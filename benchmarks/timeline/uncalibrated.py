@@ -32,10 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for name, figures in s.items():
         if isinstance(figures, dict):
+            calibrated = (f"calibrated {figures['calibrated_mean_abs_pct']:.1f}% "
+                          f"({figures['calibrated_within_10pct']}/{figures['calibrated_traces']} within 10%)"
+                          if figures["calibrated_traces"] else "no steady-state wall to calibrate to")
             print(f"{name}: uncalibrated mean |error| {figures['uncalibrated_mean_abs_pct']:.1f}% "
-                  f"({figures['uncalibrated_within_20pct']}/{figures['traces']} within 20%), calibrated "
-                  f"{figures['calibrated_mean_abs_pct']:.1f}% ({figures['calibrated_within_10pct']}/"
-                  f"{figures['traces']} within 10%)")
+                  f"({figures['uncalibrated_within_20pct']}/{figures['traces']} within 20%), {calibrated}")
     print("measured device-bound (kernel sum within 5% of the measured step): "
           + (", ".join(s["device_bound_measured"]) or "none")
           + "; of them forecast host-bound uncalibrated: " + (", ".join(s["device_bound_called_host_bound"]) or "none"))

@@ -5,11 +5,11 @@ benchmarks/results/timeline-uncalibrated.md).
 Asserts the figures the committed model gives, with a small margin, so a change that makes
 them worse fails, and states issue 31's targets beside them: the uncalibrated step within 10%
 of the measured untraced step on average and 20% each, the calibrated one within 10% each, and
-a device-bound verdict where the measured kernels sum to the measured step. The recorded traces
-do not meet the uncalibrated targets: they carry neither CUPTI's measured cost per launch nor a
-detailed step recorded with the forecast worker idle (benchmarks/timeline/README.md, "The first
-detailed step"); the capture records the first since, and predict_on no longer forecasts
-while a detailed step records.
+a device-bound verdict where the measured kernels sum to the measured step. The 2026-11-23/-26
+H100 traces do not meet the uncalibrated targets: they carry neither CUPTI's measured cost per
+launch nor a detailed step recorded with the forecast worker idle (benchmarks/timeline/README.md,
+"The first detailed step"). The 2026-11-27 H200 first-step traces carry both; what they meet
+and what not is in benchmarks/results/first-step-H200-SXM-141GB-2026-11-27/README.md.
 """
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ import pytest
 
 from habitat.evaluate.uncalibrated import FORMAT2_RUNS, Row, evaluate, host_breakdown, markdown, summary
 
+H200_RUN1 = "first-step-H200-SXM-141GB-2026-11-27/run1"
+H200_RUN2 = "first-step-H200-SXM-141GB-2026-11-27/run2"
+#: Traces with CUPTI's measured cost per launch, saved right after predict_on's detailed steps.
+FIRST_STEP_RUNS = (H200_RUN1, H200_RUN2)
 # (run, workload) -> (uncalibrated, calibrated) error (%) of the committed model.
 ACHIEVED = {
     ("h100-sxm5-80gb-2026-11-23", "dcgan_bf16"): (43.8, 3.9),
@@ -35,6 +39,15 @@ ACHIEVED = {
     ("h100-sxm5-80gb-2026-11-26", "lstm_seq2seq_fp32"): (18.7, 0.1),
     ("h100-sxm5-80gb-2026-11-26", "resnet50_bf16"): (126.4, 67.2),
     ("h100-sxm5-80gb-2026-11-26", "resnet50_fp32"): (-2.7, -2.7),
+    # No steady-state wall in these traces: calibrated is uncalibrated (test_first_step_traces_as_they_stand).
+    (H200_RUN1, "bert_base_bf16"): (21.4, 21.4),
+    (H200_RUN1, "resnet50_adamw_bf16"): (10.0, 10.0),
+    (H200_RUN1, "resnet50_adamw_fp32"): (-0.5, -0.5),
+    (H200_RUN1, "t5_small_fp32"): (-1.4, -1.4),
+    (H200_RUN2, "bert_base_bf16"): (-1.4, -1.4),
+    (H200_RUN2, "resnet50_adamw_bf16"): (-6.1, -6.1),
+    (H200_RUN2, "resnet50_adamw_fp32"): (-1.2, -1.2),
+    (H200_RUN2, "t5_small_fp32"): (-1.8, -1.8),
 }
 MARGIN_POINTS = 2.0
 
@@ -64,22 +77,49 @@ def test_uncalibrated_and_calibrated_errors_hold(rows: list[Row]) -> None:
 def test_issue_31_targets_as_they_stand(rows: list[Row]) -> None:
     """The targets, with what the recorded traces give today (not met: see the module doc)."""
     s = summary(rows)["all"]
-    assert s["traces"] == 16
-    assert s["uncalibrated_mean_abs_pct"] <= 49.0 + 1.0  # target 10
-    assert s["uncalibrated_within_20pct"] >= 4          # target 16
+    assert s["traces"] == 24
+    assert s["uncalibrated_mean_abs_pct"] <= 34.5 + 1.0  # target 10
+    assert s["uncalibrated_within_20pct"] >= 11         # target 24
+    assert s["calibrated_traces"] == 16                 # the H100 traces: a steady-state wall
     assert s["calibrated_within_10pct"] >= 13           # target 16
     late = summary(rows)["h100-sxm5-80gb-2026-11-26"]   # after the worker stopped decoding steps
     assert late["uncalibrated_mean_abs_pct"] <= 31.7 + 1.0
 
 
+def test_first_step_traces_as_they_stand(rows: list[Row]) -> None:
+    """The H200 traces carry CUPTI's measured cost per launch and a detailed step recorded with
+    the worker idle. Run 2 meets the uncalibrated targets (10% mean, 20% each); run 1 meets the
+    mean but not 20% each: BERT bf16, whose host ran about 1.5x slower during that step than in
+    run 2, and whose untraced bursts spread from 31 to 59 ms around it (the folder's README)."""
+    run1, run2 = summary(rows)[H200_RUN1], summary(rows)[H200_RUN2]
+    assert run2["uncalibrated_mean_abs_pct"] <= 10 and run2["uncalibrated_within_20pct"] == 4
+    assert run1["uncalibrated_mean_abs_pct"] <= 10 and run1["uncalibrated_within_20pct"] == 3
+    # Saved right after the detailed steps: the trace's wall is the traced step's own, so the
+    # engine has no steady-state wall to calibrate to.
+    assert run1["calibrated_traces"] == run2["calibrated_traces"] == 0
+    for r in rows:
+        if r.run in FIRST_STEP_RUNS:
+            assert r.steady_wall_ms == 0 and r.host_scale == 1.0
+            assert r.calibrated_ms == pytest.approx(r.uncalibrated_ms)
+
+
 def test_device_bound_steps_by_measurement(rows: list[Row]) -> None:
     """Where the measured kernels sum to the measured step, the uncalibrated verdict is
-    device-bound, but for the one trace whose host was stalled 28 ms by the worker's decode
-    (2026-11-23 resnet50 fp32; the worker no longer decodes)."""
+    device-bound, but for two traces (issue 31's rule, not met there):
+    - 2026-11-23 resnet50 fp32, whose host was stalled 28 ms by the worker's decode (the worker
+      no longer decodes);
+    - H200 run 1 resnet50_adamw bf16: kernels 28.8 ms against 29.3 measured, but the traced
+      host, with Habitat's and CUPTI's measured time removed, is 32.2 ms (run 2's: 28.2), GPU
+      busy 89% against the verdict's 90%: that step's host ran slower in every phase (its span
+      +3.7 ms, the capture's own timed work +11%) and CUPTI's start-up probe gave 2.85 us per
+      launch against run 2's 3.99 (1.1 ms less removed). The folder's README has the figures."""
     measured = {(r.run, r.workload) for r in rows if r.device_bound_measured}
-    assert measured == {(run, w) for run in FORMAT2_RUNS for w in ("gpt2_small_fp32", "resnet50_fp32")}
+    h100 = [run for run in FORMAT2_RUNS if run.startswith("h100")]
+    assert measured == ({(run, w) for run in h100 for w in ("gpt2_small_fp32", "resnet50_fp32")}
+                        | {(run, w) for run in FIRST_STEP_RUNS for w in ("resnet50_adamw_fp32", "t5_small_fp32")}
+                        | {(H200_RUN1, "resnet50_adamw_bf16")})
     wrong = {(r.run, r.workload) for r in rows if r.device_bound_measured and r.host_bound}
-    assert wrong <= {("h100-sxm5-80gb-2026-11-23", "resnet50_fp32")}
+    assert wrong == {("h100-sxm5-80gb-2026-11-23", "resnet50_fp32"), (H200_RUN1, "resnet50_adamw_bf16")}
     for r in rows:
         if r.device_bound_measured and not r.host_bound:
             assert r.gpu_busy >= 0.95 and abs(r.uncalibrated_error) <= 5
@@ -89,5 +129,9 @@ def test_the_host_breakdown_accounts_for_the_traced_span(rows: list[Row]) -> Non
     for r in rows:
         removed = r.recorded_ms + r.before_ms + r.other_removed_ms + r.cupti_removed_ms
         assert r.recorded_ms > 0 and r.before_ms > 0 and r.other_removed_ms > 0
-        assert r.cupti_removed_ms == 0  # no recorded trace carries CUPTI's measured cost yet
         assert 0 < removed < r.traced_span_ms
+        if r.run in FIRST_STEP_RUNS:  # CUPTI's cost per launch, measured at start-up, taken out
+            assert 2.0 <= r.launch_overhead_us <= 5.0
+            assert r.cupti_removed_ms == pytest.approx(r.launch_overhead_us * r.launches / 1000.0, rel=0.01)
+        else:  # the H100 traces predate the measurement
+            assert r.launch_overhead_us == 0 and r.cupti_removed_ms == 0
