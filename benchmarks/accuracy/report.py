@@ -38,6 +38,16 @@ def print_rows(rows: list[Row]) -> None:
     errs = [abs(r["kernel_error_pct"]) for r in rows]
     print(f"\nall {len(errs)} workload x GPU rows: mean abs kernel error {statistics.fmean(errs):.1f}% "
           f"(roofline-only {statistics.fmean(abs(r['roofline_error_pct']) for r in rows):.1f}%)")
+    for field in ("gpu", "precision"):
+        print(f"by {field}: " + "; ".join(_mean_abs_by(rows, field)))
+
+
+def _mean_abs_by(rows: list[Row], field: str) -> list[str]:
+    """'<value> <n> rows <mean abs kernel error>%' per value of `field`, in first-seen order."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        groups[r[field]].append(abs(r["kernel_error_pct"]))
+    return [f"{k} {len(v)} rows {statistics.fmean(v):.1f}%" for k, v in groups.items()]
 
 
 def print_unmeasured(entries: list[Row], gpu: str) -> None:

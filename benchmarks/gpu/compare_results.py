@@ -89,6 +89,10 @@ def report(header: str, rows: list[dict[str, Any]], recorded: bool, against: str
             sub = [abs(r[d]["error"]) for r in rows if r["precision"] == precision
                    for d in ("a_to_b", "b_to_a")]
             lines.append(f"- {precision}: {100 * statistics.fmean(sub):.1f}% over {len(sub)}")
+        for direction, label in (("a_to_b", "A->B"), ("b_to_a", "B->A")):
+            signed = [r[direction]["error"] for r in rows]
+            lines.append(f"- {label}: {100 * statistics.fmean(abs(e) for e in signed):.1f}% over {len(signed)} "
+                         f"(mean signed {100 * statistics.fmean(signed):+.1f}%)")
     else:
         lines += ["", "No workload was measured on both GPUs."]
     return "\n".join(lines) + "\n"

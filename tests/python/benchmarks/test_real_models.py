@@ -52,11 +52,14 @@ def test_config_workloads_are_forecast_without_a_recorded_run(rm, capsys) -> Non
     assert "| layer norm |" in text  # its forecast per op class
 
 
-def test_the_config_workloads_measured_on_an_h100_are_compared(rm, capsys) -> None:
-    # benchmarks/results/real-models-gpu/h100-sxm5-80gb/ (2026-11-27) is read by default.
+def test_the_config_workloads_measured_on_an_h100_and_an_h200_are_compared(rm, capsys) -> None:
+    # benchmarks/results/real-models-gpu/{h100-sxm5-80gb,h200-sxm-141gb}/ (2026-11-27) are read by default.
     assert rm.compare(rm.DEFAULT_CACHE, by_class=False, json_out=None, only="mobilenet_v3_large") == 0
     text = capsys.readouterr().out
     assert "| mobilenet_v3_large | fp32 | H100-SXM5-80GB | 2026-11-27 |" in text
+    assert "| mobilenet_v3_large | bf16 | H200-SXM-141GB | 2026-11-27 |" in text
+    assert "by gpu: H100-SXM5-80GB 2 rows" in text and "; H200-SXM-141GB 2 rows" in text
+    assert "by precision: fp32 2 rows" in text
     assert "Not measured on any GPU yet" not in text
 
 
