@@ -27,7 +27,9 @@ apart from the host-bound part of the step (measured step minus its kernel sum: 
 and CPU work the GPU waited for, which a kernel forecast does not contain). A workload no GPU
 has measured yet gets its forecast, "not measured", and its forecast per op class.
 `--by-class` splits each measured row by op class (op_classes.py, the same classes on both
-sides) and ranks the classes by their share of the error: where the next gap is. `--by-op`
+sides) and ranks the classes by their share of the error: where the next gap is; for
+workloads two GPUs measured on the same day it also sets each class's measured speed-up from
+one GPU to the other beside the forecast's. `--by-op`
 lists each top-level call's measured kernels beside its forecast. Nothing is fitted here.
 """
 from __future__ import annotations
@@ -241,6 +243,7 @@ def compare(cache: Path, by_class: bool, json_out: Path | None, only: str | None
         report.print_class_breakdowns(rows)
         report.print_class_summary(rows)
         report.print_matrix_vs_rest(rows)
+        report.print_gpu_ratios(rows)
     if by_op:
         report.print_by_op(rows)
     if json_out:

@@ -132,6 +132,36 @@ def print_matrix_vs_rest(rows: list[Row]) -> None:
         print(f"  {precision}: mean abs kernel error with the matrix classes as measured {statistics.fmean(errs):.1f}%")
 
 
+def print_gpu_ratios(rows: list[Row]) -> None:
+    """Per pair of GPUs, class and precision, over the workloads both measured on the same day:
+    how much faster the second GPU ran each class, measured and forecast (a forecast that
+    moves a class between the GPUs by more than it moved shows here, whatever its level)."""
+    by_key: dict[tuple[str, str, str], dict[str, Row]] = defaultdict(dict)
+    for r in rows:
+        by_key[(r["model"], r["precision"], r["run"])][r["gpu"]] = r
+    sums: dict[tuple[str, str, str, str], list[float]] = defaultdict(lambda: [0.0] * 4)
+    for (_, precision, _), per_gpu in by_key.items():
+        gpus = sorted(per_gpu)
+        for i, a in enumerate(gpus):
+            for b in gpus[i + 1:]:
+                ra, rb = per_gpu[a], per_gpu[b]
+                for c in set(ra["gpu_by_class_ms"]) | set(rb["gpu_by_class_ms"]):
+                    s = sums[(a, b, c, precision)]
+                    s[0] += ra["gpu_by_class_ms"].get(c, 0.0)
+                    s[1] += rb["gpu_by_class_ms"].get(c, 0.0)
+                    s[2] += ra["forecast_by_class_ms"].get(c, 0.0)
+                    s[3] += rb["forecast_by_class_ms"].get(c, 0.0)
+    if not sums:
+        return
+    print("\nPer op class, A over B time on the workloads both GPUs measured the same day "
+          "(classes of 1 ms or more on A)")
+    print("| A | B | class | precision | A measured ms | B measured ms | measured A/B | forecast A/B |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (a, b, c, precision), (ma, mb, fa, fb) in sorted(sums.items(), key=lambda kv: (kv[0][:2], -kv[1][0])):
+        if ma >= 1.0 and mb > 0 and fb > 0:
+            print(f"| {a} | {b} | {c} | {precision} | {ma:.2f} | {mb:.2f} | {ma / mb:.2f} | {fa / fb:.2f} |")
+
+
 def print_by_op(rows: list[Row]) -> None:
     for r in rows:
         if "by_op_us" not in r:

@@ -90,3 +90,17 @@ def test_batch_norm_is_costed_as_the_backend_cuda_picks(rm) -> None:
         per_element[precision] = by_id[bn["id"]]["bytes"] / numel
     assert per_element["fp32"] == pytest.approx(8.0, rel=1e-3)
     assert per_element["bf16"] == pytest.approx(6.0, rel=1e-3)
+
+
+def test_by_class_sets_each_class_speed_up_between_two_gpus_beside_the_forecast(rm, capsys) -> None:
+    def row(gpu: str, measured: dict[str, float], forecast: dict[str, float]) -> dict:
+        return {"model": "m", "precision": "bf16", "run": "2026-11-27", "gpu": gpu,
+                "gpu_by_class_ms": measured, "forecast_by_class_ms": forecast}
+
+    rm.report.print_gpu_ratios([row("H100-SXM5-80GB", {"copy": 2.0, "loss": 0.5}, {"copy": 3.0, "loss": 0.5}),
+                                row("H200-SXM-141GB", {"copy": 2.0, "loss": 0.4}, {"copy": 2.0, "loss": 0.3}),
+                                row("H100-SXM5-80GB", {"copy": 9.0}, {"copy": 9.0}) | {"run": "other"}])
+    text = capsys.readouterr().out
+    # The unpaired row of another day adds nothing; classes under 1 ms on A are left out.
+    assert "| H100-SXM5-80GB | H200-SXM-141GB | copy | bf16 | 2.00 | 2.00 | 1.00 | 1.50 |" in text
+    assert "| loss |" not in text
