@@ -32,6 +32,9 @@ const char* to_string(Method m);
 struct MeasuredRoofline {
   double fixed_us = 0;
   double efficiency = 1;
+  // time = fixed_us + (SM-side bound) / efficiency, never under the DRAM roofline, where the
+  // fit found the op's time does not follow DRAM bandwidth (hardware/roofline.h sm_side_time_us).
+  bool sm_bound = false;
 };
 
 // A model that predicts an op's device time from its shape alone (learned predictors).

@@ -31,6 +31,16 @@ double checked_bandwidth(const Device& device) {
   return bw;
 }
 
+double checked_sm_rate(const Device& device) {
+  const double rate = device.sms * device.boost_clock_mhz * 1e6 * kSmBytesPerClock;
+  if (!(rate > 0)) {
+    throw std::invalid_argument("device '" + device.name +
+                                "' has no positive SM count and boost clock: fix sms and "
+                                "boost_clock_mhz in the device database");
+  }
+  return rate;
+}
+
 void check_non_negative(double value, const char* what) {
   if (!(value >= 0)) {
     throw std::invalid_argument(std::string("roofline: ") + what + " must be >= 0, got " +
@@ -55,6 +65,12 @@ double roofline_time_us(const Device& device, Precision p, double flops, double 
   const double compute_s = flops / checked_peak(device, p);
   const double memory_s = bytes / checked_bandwidth(device);
   return std::max(compute_s, memory_s) * 1e6;
+}
+
+double sm_side_time_us(const Device& device, Precision p, double flops, double bytes) {
+  check_non_negative(flops, "FLOPs");
+  check_non_negative(bytes, "bytes");
+  return std::max(flops / checked_peak(device, p), bytes / checked_sm_rate(device)) * 1e6;
 }
 
 }  // namespace habitat

@@ -45,6 +45,12 @@ MeasuredRoofline read_entry(const json_reader::json& v, const json_reader::Loc& 
   if (!(m.efficiency > 0 && m.efficiency <= 1)) {
     throw DecodeError{l.child("efficiency").str() + ": must be in (0, 1]"};
   }
+  optional(v, l, "bound", [&m](const json& b, const Loc& at) {
+    const std::string bound = read_string(b, at);
+    if (bound != "sm" && bound != "dram")
+      throw DecodeError{at.str() + ": must be \"sm\" or \"dram\""};
+    m.sm_bound = bound == "sm";
+  });
   return m;
 }
 

@@ -37,6 +37,10 @@ double roofline_estimate_us(const OpCost& cost, const Device& device,
   if (cost.op_class == OpClass::NoKernel) return 0.0;
   const double bound = roofline_time_us(device, cost.precision, cost.flops, cost.bytes());
   const double floor = kMinKernelUs * std::max(cost.kernels, 1);
+  if (measured && measured->sm_bound) {
+    const double sm = sm_side_time_us(device, cost.precision, cost.flops, cost.bytes());
+    return std::max({measured->fixed_us + sm / measured->efficiency, bound, floor});
+  }
   if (measured) return std::max(measured->fixed_us + bound / measured->efficiency, floor);
   return std::max(bound / roofline_efficiency(cost.op_class), floor);
 }

@@ -28,7 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, elem_bytes, roofline_us
+from habitat.learned.roofline_sample import (
+    COLLECTION,
+    Sample,
+    channels_last,
+    elem_bytes,
+    roofline_us,
+    sm_roofline_us,
+)
 
 HOLDOUT_BUCKETS = 5
 # OPNames of the collection whose rows become samples, and the class of the op each measures (the
@@ -124,13 +131,28 @@ def samples(directory: Path, gpu: str, held: bool = False) -> list[Sample]:
         measured = row.measured_us - (total - share[i])
         if measured < MIN_OWN_SHARE * row.measured_us:
             continue
-        roof = roofline_us(dev, PRECISIONS[int(a["precision"][i])], float(a["flops"][i]), float(a["bytes"][i]))
+        precision, flops, nbytes = PRECISIONS[int(a["precision"][i])], float(a["flops"][i]), float(a["bytes"][i])
+        roof = roofline_us(dev, precision, flops, nbytes)
         if roof <= 0:
             continue
         op = by_id[int(a["id"][i])]
         out.append(Sample(COLLECTION, gpu, table_name(op, row), OP_CLASSES[int(a["op_class"][i])], elem_bytes(op),
-                          channels_last(op), roof, 1, measured))
+                          channels_last(op), roof, 1, measured, sm_roofline_us(dev, precision, flops, nbytes)))
     return out
+
+
+def collection_gpu(directory: Path) -> str:
+    """The device database name of the GPU a collection was measured on (its CSVs' `Device`)."""
+    import csv
+
+    from habitat.learned.devices import default_table
+
+    for path in sorted(Path(directory).glob("*.csv")):
+        with path.open(newline="") as f:
+            row = next(csv.DictReader(f), None)
+        if row and row.get("Device"):
+            return default_table().find(row["Device"]).name
+    raise ValueError(f"{directory}: no CSV with a Device column; pass the collection's GPU (--collection-gpu)")
 
 
 def describe(data: list[Sample]) -> str:

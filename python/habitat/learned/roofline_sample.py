@@ -21,6 +21,10 @@ class Sample:
     roofline_us: float
     kernels: int
     measured_us: float
+    # The op's roofline with its bytes at SM_BYTES_PER_CLOCK per SM and clock instead of the DRAM
+    # bandwidth (sm_roofline_us): 0 where not computed (an entry fitted on such samples keeps the
+    # DRAM bound).
+    sm_roofline_us: float = 0.0
 
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
@@ -45,6 +49,23 @@ def channels_last(op: dict) -> bool:
 def elem_bytes(op: dict) -> int:
     """The element width of the op's first tensor (OpRecord::first_tensor; 4 if not floating)."""
     return DTYPE_BYTES.get(first_tensor(op).get("dtype", ""), 4)
+
+
+# The SM-side rate of an "sm"-bound entry: its bytes at this many per SM and clock. Any constant
+# serves (an entry's fitted efficiency absorbs it); 32 keeps the rate above every GPU's DRAM
+# bandwidth in the database, so the efficiencies stay in (0, 1]. Must equal
+# csrc/src/predict/shape_efficiency.cpp kSmBytesPerClock.
+SM_BYTES_PER_CLOCK = 32.0
+
+
+def sm_roofline_us(dev: DeviceSpec, precision: str, flops: float, nbytes: float) -> float:
+    """The roofline of an op whose memory traffic is bounded on the SM side (issue rate, bytes in
+    flight) rather than by DRAM: its FLOPs at its precision's peak or its bytes at
+    SM_BYTES_PER_CLOCK per SM and clock, the larger. Measured 2026-11-27: depthwise convolutions
+    take the same time on an H100 and an H200 (same SMs and clock, 1.43x the bandwidth)."""
+    peak = dev.peak_flops(precision if precision in dev.peak_tflops else "fp32")
+    rate = dev.sms * dev.clock_mhz * 1e6 * SM_BYTES_PER_CLOCK
+    return max(flops / peak * 1e6, nbytes / rate * 1e6)
 
 
 def roofline_us(dev: DeviceSpec, precision: str, flops: float, nbytes: float) -> float:

@@ -30,7 +30,14 @@ import numpy as np
 
 from habitat.learned.devices import default_table
 from habitat.learned.fitting import summary
-from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, elem_bytes, roofline_us
+from habitat.learned.roofline_sample import (
+    COLLECTION,
+    Sample,
+    channels_last,
+    elem_bytes,
+    roofline_us,
+    sm_roofline_us,
+)
 
 FORMAT = "habitat-roofline-efficiency"
 FORMAT_VERSION = 1
@@ -72,11 +79,13 @@ def samples(results: str | Path) -> list[Sample]:
                 cls = OP_CLASSES[int(r["op_class"])]
                 if cls in ("no_kernel", "unknown"):
                     continue
-                roof = roofline_us(dev, PRECISIONS[int(r["precision"])], float(r["flops"]), float(r["bytes"]))
+                precision, flops, nbytes = PRECISIONS[int(r["precision"])], float(r["flops"]), float(r["bytes"])
+                roof = roofline_us(dev, precision, flops, nbytes)
                 if roof <= 0:
                     continue
                 out.append(Sample(rec.workload, rec.gpu, op["name"].removeprefix("aten::"), cls, elem_bytes(op),
-                                  channels_last(op), roof, len(op["kernels"]), incl))
+                                  channels_last(op), roof, len(op["kernels"]), incl,
+                                  sm_roofline_us(dev, precision, flops, nbytes)))
     return out
 
 
@@ -87,26 +96,51 @@ LATENCY_BOUND_US = 20.0
 EFFICIENCY_GRID = np.geomspace(EFFICIENCY_RANGE[0], EFFICIENCY_RANGE[1], 80)
 
 
-def fit_entry(s: list[Sample]) -> dict:
-    """The fixed time t0 (us) and the efficiency e of time = t0 + roofline / e that least
-    squares the log error over the samples (a grid: both constants are positive)."""
-    roof = np.array([x.roofline_us for x in s])
-    log_meas = np.log([x.measured_us for x in s])
+# An entry is SM-bound only where its samples say so: GPUs that differ in bandwidth against SMs
+# and clock among them, and the SM bound's log error under this share of the DRAM bound's.
+SM_BOUND_GAIN = 0.8
+
+
+def _fit_form(roof: np.ndarray, floor: np.ndarray, log_meas: np.ndarray, measured: np.ndarray) -> tuple:
+    """(fixed_us, efficiency, mean squared log error) of time = max(t0 + roof / e, floor)."""
     # A fixed part is told apart from the efficiency only by samples of different sizes. One
     # problem (e.g. in two precisions) gets one of them: a kernel timed under
     # LATENCY_BOUND_US is launch- and latency-bound (its fixed part, at full efficiency), a
     # longer one streams (its efficiency, no fixed part).
     fixed, efficiency = FIXED_US_GRID, EFFICIENCY_GRID
     if roof.max() < SIZE_SPREAD * roof.min():
-        if np.median([x.measured_us for x in s]) < LATENCY_BOUND_US:
+        if np.median(measured) < LATENCY_BOUND_US:
             efficiency = EFFICIENCY_GRID[-1:]
         else:
             fixed = FIXED_US_GRID[:1]
-    pred = np.log(fixed[:, None, None] + roof[None, None, :] / efficiency[None, :, None])
-    err = np.mean((pred - log_meas) ** 2, axis=2)
+    time = np.maximum(fixed[:, None, None] + roof[None, None, :] / efficiency[None, :, None], floor[None, None, :])
+    err = np.mean((np.log(time) - log_meas) ** 2, axis=2)
     i, j = np.unravel_index(np.argmin(err), err.shape)
-    return {"fixed_us": round(float(fixed[i]), 3), "efficiency": round(float(efficiency[j]), 4),
-            "samples": len(s)}
+    return float(fixed[i]), float(efficiency[j]), float(err[i, j])
+
+
+def _bandwidth_regimes(s: list[Sample]) -> int:
+    """How many distinct DRAM-to-SM-side ratios the samples' GPUs have (1: the two bounds differ
+    only by a constant the efficiency absorbs)."""
+    return len({round(x.roofline_us / x.sm_roofline_us, 3) for x in s if x.sm_roofline_us > 0})
+
+
+def fit_entry(s: list[Sample]) -> dict:
+    """The fixed time t0 (us) and the efficiency e of time = t0 + roofline / e that least
+    squares the log error over the samples (a grid: both constants are positive). Where the
+    samples span GPUs of different bandwidth per SM and clock, also of time = max(t0 +
+    sm_roofline / e, roofline) ("bound": "sm"), kept when it fits clearly better."""
+    roof = np.array([x.roofline_us for x in s])
+    measured = np.array([x.measured_us for x in s])
+    log_meas = np.log(measured)
+    fixed, efficiency, err = _fit_form(roof, np.zeros_like(roof), log_meas, measured)
+    out = {"fixed_us": round(fixed, 3), "efficiency": round(efficiency, 4), "samples": len(s)}
+    if _bandwidth_regimes(s) > 1 and all(x.sm_roofline_us > 0 for x in s):
+        sm = np.array([x.sm_roofline_us for x in s])
+        sm_fixed, sm_eff, sm_err = _fit_form(sm, roof, log_meas, measured)
+        if sm_err < SM_BOUND_GAIN * err:
+            out.update(fixed_us=round(sm_fixed, 3), efficiency=round(sm_eff, 4), bound="sm")
+    return out
 
 
 def fit(data: list[Sample]) -> dict:
@@ -142,9 +176,12 @@ def entry(table: dict, x: Sample) -> dict | None:
 
 
 def forecast_us(table: dict, x: Sample, fallback: float) -> float:
-    """The engine's time for a sample: t0 + roofline / e of its entry (else the roofline over
-    `fallback`), at least 2 us per kernel (kMinKernelUs)."""
+    """The engine's time for a sample: t0 + roofline / e of its entry (an SM-bound one: t0 +
+    sm_roofline / e, never under the roofline; else the roofline over `fallback`), at least 2 us
+    per kernel (kMinKernelUs)."""
     e = entry(table, x) or {"fixed_us": 0.0, "efficiency": fallback}
+    if e.get("bound") == "sm":
+        return max(e["fixed_us"] + x.sm_roofline_us / e["efficiency"], x.roofline_us, 2.0 * max(x.kernels, 1))
     return max(e["fixed_us"] + x.roofline_us / e["efficiency"], 2.0 * max(x.kernels, 1))
 
 
@@ -174,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--collections", default=None,
                    help="comma-separated device-time kernel collections of the families no learned model covers "
                         "(habitat.learned.family_table), fitted with the traces' ops")
-    p.add_argument("--collection-gpu", default="H100-SXM5-80GB", help="the collections' GPU (device database name)")
+    p.add_argument("--collection-gpu", default=None,
+                   help="the collections' GPU (device database name; default: each collection's Device column)")
     p.add_argument("--exclude-workloads", default=None,
                    help="comma-separated traced workloads whose ops are left out of the table")
     args = p.parse_args(argv)
@@ -184,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         if directory:
             from habitat.learned import family_table
 
-            extra = family_table.samples(Path(directory), args.collection_gpu)
+            gpu = args.collection_gpu or family_table.collection_gpu(Path(directory))
+            extra = family_table.samples(Path(directory), gpu)
             print(f"{directory}: {len(extra)} samples ({family_table.describe(extra)})", flush=True)
             data += extra
     table = fit(data)

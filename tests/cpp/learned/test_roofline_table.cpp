@@ -9,6 +9,7 @@
 
 #include "cost/test_op_cost_builders.h"
 #include "habitat/learned_models.h"
+#include "hardware/roofline.h"
 #include "learned/roofline_table.h"
 #include "predict/shape_efficiency.h"
 #include "test_devices.h"
@@ -89,6 +90,36 @@ TEST(RooflineTable, TheEstimateIsTheFixedPartPlusTheRooflineOverTheEfficiency) {
   EXPECT_EQ(roofline_estimate_us(cost, d, MeasuredRoofline{0.0, 1.0}), kMinKernelUs);
 }
 
+// An "sm"-bound entry (depthwise convolutions measured the same on an H100 and an H200, whose
+// DRAM bandwidth is 1.43x): its time follows SMs and clock, not bandwidth, and never beats the
+// DRAM roofline.
+TEST(RooflineTable, AnSmBoundEntryFollowsSmsAndClockNotBandwidth) {
+  const RooflineTable t = RooflineTable::load(
+      table_dir("sm", R"({"ops": {"cudnn_batch_norm": {"fixed_us": 2, "efficiency": 0.25,
+      "bound": "sm"}}, "classes": {"norm": {"fixed_us": 0, "efficiency": 0.5, "bound": "dram"}}})")
+          .string());
+  OpCost cost;
+  cost.op_class = OpClass::Norm;
+  cost.precision = Precision::Fp32Simt;
+  cost.bytes_read = 4e8;
+  cost.kernels = 1;
+  const auto sm = t.find(bn("aten::cudnn_batch_norm", "float32", false), cost);
+  ASSERT_TRUE(sm && sm->sm_bound);
+  EXPECT_FALSE(t.find(bn("aten::native_batch_norm", "float32", false), cost)->sm_bound);
+  const Device& h100 = db().find("H100-SXM5-80GB");
+  const Device& h200 = db().find("H200-SXM-141GB");
+  ASSERT_EQ(h100.sms, h200.sms);
+  ASSERT_GT(h200.memory_bandwidth_gbs, h100.memory_bandwidth_gbs);
+  const double rate = h100.sms * h100.boost_clock_mhz * 1e6 * kSmBytesPerClock;
+  EXPECT_NEAR(roofline_estimate_us(cost, h100, sm), 2.0 + cost.bytes() / rate * 1e6 / 0.25, 1e-9);
+  EXPECT_EQ(roofline_estimate_us(cost, h200, sm), roofline_estimate_us(cost, h100, sm));
+  // a GPU whose DRAM is slower than the SM-side forecast: the DRAM roofline bounds it
+  const Device& t4 = db().find("T4");
+  const MeasuredRoofline fast{0.0, 1.0, true};
+  EXPECT_NEAR(roofline_estimate_us(cost, t4, fast), cost.bytes() / t4.bandwidth_bytes_per_s() * 1e6,
+              1e-9);
+}
+
 TEST(RooflineTable, ABadEntryNamesTheFileAndTheField) {
   const fs::path dir =
       table_dir("bad", R"({"ops": {"x": {"fixed_us": 1, "efficiency": 1.5}}, "classes": {}})");
@@ -99,6 +130,10 @@ TEST(RooflineTable, ABadEntryNamesTheFileAndTheField) {
     EXPECT_NE(std::string(e.what()).find("roofline.json"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("efficiency"), std::string::npos);
   }
+  const fs::path bound = table_dir(
+      "bad_bound",
+      R"({"ops": {"x": {"fixed_us": 1, "efficiency": 1, "bound": "l2"}}, "classes": {}})");
+  EXPECT_THROW(RooflineTable::load(bound.string()), std::runtime_error);
 }
 
 TEST(RooflineTable, LearnedModelsLoadItBesideTheWeights) {

@@ -87,6 +87,29 @@ def test_one_problem_gets_a_fixed_part_when_latency_bound_else_an_efficiency() -
     assert spread["fixed_us"] == pytest.approx(5.0, rel=0.15) and spread["efficiency"] == pytest.approx(0.5, rel=0.08)
 
 
+def test_an_entry_is_sm_bound_only_where_two_gpus_say_its_time_does_not_follow_bandwidth() -> None:
+    from habitat.learned.devices import default_table
+    from habitat.learned.roofline_sample import roofline_us, sm_roofline_us
+
+    h100, h200 = default_table().find("H100-SXM5-80GB"), default_table().find("H200-SXM-141GB")
+
+    def sample(dev, nbytes: float, measured_us: float) -> rt.Sample:
+        return rt.Sample("w", dev.name, "dw", "conv", 4, False, roofline_us(dev, "fp32", 0.0, nbytes), 1,
+                         measured_us, sm_roofline_us(dev, "fp32", 0.0, nbytes))
+
+    sizes = (1e7, 1e8, 1e9)
+    # the same time on both GPUs (as depthwise convolutions measure): bound on the SM side
+    same = rt.fit_entry([sample(d, b, b / 1e6) for d in (h100, h200) for b in sizes])
+    assert same.get("bound") == "sm"
+    forecast = [rt.forecast_us({"ops": {"dw": same}, "classes": {}}, sample(d, 1e8, 0.0), 1.0) for d in (h100, h200)]
+    assert forecast[0] == pytest.approx(forecast[1]) == pytest.approx(100.0, rel=0.1)
+    # time that follows DRAM bandwidth: the DRAM roofline, as before
+    dram = rt.fit_entry([sample(d, b, 2 * b / (d.bandwidth_gbs * 1e3)) for d in (h100, h200) for b in sizes])
+    assert "bound" not in dram and dram["efficiency"] == pytest.approx(0.5, rel=0.08)
+    # one GPU cannot tell the two apart
+    assert "bound" not in rt.fit_entry([sample(h100, b, b / 1e6) for b in sizes])
+
+
 def test_a_class_entry_needs_two_ops_not_an_op_and_its_backward() -> None:
     pool = [_sample("max_pool2d", r, 3 * r) for r in (10.0, 20.0)] + \
            [_sample("max_pool2d_backward", r, 5 * r) for r in (10.0, 20.0)]
