@@ -129,15 +129,32 @@ def backward_floor_us(model: EfficiencyMLP, precision: str) -> float:
     return float(np.median(mine or every)) if (mine or every) else 0.0
 
 
-def held_out(rows: list[dict], model: EfficiencyMLP) -> np.ndarray:
-    """The rows of the model's held-out problems (its metadata's split, recomputed)."""
+def _arrays(rows: list[dict], family: str):
     from habitat.learned.neusight import KernelTable
-    family = model.family
     table = KernelTable(family)
     for r in rows:
         table.add(r["op"].split(":")[0], r["device"], r["us"], 0.0, r["shape"], 0, r["precision"])
+    return table.arrays()
+
+
+def held_out(rows: list[dict], model: EfficiencyMLP, siblings: Path | None = None) -> np.ndarray:
+    """The rows of the model's held-out problems (its metadata's split, recomputed). Training
+    holds a problem out of every collection when any split collection's fifth holds it
+    (habitat.learned.train.train_family): with `siblings`, the folder holding the split's
+    collections, so does this."""
     split = model.metadata.get("split", {})
-    return leave_shapes_out(table.arrays(), split.get("test_fraction", TEST_FRACTION), split.get("seed", 0))
+    fraction, seed = split.get("test_fraction", TEST_FRACTION), split.get("seed", 0)
+    arrays = _arrays(rows, model.family)
+    mask = leave_shapes_out(arrays, fraction, seed)
+    if siblings is None:
+        return mask
+    keys = [arrays.problem_keys()[mask]]
+    for name in sorted(split_collections(split)):
+        other = siblings / name
+        if other.is_dir() and (other_rows := read_rows(other, model.family)):
+            other_arrays = _arrays(other_rows, model.family)
+            keys.append(other_arrays.problem_keys()[leave_shapes_out(other_arrays, fraction, seed)])
+    return np.isin(arrays.problem_keys(), np.concatenate(keys))
 
 
 def split_collections(split: dict) -> set[str]:
@@ -165,7 +182,7 @@ def evaluate(data: Path, weights: Path, devices: DeviceTable, all_rows: bool = F
             if data.name not in split_collections(model.metadata.get("split", {})):
                 raise ValueError(f"{weights}/{family}.json was not split on {data.name}: pass --all-rows to score "
                                  "every row of a collection the models never saw")
-            mask = held_out(rows, model)
+            mask = held_out(rows, model, siblings=data.parent)
             rows = [r for r, m in zip(rows, mask) if m]
         pred = forecast(model, rows, devices)
         meas = np.array([r["us"] for r in rows])
