@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <stdexcept>
+#include <vector>
 
 #include "cost/depthwise.h"
 #include "habitat/file_io.h"
@@ -84,8 +85,17 @@ std::optional<MeasuredRoofline> RooflineTable::find(const OpRecord& op, const Op
   if (entries_.empty()) return std::nullopt;
   const std::string name = table_name(op, cost);
   const auto [width, layout] = width_and_layout(op);
-  for (const std::string& key : {name + "|" + width + "|" + layout, name + "|" + width, name,
-                                 "class:" + std::string(to_string(cost.op_class))}) {
+  std::vector<std::string> keys;
+  // A depthwise convolution's filter size and stride first (roofline_table.py `keys`).
+  if (cost.op_class == OpClass::Conv && op_cost::is_depthwise_conv(op)) {
+    const std::string variant = name + ":" + op_cost::depthwise_variant(op);
+    keys = {variant + "|" + width + "|" + layout, variant + "|" + width, variant};
+  }
+  for (std::string key : {name + "|" + width + "|" + layout, name + "|" + width, name,
+                          "class:" + std::string(to_string(cost.op_class))}) {
+    keys.push_back(std::move(key));
+  }
+  for (const std::string& key : keys) {
     if (auto it = entries_.find(key); it != entries_.end()) return it->second;
   }
   return std::nullopt;

@@ -77,6 +77,14 @@ def table_name(op: dict[str, Any], row: Any) -> str:
     return name
 
 
+def variant(row: Any) -> str:
+    """A depthwise row's filter size and stride as the engine keys them (csrc/src/cost/depthwise.h
+    depthwise_variant); "" for the other rows."""
+    if row.op != "gconv":
+        return ""
+    return f"k{int(row.shape['Kernel_Szie'])}s{int(row.shape['Stride'])}"
+
+
 def _depthwise(row: Any) -> bool:
     return row.op != "gconv" or row.shape["Groups"] == row.shape["Input_Channel"]
 
@@ -137,7 +145,8 @@ def samples(directory: Path, gpu: str, held: bool = False) -> list[Sample]:
             continue
         op = by_id[int(a["id"][i])]
         out.append(Sample(COLLECTION, gpu, table_name(op, row), OP_CLASSES[int(a["op_class"][i])], elem_bytes(op),
-                          channels_last(op), roof, 1, measured, sm_roofline_us(dev, precision, flops, nbytes)))
+                          channels_last(op), roof, 1, measured, sm_roofline_us(dev, precision, flops, nbytes),
+                          variant(row)))
     return out
 
 

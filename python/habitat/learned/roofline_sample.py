@@ -25,6 +25,9 @@ class Sample:
     # bandwidth (sm_roofline_us): 0 where not computed (an entry fitted on such samples keeps the
     # DRAM bound).
     sm_roofline_us: float = 0.0
+    # Looked up before the op's own keys: a depthwise convolution's "k<kernel>s<stride>"
+    # (csrc/src/cost/depthwise.h depthwise_variant); "" for the rest.
+    variant: str = ""
 
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}

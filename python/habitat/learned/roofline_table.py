@@ -163,8 +163,12 @@ def fit(data: list[Sample]) -> dict:
 
 def keys(x: Sample) -> tuple[str, ...]:
     """A sample's table keys, most specific first: op, element width and layout ("cl":
-    channels-last, "" otherwise); op and element width; op."""
-    return (f"{x.op}|{x.elem_bytes}|{'cl' if x.channels_last else ''}", f"{x.op}|{x.elem_bytes}", x.op)
+    channels-last, "" otherwise); op and element width; op; each first with the sample's variant
+    (a depthwise convolution's filter size and stride: "depthwise_conv2d:k3s1|4|") where it has
+    one."""
+    names = ([f"{x.op}:{x.variant}"] if x.variant else []) + [x.op]
+    layout = "cl" if x.channels_last else ""
+    return tuple(k for n in names for k in (f"{n}|{x.elem_bytes}|{layout}", f"{n}|{x.elem_bytes}", n))
 
 
 def entry(table: dict, x: Sample) -> dict | None:

@@ -76,6 +76,25 @@ TEST(RooflineTable, ADepthwiseConvolutionIsLookedUpByOneNameWhateverItIsCalled) 
   EXPECT_FALSE(t.find(conv("aten::cudnn_convolution", 4), cost).has_value());  // grouped
 }
 
+TEST(RooflineTable, ADepthwiseConvolutionsFilterSizeAndStrideComeFirst) {
+  const RooflineTable t = RooflineTable::load(
+      table_dir("depthwise_variant", R"({"ops": {"depthwise_conv2d|4": {"fixed_us": 0,
+      "efficiency": 0.2}, "depthwise_conv2d:k7s1": {"fixed_us": 0, "efficiency": 0.05}},
+      "classes": {}})")
+          .string());
+  OpCost cost;
+  cost.op_class = OpClass::Conv;
+  auto conv = [](int64_t kernel, int64_t stride) {
+    return op("aten::cudnn_convolution", "",
+              {tensor("input", T({8, 96, 56, 56})), tensor("weight", T({96, 1, kernel, kernel})),
+               ints("stride", {stride, stride}), integer("groups", 96)},
+              {T({8, 96, 56 / stride, 56 / stride})});
+  };
+  EXPECT_EQ(t.find(conv(7, 1), cost)->efficiency, 0.05);
+  EXPECT_EQ(t.find(conv(7, 2), cost)->efficiency, 0.2);  // no k7s2 entry: the op's own
+  EXPECT_EQ(t.find(conv(3, 1), cost)->efficiency, 0.2);
+}
+
 TEST(RooflineTable, TheEstimateIsTheFixedPartPlusTheRooflineOverTheEfficiency) {
   const Device& d = db().find("H100-SXM5-80GB");
   OpCost cost;

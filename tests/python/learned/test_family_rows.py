@@ -110,6 +110,14 @@ def test_an_entry_is_sm_bound_only_where_two_gpus_say_its_time_does_not_follow_b
     assert "bound" not in rt.fit_entry([sample(h100, b, b / 1e6) for b in sizes])
 
 
+def test_a_depthwise_samples_filter_size_and_stride_key_it_first() -> None:
+    x = rt.Sample("collection", "H100", "depthwise_conv2d", "conv", 4, True, 10.0, 1, 20.0, variant="k7s1")
+    assert rt.keys(x) == ("depthwise_conv2d:k7s1|4|cl", "depthwise_conv2d:k7s1|4", "depthwise_conv2d:k7s1",
+                          "depthwise_conv2d|4|cl", "depthwise_conv2d|4", "depthwise_conv2d")
+    table = {"ops": {"depthwise_conv2d|4": {"fixed_us": 0.0, "efficiency": 0.5}}, "classes": {}}
+    assert rt.forecast_us(table, x, 1.0) == pytest.approx(20.0)
+
+
 def test_a_class_entry_needs_two_ops_not_an_op_and_its_backward() -> None:
     pool = [_sample("max_pool2d", r, 3 * r) for r in (10.0, 20.0)] + \
            [_sample("max_pool2d_backward", r, 5 * r) for r in (10.0, 20.0)]
