@@ -28,14 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from habitat.learned.roofline_sample import (
-    COLLECTION,
-    Sample,
-    channels_last,
-    elem_bytes,
-    roofline_us,
-    sm_roofline_us,
-)
+from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, elem_bytes, roofline_us, sm_roofline_us
 
 HOLDOUT_BUCKETS = 5
 # OPNames of the collection whose rows become samples, and the class of the op each measures (the

@@ -30,14 +30,7 @@ import numpy as np
 
 from habitat.learned.devices import default_table
 from habitat.learned.fitting import summary
-from habitat.learned.roofline_sample import (
-    COLLECTION,
-    Sample,
-    channels_last,
-    elem_bytes,
-    roofline_us,
-    sm_roofline_us,
-)
+from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, elem_bytes, roofline_us, sm_roofline_us
 
 FORMAT = "habitat-roofline-efficiency"
 FORMAT_VERSION = 1
