@@ -57,7 +57,7 @@ def elem_bytes(op: dict) -> int:
 # The SM-side rate of an "sm"-bound entry: its bytes at this many per SM and clock. Any constant
 # serves (an entry's fitted efficiency absorbs it); 32 keeps the rate above every GPU's DRAM
 # bandwidth in the database, so the efficiencies stay in (0, 1]. Must equal
-# csrc/src/predict/shape_efficiency.cpp kSmBytesPerClock.
+# csrc/src/hardware/roofline.h kSmBytesPerClock.
 SM_BYTES_PER_CLOCK = 32.0
 
 

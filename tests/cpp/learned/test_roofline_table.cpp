@@ -139,6 +139,15 @@ TEST(RooflineTable, AnSmBoundEntryFollowsSmsAndClockNotBandwidth) {
               1e-9);
 }
 
+// kSmBytesPerClock only rescales an entry's efficiency, which must stay in (0, 1]: its rate is
+// above every database GPU's DRAM bandwidth.
+TEST(RooflineTable, TheSmSideRateIsAboveEveryGpusDramBandwidth) {
+  for (const Device& d : db().all()) {
+    EXPECT_GT(d.sms * d.boost_clock_mhz * 1e6 * kSmBytesPerClock, d.bandwidth_bytes_per_s())
+        << d.name;
+  }
+}
+
 TEST(RooflineTable, ABadEntryNamesTheFileAndTheField) {
   const fs::path dir =
       table_dir("bad", R"({"ops": {"x": {"fixed_us": 1, "efficiency": 1.5}}, "classes": {}})");
