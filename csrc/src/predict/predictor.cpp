@@ -45,6 +45,27 @@ double tensor_bytes(const OpRecord& op) {
   return bytes;
 }
 
+// Every tensor the op touches is a CPU tensor (and it has one): in a step traced on a GPU such an
+// op runs on the host and launches nothing (AdamW's step counters with capturable=False: .item()
+// and add_ on CPU scalars, 770 ops of a BERT-base step).
+bool host_tensors_only(const OpRecord& op) {
+  bool any = false;
+  const auto on_host = [&any](const TensorMeta& t) {
+    if (!t.defined) return true;
+    any = true;
+    return t.device == "cpu";
+  };
+  for (const auto& a : op.args) {
+    for (const auto& t : a.value.tensors) {
+      if (!on_host(t)) return false;
+    }
+  }
+  for (const auto& t : op.outputs) {
+    if (!on_host(t)) return false;
+  }
+  return any;
+}
+
 bool has_complex_tensor(const OpRecord& op) {
   for (const auto& a : op.args) {
     for (const auto& t : a.value.tensors) {
@@ -103,6 +124,7 @@ class OpPredictor {
       return runtime_based(op, cost, target, origin_model_us);
     }
     if (cost.op_class == OpClass::NoKernel) return {0.0, Method::NoKernel};
+    if (origin_ != nullptr && host_tensors_only(op)) return {0.0, Method::NoKernel};
     return shape_based(op, cost, target);
   }
   // Without a cache of the origin-side time (ops forecast once, e.g. CPU paths mapped to CUDA).

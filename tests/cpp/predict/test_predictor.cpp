@@ -142,6 +142,27 @@ TEST(Predictor, RuntimeBasedWaveScalesMeasuredKernelsFromAGpuOrigin) {
   EXPECT_GT(expected, 100.0);
 }
 
+// AdamW's step counters (capturable=False) are CPU scalars: in a step traced on a GPU their
+// add_ and .item() run on the host. A GPU tensor's op without measured kernels (CUPTI off) is
+// still forecast from its shape.
+TEST(Predictor, AnOpOnCpuTensorsInAGpuTraceLaunchesNothing) {
+  OpRecord host = relu(0, 1);
+  host.args[0].value.tensors[0].device = "cpu";
+  host.outputs[0].device = "cpu";
+  Step step;
+  step.ops = {host, relu(1, 1 << 20)};
+  TraceOrigin origin;
+  origin.device = "H100";
+  const Forecast f = Predictor(db()).predict(step, origin, {"A100"});
+  EXPECT_EQ(f.ops[0].per_target[0].method, Method::NoKernel);
+  EXPECT_EQ(f.ops[0].per_target[0].time_us, 0.0);
+  EXPECT_NE(f.ops[1].per_target[0].method, Method::NoKernel);
+  EXPECT_GT(f.ops[1].per_target[0].time_us, 0.0);
+  // traced on the CPU, the same op stands for the CUDA op the GPU would run
+  const Forecast cpu = Predictor(db()).predict(step, TraceOrigin{}, {"A100"});
+  EXPECT_GT(cpu.ops[0].per_target[0].time_us, 0.0);
+}
+
 TEST(Predictor, RuntimeBasedGemmScalesByTheModelRatioAndAddsChildKernels) {
   OpRecord parent = mm(0, 4096, 4096, 4096);
   parent.has_children = true;

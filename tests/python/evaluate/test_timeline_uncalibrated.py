@@ -26,7 +26,7 @@ ACHIEVED = {
     ("h100-sxm5-80gb-2026-11-23", "dcgan_bf16"): (43.8, 3.9),
     ("h100-sxm5-80gb-2026-11-23", "dcgan_fp32"): (105.2, 7.8),
     ("h100-sxm5-80gb-2026-11-23", "gpt2_small_bf16"): (65.3, 15.6),
-    ("h100-sxm5-80gb-2026-11-23", "gpt2_small_fp32"): (0.0, 0.0),
+    ("h100-sxm5-80gb-2026-11-23", "gpt2_small_fp32"): (-1.1, -1.1),
     ("h100-sxm5-80gb-2026-11-23", "lstm_seq2seq_bf16"): (73.8, -4.4),
     ("h100-sxm5-80gb-2026-11-23", "lstm_seq2seq_fp32"): (31.1, 9.4),
     ("h100-sxm5-80gb-2026-11-23", "resnet50_bf16"): (90.9, 9.2),
@@ -34,20 +34,23 @@ ACHIEVED = {
     ("h100-sxm5-80gb-2026-11-26", "dcgan_bf16"): (28.6, -6.5),
     ("h100-sxm5-80gb-2026-11-26", "dcgan_fp32"): (26.7, -6.1),
     ("h100-sxm5-80gb-2026-11-26", "gpt2_small_bf16"): (28.2, 7.3),
-    ("h100-sxm5-80gb-2026-11-26", "gpt2_small_fp32"): (0.0, 0.0),
+    ("h100-sxm5-80gb-2026-11-26", "gpt2_small_fp32"): (-1.1, -1.1),
     ("h100-sxm5-80gb-2026-11-26", "lstm_seq2seq_bf16"): (22.4, -5.0),
     ("h100-sxm5-80gb-2026-11-26", "lstm_seq2seq_fp32"): (18.7, 0.1),
     ("h100-sxm5-80gb-2026-11-26", "resnet50_bf16"): (126.4, 67.2),
     ("h100-sxm5-80gb-2026-11-26", "resnet50_fp32"): (-2.7, -2.7),
     # No steady-state wall in these traces: calibrated is uncalibrated (test_first_step_traces_as_they_stand).
+    # Device-bound steps 1-3 points under since AdamW's CPU step-counter ops launch nothing
+    # (their 2 us "kernels" had filled the launch gaps: ResNet-50 fp32's forecast kernel sum
+    # 32.4 -> 31.6 ms, CUPTI's 31.59).
     (H200_RUN1, "bert_base_bf16"): (21.4, 21.4),
     (H200_RUN1, "resnet50_adamw_bf16"): (10.0, 10.0),
-    (H200_RUN1, "resnet50_adamw_fp32"): (-0.5, -0.5),
-    (H200_RUN1, "t5_small_fp32"): (-1.4, -1.4),
+    (H200_RUN1, "resnet50_adamw_fp32"): (-3.0, -3.0),
+    (H200_RUN1, "t5_small_fp32"): (-3.3, -3.3),
     (H200_RUN2, "bert_base_bf16"): (-1.4, -1.4),
-    (H200_RUN2, "resnet50_adamw_bf16"): (-6.1, -6.1),
-    (H200_RUN2, "resnet50_adamw_fp32"): (-1.2, -1.2),
-    (H200_RUN2, "t5_small_fp32"): (-1.8, -1.8),
+    (H200_RUN2, "resnet50_adamw_bf16"): (-8.0, -8.0),
+    (H200_RUN2, "resnet50_adamw_fp32"): (-3.7, -3.7),
+    (H200_RUN2, "t5_small_fp32"): (-3.8, -3.8),
 }
 MARGIN_POINTS = 2.0
 
