@@ -63,3 +63,13 @@ def test_a_collection_outside_the_split_asks_for_all_rows(tmp_path: Path) -> Non
     with pytest.raises(ValueError, match="--all-rows"):
         precision.evaluate(ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB-2026-11-26-families",
                            WEIGHTS, default_table(), families=("conv",))
+
+
+def test_a_collection_some_models_trained_on_scores_theirs_and_names_the_rest() -> None:
+    # layernorm trained on the H200's rows (2026-11-27); the GEMM model did not.
+    got = precision.evaluate(ROOT / "benchmarks" / "results" / "kernels" / "H200-SXM-141GB-2026-11-27",
+                             WEIGHTS, default_table(), families=("gemm", "layernorm"))
+    split = json.loads((WEIGHTS / "layernorm.json").read_text())["split"]
+    rows = split["test_rows_by_collection"]["collection:H200-SXM-141GB-2026-11-27"]
+    assert sum(stats["all"]["n"] for stats in got["layernorm"].values()) == rows
+    assert got["not_split_on_it"] == ["gemm"] and "gemm" not in got
