@@ -81,6 +81,10 @@ class LearnedModels : public ShapeModel {
   // tensor cores; nullopt when the family has no model for the shape.
   std::optional<double> part_us(const LearnedPart& part, const Device& target,
                                 Precision precision) const;
+  // An NCHW 1x1 stride-1 convolution pass as the GEMM cuDNN runs it on the NCHW tensors (no
+  // layout transforms); nullopt for other passes or without a GEMM model.
+  std::optional<double> nchw_pointwise_gemm_us(const LearnedShape& conv, const Device& target,
+                                               Precision precision) const;
 
   std::map<LearnedFamily, FamilyModel> models_;
   RooflineTable roofline_table_;

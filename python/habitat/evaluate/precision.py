@@ -15,7 +15,8 @@ How each row is forecast (csrc/src/learned/learned_model.cpp LearnedModels::pred
   forecasts (cuBLAS picks); bf16, fp16: their own.
 - Convolution: channels-last, the tensor-core pass; NCHW in a 16-bit precision, the pass plus
   cuDNN's layout transforms (habitat.learned.conv_layout); NCHW TF32, the faster of that and the
-  FP32 SIMT pass; fp32, the FP32 SIMT pass. Against `Kernel Latency` (transforms included).
+  FP32 SIMT pass; fp32, the FP32 SIMT pass. An NCHW 1x1 stride-1 pass in a 16-bit precision or
+  TF32 may also run as a GEMM on the tensors as they lie: the faster of that too. Against `Kernel Latency` (transforms included).
 - SDPA: each fused backend's forward against its device time. The backward's device time was not
   collected (the collection's README): it is scored against fwd+bwd's per-call time less the
   forward's device time, through the harness model (one floor per backend and precision, the
@@ -96,8 +97,23 @@ def _predict(model: EfficiencyMLP, rows: list[dict], precision: str, devices: De
     return out
 
 
-def forecast(model: EfficiencyMLP, rows: list[dict], devices: DeviceTable) -> np.ndarray:
-    """Each row's forecast as the engine makes it (see the module docstring)."""
+def pointwise_gemm_shape(conv: dict[str, float]) -> dict[str, float] | None:
+    """An NCHW 1x1 stride-1 unpadded convolution pass as the GEMM cuDNN runs on the tensors as
+    they lie (csrc/src/learned/learned_model.cpp nchw_pointwise_gemm_us); None for other passes."""
+    if conv["kernel"] != 1 or conv["stride"] != 1 or conv["padding"] != 0:
+        return None
+    pixels = conv["size"] ** 2
+    if conv["grad"] == 2:
+        return {"b": 1.0, "m": conv["cout"], "k": conv["batch"] * pixels, "n": conv["cin"],
+                "elem_bytes": conv["elem_bytes"]}
+    m, k = (conv["cin"], conv["cout"]) if conv["grad"] == 1 else (conv["cout"], conv["cin"])
+    return {"b": conv["batch"], "m": m, "k": k, "n": pixels, "elem_bytes": conv["elem_bytes"]}
+
+
+def forecast(model: EfficiencyMLP, rows: list[dict], devices: DeviceTable,
+             gemm: EfficiencyMLP | None = None) -> np.ndarray:
+    """Each row's forecast as the engine makes it (see the module docstring); `gemm`: the GEMM
+    model, for the NCHW 1x1 convolutions cuDNN runs as GEMMs."""
     out = np.zeros(len(rows))
     for p in sorted({r["precision"] for r in rows}):
         idx = [i for i, r in enumerate(rows) if r["precision"] == p]
@@ -112,6 +128,12 @@ def forecast(model: EfficiencyMLP, rows: list[dict], devices: DeviceTable) -> np
                             {c: np.array([v]) for c, v in r["shape"].items()}, devices.find(r["device"]))[0])
         if p == "tf32" and model.family in ("gemm", "conv"):
             own = np.minimum(own, _predict(model, sub, "fp32", devices))
+        if model.family == "conv" and gemm is not None and p in conv_layout.TRANSFORM_PRECISIONS:
+            for j, r in enumerate(sub):
+                shape = pointwise_gemm_shape(r["shape"]) if r["layout"] in ("nchw", "") else None
+                if shape is not None:
+                    g = _predict(gemm, [{**r, "shape": shape}], p, devices)[0]
+                    own[j] = min(own[j], g)
         if model.family == "attention":
             calls = np.array([r["timing"] == "call" for r in sub])
             if calls.any():
@@ -187,7 +209,9 @@ def evaluate(data: Path, weights: Path, devices: DeviceTable, all_rows: bool = F
                 continue
             mask = held_out(rows, model, siblings=data.parent)
             rows = [r for r, m in zip(rows, mask) if m]
-        pred = forecast(model, rows, devices)
+        gemm = EfficiencyMLP.load(weights, "gemm") if family == "conv" and (weights / "gemm.safetensors").is_file() \
+            else None
+        pred = forecast(model, rows, devices, gemm)
         meas = np.array([r["us"] for r in rows])
         err = ape(pred, meas)
         per: dict = {}
