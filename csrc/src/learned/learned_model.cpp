@@ -545,7 +545,7 @@ std::optional<double> LearnedModels::part_us(const LearnedPart& part, const Devi
 
 // An NCHW convolution with a 1x1 filter, stride 1 and no padding is a GEMM over the tensors as
 // they lie: per image, Y [cout, HW] = W [cout, cin] X [cin, HW]. cuDNN runs most such passes as
-// GEMM kernels without layout transforms (13 of 16 stride-1 forward passes of the H100
+// GEMM kernels without layout transforms (11 of 13 stride-1 TF32 forward passes of the H100
 // families collection, `Transform Latency` 0): in a 16-bit or TF32 precision the pass is the
 // faster of that GEMM and the tensor-core pass between transforms. Input gradient: per image,
 // dX [cin, HW] = W^T dY; weight gradient: one GEMM reducing over every image's pixels.

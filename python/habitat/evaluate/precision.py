@@ -16,7 +16,8 @@ How each row is forecast (csrc/src/learned/learned_model.cpp LearnedModels::pred
 - Convolution: channels-last, the tensor-core pass; NCHW in a 16-bit precision, the pass plus
   cuDNN's layout transforms (habitat.learned.conv_layout); NCHW TF32, the faster of that and the
   FP32 SIMT pass; fp32, the FP32 SIMT pass. An NCHW 1x1 stride-1 pass in a 16-bit precision or
-  TF32 may also run as a GEMM on the tensors as they lie: the faster of that too. Against `Kernel Latency` (transforms included).
+  TF32 may also run as a GEMM on the tensors as they lie: the faster of that too. Against
+  `Kernel Latency` (transforms included).
 - SDPA: each fused backend's forward against its device time. The backward's device time was not
   collected (the collection's README): it is scored against fwd+bwd's per-call time less the
   forward's device time, through the harness model (one floor per backend and precision, the
