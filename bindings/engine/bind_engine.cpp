@@ -132,6 +132,7 @@ py::dict timeline_dict(const std::string& target, const TimelineResult& r) {
                       {"host_bound", py::bool_(r.host_bound)},
                       {"host_speed", number(r.host_speed)},
                       {"host_scale", number(r.host_scale)},
+                      {"calibration_wall_ms", number(r.calibration_wall_us / 1000.0)},
                       {"uncalibrated_step_ms", number(r.uncalibrated_step_us / 1000.0)},
                       {"phases", sorted_dict(std::move(phases))},
                       {"launch_source", py::str(to_string(r.launch_source))},

@@ -136,8 +136,10 @@ struct HostSchedule {
   // Added to the trace's CUPTI times (launches, syncs) to put them on the ops' clock, measured
   // from the launches' own ops (launch_clock_shift_us()); 0 when they agreed.
   double launch_clock_shift_us = 0;
-  // Host calibration (calibrate_host_scale): the factor applied to every host time above.
+  // Host calibration (calibrate_host_scale): the factor applied to every host time above, and
+  // the uninstrumented wall time it calibrated to (0: the step has none).
   double host_scale = 1.0;
+  double calibration_wall_us = 0;
   std::vector<std::string> notes;  // what the forecast should tell the user about its inputs
   bool empty() const { return events.empty() && host_end_us == 0; }
 };
@@ -222,7 +224,8 @@ struct TimelineResult {
   double gpu_busy_fraction = 0;  // device_busy_us / step_us
   bool host_bound = false;       // the GPU idles more than 10% of the step waiting for the host
   double host_speed = 1.0;
-  double host_scale = 1.0;  // the schedule's host calibration (HostSchedule::host_scale)
+  double host_scale = 1.0;         // the schedule's host calibration (HostSchedule::host_scale)
+  double calibration_wall_us = 0;  // and the wall it calibrated to (HostSchedule)
   std::map<Phase, PhaseTimeline> phases;
   LaunchSource launch_source = LaunchSource::OpTimes;
   OverheadSource overhead_source = OverheadSource::None;

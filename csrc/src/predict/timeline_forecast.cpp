@@ -153,6 +153,7 @@ nlohmann::json timelines_json(const Forecast& f) {
                    {"host_bound", r.host_bound},
                    {"host_speed", r.host_speed},
                    {"host_scale", r.host_scale},
+                   {"calibration_wall_ms", r.calibration_wall_us / 1000.0},
                    {"uncalibrated_step_ms", r.uncalibrated_step_us / 1000.0},
                    {"phases", phases},
                    {"launch_source", to_string(r.launch_source)},

@@ -177,6 +177,7 @@ void calibrate_to_uninstrumented_wall(HostSchedule& s, const Step& step,
         "step time to calibrate it to; a traced step's host runs slower than an untraced one");
     return;
   }
+  s.calibration_wall_us = wall_us;
   const double traced_host_us = s.host_end_us;
   const double scale = calibrate_host_scale(s, step, wall_us);
   if (scale >= 1.0) {

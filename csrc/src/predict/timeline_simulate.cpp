@@ -162,6 +162,7 @@ TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector
   TimelineResult r;
   r.host_speed = options.host_speed;
   r.host_scale = schedule.host_scale;
+  r.calibration_wall_us = schedule.calibration_wall_us;
   r.launch_source = schedule.launch_source;
   r.overhead_source = schedule.overhead_source;
   r.overhead_per_op_us = schedule.overhead_per_op_us;

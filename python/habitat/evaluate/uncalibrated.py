@@ -108,18 +108,6 @@ def idle_stalls_us(ops: list[dict[str, Any]], threshold_us: float = STALL_US) ->
     return total
 
 
-def steady_wall_ms(step: dict[str, Any]) -> float:
-    """The untraced wall time the engine calibrates the step's host to, 0.0 where it has none:
-    ``uninstrumented_wall_ms``, else ``wall_ms`` when it is shorter than the traced ops (a later
-    steady-state step's; as ``uninstrumented_wall_us`` in csrc/src/predict/timeline_calibrate.cpp
-    decides)."""
-    if step.get("uninstrumented_wall_ms", 0.0) > 0:
-        return float(step["uninstrumented_wall_ms"])
-    last_end = max((op.get("start_us", 0.0) + op.get("wall_us", 0.0) for op in step.get("ops", [])), default=0.0)
-    wall = float(step.get("wall_ms", 0.0))
-    return wall if 0 < 1000.0 * wall < last_end else 0.0
-
-
 def recorded_traces(results: Path | None = None) -> dict[tuple[str, str], Path]:
     """(run folder, workload) -> trace path for every run of FORMAT2_RUNS present."""
     results = results or checkout_path("benchmarks/results")
@@ -152,7 +140,7 @@ def evaluate_trace(run: str, workload: str, doc: dict[str, Any]) -> Row:
         measured_ms=doc["benchmark"]["measured"]["median_ms"], kernel_sum_ms=t["kernel_sum_ms"],
         uncalibrated_ms=t["uncalibrated_step_ms"], calibrated_ms=t["step_ms"],
         host_scale=t["host_scale"], host_bound=False, gpu_busy=0.0, uncalibrated_host_ms=0.0,
-        steady_wall_ms=steady_wall_ms(step),
+        steady_wall_ms=t["calibration_wall_ms"],
         traced_span_ms=(max(ends) - min(starts)) / 1000.0 if ops else 0.0,
         recorded_ms=recorded / 1000.0, before_ms=before / 1000.0,
         other_removed_ms=(removed - recorded - before - cupti) / 1000.0, cupti_removed_ms=cupti / 1000.0,

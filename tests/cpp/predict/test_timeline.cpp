@@ -341,6 +341,7 @@ TEST(TimelineCalibration, AStepTimedWithoutRecordingScalesTheHostCadence) {
   EXPECT_LT(uninstrumented_wall_us(step), 0);
   EXPECT_NEAR(play(step, no_overhead()).step_us, 460.0, 1e-6);
   EXPECT_DOUBLE_EQ(play(step, no_overhead()).host_scale, 1.0);
+  EXPECT_EQ(play(step, no_overhead()).calibration_wall_us, 0.0);
   // A wall time that ends before the step's last op is a later, untraced step's: the host
   // cadence is scaled so that the origin's host takes that long.
   step.wall_ms = 0.23;
@@ -351,6 +352,7 @@ TEST(TimelineCalibration, AStepTimedWithoutRecordingScalesTheHostCadence) {
   const TimelineResult r = play(step, no_overhead());
   EXPECT_NEAR(r.step_us, 230.0, 1e-6);
   EXPECT_NEAR(r.host_scale, 0.5, 1e-9);
+  EXPECT_DOUBLE_EQ(r.calibration_wall_us, 230.0);  // the wall it calibrated to, reported
   EXPECT_TRUE(r.host_bound);
   // host_speed applies on top of the calibrated host; the calibration can be turned off.
   TimelineOptions fast = no_overhead();
@@ -367,6 +369,7 @@ TEST(TimelineCalibration, AStepTimedWithoutRecordingScalesTheHostCadence) {
   const TimelineResult g = play(step, given);
   EXPECT_NEAR(g.host_scale, 0.25, 1e-9);
   EXPECT_NEAR(g.step_us, 115.0, 1e-6);
+  EXPECT_DOUBLE_EQ(g.calibration_wall_us, 115.0);
 }
 
 TEST(TimelineCalibration, TheOriginsDeviceWaitsAreNotScaled) {
