@@ -552,28 +552,26 @@ std::optional<double> LearnedModels::part_us(const LearnedPart& part, const Devi
 std::optional<double> LearnedModels::nchw_pointwise_gemm_us(const LearnedShape& conv,
                                                             const Device& target,
                                                             Precision precision) const {
-  const auto at = [&conv](const char* k) {
-    const auto it = conv.find(k);
-    return it == conv.end() ? -1.0 : it->second;
-  };
-  if (!has(LearnedFamily::Gemm) || at("nchw") != 1.0 || at("kernel") != 1.0 ||
-      at("stride") != 1.0 || at("padding") != 0.0) {
+  // learned_parts gives a conv part every column; "nchw" is looked up as conv_transform_us does.
+  const auto nchw = conv.find("nchw");
+  if (!has(LearnedFamily::Gemm) || nchw == conv.end() || nchw->second != 1.0 ||
+      conv.at("kernel") != 1.0 || conv.at("stride") != 1.0 || conv.at("padding") != 0.0) {
     return std::nullopt;
   }
-  const double batch = at("batch"), cin = at("cin"), cout = at("cout");
-  const double pixels = at("size") * at("size");
-  LearnedShape gemm{
-      {"b", batch}, {"m", cout}, {"k", cin}, {"n", pixels}, {"elem_bytes", at("elem_bytes")}};
-  if (at("grad") == 1.0) {
-    gemm["m"] = cin;
-    gemm["k"] = cout;
-  } else if (at("grad") == 2.0) {
-    gemm = {{"b", 1.0},
-            {"m", cout},
-            {"k", batch * pixels},
-            {"n", cin},
-            {"elem_bytes", at("elem_bytes")}};
+  const double batch = conv.at("batch"), cin = conv.at("cin"), cout = conv.at("cout");
+  const double pixels = conv.at("size") * conv.at("size"), eb = conv.at("elem_bytes");
+  const double grad = conv.at("grad");
+  if (grad == 2.0) {
+    return predict_family_us(
+        LearnedFamily::Gemm,
+        {{"b", 1.0}, {"m", cout}, {"k", batch * pixels}, {"n", cin}, {"elem_bytes", eb}}, target,
+        precision);
   }
+  const LearnedShape gemm{{"b", batch},
+                          {"m", grad == 1.0 ? cin : cout},
+                          {"k", grad == 1.0 ? cout : cin},
+                          {"n", pixels},
+                          {"elem_bytes", eb}};
   return predict_family_us(LearnedFamily::Gemm, gemm, target, precision);
 }
 

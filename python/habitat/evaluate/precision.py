@@ -130,11 +130,11 @@ def forecast(model: EfficiencyMLP, rows: list[dict], devices: DeviceTable,
         if p == "tf32" and model.family in ("gemm", "conv"):
             own = np.minimum(own, _predict(model, sub, "fp32", devices))
         if model.family == "conv" and gemm is not None and p in conv_layout.TRANSFORM_PRECISIONS:
-            for j, r in enumerate(sub):
-                shape = pointwise_gemm_shape(r["shape"]) if r["layout"] in ("nchw", "") else None
-                if shape is not None:
-                    g = _predict(gemm, [{**r, "shape": shape}], p, devices)[0]
-                    own[j] = min(own[j], g)
+            as_gemm = {j: g for j, r in enumerate(sub)
+                       if r["layout"] in ("nchw", "") and (g := pointwise_gemm_shape(r["shape"])) is not None}
+            if as_gemm:
+                t = _predict(gemm, [{**sub[j], "shape": g} for j, g in as_gemm.items()], p, devices)
+                own[list(as_gemm)] = np.minimum(own[list(as_gemm)], t)
         if model.family == "attention":
             calls = np.array([r["timing"] == "call" for r in sub])
             if calls.any():
