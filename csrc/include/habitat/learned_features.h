@@ -3,6 +3,7 @@
 // (tests/python/learned/test_learned_parity.py checks it); change both together.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -47,15 +48,24 @@ const std::vector<std::string>& shape_columns(LearnedFamily f);
 const std::vector<std::string>& feature_names(LearnedFamily f);
 
 // A square convolution's output side, and the elements of its input, weight and output (the
-// conv shape columns): the bytes its roofline counts and the tensors cuDNN's layout transforms
-// move.
+// conv shape columns): the tensors cuDNN's layout transforms move; with the input's side
+// `input_side` of conv_input_extent, the bytes its roofline counts.
 inline double conv_output_size(double size, double padding, double kernel, double stride) {
   return std::floor((size + 2.0 * padding - kernel) / stride) + 1.0;
 }
 inline double conv_tensor_elements(double batch, double cin, double cout, double kernel,
-                                   double size, double out_size) {
-  return batch * cin * size * size + cout * cin * kernel * kernel +
+                                   double input_side, double out_size) {
+  return batch * cin * input_side * input_side + cout * cin * kernel * kernel +
          batch * cout * out_size * out_size;
+}
+// The rows (and columns) of the input a pass touches: a filter narrower than its stride reads
+// `kernel` of every `stride` rows (a 1x1 stride-2 convolution a quarter of its input: the H100
+// rows of such convs ran up to 3x under the full-input roofline); the data gradient (grad 1)
+// writes the whole input gradient, zeros included. Mirrors features.py conv_input_extent.
+inline double conv_input_extent(double size, double kernel, double stride, double out_size,
+                                double grad) {
+  if (grad == 1) return size;
+  return std::min(size, (out_size - 1.0) * std::min(kernel, stride) + kernel);
 }
 
 struct LearnedFeatures {

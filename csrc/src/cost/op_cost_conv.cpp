@@ -45,6 +45,27 @@ double computed_output_elements(const OpContext& c, const TensorMeta& input,
   return n;
 }
 
+// The share of its input a (non-transposed, undilated) pass reads: a filter narrower than its
+// stride touches `kernel` of every `stride` rows in each spatial dimension, so a 1x1 stride-2
+// convolution reads a quarter of its input (the H100 rows of such passes ran up to 3x under
+// the full input's roofline; learned_features.h conv_input_extent counts the same rows).
+double input_read_share(const OpContext& c, const TensorMeta& input, const TensorMeta& weight) {
+  if (input.shape.size() < 3 || weight.shape.size() != input.shape.size()) return 1.0;
+  const auto stride = ints_arg(c, "stride");
+  const auto dilation = ints_arg(c, "dilation");
+  const auto padding = ints_arg(c, "padding");  // empty for "valid" and "same"
+  double share = 1.0;
+  for (std::size_t d = 0; d + 2 < input.shape.size(); ++d) {
+    const int64_t in = input.shape[d + 2];
+    const int64_t k = weight.shape[d + 2];
+    const int64_t s = std::max<int64_t>(per_dim(stride, d, 1), 1);
+    if (k >= s || in <= 0 || per_dim(dilation, d, 1) != 1) continue;
+    const int64_t out = (in + 2 * per_dim(padding, d, 0) - k) / s + 1;
+    share *= static_cast<double>(std::clamp<int64_t>(out * k, 1, in)) / static_cast<double>(in);
+  }
+  return share;
+}
+
 // FLOPs of the forward convolution described by these shapes (and of each of its two
 // backward passes, which are convolutions of the same size).
 double conv_flops(double io_elements, const TensorMeta& weight) {
@@ -88,8 +109,9 @@ OpCost conv_forward(const OpContext& c, double param) {
       out != nullptr ? output_bytes(c) : out_elements * static_cast<double>(element_size(*input));
   // Convolution libraries add the bias in a second kernel.
   const int kernels = tensor_arg(c, "bias") != nullptr ? 2 : 1;
-  const double read =
-      input_bytes(c) + (depthwise_rereads(c, *weight) - 1.0) * footprint_bytes(*input);
+  const double share = transposed ? 1.0 : input_read_share(c, *input, *weight);
+  const double read = input_bytes(c) +
+                      (depthwise_rereads(c, *weight) - 2.0 + share) * footprint_bytes(*input);
   return make_cost(OpClass::Conv, flops, read, written, matrix_precision(c, input), kernels);
 }
 
@@ -117,7 +139,8 @@ OpCost conv_backward(const OpContext& c, double) {
   }
   if (mask_bit(c, "output_mask", 1)) {  // grad_weight = conv(input, grad_output)
     flops += pass_flops;
-    read += rereads * (go_bytes + footprint_bytes(*input));
+    const double share = is_transposed(c, 0) ? 1.0 : input_read_share(c, *input, *weight);
+    read += rereads * (go_bytes + share * footprint_bytes(*input));
     written += numel(*weight) * esize;
     ++kernels;
   }

@@ -162,12 +162,14 @@ double conv_features(const Column& col, double eb, const Device& dev, const Roof
   if (!(out_size > 0)) throw std::invalid_argument("conv shape gives an empty output");
   const double gm = batch * out_size * out_size, gn = cout, gk = cin * r * r;
   const double flops = 2.0 * gm * gn * gk;
-  const double bytes = eb * conv_tensor_elements(batch, cin, cout, r, size, out_size);
   const double grad = col("grad", true);
   if (grad != 0 && grad != 1 && grad != 2) {
     throw std::invalid_argument(
         "conv column 'grad' must be 0 (forward), 1 (data gradient) or 2 (weight gradient)");
   }
+  const double bytes =
+      eb * conv_tensor_elements(batch, cin, cout, r,
+                                conv_input_extent(size, r, stride, out_size, grad), out_size);
   x = {log2c(batch), log2c(cin), log2c(cout), r, stride, log2c(size), log2c(gm), log2c(gk)};
   const double roofline_us = gemm_core(1.0, gm, gn, flops, bytes, dev, roof, x);
   x.insert(x.end(), {tensor_path(dev, precision), log2c(eb), log2_align(cin, cout, eb),

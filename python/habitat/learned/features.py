@@ -183,6 +183,15 @@ def _conv_out(s: dict[str, np.ndarray]) -> np.ndarray:
     return np.floor((s["size"] + 2.0 * s["padding"] - s["kernel"]) / s["stride"]) + 1.0
 
 
+def conv_input_extent(size, kernel, stride, out, grad):
+    """Rows (and columns) of the input a pass touches: a filter narrower than its stride reads
+    `kernel` of every `stride` rows (a 1x1 stride-2 convolution a quarter of its input); the
+    data gradient writes the whole input gradient, zeros included. Mirrors
+    csrc/include/habitat/learned_features.h conv_input_extent."""
+    read = np.minimum(size, (out - 1.0) * np.minimum(kernel, stride) + kernel)
+    return np.where(grad == 1, size, read)
+
+
 def _memory_cols(elem_bytes: np.ndarray, dev: DeviceSpec) -> list[np.ndarray]:
     return [_log2(elem_bytes), np.full(len(elem_bytes), np.log2(dev.bandwidth_gbs / dev.sms))]
 
@@ -198,7 +207,8 @@ def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
         batch, cin, cout, r, size = s["batch"], s["cin"], s["cout"], s["kernel"], s["size"]
         out = _conv_out(s)
         flops = 2.0 * (batch * out * out) * cout * (cin * r * r)
-        return flops, eb * (batch * cin * size * size + cout * cin * r * r + batch * cout * out * out)
+        extent = conv_input_extent(size, r, s["stride"], out, s["grad"])
+        return flops, eb * (batch * cin * extent * extent + cout * cin * r * r + batch * cout * out * out)
     if family == "elementwise":
         n, inputs, trans = s["n"], s["inputs"], s["transcendental"]
         return n * (1.0 + TRANSCENDENTAL_FLOPS * trans), eb * n * (inputs + 1.0)

@@ -84,6 +84,21 @@ def test_gemm_roofline_uses_the_precision_peak() -> None:
     assert fp32[0] / bf16[0] == pytest.approx(312 / 19.5, rel=1e-6)
 
 
+def test_a_filter_narrower_than_its_stride_reads_part_of_its_input() -> None:
+    # 1x1 stride 2 on 8x8: the forward and the weight gradient read 4x4 of every 8x8 channel;
+    # the data gradient writes the whole 8x8 input gradient.
+    shapes = {"batch": np.full(3, 2.0), "cin": np.full(3, 16.0), "cout": np.full(3, 4.0), "kernel": np.ones(3),
+              "size": np.full(3, 8.0), "stride": np.full(3, 2.0), "padding": np.zeros(3), "elem_bytes": np.full(3, 2.0),
+              "grad": np.array([0.0, 1.0, 2.0])}
+    _, nbytes = feats.work("conv", shapes)
+    weight, output = 4 * 16, 2 * 4 * 4 * 4
+    assert list(nbytes / 2) == [2 * 16 * 16 + weight + output, 2 * 16 * 64 + weight + output,
+                                2 * 16 * 16 + weight + output]
+    # a 3x3 stride-1 filter reads all of its input, as before
+    _, dense = feats.work("conv", {**shapes, "kernel": np.full(3, 3.0), "stride": np.ones(3), "padding": np.ones(3)})
+    assert list(dense / 2) == [2 * 16 * 64 + 4 * 16 * 9 + 2 * 4 * 64] * 3
+
+
 def _write_neusight(root: Path) -> None:
     cols = ["OPName", "Latency", "Device", "Grid x", "Grid y", "Grid z", "B", "M", "N", "K"]
     for gpu, scale in (("Tesla T4", 2.0), ("NVIDIA A100-PCIE-40GB", 1.0)):
