@@ -585,10 +585,15 @@ std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost
     std::optional<double> t;
     try {
       t = part_us(part, target, p);
-      // cuBLAS and cuDNN run a TF32 GEMM or convolution on FP32 SIMT kernels (NCHW ones, no
-      // layout transforms) where those are faster.
+      // cuBLAS and cuDNN run a TF32 batched GEMM or convolution on FP32 SIMT kernels (NCHW
+      // ones, no layout transforms) where those are faster. An unbatched TF32 GEMM (a linear
+      // layer's addmm, cuBLASLt) stays on tensor cores: 1 of 451 and 13 of 1350 TF32 linear
+      // rows of the H100 and H200 collections ran SIMT kernels (bmm: 50 of 441, 177 of 1350),
+      // and the tiny ones ran a tensor-op kernel and a split-K reduction in ~4 us where FP32
+      // mode's SIMT kernel took 2.
+      const bool batched_gemm = part.family == LearnedFamily::Gemm && part.shape.at("b") > 1;
       if (t && p == Precision::Tf32Tensor &&
-          (part.family == LearnedFamily::Gemm || part.family == LearnedFamily::Conv)) {
+          (batched_gemm || part.family == LearnedFamily::Conv)) {
         if (const auto simt = part_us(part, target, Precision::Fp32Simt)) t = std::min(*t, *simt);
       }
       if (t && part.family == LearnedFamily::Conv && p != Precision::Fp32Simt) {

@@ -11,8 +11,9 @@ scores every row of DIR instead: for a collection the models never saw (the shap
 owner kept aside).
 
 How each row is forecast (csrc/src/learned/learned_model.cpp LearnedModels::predict_us):
-- GEMM in fp32 (TF32 off): the FP32 SIMT forecast; TF32: the faster of the TF32 and the FP32 SIMT
-  forecasts (cuBLAS picks); bf16, fp16: their own.
+- GEMM in fp32 (TF32 off): the FP32 SIMT forecast; TF32: a batched one (bmm) the faster of the
+  TF32 and the FP32 SIMT forecasts (cuBLAS picks), an unbatched one (linear) the TF32 forecast;
+  bf16, fp16: their own.
 - Convolution: channels-last, the tensor-core pass; NCHW in a 16-bit precision, the pass plus
   cuDNN's layout transforms (habitat.learned.conv_layout); NCHW TF32, the faster of that and the
   FP32 SIMT pass; fp32, the FP32 SIMT pass. An NCHW 1x1 stride-1 pass in a 16-bit precision or
@@ -128,7 +129,9 @@ def forecast(model: EfficiencyMLP, rows: list[dict], devices: DeviceTable,
                         own[j] += float(conv_layout.transform_us(
                             {c: np.array([v]) for c, v in r["shape"].items()}, devices.find(r["device"]))[0])
         if p == "tf32" and model.family in ("gemm", "conv"):
-            own = np.minimum(own, _predict(model, sub, "fp32", devices))
+            simt = np.array([model.family == "conv" or r["shape"]["b"] > 1 for r in sub])
+            if simt.any():
+                own[simt] = np.minimum(own[simt], _predict(model, [r for r, s in zip(sub, simt) if s], "fp32", devices))
         if model.family == "conv" and gemm is not None and p in conv_layout.TRANSFORM_PRECISIONS:
             as_gemm = {j: g for j, r in enumerate(sub)
                        if r["layout"] in ("nchw", "") and (g := pointwise_gemm_shape(r["shape"])) is not None}
