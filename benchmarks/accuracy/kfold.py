@@ -6,8 +6,8 @@ The shipped split holds out a fifth of the collection's problems once; for the f
 few problems (27 convolution shapes, 10 attention shapes) that is a handful of test rows and the
 figure moves by several points from one split to another. Here the problems are split into
 --folds folds (numpy.random.default_rng(SEED)); for each fold a model is trained as
-`python -m habitat.learned.train` trains the shipped one (same sources, shares and config,
-without the leave-one-GPU-out models) with that fold held out of every source, and forecasts
+`python -m habitat.learned.train` trained the shipped one (the collections, shares and members
+of its JSON's `training_command`, train.FAMILY_NETS' net; no leave-one-GPU-out models) with that fold held out of every source, and forecasts
 the fold's rows as the engine would (habitat.evaluate.precision.forecast). Every problem is then
 scored once by a model that never saw it. Prints mean / median absolute % error and the signed
 mean per precision, op and layout or backend. Nothing is tuned on it.
@@ -16,15 +16,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-COLLECTIONS = [REPO / "benchmarks" / "results" / "kernels" / d
-               for d in ("H100-SXM5-80GB-2026-11-26", "H100-SXM5-80GB")]
 SEED = 7
+
+
+def shipped_command(family: str) -> tuple[list[Path], str | None, int]:
+    """The collections (device time first), --shares and --members the shipped model of
+    `family` was trained with (weights/<family>.json, training_command)."""
+    argv = shlex.split(json.loads((REPO / "weights" / f"{family}.json").read_text())["training_command"])
+
+    def value(flag: str) -> str | None:
+        return argv[argv.index(flag) + 1] if flag in argv else None
+    collections = [REPO / c for c in (value("--collections") or "").split(",") if c]
+    if not collections:
+        raise SystemExit(f"weights/{family}.json was trained on no collection: nothing to fold")
+    return collections, value("--shares"), int(value("--members") or 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,16 +55,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", default=None, help="write every row's forecast and measurement here (CSV)")
     args = p.parse_args(argv)
     devices = default_table()
-    ns = argparse.Namespace(collections=[str(c) for c in COLLECTIONS], traces=args.traces, data=args.data, runs=None)
+    collections, shares, members = shipped_command(args.family)
+    if shares:
+        tr.SHARES.update({k: float(v) for k, v in (item.split("=") for item in shares.split(","))})
+    ns = argparse.Namespace(collections=[str(c) for c in collections], traces=args.traces, data=args.data, runs=None)
     sources = tr.family_sources(args.family, ns, devices)
-    rows = ev.read_rows(COLLECTIONS[0], args.family)
+    rows = ev.read_rows(collections[0], args.family)
     table = KernelTable(args.family)
     for r in rows:
         table.add(r["op"].split(":")[0], r["device"], r["us"], 0.0, r["shape"], 0, r["precision"])
     keys = table.arrays().problem_keys()
     folds = np.array_split(np.random.default_rng(SEED).permutation(np.unique(keys)), args.folds)
     pred = np.zeros(len(rows))
-    cfg = TrainConfig(clamp_inputs=args.family in tr.CLAMPED_FAMILIES)
+    cfg = TrainConfig(**tr.FAMILY_NETS.get(args.family, {}), members=members,
+                      clamp_inputs=args.family in tr.CLAMPED_FAMILIES)
     for i, fold in enumerate(folds):
         model = tr.train_family(args.family, sources, devices, cfg, held_out=fold, log=lambda *_: None)
         mine = np.isin(keys, fold)
@@ -61,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     meas = np.array([r["us"] for r in rows])
     err = ape(pred, meas)
     out: dict = {}
-    print(f"\n{args.family}: {args.folds}-fold leave-shapes-out on {COLLECTIONS[0].name} (every problem held out once)")
+    print(f"\n{args.family}: {args.folds}-fold leave-shapes-out on {collections[0].name} (every problem held out once)")
     print(f"{'precision':9s} {'op (layout)':28s} | {'n':>5s} {'mean':>7s} {'median':>7s} {'signed':>7s}")
     for prec in sorted({r["precision"] for r in rows}):
         for g in sorted({ev._group(r) for r in rows if r["precision"] == prec}):

@@ -204,13 +204,20 @@ def test_compute_audit_locates_the_per_rank_compute_error(a100):
     for groups in kernels.values():
         assert groups["gemm"]["measured_ms"] > 0 and groups["gemm"]["forecast_ms"] > 0
         assert groups["not modelled"]["forecast_ms"] == 0.0
-    # Where the forecast's batch-1 penalty per sample comes from: mostly the linear GEMMs, whose
-    # forecast penalty on the origin card is steeper than NeuSight measured there.
+    # Where the forecast's batch-1 penalty per sample comes from. Since the GEMM model of
+    # 2026-11-27 the linear GEMMs' forecast penalty on the origin card is below what NeuSight
+    # measured there (it was steeper before), and the attention bmm carry most of the target's.
     penalty = audit["batch_penalty_by_kernel"]
     assert penalty["batches"] == [1, 4]
-    gemm, total = penalty["groups"]["linear GEMMs"], penalty["groups"]["all modelled"]
-    assert gemm["origin_forecast"]["penalty_pct"] > gemm["origin_measured"]["penalty_pct"]
-    share = (gemm["target_forecast"]["small_batch_ms"] - gemm["target_forecast"]["large_batch_per_sample_ms"]) / (
+    for group in penalty["groups"].values():
+        for side in group.values():
+            small, large = side["small_batch_ms"], side["large_batch_per_sample_ms"]  # rounded to 0.1 ms
+            lo, hi = ((small - 0.05) / (large + 0.05) - 1) * 100, ((small + 0.05) / (large - 0.05) - 1) * 100
+            assert lo - 0.05 <= side["penalty_pct"] <= hi + 0.05
+    gemm, bmm = penalty["groups"]["linear GEMMs"], penalty["groups"]["attention bmm"]
+    total = penalty["groups"]["all modelled"]
+    assert gemm["origin_forecast"]["penalty_pct"] < gemm["origin_measured"]["penalty_pct"]
+    share = (bmm["target_forecast"]["small_batch_ms"] - bmm["target_forecast"]["large_batch_per_sample_ms"]) / (
         total["target_forecast"]["small_batch_ms"] - total["target_forecast"]["large_batch_per_sample_ms"])
     assert share > 0.5
     assert total["target_forecast"]["small_batch_ms"] == dp["shape_forecast"]
