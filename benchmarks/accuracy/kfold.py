@@ -7,9 +7,10 @@ few problems (27 convolution shapes, 10 attention shapes) that is a handful of t
 figure moves by several points from one split to another. Here the problems are split into
 --folds folds (numpy.random.default_rng(SEED)); for each fold a model is trained as
 `python -m habitat.learned.train` trained the shipped one (the collections, shares and members
-of its JSON's `training_command`, train.FAMILY_NETS' net; no leave-one-GPU-out models) with that fold held out of every source, and forecasts
-the fold's rows as the engine would (habitat.evaluate.precision.forecast). Every problem is then
-scored once by a model that never saw it. Prints mean / median absolute % error and the signed
+of its JSON's `training_command`, train.FAMILY_NETS' net; no leave-one-GPU-out models) with
+that fold held out of every source, and forecasts the fold's rows as the engine would
+(habitat.evaluate.precision.forecast). Every problem is then scored once by a model that never
+saw it. Prints mean / median absolute % error and the signed
 mean per precision, op and layout or backend. Nothing is tuned on it.
 """
 from __future__ import annotations

@@ -110,8 +110,8 @@ OpCost conv_forward(const OpContext& c, double param) {
   // Convolution libraries add the bias in a second kernel.
   const int kernels = tensor_arg(c, "bias") != nullptr ? 2 : 1;
   const double share = transposed ? 1.0 : input_read_share(c, *input, *weight);
-  const double read = input_bytes(c) +
-                      (depthwise_rereads(c, *weight) - 2.0 + share) * footprint_bytes(*input);
+  const double read =
+      input_bytes(c) + (depthwise_rereads(c, *weight) - 2.0 + share) * footprint_bytes(*input);
   return make_cost(OpClass::Conv, flops, read, written, matrix_precision(c, input), kernels);
 }
 

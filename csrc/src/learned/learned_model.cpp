@@ -591,9 +591,10 @@ std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost
       // rows of the H100 and H200 collections ran SIMT kernels (bmm: 50 of 441, 177 of 1350),
       // and the tiny ones ran a tensor-op kernel and a split-K reduction in ~4 us where FP32
       // mode's SIMT kernel took 2.
-      const bool batched_gemm = part.family == LearnedFamily::Gemm && part.shape.at("b") > 1;
-      if (t && p == Precision::Tf32Tensor &&
-          (batched_gemm || part.family == LearnedFamily::Conv)) {
+      const auto b = part.shape.find("b");
+      const bool batched_gemm =
+          part.family == LearnedFamily::Gemm && b != part.shape.end() && b->second > 1;
+      if (t && p == Precision::Tf32Tensor && (batched_gemm || part.family == LearnedFamily::Conv)) {
         if (const auto simt = part_us(part, target, Precision::Fp32Simt)) t = std::min(*t, *simt);
       }
       if (t && part.family == LearnedFamily::Conv && p != Precision::Fp32Simt) {

@@ -183,7 +183,8 @@ def _conv_out(s: dict[str, np.ndarray]) -> np.ndarray:
     return np.floor((s["size"] + 2.0 * s["padding"] - s["kernel"]) / s["stride"]) + 1.0
 
 
-def conv_input_extent(size, kernel, stride, out, grad):
+def conv_input_extent(size: np.ndarray, kernel: np.ndarray, stride: np.ndarray, out: np.ndarray,
+                      grad: np.ndarray) -> np.ndarray:
     """Rows (and columns) of the input a pass touches: a filter narrower than its stride reads
     `kernel` of every `stride` rows (a 1x1 stride-2 convolution a quarter of its input); the
     data gradient writes the whole input gradient, zeros included. Mirrors

@@ -155,10 +155,15 @@ TEST(OpCostConv, BackwardFollowsOutputMask) {
 TEST(OpCostConv, AFilterNarrowerThanItsStrideReadsPartOfItsInput) {
   // A ResNet shortcut: [2,16,9,9] * [8,16,1,1], stride 2 -> [2,8,5,5]; the taps touch rows and
   // columns 0, 2, ..., 8: 5 x 5 of each 9 x 9 channel.
-  const std::vector<Argument> args = {
-      tensor("input", T({2, 16, 9, 9})), tensor("weight", T({8, 16, 1, 1})), none("bias"),
-      ints("stride", {2, 2}),           ints("padding", {0, 0}),            ints("dilation", {1, 1}),
-      boolean("transposed", false),     ints("output_padding", {0, 0}),     integer("groups", 1)};
+  const std::vector<Argument> args = {tensor("input", T({2, 16, 9, 9})),
+                                      tensor("weight", T({8, 16, 1, 1})),
+                                      none("bias"),
+                                      ints("stride", {2, 2}),
+                                      ints("padding", {0, 0}),
+                                      ints("dilation", {1, 1}),
+                                      boolean("transposed", false),
+                                      ints("output_padding", {0, 0}),
+                                      integer("groups", 1)};
   const OpCost fwd = estimate_cost(op("aten::convolution", "", args, {T({2, 8, 5, 5})}));
   EXPECT_DOUBLE_EQ(fwd.bytes_read, (2 * 16 * 25 + 8 * 16) * 4.0);
   // The weight gradient reads the same pixels; the data gradient writes the whole input's.
@@ -173,8 +178,8 @@ TEST(OpCostConv, AFilterNarrowerThanItsStrideReadsPartOfItsInput) {
                                     ints("output_padding", {0, 0}),
                                     integer("groups", 1),
                                     bools("output_mask", {1, 1, 0})};
-  const OpCost bwd = estimate_cost(op("aten::convolution_backward", "", bwd_args,
-                                      {T({2, 16, 9, 9}), T({8, 16, 1, 1})}));
+  const OpCost bwd = estimate_cost(
+      op("aten::convolution_backward", "", bwd_args, {T({2, 16, 9, 9}), T({8, 16, 1, 1})}));
   const double go = 2 * 8 * 25 * 4.0, w = 8 * 16 * 4.0;
   EXPECT_DOUBLE_EQ(bwd.bytes_read, (go + w) + (go + 2 * 16 * 25 * 4.0));
   EXPECT_DOUBLE_EQ(bwd.bytes_written, 2 * 16 * 81 * 4.0 + w);
