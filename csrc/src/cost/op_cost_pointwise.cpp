@@ -71,12 +71,16 @@ OpCost pointwise(const OpContext& c, double per_element) {
 }
 
 // aten::dropout hands back its input untouched when it is off; otherwise it runs
-// native_dropout, whose record carries the work.
+// native_dropout, whose record carries the work (on CUDA; a CPU trace's dropout stands for it,
+// predict/cuda_paths.h): it reads the input and writes the output and a one-byte mask.
 OpCost dropout(const OpContext& c, double per_element) {
   if (!bool_arg(c, "train", true) || number_arg(c, "p").value_or(0.5) == 0) {
     return no_kernel_cost();
   }
-  return pointwise(c, per_element);
+  OpCost cost = pointwise(c, per_element);
+  const TensorMeta* out = main_output(c);
+  if (c.stem == "dropout" && out != nullptr) cost.bytes_written += numel(*out);  // the mask
+  return cost;
 }
 
 // The ops of kWriterOps (cost/writer_ops.h) and the in-place random generators.

@@ -319,6 +319,14 @@ bool mark_by_name(const OpRecord& op, std::size_t i, Mapping& m) {
     m.parent_wins[i] = 1;
     return true;
   }
+  // Training-mode dropout: the CPU draws a noise tensor, scales it and multiplies (bernoulli_,
+  // div_, mul: its children, Dropout.cpp _dropout_impl); CUDA runs one fused native_dropout
+  // kernel (is_fused_kernel_acceptable), which the op's own estimate describes. feature_ and
+  // alpha_dropout take the unfused path on CUDA too.
+  if (op.name == "aten::dropout" && op.has_children) {
+    m.parent_wins[i] = 1;
+    return true;
+  }
   if (op.name == "aten::_local_scalar_dense" || op.name == "aten::item") {
     m.host_only[i] = 1;  // a copy to the host on CUDA (and a sync), not a kernel
     return true;

@@ -19,6 +19,8 @@
 //     gradient and both weight gradients). The layer is costed as those parts, with the
 //     matrix precision cuDNN's switch allows (cuDNN RNNs use TF32 unless it is off).
 //   - mean: the CPU runs it as sum and div_ (its children); CUDA as one reduce kernel.
+//   - dropout in training: the CPU draws, scales and multiplies a noise tensor (three
+//     kernels' worth of children); CUDA runs one fused native_dropout kernel.
 //   - batch-norm wrappers (batch_norm, _batch_norm_impl_index): their leaf is what runs.
 //   - batch norm: the CPU records native_batch_norm(_backward); CUDA runs cuDNN's kernels
 //     where PyTorch's backend choice picks them (float32, half with float weights) and its

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cost/test_op_cost_builders.h"
+#include "habitat/op_cost.h"
 #include "habitat/predictor.h"
 #include "hardware/roofline.h"
 #include "predict/cuda_paths.h"
@@ -404,6 +405,30 @@ TEST(CudaPaths, AMeanIsOneReduceKernelNotTheCpusSumAndDivide) {
   const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
   EXPECT_GT(f.ops[0].share[0].time_us, 0.0);
   EXPECT_DOUBLE_EQ(f.ops[1].share[0].time_us + f.ops[2].share[0].time_us, 0.0);
+}
+
+TEST(CudaPaths, TrainingDropoutIsOneFusedKernelNotTheCpusDrawScaleAndMultiply) {
+  const TensorMeta x = T({16, 512, 512}, "bfloat16");
+  OpRecord dropout =
+      make(0, "aten::dropout",
+           {tensor("input", x), test::real("p", 0.1), test::boolean("train", true)}, {x});
+  dropout.has_children = true;
+  OpRecord draw = make(1, "aten::bernoulli_", {tensor("self", x), test::real("p", 0.9)}, {x}, 0);
+  OpRecord scale = make(2, "aten::div_", {tensor("self", x), test::real("other", 0.9)}, {x}, 0);
+  OpRecord mul = make(3, "aten::mul", {tensor("self", x), tensor("other", x)}, {x}, 0);
+  Step step;
+  step.ops = {dropout, draw, scale, mul};
+  const OpIndex index_of(step);
+  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of).parent_wins, (std::vector<char>{1, 0, 0, 0}));
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_GT(f.ops[0].share[0].time_us, 0.0);
+  EXPECT_DOUBLE_EQ(
+      f.ops[1].share[0].time_us + f.ops[2].share[0].time_us + f.ops[3].share[0].time_us, 0.0);
+  // native_dropout reads the input and writes the output and a one-byte mask.
+  const OpCost cost = estimate_cost(dropout);
+  const auto n = static_cast<double>(x.numel());
+  EXPECT_DOUBLE_EQ(cost.bytes_read, 2.0 * n);
+  EXPECT_DOUBLE_EQ(cost.bytes_written, 3.0 * n);
 }
 
 // The backward of one layer as the CPU records it (weight1 = W_ih, weight2 = W_hh, then the
