@@ -27,17 +27,16 @@ REPO = Path(__file__).resolve().parents[2]
 SEED = 7
 
 
-def shipped_command(family: str) -> tuple[list[Path], str | None, int]:
-    """The collections (device time first), --shares and --members the shipped model of
-    `family` was trained with (weights/<family>.json, training_command)."""
-    argv = shlex.split(json.loads((REPO / "weights" / f"{family}.json").read_text())["training_command"])
+def shipped_args(family: str) -> argparse.Namespace:
+    """The arguments the shipped model of `family` was trained with (weights/<family>.json,
+    training_command), read by the trainer's own parser."""
+    from habitat.learned import train as tr
 
-    def value(flag: str) -> str | None:
-        return argv[argv.index(flag) + 1] if flag in argv else None
-    collections = [REPO / c for c in (value("--collections") or "").split(",") if c]
-    if not collections:
+    argv = shlex.split(json.loads((REPO / "weights" / f"{family}.json").read_text())["training_command"])
+    args = tr.parser().parse_args(argv[argv.index("habitat.learned.train") + 1:])
+    if not any(args.collections.split(",")):
         raise SystemExit(f"weights/{family}.json was trained on no collection: nothing to fold")
-    return collections, value("--shares"), int(value("--members") or 1)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,10 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", default=None, help="write every row's forecast and measurement here (CSV)")
     args = p.parse_args(argv)
     devices = default_table()
-    collections, shares, members = shipped_command(args.family)
-    if shares:
-        tr.SHARES.update({k: float(v) for k, v in (item.split("=") for item in shares.split(","))})
-    ns = argparse.Namespace(collections=[str(c) for c in collections], traces=args.traces, data=args.data, runs=None)
+    shipped = shipped_args(args.family)
+    if shipped.shares:
+        tr.apply_shares(shipped.shares)
+    collections = [REPO / c for c in shipped.collections.split(",") if c]
+    ns = argparse.Namespace(collections=[str(c) for c in collections], traces=args.traces, data=args.data,
+                            runs=shipped.runs, exclude_workloads=shipped.exclude_workloads)
     sources = tr.family_sources(args.family, ns, devices)
     rows = ev.read_rows(collections[0], args.family)
     table = KernelTable(args.family)
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     keys = table.arrays().problem_keys()
     folds = np.array_split(np.random.default_rng(SEED).permutation(np.unique(keys)), args.folds)
     pred = np.zeros(len(rows))
-    cfg = TrainConfig(**tr.FAMILY_NETS.get(args.family, {}), members=members,
+    cfg = TrainConfig(**tr.FAMILY_NETS.get(args.family, {}), members=shipped.members,
                       clamp_inputs=args.family in tr.CLAMPED_FAMILIES)
     for i, fold in enumerate(folds):
         model = tr.train_family(args.family, sources, devices, cfg, held_out=fold, log=lambda *_: None)

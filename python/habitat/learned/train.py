@@ -308,7 +308,9 @@ def family_sources(family: str, args: argparse.Namespace, devices: DeviceTable) 
     return [s for s in out if s is not None]
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line of `python -m habitat.learned.train` (benchmarks/accuracy/kfold.py reads a
+    shipped model's `training_command` with it)."""
     p = argparse.ArgumentParser(prog="python -m habitat.learned.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=None, help="NeuSight data directory (reads its kernels/ only)")
@@ -331,12 +333,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shares", default=None,
                    help="batch shares per kind of source, e.g. collection=0.6,traces=0.2,neusight=0.2 "
                         f"(default {','.join(f'{k}={v}' for k, v in SHARES.items())})")
+    return p
+
+
+def apply_shares(text: str) -> None:
+    """Sets SHARES from --shares' kind=share pairs; ValueError names the expected form."""
+    try:
+        shares = {k: float(v) for k, v in (item.split("=") for item in text.split(","))}
+    except ValueError:
+        raise ValueError(f"--shares {text!r}: expected kind=share pairs, e.g. collection=0.6,neusight=0.4") from None
+    SHARES.update(shares)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
     args = p.parse_args(argv)
     if args.shares:
         try:
-            SHARES.update({k: float(v) for k, v in (item.split("=") for item in args.shares.split(","))})
-        except ValueError:
-            p.error(f"--shares {args.shares!r}: expected kind=share pairs, e.g. collection=0.6,neusight=0.4")
+            apply_shares(args.shares)
+        except ValueError as e:
+            p.error(str(e))
     args.collections = [c for c in args.collections.split(",") if c]
     families = [f for f in args.families.split(",") if f]
     unknown = set(families) - set(feats.FAMILIES)
