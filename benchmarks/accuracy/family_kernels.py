@@ -129,7 +129,8 @@ def unseen(rows: list[Row], weights: Path, data: Path) -> list[Row]:
             columns = {k: str(v) for k, v in r.shape.items()}
             if keys is None or problem_key(op, row_shape(op, columns, ELEM_BYTES[r.precision])) in keys:
                 out.append(r)
-        elif r.op not in family_table.FIT_OPS or family_table.held_out(r.stem, r.shape):
+        elif (r.op not in family_table.FIT_OPS and r.op not in family_table.STRUCTURE_FIT_OPS) \
+                or family_table.held_out(r.stem, r.shape):
             out.append(r)
         elif r.op == "gconv" and r.shape["Groups"] != r.shape["Input_Channel"]:
             out.append(r)  # grouped: the conv model's, not a table sample

@@ -20,7 +20,8 @@ enum class Method {
   LearnedRatio,   // runtime-based: measured time x model(target) / model(origin)
   RooflineRatio,  // runtime-based: measured time x roofline(target) / roofline(origin)
   LearnedShape,   // shape-based: learned efficiency on the roofline
-  Roofline,       // shape-based: roofline with a measured (per op) or per-class efficiency
+  Roofline,       // shape-based: roofline with a measured (per op) or per-class efficiency, or
+                  // the launch-structure bound of the embedding kernels (embedding_kernels.h)
   Fallback,       // op not modelled: bytes / bandwidth, flagged as unsupported
   NoKernel,       // views and metadata ops: no device work
   Composite,      // sum of the ops it decomposed into

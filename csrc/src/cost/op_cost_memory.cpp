@@ -115,16 +115,16 @@ OpCost embedding(const OpContext& c, double) {
 }
 
 // embedding_dense_backward: sums grad_output rows into a zeroed [num_weights, D] gradient.
-// ATen's CUDA kernel zero-fills and accumulates with atomics for up to 3072 indices without
-// scale_grad_by_freq (2 kernels); otherwise it sorts the indices and reduces segments
-// (radix sort plus about 8 segment kernels: counted as 10).
+// ATen's CUDA kernel zero-fills and accumulates per feature for up to 3072 indices without
+// scale_grad_by_freq (2 kernels); otherwise it sorts the indices and reduces segments (14
+// kernels in the H100 collection's rows). Its time: predict/embedding_kernels.h.
 OpCost embedding_backward(const OpContext& c, double) {
   const TensorMeta* grad = tensor_arg(c, "grad_output");
   const TensorMeta* indices = tensor_arg(c, "indices");
   if (grad == nullptr || indices == nullptr) return OpCost{};
   const bool atomic_path = numel(*indices) <= 3072 && !bool_arg(c, "scale_grad_by_freq", false);
   return make_cost(OpClass::Embedding, numel(*grad), input_bytes(c), output_bytes(c),
-                   simt_precision(grad->dtype), atomic_path ? 2 : 10);
+                   simt_precision(grad->dtype), atomic_path ? 2 : 14);
 }
 
 OpCost no_kernel(const OpContext&, double) { return no_kernel_cost(); }

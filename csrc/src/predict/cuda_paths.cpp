@@ -327,6 +327,12 @@ bool mark_by_name(const OpRecord& op, std::size_t i, Mapping& m) {
     m.parent_wins[i] = 1;
     return true;
   }
+  // The CPU's embedding gradient records its zero fill as children and sums the rows itself;
+  // CUDA runs its own kernels (Embedding.cu), fill included, which the op's estimate describes.
+  if (op.name == "aten::embedding_dense_backward" && op.has_children) {
+    m.parent_wins[i] = 1;
+    return true;
+  }
   if (op.name == "aten::_local_scalar_dense" || op.name == "aten::item") {
     m.host_only[i] = 1;  // a copy to the host on CUDA (and a sync), not a kernel
     return true;

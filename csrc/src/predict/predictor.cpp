@@ -16,6 +16,7 @@
 #include "habitat/forecast_rows.h"
 #include "habitat/wave_scaling.h"
 #include "predict/cuda_paths.h"
+#include "predict/embedding_kernels.h"
 #include "predict/op_key.h"
 #include "predict/shape_efficiency.h"
 #include "predict/timeline_json.h"
@@ -150,6 +151,8 @@ class OpPredictor {
     if (model_ != nullptr && !has_complex_tensor(op)) {
       if (auto t = model_->predict_us(op, cost, target)) return {*t, Method::LearnedShape};
     }
+    // Row gathers and the embedding gradient: bounded by their launch structure, not by bytes.
+    if (auto t = embedding_kernels_us(op, target)) return {*t, Method::Roofline};
     return {roofline_estimate_us(cost, target, measured(op, cost)), Method::Roofline};
   }
 

@@ -60,6 +60,10 @@ def elem_bytes(op: dict) -> int:
 # csrc/src/hardware/roofline.h kSmBytesPerClock.
 SM_BYTES_PER_CLOCK = 32.0
 
+#: Ops the engine forecasts from their kernels' launch structure, never from the table
+#: (csrc/src/predict/embedding_kernels.cpp; its constants: benchmarks/accuracy/embedding_kernels_fit.py).
+LAUNCH_STRUCTURE_OPS = frozenset({"embedding", "embedding_dense_backward", "index_select"})
+
 
 def sm_roofline_us(dev: DeviceSpec, precision: str, flops: float, nbytes: float) -> float:
     """The roofline of an op whose memory traffic is bounded on the SM side (issue rate, bytes in

@@ -1,5 +1,6 @@
-"""Measured roofline efficiencies for the ops no learned family covers (batch norm, embedding and
-its backward, losses, pooling, copies, optimizer updates, ...), from the recorded Hopper steps.
+"""Measured roofline efficiencies for the ops no learned family covers (batch norm, losses, pooling,
+copies, optimizer updates, ...), from the recorded Hopper steps. Embedding and row gathers are
+not among them (roofline_sample.LAUNCH_STRUCTURE_OPS).
 
     python -m habitat.learned.roofline_table --traces benchmarks/results --out weights [--lowo]
 
@@ -30,7 +31,15 @@ import numpy as np
 
 from habitat.learned.devices import default_table
 from habitat.learned.fitting import summary
-from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, elem_bytes, roofline_us, sm_roofline_us
+from habitat.learned.roofline_sample import (
+    COLLECTION,
+    LAUNCH_STRUCTURE_OPS,
+    Sample,
+    channels_last,
+    elem_bytes,
+    roofline_us,
+    sm_roofline_us,
+)
 
 FORMAT = "habitat-roofline-efficiency"
 FORMAT_VERSION = 1
@@ -64,7 +73,8 @@ def samples(results: str | Path) -> list[Sample]:
             learned = {op_id for op_id, _cls, parts in _engine.learned_op_parts(_json.dumps(rec.cpu), -1) if parts}
             dev = devices.find(rec.gpu)
             for op, incl in zip(rec.ops, rec.measured_incl_us):
-                if not op.get("kernels") or incl <= 0 or op["id"] in learned:
+                if not op.get("kernels") or incl <= 0 or op["id"] in learned \
+                        or op["name"].removeprefix("aten::") in LAUNCH_STRUCTURE_OPS:
                     continue
                 r = rec.rows.get(op["id"])
                 if r is None:

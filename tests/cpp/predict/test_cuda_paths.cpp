@@ -431,6 +431,26 @@ TEST(CudaPaths, TrainingDropoutIsOneFusedKernelNotTheCpusDrawScaleAndMultiply) {
   EXPECT_DOUBLE_EQ(cost.bytes_written, 3.0 * n);
 }
 
+TEST(CudaPaths, EmbeddingGradientIsCudasKernelsNotTheCpusZeroFill) {
+  // T5's decoder embedding gradient as the CPU records it: the zero fill is a child, the row
+  // sums are the op's own loop. CUDA's feature kernel and fill ran 108 us on an H100.
+  const TensorMeta grad = T({2048, 512});
+  OpRecord backward = make(0, "aten::embedding_dense_backward",
+                           {tensor("grad_output", grad), tensor("indices", T({2048}, "int64")),
+                            test::integer("num_weights", 32128)},
+                           {T({32128, 512})});
+  backward.has_children = true;
+  OpRecord zeros = make(1, "aten::zeros", {}, {T({32128, 512})}, 0);
+  OpRecord fill = make(2, "aten::zero_", {tensor("self", T({32128, 512}))}, {T({32128, 512})}, 0);
+  Step step;
+  step.ops = {backward, zeros, fill};
+  const OpIndex index_of(step);
+  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of).parent_wins, (std::vector<char>{1, 0, 0}));
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_NEAR(f.ops[0].share[0].time_us, 108.0, 0.2 * 108.0);
+  EXPECT_DOUBLE_EQ(f.ops[1].share[0].time_us + f.ops[2].share[0].time_us, 0.0);
+}
+
 // The backward of one layer as the CPU records it (weight1 = W_ih, weight2 = W_hh, then the
 // biases); `input` is the tensor the forward layer read.
 OpRecord rnn_layer_backward_op(uint64_t id, const TensorMeta& input) {
