@@ -61,6 +61,77 @@ def _row_parts(family: str, rows: float, cols: float) -> tuple[Part, Part]:
     return Part(family, {**shape, "backward": 0.0}), Part(family, {**shape, "backward": 1.0})
 
 
+_BINARY_EXTREMUM = {"max", "min", "maximum", "minimum"}  # with two tensors: element-wise
+
+
+def _extremum(n: float, full_inputs: float) -> dict[str, list[Part]]:
+    """torch.max(a, b) (OPT's attention clamp against a one-element tensor) and its gradient as
+    ATen's derivatives.yaml writes it for maximum/minimum: at::where(self == other, grad / 2,
+    grad).masked_fill_(self < other, 0), five element-wise kernels."""
+    compare = _elem(n, full_inputs)
+    return {"fw": [_elem(n, full_inputs)],
+            "bw": [compare, _elem(n, 1), _elem(n, 3), compare, _elem(n, 2)]}
+
+
+def _dropout(n: float, training: bool) -> dict[str, list[Part]]:
+    return {"fw": [_elem(n, 1)], "bw": [_elem(n, 2)]} if training else {}
+
+
+def _module_parts(cls: str, x: list, out: list, n_out: float, training: bool) -> dict[str, list[Part]]:
+    """An nn.Module node's work (x: its first input's shape)."""
+    if cls == "Linear":
+        k, n = float(x[-1]), float(out[-1])
+        m = _prod(x[:-1])
+        return {"fw": [_gemm(1, m, n, k)], "bw": [_gemm(1, m, k, n), _gemm(1, n, k, m)],
+                "acc": [_elem(n * k + n, 2)]}
+    if cls == "LayerNorm":
+        cols = float(out[-1])
+        fw, bw = _row_parts("layernorm", n_out / cols, cols)
+        return {"fw": [fw], "bw": [bw], "acc": [_elem(2 * cols, 2)]}
+    if cls == "Dropout":
+        return _dropout(n_out, training)
+    if cls == "Embedding":
+        return {"fw": [_elem(n_out, 1)], "bw": [_elem(n_out, 1)]}
+    if cls in ("GELU", "GELUActivation", "Tanh", "ReLU", "NewGELUActivation"):
+        return {"fw": [_elem(n_out, 1, cls != "ReLU")], "bw": [_elem(n_out, 2)]}
+    if cls == "Softmax":
+        cols = float(out[-1])
+        fw, bw = _row_parts("softmax", n_out / cols, cols)
+        return {"fw": [fw], "bw": [bw]}
+    return {}
+
+
+def _function_parts(fn: str, ins: list, out: list, n_out: float, training: bool) -> dict[str, list[Part]]:
+    """A call_function / call_method node's work."""
+    if fn in ("matmul", "bmm") and len(ins) >= 2 and len(ins[0]) >= 2:
+        a, b = ins[0], ins[1]
+        m, k, n = float(a[-2]), float(a[-1]), float(b[-1])
+        batch = n_out / (m * n)
+        return {"fw": [_gemm(batch, m, n, k)], "bw": [_gemm(batch, m, k, n), _gemm(batch, k, n, m)]}
+    if fn == "addmm" and len(ins) == 3:
+        m, k, n = float(ins[1][0]), float(ins[1][1]), float(ins[2][1])
+        return {"fw": [_gemm(1, m, n, k)], "bw": [_gemm(1, m, k, n), _gemm(1, k, n, m)],
+                "acc": [_elem(k * n + n, 2)]}
+    if fn == "softmax":
+        cols = float(out[-1])
+        fw, bw = _row_parts("softmax", n_out / cols, cols)
+        return {"fw": [fw], "bw": [bw]}
+    if fn == "contiguous":
+        return {"fw": [_elem(n_out, 1)]}
+    if fn == "dropout":  # F.dropout: as the Dropout module
+        return _dropout(n_out, training)
+    full_inputs = float(sum(1 for s in ins if _prod(s) == n_out))
+    if fn in _BINARY_EXTREMUM and len(ins) == 2:
+        return _extremum(n_out, full_inputs)
+    if fn in _ELEMENTWISE_FN and n_out > 1:
+        inputs = max(1.0, full_inputs)
+        fw = [_elem(n_out, inputs, fn in _TRANSCENDENTAL)]
+        if fn in ("add", "sub", "iadd"):
+            return {"fw": fw}  # gradients pass through
+        return {"fw": fw, "bw": [_elem(n_out, 2) for _ in range(int(inputs))]}
+    return {}
+
+
 def node_parts(row: dict[str, str], training: bool) -> dict[str, list[Part]]:
     """fw/bw/acc work of an fx node as learned-family parts (empty: no device work modelled)."""
     try:
@@ -72,54 +143,10 @@ def node_parts(row: dict[str, str], training: bool) -> dict[str, list[Part]]:
         return {}
     n_out = _prod(out)
     classes = _CLASS.findall(row["meta"])
-    kind = row["op"]
-    if kind == "call_module" and classes:
-        cls = classes[-1].split(".")[-1]
-        x = ins[0] if ins else out
-        if cls == "Linear":
-            k, n = float(x[-1]), float(out[-1])
-            m = _prod(x[:-1])
-            return {"fw": [_gemm(1, m, n, k)], "bw": [_gemm(1, m, k, n), _gemm(1, n, k, m)],
-                    "acc": [_elem(n * k + n, 2)]}
-        if cls == "LayerNorm":
-            cols = float(out[-1])
-            fw, bw = _row_parts("layernorm", n_out / cols, cols)
-            return {"fw": [fw], "bw": [bw], "acc": [_elem(2 * cols, 2)]}
-        if cls == "Dropout":
-            return {"fw": [_elem(n_out, 1)], "bw": [_elem(n_out, 2)]} if training else {}
-        if cls == "Embedding":
-            return {"fw": [_elem(n_out, 1)], "bw": [_elem(n_out, 1)]}
-        if cls in ("GELU", "GELUActivation", "Tanh", "ReLU", "NewGELUActivation"):
-            return {"fw": [_elem(n_out, 1, cls != "ReLU")], "bw": [_elem(n_out, 2)]}
-        if cls == "Softmax":
-            cols = float(out[-1])
-            fw, bw = _row_parts("softmax", n_out / cols, cols)
-            return {"fw": [fw], "bw": [bw]}
-        return {}
-    if kind in ("call_function", "call_method"):
-        fn = _fn_name(row["target"])
-        if fn in ("matmul", "bmm") and len(ins) >= 2 and len(ins[0]) >= 2:
-            a, b = ins[0], ins[1]
-            m, k, n = float(a[-2]), float(a[-1]), float(b[-1])
-            batch = n_out / (m * n)
-            return {"fw": [_gemm(batch, m, n, k)], "bw": [_gemm(batch, m, k, n), _gemm(batch, k, n, m)]}
-        if fn == "addmm" and len(ins) == 3:
-            m, k, n = float(ins[1][0]), float(ins[1][1]), float(ins[2][1])
-            return {"fw": [_gemm(1, m, n, k)], "bw": [_gemm(1, m, k, n), _gemm(1, k, n, m)],
-                    "acc": [_elem(k * n + n, 2)]}
-        if fn == "softmax":
-            cols = float(out[-1])
-            fw, bw = _row_parts("softmax", n_out / cols, cols)
-            return {"fw": [fw], "bw": [bw]}
-        if fn == "contiguous":
-            return {"fw": [_elem(n_out, 1)]}
-        if fn in _ELEMENTWISE_FN and n_out > 1:
-            inputs = max(1.0, float(sum(1 for s in ins if _prod(s) == n_out)))
-            trans = fn in _TRANSCENDENTAL
-            fw = [_elem(n_out, inputs, trans)]
-            if fn in ("add", "sub", "iadd"):
-                return {"fw": fw}  # gradients pass through
-            return {"fw": fw, "bw": [_elem(n_out, 2) for _ in range(int(inputs))]}
+    if row["op"] == "call_module" and classes:
+        return _module_parts(classes[-1].split(".")[-1], ins[0] if ins else out, out, n_out, training)
+    if row["op"] in ("call_function", "call_method"):
+        return _function_parts(_fn_name(row["target"]), ins, out, n_out, training)
     return {}
 
 

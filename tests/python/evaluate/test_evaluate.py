@@ -74,6 +74,24 @@ def test_node_mapping_of_a_linear_layer() -> None:
     assert len(parts["bw"]) == 2 and parts["acc"][0].shape["n"] == 4096 * 1024 + 4096
 
 
+def test_node_mapping_of_opts_clamp_and_functional_dropout() -> None:
+    # OPT's attention: torch.max(scores, torch.tensor(min)), a one-element second operand.
+    clamp = {"op": "call_function", "target": "<built-in method max of type object>",
+             "input_shapes": "[[2, 32, 2048, 2048], [1]]", "output_shape": "(2, 32, 2048, 2048)",
+             "dtype": "torch.float32", "meta": "{}"}
+    parts = node_parts(clamp, training=True)
+    n = 2.0 * 32 * 2048 * 2048
+    assert [p.shape["n"] for p in parts["fw"]] == [n] and parts["fw"][0].shape["inputs"] == 1
+    # ATen's maximum backward: an ==, a / 2, a where, a < and a masked_fill_.
+    assert [p.shape["inputs"] for p in parts["bw"]] == [1, 1, 3, 1, 2]
+    # torch.max(x, dim) returns values and indices: a reduction, not modelled here.
+    assert node_parts({**clamp, "input_shapes": "[[2, 32, 2048, 2048]]"}, training=True) == {}
+    dropout = {**clamp, "target": "<function dropout at 0x7f>", "input_shapes": "[[4096, 2048]]",
+               "output_shape": "(4096, 2048)"}
+    assert set(node_parts(dropout, training=True)) == {"fw", "bw"}
+    assert node_parts(dropout, training=False) == {}
+
+
 def test_habitat_wave_scaling_formula() -> None:
     t = default_table()
     o, d = t.find("V100-PCIE-32GB"), t.find("T4")
