@@ -66,5 +66,41 @@ TEST(ElementwiseParts, FillFeaturesCountOneTensorOfTraffic) {
   EXPECT_DOUBLE_EQ(f.roofline_us, bytes / (dev.memory_bandwidth_gbs * 1e9) * 1e6);
 }
 
+TensorMeta channels_last(std::vector<int64_t> nchw, const std::string& dtype = "float32") {
+  TensorMeta t = T(nchw, dtype);
+  const int64_t c = nchw[1], h = nchw[2], w = nchw[3];
+  t.strides = {h * w * c, 1, w * c, c};
+  t.contiguous = false;  // torch's is_contiguous() of a channels-last tensor
+  return t;
+}
+
+// ATen's vectorized kernel needs dense operands of one layout and one floating dtype; the
+// recorded GPU steps' kernels agree with this call on every element-wise op
+// (benchmarks/accuracy/elementwise_paths_fit.py).
+TEST(ElementwiseParts, TellTheVectorizedKernelFromTheUnrolledAndStridedOnes) {
+  const TensorMeta x = T({32, 256, 768});
+  const TensorMeta x16 = T({32, 256, 768}, "bfloat16");
+  auto add = [](const TensorMeta& a, const TensorMeta& b, const TensorMeta& out) {
+    return op("aten::add", "Tensor", {tensor("self", a), tensor("other", b)}, {out});
+  };
+  EXPECT_EQ(only_part(add(x, x, x)).at("vectorized"), 1);
+  EXPECT_EQ(only_part(add(x, x16, x)).at("vectorized"), 0);       // autocast's residual add: a cast
+  EXPECT_EQ(only_part(add(x, T({768}), x)).at("vectorized"), 0);  // a broadcast operand
+  TensorMeta transposed = T({32, 768, 256});
+  transposed.shape = {32, 256, 768};
+  transposed.strides = {768 * 256, 1, 256};
+  transposed.contiguous = false;
+  EXPECT_EQ(only_part(add(x, transposed, x)).at("vectorized"), 0);
+  // Channels-last operands are dense: TensorIterator walks them in memory order.
+  const TensorMeta cl = channels_last({64, 256, 56, 56}, "bfloat16");
+  EXPECT_EQ(only_part(op("aten::relu", "", {tensor("self", cl)}, {cl})).at("vectorized"), 1);
+  EXPECT_EQ(only_part(add(cl, T({64, 256, 56, 56}, "bfloat16"), cl)).at("vectorized"), 0);
+  // A boolean mask is the functor's own type, not a cast.
+  const OpRecord fill =
+      op("aten::masked_fill", "Scalar",
+         {tensor("self", x), tensor("mask", T({32, 256, 768}, "bool")), real("value", 0.0)}, {x});
+  EXPECT_EQ(only_part(fill).at("vectorized"), 1);
+}
+
 }  // namespace
 }  // namespace habitat
