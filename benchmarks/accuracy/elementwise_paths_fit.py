@@ -1,5 +1,5 @@
 """The per-element bound of ATen's non-vectorized element-wise kernels
-(csrc/src/learned/learned_model.cpp kNonVectorizedCyclesPerElement), measured on recorded GPU
+(csrc/src/cost/aten_loops.h kNonVectorizedCyclesPerElement), measured on recorded GPU
 steps, and how well the engine tells the kernels apart.
 
     python benchmarks/accuracy/elementwise_paths_fit.py [--results DIR]

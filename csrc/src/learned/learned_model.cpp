@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "cost/aten_loops.h"
 #include "cost/attention_problem.h"
 #include "cost/depthwise.h"
 #include "cost/gemm_operands.h"
@@ -328,60 +329,6 @@ bool is_writer(std::string_view name) {
   return op_cost::is_writer_stem(name);
 }
 
-bool floating(const TensorMeta& t) {
-  const std::string_view d = t.dtype.str();
-  return d == "float32" || d == "float16" || d == "bfloat16" || d == "float64" || d == "half" ||
-         d == "float";
-}
-
-// Whether the tensor's elements fill its memory without gaps or overlaps, in any dimension
-// order (a channels-last tensor does; a transposed view of a slice does not).
-bool dense(const TensorMeta& t) {
-  if (t.strides.size() != t.shape.size()) return t.contiguous;
-  std::vector<std::size_t> order;
-  for (std::size_t d = 0; d < t.shape.size(); ++d) {
-    if (t.shape[d] != 1) order.push_back(d);
-  }
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return t.strides[a] < t.strides[b]; });
-  int64_t expected = 1;
-  for (const std::size_t d : order) {
-    if (t.strides[d] != expected) return false;
-    expected *= t.shape[d];
-  }
-  return true;
-}
-
-// Whether ATen's CUDA loop runs the op as its vectorized kernel (CUDALoops.cuh gpu_kernel_impl):
-// only when TensorIterator can walk every operand as one contiguous run (dense operands of one
-// layout: channels-last ones too) and no operand needs a dtype cast. Otherwise it runs
-// unrolled_elementwise_kernel (mixed floating dtypes: autocast's bf16 results added to an fp32
-// residual) or elementwise_kernel with an offset calculator (a strided, differently laid out or
-// broadcast operand). One-element operands count as scalars.
-bool runs_vectorized(const OpRecord& op, double n) {
-  std::string_view dtype;
-  const TensorMeta* layout = nullptr;
-  auto check = [&](const TensorMeta& t) {
-    const double elements = numel(t.shape);
-    if (elements <= 1) return true;
-    if (elements < n || !dense(t)) return false;  // broadcast or strided
-    if (layout == nullptr) layout = &t;
-    if (t.strides != layout->strides) return false;  // another dimension order
-    if (!floating(t)) return true;                   // masks, indices: the functor's own type
-    if (dtype.empty()) dtype = t.dtype.str();
-    return t.dtype.str() == dtype;
-  };
-  for (const Argument& a : op.args) {
-    for (const TensorMeta& t : a.value.tensors) {
-      if (t.defined && !check(t)) return false;
-    }
-  }
-  for (const TensorMeta& t : op.outputs) {
-    if (!check(t)) return false;
-  }
-  return true;
-}
-
 std::vector<LearnedPart> elementwise_parts(const std::string& name, const OpRecord& op) {
   if (op.outputs.empty()) return {};
   const TensorMeta& out = op.outputs.front();
@@ -410,7 +357,7 @@ std::vector<LearnedPart> elementwise_parts(const std::string& name, const OpReco
             {"inputs", inputs},
             {"transcendental", is_transcendental(name) ? 1.0 : 0.0},
             {"elem_bytes", elem_bytes(out)},
-            {"vectorized", runs_vectorized(op, n) ? 1.0 : 0.0}}}};
+            {"vectorized", aten_loops::runs_vectorized(op, n) ? 1.0 : 0.0}}}};
 }
 
 }  // namespace
@@ -638,18 +585,12 @@ std::optional<double> LearnedModels::nchw_pointwise_gemm_us(const LearnedShape& 
 
 namespace {
 
-// ATen's unrolled and offset-calculator element-wise kernels are bound by their per-element
-// work (index arithmetic, dtype casts), not by bytes: about 0.9 SM cycles per output element on
-// both the H100 and the H200 (same SMs and clock, 1.43x the bandwidth), where the vectorized
-// kernel streams at DRAM rate. The learned model forecasts the vectorized kernel. Fitted on the
-// recorded training steps by benchmarks/accuracy/elementwise_paths_fit.py.
-constexpr double kNonVectorizedCyclesPerElement = 0.95;
-
+// The learned model forecasts ATen's vectorized kernel; its other two are bound by elements.
 double elementwise_floor_us(const LearnedPart& part, const Device& target) {
   const auto vectorized = part.shape.find("vectorized");
   const auto n = part.shape.find("n");
   if (vectorized == part.shape.end() || vectorized->second != 0 || n == part.shape.end()) return 0;
-  return n->second * kNonVectorizedCyclesPerElement / (target.sms * target.boost_clock_mhz);
+  return aten_loops::non_vectorized_us(n->second, target);
 }
 
 }  // namespace

@@ -327,6 +327,18 @@ bool mark_by_name(const OpRecord& op, std::size_t i, Mapping& m) {
     m.parent_wins[i] = 1;
     return true;
   }
+  // CUDA's addmm with a bias vector (beta 1) runs the GEMM alone, the bias added by cuBLASLt's
+  // epilogue (Blas.cpp addmm_out_cuda_impl, useLtInterface); the CPU first copies the broadcast
+  // bias into the result (its children: expand, copy_). The recorded H100 steps' addmm ops
+  // launch one GEMM kernel each.
+  if (op.name == "aten::addmm" && op.has_children) {
+    const TensorMeta* bias = arg_tensor(op, "self");
+    if (bias != nullptr && bias->shape.size() == 1 &&
+        op_args::number(op.args, "beta").value_or(1.0) == 1.0) {
+      m.parent_wins[i] = 1;
+      return true;
+    }
+  }
   // The CPU's embedding gradient records its zero fill as children and sums the rows itself;
   // CUDA runs its own kernels (Embedding.cu), fill included, which the op's estimate describes.
   if (op.name == "aten::embedding_dense_backward" && op.has_children) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "cost/aten_loops.h"
 #include "habitat/forecast_rows.h"
 #include "habitat/wave_scaling.h"
 #include "predict/cuda_paths.h"
@@ -153,7 +154,13 @@ class OpPredictor {
     }
     // Row gathers and the embedding gradient: bounded by their launch structure, not by bytes.
     if (auto t = embedding_kernels_us(op, target)) return {*t, Method::Roofline};
-    return {roofline_estimate_us(cost, target, measured(op, cost)), Method::Roofline};
+    double t = roofline_estimate_us(cost, target, measured(op, cost));
+    // A strided or widening copy runs ATen's element-bound loop (cost/aten_loops.h).
+    if (cost.op_class == OpClass::Copy && aten_loops::copy_runs_vectorized(op) == false) {
+      t = std::max(t, aten_loops::non_vectorized_us(static_cast<double>(op.outputs.front().numel()),
+                                                    target));
+    }
+    return {t, Method::Roofline};
   }
 
   OpPrediction runtime_based(const OpRecord& op, const OpCost& cost, const Device& target,

@@ -431,6 +431,30 @@ TEST(CudaPaths, TrainingDropoutIsOneFusedKernelNotTheCpusDrawScaleAndMultiply) {
   EXPECT_DOUBLE_EQ(cost.bytes_written, 3.0 * n);
 }
 
+TEST(CudaPaths, AddmmWithABiasVectorIsTheGemmAloneNotTheCpusBiasCopy) {
+  // The CPU copies the broadcast bias into the result before its GEMM; CUDA's addmm adds it in
+  // cuBLASLt's epilogue. A copy from a stride-0 source is an element-bound loop on CUDA, which
+  // must not stand for the GEMM.
+  const TensorMeta out = T({8192, 3072}, "bfloat16");
+  OpRecord addmm =
+      make(0, "aten::addmm",
+           {tensor("self", T({3072}, "bfloat16")), tensor("mat1", T({8192, 768}, "bfloat16")),
+            tensor("mat2", T({768, 3072}, "bfloat16"))},
+           {out});
+  addmm.has_children = true;
+  TensorMeta bias = T({8192, 3072}, "bfloat16");
+  bias.strides = {0, 1};
+  bias.contiguous = false;
+  OpRecord copy = make(1, "aten::copy_", {tensor("self", out), tensor("src", bias)}, {out}, 0);
+  Step step;
+  step.ops = {addmm, copy};
+  const OpIndex index_of(step);
+  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of).parent_wins, (std::vector<char>{1, 0}));
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_GT(f.ops[0].share[0].time_us, 0.0);
+  EXPECT_DOUBLE_EQ(f.ops[1].share[0].time_us, 0.0);
+}
+
 TEST(CudaPaths, EmbeddingGradientIsCudasKernelsNotTheCpusZeroFill) {
   // T5's decoder embedding gradient as the CPU records it: the zero fill is a child, the row
   // sums are the op's own loop. CUDA's feature kernel and fill ran 108 us on an H100.
