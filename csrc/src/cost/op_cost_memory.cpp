@@ -122,9 +122,9 @@ OpCost embedding_backward(const OpContext& c, double) {
   const TensorMeta* grad = tensor_arg(c, "grad_output");
   const TensorMeta* indices = tensor_arg(c, "indices");
   if (grad == nullptr || indices == nullptr) return OpCost{};
-  const bool atomic_path = numel(*indices) <= 3072 && !bool_arg(c, "scale_grad_by_freq", false);
+  const bool feature_path = numel(*indices) <= 3072 && !bool_arg(c, "scale_grad_by_freq", false);
   return make_cost(OpClass::Embedding, numel(*grad), input_bytes(c), output_bytes(c),
-                   simt_precision(grad->dtype), atomic_path ? 2 : 14);
+                   simt_precision(grad->dtype), feature_path ? 2 : 14);
 }
 
 OpCost no_kernel(const OpContext&, double) { return no_kernel_cost(); }

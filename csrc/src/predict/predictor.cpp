@@ -155,7 +155,7 @@ class OpPredictor {
     // Row gathers and the embedding gradient: bounded by their launch structure, not by bytes.
     if (auto t = embedding_kernels_us(op, target)) return {*t, Method::Roofline};
     double t = roofline_estimate_us(cost, target, measured(op, cost));
-    // A strided or widening copy runs ATen's element-bound loop (cost/aten_loops.h).
+    // A copy from a strided source runs ATen's element-bound loop (cost/aten_loops.h).
     if (cost.op_class == OpClass::Copy && aten_loops::copy_runs_vectorized(op) == false) {
       t = std::max(t, aten_loops::non_vectorized_us(static_cast<double>(op.outputs.front().numel()),
                                                     target));
