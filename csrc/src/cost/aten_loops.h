@@ -27,9 +27,10 @@ bool runs_vectorized(const OpRecord& op, double n);
 // A copy (copy_, _to_copy, clone, contiguous, to, reshape, flatten, ...) runs a contiguous
 // kernel: source and result dense in one layout; false: a strided gather (a transposed
 // gradient made contiguous), the offset-calculator loop. nullopt: not such a copy. A widening
-// cast (bf16/fp16 -> fp32) also runs the element-bound unrolled loop on CUDA, but is not
-// bounded here: a CPU trace's autocast casts are the CPU's policy (T5-small bf16: 67 widening
-// casts in the CPU trace's forward, 19 on the H100), and the bound would charge its extra ones.
+// cast (bf16/fp16 -> fp32) also runs the element-bound unrolled loop on CUDA (0.88 cycles per
+// element on the H100), but is left to the measured-roofline table, which fits the recorded
+// casts: bounding them too put the real models' bf16 copies at +16 % of their measured time
+// (+5 % without; benchmarks/results/real-models-cpu-trace.md).
 std::optional<bool> copy_runs_vectorized(const OpRecord& op);
 
 // The time a non-vectorized loop over `elements` outputs takes at least on `device`, in us.

@@ -455,6 +455,32 @@ TEST(CudaPaths, AddmmWithABiasVectorIsTheGemmAloneNotTheCpusBiasCopy) {
   EXPECT_DOUBLE_EQ(f.ops[1].share[0].time_us, 0.0);
 }
 
+TEST(CudaPaths, AMixedDtypeAddIsOneCastingKernelNotTheCpusCastAndAdd) {
+  // T5's residual add under autocast as the CPU records it: the bf16 operand converted into a
+  // temporary (to -> _to_copy -> copy_), then the add. CUDA casts inside its one kernel.
+  const TensorMeta x = T({16, 512, 512});
+  const TensorMeta y = T({16, 512, 512}, "bfloat16");
+  OpRecord add = make(0, "aten::add", {tensor("self", x), tensor("other", y)}, {x});
+  add.has_children = true;
+  OpRecord to = make(1, "aten::to", {tensor("self", y)}, {x}, 0);
+  to.has_children = true;
+  OpRecord to_copy = make(2, "aten::_to_copy", {tensor("self", y)}, {x}, 1);
+  to_copy.has_children = true;
+  OpRecord copy = make(3, "aten::copy_", {tensor("self", x), tensor("src", y)}, {x}, 2);
+  Step step;
+  step.ops = {add, to, to_copy, copy};
+  const OpIndex index_of(step);
+  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of).parent_wins, (std::vector<char>{1, 0, 0, 0}));
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  EXPECT_GT(f.ops[0].share[0].time_us, 0.0);
+  EXPECT_DOUBLE_EQ(f.ops[1].share[0].time_us + f.ops[3].share[0].time_us, 0.0);
+  // An add with another child (a reduction, say) keeps its children.
+  OpRecord other = make(4, "aten::sum", {tensor("self", y)}, {T({1})}, 0);
+  step.ops.push_back(other);
+  const OpIndex index2(step);
+  EXPECT_EQ(cuda_paths::map_cpu_step(step, index2).parent_wins[0], 0);
+}
+
 TEST(CudaPaths, EmbeddingGradientIsCudasKernelsNotTheCpusZeroFill) {
   // T5's decoder embedding gradient as the CPU records it: the zero fill is a child, the row
   // sums are the op's own loop. CUDA's feature kernel and fill ran 108 us on an H100.
