@@ -114,9 +114,32 @@ def root_key(ops: list[dict[str, Any]]) -> Callable[[dict[str, Any]], tuple[str,
     return key
 
 
+def dropout_masks(ops: list[dict[str, Any]]) -> set[int]:
+    """Storages of the noise a CPU trace's training-mode dropout draws (its bernoulli_'s tensor).
+    The CPU's backward multiplies the gradient by that noise (a `mul` with no dropout above it);
+    CUDA's is native_dropout_backward, classed "dropout" by name."""
+    by_id = {op["id"]: op for op in ops}
+    out = set()
+    for op in ops:
+        parent = by_id.get(op.get("parent"))
+        if base_name(op["name"]) != "bernoulli" or parent is None or "dropout" not in parent["name"]:
+            continue
+        storage = ((_arg(op, "self") or {}).get("tensor") or {}).get("storage")
+        if storage:
+            out.add(storage)
+    return out
+
+
 def classify_step(ops: list[dict[str, Any]], engine_classes: dict[int, str]) -> dict[int, str]:
     """op id -> class for every op of a step (engine_classes: op id -> the engine's class)."""
-    return {op["id"]: op_class(chain, engine_classes.get(op["id"], "unknown")) for op, chain in chains(ops)}
+    masks = dropout_masks(ops)
+
+    def masked(op: dict[str, Any]) -> bool:
+        return op.get("phase") == "backward" and base_name(op["name"]) == "mul" and any(
+            (a.get("tensor") or {}).get("storage") in masks for a in op.get("args", []))
+
+    return {op["id"]: "dropout" if masks and masked(op) else op_class(chain, engine_classes.get(op["id"], "unknown"))
+            for op, chain in chains(ops)}
 
 
 def engine_classes(forecast: dict[str, Any]) -> dict[int, str]:

@@ -113,6 +113,22 @@ def test_transformer_steps_split_into_their_classes(smoke_classes) -> None:
         assert bert_by.get(cls, 0) > 0, cls
 
 
+def test_the_cpus_dropout_backward_is_classed_with_the_dropout(rm) -> None:
+    """The CPU's dropout backward is a `mul` of the gradient by the forward's noise; CUDA's is
+    native_dropout_backward: both are "dropout"."""
+    def t(storage: int) -> dict:
+        return {"shape": [4, 8], "dtype": "float32", "storage": storage}
+    ops = [{"id": 0, "name": "aten::dropout", "phase": "forward", "args": [{"name": "input", "tensor": t(1)}]},
+           {"id": 1, "parent": 0, "name": "aten::bernoulli_", "phase": "forward",
+            "args": [{"name": "self", "tensor": t(7)}]},
+           {"id": 2, "name": "aten::mul", "phase": "backward",
+            "args": [{"name": "self", "tensor": t(9)}, {"name": "other", "tensor": t(7)}]},
+           {"id": 3, "name": "aten::mul", "phase": "backward",
+            "args": [{"name": "self", "tensor": t(9)}, {"name": "other", "tensor": t(5)}]}]
+    classes = rm.op_classes.classify_step(ops, {2: "elementwise", 3: "elementwise"})
+    assert classes[2] == "dropout" and classes[3] == "elementwise"
+
+
 def test_primed_step_records_the_same_ops_as_after_a_whole_step(workloads) -> None:
     """steady() creates AdamW's state without a forward/backward: the traced step that follows
     is the one a full warm-up step would have left (same ops, same phases)."""
