@@ -49,6 +49,21 @@ double total_us(const Step& step, const std::string& gpu, const TraceOrigin& ori
   return Predictor(db()).predict(step, origin, {gpu}).totals[0].total_us;
 }
 
+// The step's first op is what CUDA runs for its whole subtree: it stands for its children, which
+// forecast nothing on the H100. Returns its own forecast there (us).
+double parent_stands_for_children(const Step& step) {
+  const OpIndex index_of(step);
+  std::vector<char> expected(step.ops.size(), 0);
+  expected[0] = 1;
+  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of).parent_wins, expected);
+  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
+  double children = 0;
+  for (std::size_t i = 1; i < f.ops.size(); ++i) children += f.ops[i].share[0].time_us;
+  EXPECT_DOUBLE_EQ(children, 0.0);
+  EXPECT_GT(f.ops[0].share[0].time_us, 0.0);
+  return f.ops[0].share[0].time_us;
+}
+
 TEST(CudaPaths, AutocastWrapperCountsTheBf16OpItRedispatched) {
   // torch.autocast: aten::linear(fp32) -> [cast of the input, aten::linear(bf16) -> addmm(bf16)].
   OpRecord outer = linear(0, "float32");
@@ -400,11 +415,7 @@ TEST(CudaPaths, AMeanIsOneReduceKernelNotTheCpusSumAndDivide) {
   OpRecord div = make(2, "aten::div_", {tensor("self", T({4096}))}, {T({4096})}, 0);
   Step step;
   step.ops = {mean, sum, div};
-  const OpIndex index_of(step);
-  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of).parent_wins, (std::vector<char>{1, 0, 0}));
-  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
-  EXPECT_GT(f.ops[0].share[0].time_us, 0.0);
-  EXPECT_DOUBLE_EQ(f.ops[1].share[0].time_us + f.ops[2].share[0].time_us, 0.0);
+  parent_stands_for_children(step);
 }
 
 TEST(CudaPaths, TrainingDropoutIsOneFusedKernelNotTheCpusDrawScaleAndMultiply) {
@@ -418,12 +429,7 @@ TEST(CudaPaths, TrainingDropoutIsOneFusedKernelNotTheCpusDrawScaleAndMultiply) {
   OpRecord mul = make(3, "aten::mul", {tensor("self", x), tensor("other", x)}, {x}, 0);
   Step step;
   step.ops = {dropout, draw, scale, mul};
-  const OpIndex index_of(step);
-  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of).parent_wins, (std::vector<char>{1, 0, 0, 0}));
-  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
-  EXPECT_GT(f.ops[0].share[0].time_us, 0.0);
-  EXPECT_DOUBLE_EQ(
-      f.ops[1].share[0].time_us + f.ops[2].share[0].time_us + f.ops[3].share[0].time_us, 0.0);
+  parent_stands_for_children(step);
   // native_dropout reads the input and writes the output and a one-byte mask.
   const OpCost cost = estimate_cost(dropout);
   const auto n = static_cast<double>(x.numel());
@@ -448,11 +454,7 @@ TEST(CudaPaths, AddmmWithABiasVectorIsTheGemmAloneNotTheCpusBiasCopy) {
   OpRecord copy = make(1, "aten::copy_", {tensor("self", out), tensor("src", bias)}, {out}, 0);
   Step step;
   step.ops = {addmm, copy};
-  const OpIndex index_of(step);
-  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of).parent_wins, (std::vector<char>{1, 0}));
-  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
-  EXPECT_GT(f.ops[0].share[0].time_us, 0.0);
-  EXPECT_DOUBLE_EQ(f.ops[1].share[0].time_us, 0.0);
+  parent_stands_for_children(step);
 }
 
 TEST(CudaPaths, AMixedDtypeAddIsOneCastingKernelNotTheCpusCastAndAdd) {
@@ -469,11 +471,7 @@ TEST(CudaPaths, AMixedDtypeAddIsOneCastingKernelNotTheCpusCastAndAdd) {
   OpRecord copy = make(3, "aten::copy_", {tensor("self", x), tensor("src", y)}, {x}, 2);
   Step step;
   step.ops = {add, to, to_copy, copy};
-  const OpIndex index_of(step);
-  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of).parent_wins, (std::vector<char>{1, 0, 0, 0}));
-  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
-  EXPECT_GT(f.ops[0].share[0].time_us, 0.0);
-  EXPECT_DOUBLE_EQ(f.ops[1].share[0].time_us + f.ops[3].share[0].time_us, 0.0);
+  parent_stands_for_children(step);
   // An add with another child (a reduction, say) keeps its children.
   OpRecord other = make(4, "aten::sum", {tensor("self", y)}, {T({1})}, 0);
   step.ops.push_back(other);
@@ -494,11 +492,7 @@ TEST(CudaPaths, EmbeddingGradientIsCudasKernelsNotTheCpusZeroFill) {
   OpRecord fill = make(2, "aten::zero_", {tensor("self", T({32128, 512}))}, {T({32128, 512})}, 0);
   Step step;
   step.ops = {backward, zeros, fill};
-  const OpIndex index_of(step);
-  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of).parent_wins, (std::vector<char>{1, 0, 0}));
-  const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
-  EXPECT_NEAR(f.ops[0].share[0].time_us, 108.0, 0.2 * 108.0);
-  EXPECT_DOUBLE_EQ(f.ops[1].share[0].time_us + f.ops[2].share[0].time_us, 0.0);
+  EXPECT_NEAR(parent_stands_for_children(step), 108.0, 0.2 * 108.0);
 }
 
 // The backward of one layer as the CPU records it (weight1 = W_ih, weight2 = W_hh, then the
