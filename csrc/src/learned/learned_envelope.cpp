@@ -13,11 +13,11 @@ DominanceEnvelope::DominanceEnvelope(const ShapeModel& inner, const DeviceDataba
 
 DominanceEnvelope::~DominanceEnvelope() = default;
 
-std::vector<std::size_t> DominanceEnvelope::dominated_by(const Device& target, Precision p) const {
+std::vector<std::size_t> DominanceEnvelope::dominating(const Device& target, Precision p) const {
   std::vector<std::size_t> out;
   const std::vector<Device>& all = db_.all();
   for (std::size_t i = 0; i < all.size(); ++i) {
-    if (all[i].name != target.name && at_least_as_good(target, all[i], p)) out.push_back(i);
+    if (all[i].name != target.name && at_least_as_good(all[i], target, p)) out.push_back(i);
   }
   return out;
 }
@@ -42,17 +42,17 @@ std::optional<double> DominanceEnvelope::predict_us(const OpRecord& op, const Op
 
   std::optional<double> best = memoised ? on(index) : inner_.predict_us(op, cost, target);
   if (!best) return best;
-  auto min_over = [&](const std::vector<std::size_t>& others) {
+  auto max_over = [&](const std::vector<std::size_t>& others) {
     for (std::size_t i : others) {
-      if (auto t = on(i)) best = std::min(*best, *t);
+      if (auto t = on(i)) best = std::max(*best, *t);
     }
   };
   if (memoised) {
-    auto [it, inserted] = dominated_.try_emplace({index, cost.precision});
-    if (inserted) it->second = dominated_by(target, cost.precision);
-    min_over(it->second);
+    auto [it, inserted] = dominating_.try_emplace({index, cost.precision});
+    if (inserted) it->second = dominating(target, cost.precision);
+    max_over(it->second);
   } else {
-    min_over(dominated_by(target, cost.precision));
+    max_over(dominating(target, cost.precision));
   }
   return best;
 }

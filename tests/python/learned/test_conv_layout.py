@@ -82,11 +82,10 @@ def _transform_us(dtype: str, gpu: str) -> float:
 @pytest.mark.parametrize("gpu", ["H100-SXM5-80GB", "A100-SXM4-80GB"])
 def test_nchw_16_bit_conv_is_channels_last_plus_two_passes_of_transforms(gpu: str) -> None:
     nchw, cl = _times([_conv_backward(0, False, "bfloat16"), _conv_backward(1, True, "bfloat16")], gpu)
-    # Exact on the H100, the fastest GPU of the database; below it the dominance envelope takes
-    # each layout's least forecast over the GPUs the target beats, which for the two layouts
-    # need not be the same GPU (on the A100, 0.8 us of 44 apart).
-    exact = gpu == "H100-SXM5-80GB"
-    assert nchw - cl == pytest.approx(2 * _transform_us("bfloat16", gpu), rel=1e-6 if exact else 0.05, abs=1e-6)
+    # Not exact: the dominance envelope takes each layout's most forecast over the target and the
+    # GPUs at least as good as it, which for the two layouts need not be the same GPU (on the
+    # H100, whose layouts the H200 bounds, 1.0 us of 28 apart).
+    assert nchw - cl == pytest.approx(2 * _transform_us("bfloat16", gpu), rel=0.05, abs=1e-6)
 
 
 def test_nchw_tf32_conv_is_the_faster_of_its_tensor_core_and_fp32_paths() -> None:
