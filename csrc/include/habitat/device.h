@@ -51,6 +51,8 @@ struct Device {
   // units for that precision (e.g. BF16 on a V100 runs on SIMT cores).
   double peak_flops(Precision p) const;
   double bandwidth_bytes_per_s() const { return memory_bandwidth_gbs * 1e9; }
+  // Microseconds that `cycles` of SM work take spread over every SM at the boost clock.
+  double sm_cycles_us(double cycles) const { return cycles / (sms * boost_clock_mhz); }
 };
 
 // True when `a` is at least as good as `b` on every figure that bounds an op of precision `p`

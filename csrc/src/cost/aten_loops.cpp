@@ -5,24 +5,10 @@
 #include <string_view>
 #include <vector>
 
+#include "habitat/precision.h"
 #include "trace/op_args.h"
 
 namespace habitat::aten_loops {
-namespace {
-
-bool floating(const TensorMeta& t) {
-  const std::string_view d = t.dtype.str();
-  return d == "float32" || d == "float16" || d == "bfloat16" || d == "float64" || d == "half" ||
-         d == "float";
-}
-
-double elements(const TensorMeta& t) {
-  double n = 1;
-  for (const int64_t s : t.shape) n *= static_cast<double>(s);
-  return n;
-}
-
-}  // namespace
 
 bool dense(const TensorMeta& t) {
   if (t.strides.size() != t.shape.size()) return t.contiguous;
@@ -44,12 +30,12 @@ bool runs_vectorized(const OpRecord& op, double n) {
   std::string_view dtype;
   const TensorMeta* layout = nullptr;
   auto check = [&](const TensorMeta& t) {
-    const double e = elements(t);
+    const auto e = static_cast<double>(t.numel());
     if (e <= 1) return true;
     if (e < n || !dense(t)) return false;  // broadcast or strided
     if (layout == nullptr) layout = &t;
     if (t.strides != layout->strides) return false;  // another dimension order
-    if (!floating(t)) return true;
+    if (!is_floating(t.dtype)) return true;
     if (dtype.empty()) dtype = t.dtype.str();
     return t.dtype.str() == dtype;
   };
@@ -74,12 +60,12 @@ std::optional<bool> copy_runs_vectorized(const OpRecord& op) {
       op_args::first_tensor(op.args, {name == "aten::copy_" ? "src" : "self", "src", "self"});
   if (src == nullptr || op.outputs.empty()) return std::nullopt;
   const TensorMeta& dst = op.outputs.front();
-  if (elements(*src) != elements(dst)) return std::nullopt;
+  if (src->numel() != dst.numel()) return std::nullopt;
   return dense(*src) && dense(dst) && src->strides == dst.strides;
 }
 
 double non_vectorized_us(double n, const Device& device) {
-  return n * kNonVectorizedCyclesPerElement / (device.sms * device.boost_clock_mhz);
+  return device.sm_cycles_us(n * kNonVectorizedCyclesPerElement);
 }
 
 }  // namespace habitat::aten_loops

@@ -80,7 +80,6 @@ std::optional<Gather> gather_of(const OpRecord& op) {
 
 double forward_us(const Gather& g, const Device& d) {
   const double clock = d.boost_clock_mhz;  // cycles per microsecond
-  const double sm_cycles = d.sms * clock;
   if (g.indices <= kSmallIndexMax) return kFixedSmallUs + g.indices * kCyclesPerSmallIndex / clock;
   const double out = g.indices * g.width * g.elem;
   // Repeated rows come from cache: the table is read once at most.
@@ -90,9 +89,10 @@ double forward_us(const Gather& g, const Device& d) {
   if (row_bytes % kVectorBytes == 0) {
     const double vectors = static_cast<double>(row_bytes / kVectorBytes);
     const double blocks = g.indices * std::ceil(vectors / kVectorsPerBlock);
-    return kFixedVectorizedUs + std::max(dram, blocks * kCyclesPerBlock / sm_cycles);
+    return kFixedVectorizedUs + std::max(dram, d.sm_cycles_us(blocks * kCyclesPerBlock));
   }
-  return kFixedElementwiseUs + std::max(dram, g.indices * g.width * kCyclesPerElement / sm_cycles);
+  return kFixedElementwiseUs +
+         std::max(dram, d.sm_cycles_us(g.indices * g.width * kCyclesPerElement));
 }
 
 // Expected distinct rows among `draws` uniform draws of `rows` (token ids repeat more).
@@ -127,7 +127,7 @@ std::optional<double> backward_us(const OpRecord& op, const Device& d) {
   const double segments = distinct_rows(*rows, indices);
   const double partials = segments + std::max(0.0, indices - segments) / kRowsPerPartialSegment;
   const double work = partials * width * kCyclesPerPartialElement + indices * kCyclesPerIndex;
-  return kFixedSortUs + fill + work / (d.sms * clock);
+  return kFixedSortUs + fill + d.sm_cycles_us(work);
 }
 
 }  // namespace
