@@ -68,18 +68,43 @@ TEST(OpCostGemm, LinearOverBatchedInputAndOutVariantWithoutOutputs) {
   EXPECT_DOUBLE_EQ(c.bytes_written, 65536);
 }
 
+// aten::convolution's arguments for a square stride and padding: no bias, dilation 1, not
+// transposed, one group.
+std::vector<Argument> convolution_args(TensorMeta input, TensorMeta weight, int64_t stride,
+                                       int64_t padding) {
+  return {tensor("input", std::move(input)),
+          tensor("weight", std::move(weight)),
+          none("bias"),
+          ints("stride", {stride, stride}),
+          ints("padding", {padding, padding}),
+          ints("dilation", {1, 1}),
+          boolean("transposed", false),
+          ints("output_padding", {0, 0}),
+          integer("groups", 1)};
+}
+
+// aten::convolution_backward's arguments for the same convolution and output_mask.
+std::vector<Argument> convolution_backward_args(TensorMeta grad_output, TensorMeta input,
+                                                TensorMeta weight, int64_t stride, int64_t padding,
+                                                std::vector<int64_t> mask) {
+  const int64_t out_channels = weight.shape[0];
+  return {tensor("grad_output", std::move(grad_output)),
+          tensor("input", std::move(input)),
+          tensor("weight", std::move(weight)),
+          ints("bias_sizes", {out_channels}),
+          ints("stride", {stride, stride}),
+          ints("padding", {padding, padding}),
+          ints("dilation", {1, 1}),
+          boolean("transposed", false),
+          ints("output_padding", {0, 0}),
+          integer("groups", 1),
+          bools("output_mask", std::move(mask))};
+}
+
 TEST(OpCostConv, StridedPaddedConvolution) {
   // [2,3,32,32] * [8,3,3,3], stride 2, padding 1 -> [2,8,16,16] ((32 + 2 - 2 - 1) / 2 + 1 = 16).
   // FLOPs = 2 * (2*8*16*16) * (3*3*3) = 2 * 4096 * 27 = 221,184 (flop_counter).
-  std::vector<Argument> args = {tensor("input", T({2, 3, 32, 32})),
-                                tensor("weight", T({8, 3, 3, 3})),
-                                none("bias"),
-                                ints("stride", {2, 2}),
-                                ints("padding", {1, 1}),
-                                ints("dilation", {1, 1}),
-                                boolean("transposed", false),
-                                ints("output_padding", {0, 0}),
-                                integer("groups", 1)};
+  const std::vector<Argument> args = convolution_args(T({2, 3, 32, 32}), T({8, 3, 3, 3}), 2, 1);
   const OpCost with_output = estimate_cost(op("aten::convolution", "", args, {T({2, 8, 16, 16})}));
   EXPECT_EQ(with_output.op_class, OpClass::Conv);
   EXPECT_DOUBLE_EQ(with_output.flops, 221184);
@@ -125,10 +150,8 @@ OpRecord conv_backward(std::vector<int64_t> mask) {
   std::vector<TensorMeta> outs = {T({2, 3, 32, 32}), T({8, 3, 3, 3}), T({8})};
   for (std::size_t i = 0; i < 3; ++i) outs[i].defined = mask[i] != 0;
   return op("aten::convolution_backward", "",
-            {tensor("grad_output", T({2, 8, 16, 16})), tensor("input", T({2, 3, 32, 32})),
-             tensor("weight", T({8, 3, 3, 3})), ints("bias_sizes", {8}), ints("stride", {2, 2}),
-             ints("padding", {1, 1}), ints("dilation", {1, 1}), boolean("transposed", false),
-             ints("output_padding", {0, 0}), integer("groups", 1), bools("output_mask", mask)},
+            convolution_backward_args(T({2, 8, 16, 16}), T({2, 3, 32, 32}), T({8, 3, 3, 3}), 2, 1,
+                                      std::move(mask)),
             outs);
 }
 
@@ -155,29 +178,12 @@ TEST(OpCostConv, BackwardFollowsOutputMask) {
 TEST(OpCostConv, AFilterNarrowerThanItsStrideReadsPartOfItsInput) {
   // A ResNet shortcut: [2,16,9,9] * [8,16,1,1], stride 2 -> [2,8,5,5]; the taps touch rows and
   // columns 0, 2, ..., 8: 5 x 5 of each 9 x 9 channel.
-  const std::vector<Argument> args = {tensor("input", T({2, 16, 9, 9})),
-                                      tensor("weight", T({8, 16, 1, 1})),
-                                      none("bias"),
-                                      ints("stride", {2, 2}),
-                                      ints("padding", {0, 0}),
-                                      ints("dilation", {1, 1}),
-                                      boolean("transposed", false),
-                                      ints("output_padding", {0, 0}),
-                                      integer("groups", 1)};
+  const std::vector<Argument> args = convolution_args(T({2, 16, 9, 9}), T({8, 16, 1, 1}), 2, 0);
   const OpCost fwd = estimate_cost(op("aten::convolution", "", args, {T({2, 8, 5, 5})}));
   EXPECT_DOUBLE_EQ(fwd.bytes_read, (2 * 16 * 25 + 8 * 16) * 4.0);
   // The weight gradient reads the same pixels; the data gradient writes the whole input's.
-  std::vector<Argument> bwd_args = {tensor("grad_output", T({2, 8, 5, 5})),
-                                    tensor("input", T({2, 16, 9, 9})),
-                                    tensor("weight", T({8, 16, 1, 1})),
-                                    ints("bias_sizes", {8}),
-                                    ints("stride", {2, 2}),
-                                    ints("padding", {0, 0}),
-                                    ints("dilation", {1, 1}),
-                                    boolean("transposed", false),
-                                    ints("output_padding", {0, 0}),
-                                    integer("groups", 1),
-                                    bools("output_mask", {1, 1, 0})};
+  const std::vector<Argument> bwd_args = convolution_backward_args(
+      T({2, 8, 5, 5}), T({2, 16, 9, 9}), T({8, 16, 1, 1}), 2, 0, {1, 1, 0});
   const OpCost bwd = estimate_cost(
       op("aten::convolution_backward", "", bwd_args, {T({2, 16, 9, 9}), T({8, 16, 1, 1})}));
   const double go = 2 * 8 * 25 * 4.0, w = 8 * 16 * 4.0;
