@@ -10,6 +10,9 @@ computes it); its parts from the engine itself (`_engine.learned_op_parts`: the 
 those of the ops below it (on the shape path an op's forecast stands for its whole subtree).
 
 Unlike NeuSight's per-call timings, these are kernel durations: device time, no harness floor.
+A row trains on the op's time less cuDNN's NCHW <-> NHWC layout transforms among its kernels, as
+a collection's conv rows train on `Kernel Latency` less `Transform Latency`: the engine adds the
+transforms to the learned pass itself (habitat.learned.conv_layout).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from habitat import _engine
+from habitat.learned.kernel_paths import TRANSFORM_MARKS
 from habitat.learned.neusight import KernelArrays, KernelTable
 
 RUNS = ("h100-sxm5-80gb", "h200-sxm-141gb", "h100-sxm5-80gb-2026-11-23")
@@ -40,11 +44,23 @@ class TraceOp:
     parts: list[tuple[str, dict[str, float], str, float]]  # (family, shape, precision, scale)
     measured_us: float  # the op's kernels and those below it
     engine_us: float  # the engine's shape-based forecast with the weights it loaded
+    transform_us: float = 0.0  # cuDNN's layout transforms among those kernels
+
+    @property
+    def learned_us(self) -> float:
+        """What the learned parts forecast: the measured time less the layout transforms."""
+        return self.measured_us - self.transform_us
 
 
-def kernel_us(op: dict[str, Any]) -> float:
-    """The op's own kernels' CUPTI time (us)."""
-    return float(sum(k.get("duration_us", 0.0) for k in op.get("kernels", [])))
+def kernel_us(op: dict[str, Any], transforms: bool | None = None) -> float:
+    """The op's own kernels' CUPTI time (us); `transforms`: only cuDNN's layout transforms
+    (True) or only the other kernels (False)."""
+    return float(sum(k.get("duration_us", 0.0) for k in op.get("kernels", [])
+                     if transforms is None or is_transform(k.get("name", "")) == transforms))
+
+
+def is_transform(kernel: str) -> bool:
+    return any(m in kernel for m in TRANSFORM_MARKS)
 
 
 @dataclass
@@ -59,6 +75,7 @@ class RecordedStep:
     cpu: dict[str, Any]  # the CPU-view document the forecast read
     rows: dict[int, Any]  # the engine's per-op rows (OpRows) by op id
     measured_incl_us: list[float]  # per op (ops order): its kernels and those of the ops below it
+    transform_incl_us: list[float]  # the same, of cuDNN's layout transforms only
 
 
 def recorded_step(path: Path, run: str) -> RecordedStep:
@@ -76,12 +93,14 @@ def recorded_step(path: Path, run: str) -> RecordedStep:
     ops = step["ops"]
     index = {op["id"]: i for i, op in enumerate(ops)}
     incl = [kernel_us(op) for op in ops]
+    transforms = [kernel_us(op, transforms=True) for op in ops]
     for i in range(len(ops) - 1, -1, -1):  # children follow their parent
         p = ops[i].get("parent")
         if p is not None and p in index:
             incl[index[p]] += incl[i]
+            transforms[index[p]] += transforms[i]
     return RecordedStep(run, gpu, bench.get("model", workload), bench.get("precision", precision), ops, cpu,
-                        {int(r["id"]): r for r in rows.array}, incl)
+                        {int(r["id"]): r for r in rows.array}, incl, transforms)
 
 
 def trace_ops(path: Path, run: str) -> list[TraceOp]:
@@ -92,15 +111,15 @@ def trace_ops(path: Path, run: str) -> list[TraceOp]:
     parts_by_id = {op_id: [(family, shape, precision, scale) for family, shape, precision, scale in parts]
                    for op_id, _class, parts in _engine.learned_op_parts(json.dumps(rec.cpu), -1)}
     out = []
-    for op, incl in zip(rec.ops, rec.measured_incl_us):
-        if not op.get("kernels") or incl <= 0:
+    for op, incl, transforms in zip(rec.ops, rec.measured_incl_us, rec.transform_incl_us):
+        if not op.get("kernels") or incl - transforms <= 0:
             continue
         parts = parts_by_id.get(op["id"])
         if not parts:
             continue
         r = rec.rows[op["id"]]
         out.append(TraceOp(run, rec.gpu, rec.workload, rec.precision, op["name"].removeprefix("aten::"),
-                           OP_CLASSES[int(r["op_class"])], parts, incl, float(r["time_us"][0])))
+                           OP_CLASSES[int(r["op_class"])], parts, incl, float(r["time_us"][0]), transforms))
     return out
 
 
@@ -131,13 +150,14 @@ class TraceRows:
 def training_rows(ops: list[TraceOp], family: str) -> TraceRows | None:
     """The ops forecast from parts of `family` only (a convolution_backward's data- and
     weight-gradient passes, or one part), one measurement per (GPU, workload, op and its parts'
-    shapes and precisions) with the median of its occurrences' kernel times (device time)."""
+    shapes and precisions) with the median of its occurrences' kernel times (device time, less
+    the layout transforms: TraceOp.learned_us)."""
     groups: dict[tuple, list[float]] = {}
     for o in ops:
         if not o.parts or any(p[0] != family for p in o.parts):
             continue
         parts = tuple((precision, scale, tuple(sorted(shape.items()))) for _, shape, precision, scale in o.parts)
-        groups.setdefault((o.gpu, o.workload, o.op, parts), []).append(o.measured_us)
+        groups.setdefault((o.gpu, o.workload, o.op, parts), []).append(o.learned_us)
     if not groups:
         return None
     table = KernelTable(family)
@@ -171,24 +191,3 @@ def forecast_us(ops: list[TraceOp], models: dict[str, Any], devices: Any) -> np.
         np.add.at(out, idx, scale * models[fam].predict(shapes, devices.find(gpu), precision))
     return out
 
-
-def label(o: TraceOp) -> str:
-    """The row's report group: its family, with the reductions (layernorm parts) apart."""
-    return "reduction" if o.op_class == "reduction" else o.parts[0][0]
-
-
-def error_table(ops: list[TraceOp], pred: np.ndarray, min_us: float = 5.0) -> dict[str, dict[str, float]]:
-    """Per report group (`label`): rows, mean |error| %, median forecast/measured, on all
-    ops and on ops measured at >= min_us."""
-    meas = np.array([o.measured_us for o in ops])
-    fam = np.array([label(o) for o in ops])
-    out: dict[str, dict[str, float]] = {}
-    for f in sorted(set(fam.tolist())):
-        row: dict[str, float] = {}
-        for tag, sel in (("all", fam == f), (f">={min_us:g}us", (fam == f) & (meas >= min_us))):
-            e = np.abs(pred[sel] - meas[sel]) / meas[sel] * 100.0
-            row[f"n {tag}"] = int(sel.sum())
-            row[f"mean % {tag}"] = float(np.mean(e)) if sel.any() else float("nan")
-            row[f"median f/m {tag}"] = float(np.median(pred[sel] / meas[sel])) if sel.any() else float("nan")
-        out[f] = row
-    return out

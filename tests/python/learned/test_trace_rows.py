@@ -42,8 +42,8 @@ def test_python_forecast_from_the_parts_equals_the_engines() -> None:
     assert np.all(engine >= floor * (1 - 1e-9))
 
 
-def _op(op: str, parts: list, us: float, workload: str = "dcgan") -> tr.TraceOp:
-    return tr.TraceOp(RUN, "H100-SXM5-80GB", workload, "bf16", op, "conv", parts, us, 0.0)
+def _op(op: str, parts: list, us: float, workload: str = "dcgan", transforms: float = 0.0) -> tr.TraceOp:
+    return tr.TraceOp(RUN, "H100-SXM5-80GB", workload, "bf16", op, "conv", parts, us, 0.0, transforms)
 
 
 def test_a_backward_of_two_passes_is_one_measurement_of_two_rows() -> None:
@@ -61,6 +61,31 @@ def test_a_backward_of_two_passes_is_one_measurement_of_two_rows() -> None:
     np.testing.assert_array_equal(rows.rows.latency_us[~fwd_row], [30.0, 30.0])  # the pair's measured sum
     assert set(rows.rows.timing) == {"device"} and set(rows.rows.precision) == {"bf16"}
     assert tr.training_rows(ops, "gemm") is None
+
+
+def test_a_pass_trains_without_its_layout_transforms() -> None:
+    """An NCHW bf16 pass ran between cuDNN's layout transforms; the engine adds them to the
+    learned pass (conv_transform_us), so the row is the pass alone, as a collection's is."""
+    shape = {"batch": 128.0, "cin": 64.0, "cout": 128.0, "kernel": 4.0, "size": 32.0, "stride": 2.0, "padding": 1.0,
+             "elem_bytes": 2.0, "nchw": 1.0, "grad": 0.0}
+    rows = tr.training_rows([_op("cudnn_convolution", [("conv", shape, "bf16", 1.0)], 45.2, transforms=22.8)], "conv")
+    assert rows is not None
+    np.testing.assert_allclose(rows.rows.latency_us, [22.4])
+    op = {"kernels": [{"name": "void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16>", "duration_us": 9.0},
+                      {"name": "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32", "duration_us": 22.4},
+                      {"name": "_Z22tensorTransformGenericI13__nv_bfloat16", "duration_us": 4.0}]}
+    assert tr.kernel_us(op) == pytest.approx(35.4)
+    assert tr.kernel_us(op, transforms=True) == pytest.approx(13.0)
+    assert tr.kernel_us(op, transforms=False) == pytest.approx(22.4)
+
+
+@pytest.mark.skipif(not TRACE.is_file(), reason="recorded H100 traces not in this checkout")
+def test_recorded_bf16_nchw_convolutions_carry_their_transforms() -> None:
+    bf16 = TRACE.with_name("dcgan_bf16.json.gz")
+    if not bf16.is_file():
+        pytest.skip("no recorded DCGAN bf16 trace")
+    convs = [o for o in tr.trace_ops(bf16, RUN) if o.op_class == "conv"]
+    assert convs and all(0 < o.transform_us < o.measured_us for o in convs)
 
 
 @pytest.mark.skipif(not TRACE.is_file(), reason="recorded H100 traces not in this checkout")
