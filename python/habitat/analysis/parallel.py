@@ -86,6 +86,9 @@ class StepWork:
     layers: int = 0
     tp_split_forward_us: float = 0.0
     tp_split_backward_us: float = 0.0
+    #: per tensor-parallel degree, the split work's (forward, backward) time on one rank when
+    #: forecast at its shard's shapes; a degree not here divides the split work by it
+    tp_sharded_us: dict[int, tuple[float, float]] = field(default_factory=dict)
     #: the hidden state between layers (batch x sequence x hidden x element size)
     activation_bytes: float = 0.0
     #: all-reduces of it per pass under tensor parallelism; 0 = Megatron's 2 per layer + 1

@@ -147,13 +147,15 @@ class Schedule:
 
 
 def tensor_parallel(work: StepWork, cluster: Cluster, t: int, ledger: Ledger, notes: list[str]) -> Passes:
-    """The passes with the split work / t, the rest replicated, and 2+2 all-reduces per layer."""
+    """The passes with the split work on one of t ranks (its shard's forecast where the step has
+    one, else / t), the rest replicated, and 2+2 all-reduces per layer."""
     # launches: TP does not divide them
     passes = Passes(work.forward_us, work.backward_us, work.host_forward_us, work.host_backward_us)
     if t <= 1:
         return passes
-    passes.forward_us = passes.forward_us - work.tp_split_forward_us * (1 - 1 / t)
-    passes.backward_us = passes.backward_us - work.tp_split_backward_us * (1 - 1 / t)
+    shard_f, shard_b = work.tp_sharded_us.get(t, (work.tp_split_forward_us / t, work.tp_split_backward_us / t))
+    passes.forward_us = passes.forward_us - work.tp_split_forward_us + shard_f
+    passes.backward_us = passes.backward_us - work.tp_split_backward_us + shard_b
     group = cluster.group(t)
     ar = group.collective_us("all_reduce", work.activation_bytes)
     n = work.tp_allreduces or 2 * work.layers + 1

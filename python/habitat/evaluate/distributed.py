@@ -39,6 +39,7 @@ from habitat.analysis.parallel import StepWork, parallel_step
 from habitat.data.checkout import checkout_path
 from habitat.evaluate import models as M
 from habitat.evaluate import predictors as P
+from habitat.evaluate import tensor_shards
 from habitat.evaluate.distributed_audit import as_megatron, compute_audit, print_audit
 from habitat.evaluate.distributed_labels import Node, choose_trace, find_labels, trace_nodes
 from habitat.learned.devices import DeviceTable
@@ -133,46 +134,37 @@ def _split_by_tp(node: Node, part: M.Part, hidden: int) -> bool:
     return False
 
 
-def step_work(nodes: list[Node], layers: int, times: PhaseTimes, optimizer_us: float) -> StepWork:
-    """The single-GPU step as habitat.analysis.parallel needs it."""
-    layer_idx = [i for i, n in enumerate(nodes) if n.work.repeat > 1]
-    if not layer_idx:
-        raise ValueError("no repeated layer found in the trace")
-    first, last = layer_idx[0], layer_idx[-1]
-    hidden_node = next(n for n in nodes[first:] if n.work.parts.get("fw") and
-                       n.work.parts["fw"][0].family == "layernorm")
-    hidden = hidden_node.out_shape[-1]
-    activation_bytes = 4.0 * M._prod(hidden_node.out_shape)
-
-    fwd = bwd = split_f = split_b = 0.0
-    pro_f = pro_b = epi_f = epi_b = 0.0
-    for i, n in enumerate(nodes):
-        f = times(n.work, "fw")
-        b = times(n.work, "bw") + times(n.work, "acc")
-        r = n.work.repeat
-        fwd += r * f
-        bwd += r * b
-        if i < first:
-            pro_f, pro_b = pro_f + f, pro_b + b
-        elif i > last:
-            epi_f, epi_b = epi_f + f, epi_b + b
+def _tensor_split(nodes: list[Node], hidden: int, times: PhaseTimes, shards: tuple[int, ...],
+                  predict: Callable[[M.Part], float] | None) -> tuple[float, float, dict[int, tuple[float, float]]]:
+    """The forward and backward time tensor parallelism splits, and per degree in `shards` one
+    rank's share of it at its shard's shapes (see step_work)."""
+    split_f = split_b = 0.0
+    sharded = {t: [0.0, 0.0] for t in shards if t > 1}
+    for n in nodes:
         for phase, parts in n.work.parts.items():
-            if not parts:
-                continue
-            total = sum(p.scale for p in parts)
+            total = sum(p.scale for p in parts or [])
             if total <= 0:
-                continue  # work fused into another kernel (no time)
-            share = sum(p.scale for p in parts if _split_by_tp(n, p, hidden)) / total
-            t = times(n.work, phase)
+                continue  # no work, or work fused into another kernel (no time)
+            split = [p for p in parts if _split_by_tp(n, p, hidden)]
+            time = n.work.repeat * times(n.work, phase) * sum(p.scale for p in split) / total
             if phase == "fw":
-                split_f += r * t * share
+                split_f += time
             else:
-                split_b += r * t * share
+                split_b += time
+            if not (sharded and split and predict is not None):
+                continue
+            whole = M._parts_time(split, predict)
+            for degree, acc in sharded.items():
+                shard = M._parts_time([tensor_shards.shard(n.work, p, phase, hidden, degree) for p in split], predict)
+                acc[phase != "fw"] += time * (shard / whole if whole > 0 else 1.0 / degree)
+    return split_f, split_b, {d: (f, b) for d, (f, b) in sharded.items()}
 
-    # Gradients in the order the backward pass produces them (last node first).
+
+def _gradients(nodes: list[Node], last: int, times: PhaseTimes) -> tuple[list[tuple[float, float]], float]:
+    """Gradients in the order the backward pass produces them (last node first), and the tied
+    embedding's bytes (the head after the layers holds the word embedding's weight)."""
     gradients: list[tuple[float, float]] = []
     clock = 0.0
-    tied = 0.0
     unrolled = [n for n in nodes for _ in range(n.work.repeat)]
     for n in reversed(unrolled):
         clock += times(n.work, "bw") + times(n.work, "acc")
@@ -180,14 +172,42 @@ def step_work(nodes: list[Node], layers: int, times: PhaseTimes, optimizer_us: f
         nbytes = 4.0 * sum(p.shape["n"] for p in acc)
         if nbytes:
             gradients.append((nbytes, clock))
-    for i in range(last + 1, len(nodes)):  # the head's weight is the tied word embedding
-        acc = nodes[i].work.parts.get("acc") or []
-        tied = max(tied, 4.0 * sum(p.shape["n"] for p in acc))
+    tied = max((4.0 * sum(p.shape["n"] for p in nodes[i].work.parts.get("acc") or [])
+                for i in range(last + 1, len(nodes))), default=0.0)
+    return gradients, tied
+
+
+def step_work(nodes: list[Node], layers: int, times: PhaseTimes, optimizer_us: float,
+              shards: tuple[int, ...] = (), predict: Callable[[M.Part], float] | None = None) -> StepWork:
+    """The single-GPU step as habitat.analysis.parallel needs it. `shards`: tensor-parallel
+    degrees whose per-rank split work is forecast at its shard's shapes (habitat.evaluate.
+    tensor_shards), each node's split time scaled by `predict`'s (the target's kernel models)
+    ratio of the shard's time to the whole's; without them the split work divides by the degree."""
+    layer_idx = [i for i, n in enumerate(nodes) if n.work.repeat > 1]
+    if not layer_idx:
+        raise ValueError("no repeated layer found in the trace")
+    first, last = layer_idx[0], layer_idx[-1]
+    hidden_node = next(n for n in nodes[first:] if n.work.parts.get("fw") and
+                       n.work.parts["fw"][0].family == "layernorm")
+    hidden = hidden_node.out_shape[-1]
+
+    fwd = bwd = pro_f = pro_b = epi_f = epi_b = 0.0
+    for i, n in enumerate(nodes):
+        f = times(n.work, "fw")
+        b = times(n.work, "bw") + times(n.work, "acc")
+        fwd += n.work.repeat * f
+        bwd += n.work.repeat * b
+        if i < first:
+            pro_f, pro_b = pro_f + f, pro_b + b
+        elif i > last:
+            epi_f, epi_b = epi_f + f, epi_b + b
+    split_f, split_b, sharded = _tensor_split(nodes, hidden, times, shards, predict)
+    gradients, tied = _gradients(nodes, last, times)
     return StepWork(forward_us=fwd, backward_us=bwd, optimizer_us=optimizer_us, gradients=gradients,
                     layers=layers, tp_split_forward_us=split_f, tp_split_backward_us=split_b,
-                    activation_bytes=activation_bytes, prologue_forward_us=pro_f,
+                    activation_bytes=4.0 * M._prod(hidden_node.out_shape), prologue_forward_us=pro_f,
                     prologue_backward_us=pro_b, epilogue_forward_us=epi_f, epilogue_backward_us=epi_b,
-                    tied_embedding_bytes=tied)
+                    tied_embedding_bytes=tied, tp_sharded_us=sharded)
 
 
 def optimizer_us(params: float, predict: Callable[[M.Part], float], clip_scale: bool = True) -> float:
@@ -238,7 +258,7 @@ def evaluate(data: Path, models: P.ModelSet, devices: DeviceTable, target: str |
                  "neusight_error_pct": NEUSIGHT_ERRORS.get(target_name, {}).get(label.stem)}
         for method, times in (("shape", _shape_times(models, dev, target_name)),
                               ("runtime", _runtime_times(models, dev, measured_on, target_name))):
-            work = step_work(nodes, layers, times, 0.0)
+            work = step_work(nodes, layers, times, 0.0, (label.parallelism.tensor,), predict_target)
             params = work.gradient_bytes / 4.0
             work.optimizer_us = optimizer_us(params, predict_target, clip_scale=CLIP_SCALE_RUNS)
             fc = parallel_step(work, cluster, label.parallelism)

@@ -79,6 +79,18 @@ def test_tensor_parallel_splits_the_layers_and_adds_all_reduces():
     assert tp.time_us == pytest.approx(expected_compute + tp.comm_us + w.optimizer_us / 4)
 
 
+def test_tensor_parallel_takes_the_shards_forecast_where_the_step_has_one():
+    c = Cluster("H100", 4)
+    w = _work()
+    w.tp_sharded_us = {4: (2_500.0, 4_800.0)}  # a quarter-width GEMM runs less efficiently than 1/4
+    tp = parallel_step(w, c, "tp")
+    expected_compute = w.forward_us + w.backward_us - w.tp_split_forward_us - w.tp_split_backward_us + 2_500.0 + 4_800.0
+    assert tp.time_us == pytest.approx(expected_compute + tp.comm_us + w.optimizer_us / 4)
+    two = parallel_step(w, Cluster("H100", 2), "tp")  # no shard forecast for 2 ranks: the split work / 2
+    split = w.tp_split_forward_us + w.tp_split_backward_us
+    assert two.time_us == pytest.approx(w.forward_us + w.backward_us - split / 2 + two.comm_us + w.optimizer_us / 2)
+
+
 def test_pipeline_bubble_follows_micro_batches():
     c = Cluster("A100", 4)
     w = _work(layers=8)
