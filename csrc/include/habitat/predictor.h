@@ -21,7 +21,8 @@ enum class Method {
   RooflineRatio,  // runtime-based: measured time x roofline(target) / roofline(origin)
   LearnedShape,   // shape-based: learned efficiency on the roofline
   Roofline,       // shape-based: roofline with a measured (per op) or per-class efficiency, or
-                  // the launch-structure bound of the embedding kernels (embedding_kernels.h)
+                  // the launch-structure bound of the embedding and nll_loss kernels
+                  // (embedding_kernels.h, loss_kernels.h)
   Fallback,       // op not modelled: bytes / bandwidth, flagged as unsupported
   NoKernel,       // views and metadata ops: no device work
   Composite,      // sum of the ops it decomposed into

@@ -18,6 +18,7 @@
 #include "habitat/wave_scaling.h"
 #include "predict/cuda_paths.h"
 #include "predict/embedding_kernels.h"
+#include "predict/loss_kernels.h"
 #include "predict/op_key.h"
 #include "predict/shape_efficiency.h"
 #include "predict/timeline_json.h"
@@ -152,8 +153,10 @@ class OpPredictor {
     if (model_ != nullptr && !has_complex_tensor(op)) {
       if (auto t = model_->predict_us(op, cost, target)) return {*t, Method::LearnedShape};
     }
-    // Row gathers and the embedding gradient: bounded by their launch structure, not by bytes.
+    // Row gathers, the embedding gradient and nll_loss: bounded by their launch structure, not
+    // by bytes.
     if (auto t = embedding_kernels_us(op, target)) return {*t, Method::Roofline};
+    if (auto t = nll_loss_kernels_us(op, target)) return {*t, Method::Roofline};
     double t = roofline_estimate_us(cost, target, measured(op, cost));
     // A copy from a strided source runs ATen's element-bound loop (cost/aten_loops.h).
     if (cost.op_class == OpClass::Copy && aten_loops::copy_runs_vectorized(op) == false) {

@@ -1,6 +1,6 @@
 """Samples of the measured-roofline table (roofline_table.py) from a device-time kernel collection
 of the families no learned model covers (benchmarks/results/kernels/*-families/: depthwise
-convolutions and nll_loss).
+convolutions).
 
 Each row is traced as a CPU step of a user's would record it (benchmarks/accuracy/family_steps.py:
 the collector's own case, traced at template sizes, given the row's) and forecast by the engine
@@ -32,13 +32,13 @@ from habitat.learned.roofline_sample import COLLECTION, Sample, channels_last, e
 
 HOLDOUT_BUCKETS = 5
 # OPNames of the collection whose rows become samples, and the class of the op each measures (the
-# others' forecasts rest on learned models, or on these ops: cross_entropy is log_softmax and
-# nll_loss; grouped convolutions that are not depthwise on the conv model). A row's other ops (a
-# zero fill) are never its sample.
-FIT_OPS = {"gconv": "conv", "nll_loss": "loss"}
+# others' forecasts rest on learned models, or on these ops; grouped convolutions that are not
+# depthwise on the conv model). A row's other ops are never its sample.
+FIT_OPS = {"gconv": "conv"}
 # OPNames whose rows fit the constants of a launch-structure model instead, on the same split
-# (roofline_sample.LAUNCH_STRUCTURE_OPS; benchmarks/accuracy/embedding_kernels_fit.py).
-STRUCTURE_FIT_OPS = frozenset({"embedding"})
+# (roofline_sample.LAUNCH_STRUCTURE_OPS; benchmarks/accuracy/embedding_kernels_fit.py and
+# loss_kernels_fit.py).
+STRUCTURE_FIT_OPS = frozenset({"embedding", "nll_loss"})
 # Below this share of the row's device time the sample op is not what the row measured.
 MIN_OWN_SHARE = 0.2
 

@@ -61,8 +61,10 @@ def elem_bytes(op: dict) -> int:
 SM_BYTES_PER_CLOCK = 32.0
 
 #: Ops the engine forecasts from their kernels' launch structure, never from the table
-#: (csrc/src/predict/embedding_kernels.cpp; its constants: benchmarks/accuracy/embedding_kernels_fit.py).
-LAUNCH_STRUCTURE_OPS = frozenset({"embedding", "embedding_dense_backward", "index_select"})
+#: (csrc/src/predict/embedding_kernels.cpp and loss_kernels.cpp; their constants:
+#: benchmarks/accuracy/embedding_kernels_fit.py and loss_kernels_fit.py).
+LAUNCH_STRUCTURE_OPS = frozenset({"embedding", "embedding_dense_backward", "index_select", "nll_loss_forward",
+                                  "nll_loss_backward"})
 
 
 def sm_roofline_us(dev: DeviceSpec, precision: str, flops: float, nbytes: float) -> float:

@@ -1,6 +1,6 @@
 """Measured roofline efficiencies for the ops no learned family covers (batch norm, losses, pooling,
-copies, optimizer updates, ...), from the recorded Hopper steps. Embedding and row gathers are
-not among them (roofline_sample.LAUNCH_STRUCTURE_OPS).
+copies, optimizer updates, ...), from the recorded Hopper steps. Embedding, row gathers and
+nll_loss are not among them (roofline_sample.LAUNCH_STRUCTURE_OPS).
 
     python -m habitat.learned.roofline_table --traces benchmarks/results --out weights [--lowo]
 

@@ -1,0 +1,139 @@
+"""The constants of the CUDA nll_loss kernels' model (csrc/src/predict/loss_kernels.cpp), fitted on
+the H100 families collection's nll_loss rows outside its held-out fifth
+(habitat.learned.family_table.held_out), and the model's error on the held-out fifth and on the
+H200's collection, which no constant saw.
+
+    python benchmarks/accuracy/loss_kernels_fit.py [--h100 DIR] [--h200 DIR]
+
+With a mean or sum reduction over a 2-D input, ATen (LossNLL.cu) launches both passes as one
+block of nll_loss_threads(N) = clamp(2^round(log2(N / 16)), 32, 1024) threads that walk the N
+samples in turn; each step loads the sample's target and then its class's element, two dependent
+memory round trips:
+
+- forward: fixed + ceil(N / threads) x cycles / clock;
+- backward: a zero fill of the [N, C] input gradient at a share of the DRAM bandwidth, then the
+  same walk writing one element per sample: fixed + fill + ceil(N / threads) x cycles / clock.
+
+The fit minimises the mean squared log error (Nelder-Mead from scipy). Its printout is the source
+of the constants in loss_kernels.cpp (rounded there).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+
+from habitat.learned.devices import default_table  # noqa: E402
+from habitat.learned.family_table import held_out  # noqa: E402
+
+H100 = ROOT / "benchmarks/results/kernels/H100-SXM5-80GB-2026-11-26-families"
+H200 = ROOT / "benchmarks/results/kernels/H200-SXM-141GB-2026-11-27"
+STEM = "crossentropy"  # collect_kernels.py: its nll_loss rows time that op alone
+
+
+@dataclass
+class Row:
+    gpu: str
+    phase: str
+    elem: int
+    samples: int
+    classes: int
+    us: float
+    held: bool
+
+
+def load(directory: Path, gpu: str) -> list[Row]:
+    rows = []
+    for precision, elem in (("fp32", 4), ("bf16", 2)):
+        with open(directory / f"{STEM}_{precision}.csv") as f:
+            for r in csv.DictReader(f):
+                if r["OPName"] != "nll_loss":
+                    continue
+                shape = {k: int(r[k]) for k in ("Tokens", "Classes")}
+                rows.append(Row(gpu, r["Phase"], elem, shape["Tokens"], shape["Classes"],
+                                float(r["Kernel Latency"]) * 1000, held_out(STEM, shape)))
+    return rows
+
+
+def threads(samples: int) -> int:
+    """LossNLL.cu nll_loss_threads (integer N / 16, as ATen divides)."""
+    per16 = samples // 16
+    return 32 if per16 < 1 else min(1024, max(32, 1 << round(math.log2(per16))))
+
+
+def steps(samples: int) -> int:
+    return math.ceil(samples / threads(samples))
+
+
+FORWARD = ("fixed_forward_us", "cycles_per_forward_step")
+BACKWARD = ("fixed_backward_us", "cycles_per_backward_step", "fill_bandwidth_share")
+
+
+def forward_us(c: dict[str, float], r: Row, dev) -> float:
+    return c["fixed_forward_us"] + steps(r.samples) * c["cycles_per_forward_step"] / dev.clock_mhz
+
+
+def backward_us(c: dict[str, float], r: Row, dev) -> float:
+    fill = r.samples * r.classes * r.elem / (dev.bandwidth_gbs * 1e3 * min(c["fill_bandwidth_share"], 1.0))
+    return c["fixed_backward_us"] + fill + steps(r.samples) * c["cycles_per_backward_step"] / dev.clock_mhz
+
+
+def fit(names: tuple[str, ...], start: list[float], model, rows: list[Row], devices) -> dict[str, float]:
+    y = np.log([r.us for r in rows])
+
+    def loss(p: np.ndarray) -> float:
+        c = dict(zip(names, np.exp(p)))
+        return float(np.mean((np.log([model(c, r, devices[r.gpu]) for r in rows]) - y) ** 2))
+
+    p = np.log(start)
+    for _ in range(2):  # a restart from the first optimum
+        p = minimize(loss, p, method="Nelder-Mead", options={"maxiter": 8000, "xatol": 1e-5, "fatol": 1e-9}).x
+    return dict(zip(names, np.exp(p)))
+
+
+def errors(model, c: dict[str, float], rows: list[Row], devices) -> str:
+    if not rows:
+        return "no rows"
+    pred = np.array([model(c, r, devices[r.gpu]) for r in rows])
+    meas = np.array([r.us for r in rows])
+    e = (pred - meas) / meas * 100
+    return f"{len(rows):4d} rows  mean |error| {np.abs(e).mean():5.1f}%  median {np.median(np.abs(e)):5.1f}%  " \
+           f"p90 {np.percentile(np.abs(e), 90):5.1f}%  signed {e.mean():+5.1f}%  summed time {(pred.sum() / meas.sum() - 1) * 100:+5.1f}%"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--h100", type=Path, default=H100)
+    ap.add_argument("--h200", type=Path, default=H200)
+    args = ap.parse_args(argv)
+    table = default_table()
+    devices = {"H100": table.find("H100-SXM5-80GB"), "H200": table.find("H200-SXM-141GB")}
+    rows = load(args.h100, "H100") + load(args.h200, "H200")
+    for phase, names, start, model in (("fwd", FORWARD, [1.5, 900], forward_us),
+                                       ("bwd", BACKWARD, [2.0, 700, 0.9], backward_us)):
+        mine = [r for r in rows if r.phase == phase]
+        c = fit(names, start, model, [r for r in mine if r.gpu == "H100" and not r.held], devices)
+        print(f"== {phase}: constants")
+        for k, v in c.items():
+            print(f"  {k:28s} {v:10.3f}")
+        for gpu, held, label in (("H100", False, "H100 fitted rows"), ("H100", True, "H100 held-out fifth"),
+                                 ("H200", None, "H200 (not fitted)")):
+            sel = [r for r in mine if r.gpu == gpu and (held is None or r.held == held)]
+            print(f"  {label:20s} {errors(model, c, sel, devices)}")
+            for precision in (4, 2):
+                part = [r for r in sel if r.elem == precision]
+                print(f"    {'fp32' if precision == 4 else 'bf16':18s} {errors(model, c, part, devices)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
