@@ -23,7 +23,7 @@ Indexing.cu) and one of two backward paths (Embedding.cu embedding_dense_backwar
   segments x D x cycles + indices x cycles) / (SMs x clock), the segment counts those of
   uniformly drawn indices (the collection's; token ids repeat more).
 
-The fit minimises the mean squared log error (Nelder-Mead from scipy). Its printout is the
+The fit minimises the mean squared log error (structure_fit.py: Nelder-Mead from scipy). Its printout is the
 source of the constants in embedding_kernels.cpp (rounded there).
 """
 from __future__ import annotations
@@ -35,14 +35,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-from scipy.optimize import minimize
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
 from habitat.learned.devices import default_table  # noqa: E402
 from habitat.learned.family_table import held_out  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from structure_fit import errors, fit  # noqa: E402
 
 H100 = ROOT / "benchmarks/results/kernels/H100-SXM5-80GB-2026-11-26-families"
 H200 = ROOT / "benchmarks/results/kernels/H200-SXM-141GB-2026-11-27"
@@ -123,27 +123,6 @@ def backward_us(c: dict[str, float], r: Row, dev) -> float:
     partials = segments + max(0.0, r.tokens - segments) / 10
     work = partials * r.dim * c["cycles_per_partial_element"] + r.tokens * c["cycles_per_index"]
     return c["fixed_sort_us"] + fill + work / (dev.sms * clock)
-
-
-def fit(names: tuple[str, ...], start: list[float], model, rows: list[Row], devices) -> dict[str, float]:
-    y = np.log([r.us for r in rows])
-
-    def loss(p: np.ndarray) -> float:
-        c = dict(zip(names, np.exp(p)))
-        return float(np.mean((np.log([model(c, r, devices[r.gpu]) for r in rows]) - y) ** 2))
-
-    p = np.log(start)
-    for _ in range(2):  # a restart from the first optimum
-        p = minimize(loss, p, method="Nelder-Mead", options={"maxiter": 8000, "xatol": 1e-5, "fatol": 1e-9}).x
-    return dict(zip(names, np.exp(p)))
-
-
-def errors(model, c: dict[str, float], rows: list[Row], devices) -> str:
-    if not rows:
-        return "no rows"
-    e = np.array([(model(c, r, devices[r.gpu]) - r.us) / r.us * 100 for r in rows])
-    return f"{len(rows):4d} rows  mean |error| {np.abs(e).mean():5.1f}%  median {np.median(np.abs(e)):5.1f}%  " \
-           f"p90 {np.percentile(np.abs(e), 90):5.1f}%  signed {e.mean():+5.1f}%"
 
 
 def main(argv: list[str] | None = None) -> int:

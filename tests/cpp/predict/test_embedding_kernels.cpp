@@ -2,6 +2,7 @@
 
 #include "cost/test_op_cost_builders.h"
 #include "predict/embedding_kernels.h"
+#include "predict/test_structure_models.h"
 #include "test_devices.h"
 
 namespace habitat {
@@ -40,9 +41,7 @@ OpRecord embedding_backward(int64_t vocab, int64_t dim, int64_t tokens,
 }
 
 double us(const OpRecord& op, const char* gpu = "H100-SXM5-80GB") {
-  const std::optional<double> t = embedding_kernels_us(op, db().find(gpu));
-  EXPECT_TRUE(t.has_value()) << op.name;
-  return t.value_or(0);
+  return test::structure_us(embedding_kernels_us, op, gpu);
 }
 
 TEST(EmbeddingKernels, ANarrowTableIsBoundByItsBlocksNotItsBytes) {

@@ -2,6 +2,7 @@
 
 #include "cost/test_op_cost_builders.h"
 #include "predict/loss_kernels.h"
+#include "predict/test_structure_models.h"
 #include "test_devices.h"
 
 namespace habitat {
@@ -25,9 +26,7 @@ OpRecord nll_loss(bool forward, int64_t samples, int64_t classes, int64_t reduct
 }
 
 double us(const OpRecord& op, const char* gpu = "H100-SXM5-80GB") {
-  const std::optional<double> t = nll_loss_kernels_us(op, db().find(gpu));
-  EXPECT_TRUE(t.has_value()) << op.name;
-  return t.value_or(0);
+  return test::structure_us(nll_loss_kernels_us, op, gpu);
 }
 
 TEST(LossKernels, TheForwardIsOneBlockWalkingTheSamples) {
