@@ -28,8 +28,6 @@ source of the constants in embedding_kernels.cpp (rounded there).
 """
 from __future__ import annotations
 
-import argparse
-import csv
 import math
 import sys
 from dataclasses import dataclass
@@ -38,11 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
-from habitat.learned.devices import default_table  # noqa: E402
 from habitat.learned.family_table import held_out  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from structure_fit import errors, fit  # noqa: E402
+from structure_fit import Phase, collection_rows, run  # noqa: E402
 
 H100 = ROOT / "benchmarks/results/kernels/H100-SXM5-80GB-2026-11-26-families"
 H200 = ROOT / "benchmarks/results/kernels/H200-SXM-141GB-2026-11-27"
@@ -65,12 +62,10 @@ class Row:
 
 def load(directory: Path, gpu: str) -> list[Row]:
     rows = []
-    for precision, elem in (("fp32", 4), ("bf16", 2)):
-        with open(directory / f"embedding_{precision}.csv") as f:
-            for r in csv.DictReader(f):
-                shape = {k: int(r[k]) for k in ("Vocab", "Dim", "Tokens")}
-                rows.append(Row(gpu, r["Phase"], elem, shape["Vocab"], shape["Dim"], shape["Tokens"],
-                                float(r["Kernel Latency"]) * 1000, held_out("embedding", shape)))
+    for elem, r in collection_rows(directory, "embedding"):
+        shape = {k: int(r[k]) for k in ("Vocab", "Dim", "Tokens")}
+        rows.append(Row(gpu, r["Phase"], elem, shape["Vocab"], shape["Dim"], shape["Tokens"],
+                        float(r["Kernel Latency"]) * 1000, held_out("embedding", shape)))
     return rows
 
 
@@ -126,28 +121,9 @@ def backward_us(c: dict[str, float], r: Row, dev) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--h100", type=Path, default=H100)
-    ap.add_argument("--h200", type=Path, default=H200)
-    args = ap.parse_args(argv)
-    table = default_table()
-    devices = {"H100": table.find("H100-SXM5-80GB"), "H200": table.find("H200-SXM-141GB")}
-    rows = load(args.h100, "H100") + load(args.h200, "H200")
-    for phase, names, start, model, path in (
-            ("fwd", FORWARD, [1.5, 700, 1.3, 160, 3.6, 0.6, 0.9], forward_us, forward_path),
-            ("bwd", BACKWARD, [2.0, 1500, 4000, 66, 4.5, 80], backward_us, backward_path)):
-        mine = [r for r in rows if r.phase == phase]
-        c = fit(names, start, model, [r for r in mine if r.gpu == "H100" and not r.held], devices)
-        print(f"== {phase}: constants")
-        for k, v in c.items():
-            print(f"  {k:28s} {v:10.3f}")
-        for gpu, held, label in (("H100", False, "H100 fitted rows"), ("H100", True, "H100 held-out fifth"),
-                                 ("H200", None, "H200 (not fitted)")):
-            sel = [r for r in mine if r.gpu == gpu and (held is None or r.held == held)]
-            print(f"  {label:20s} {errors(model, c, sel, devices)}")
-            for p in sorted({path(r) for r in sel}):
-                print(f"    {p:18s} {errors(model, c, [r for r in sel if path(r) == p], devices)}")
-    return 0
+    return run(__doc__, argv, H100, H200, load, [
+        Phase("fwd", FORWARD, [1.5, 700, 1.3, 160, 3.6, 0.6, 0.9], forward_us, forward_path),
+        Phase("bwd", BACKWARD, [2.0, 1500, 4000, 66, 4.5, 80], backward_us, backward_path)])
 
 
 if __name__ == "__main__":

@@ -19,8 +19,6 @@ of the constants in loss_kernels.cpp (rounded there).
 """
 from __future__ import annotations
 
-import argparse
-import csv
 import math
 import sys
 from dataclasses import dataclass
@@ -29,11 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
-from habitat.learned.devices import default_table  # noqa: E402
 from habitat.learned.family_table import held_out  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from structure_fit import errors, fit  # noqa: E402
+from structure_fit import Phase, collection_rows, run  # noqa: E402
 
 H100 = ROOT / "benchmarks/results/kernels/H100-SXM5-80GB-2026-11-26-families"
 H200 = ROOT / "benchmarks/results/kernels/H200-SXM-141GB-2026-11-27"
@@ -53,14 +50,12 @@ class Row:
 
 def load(directory: Path, gpu: str) -> list[Row]:
     rows = []
-    for precision, elem in (("fp32", 4), ("bf16", 2)):
-        with open(directory / f"{STEM}_{precision}.csv") as f:
-            for r in csv.DictReader(f):
-                if r["OPName"] != "nll_loss":
-                    continue
-                shape = {k: int(r[k]) for k in ("Tokens", "Classes")}
-                rows.append(Row(gpu, r["Phase"], elem, shape["Tokens"], shape["Classes"],
-                                float(r["Kernel Latency"]) * 1000, held_out(STEM, shape)))
+    for elem, r in collection_rows(directory, STEM):
+        if r["OPName"] != "nll_loss":
+            continue
+        shape = {k: int(r[k]) for k in ("Tokens", "Classes")}
+        rows.append(Row(gpu, r["Phase"], elem, shape["Tokens"], shape["Classes"], float(r["Kernel Latency"]) * 1000,
+                        held_out(STEM, shape)))
     return rows
 
 
@@ -88,28 +83,11 @@ def backward_us(c: dict[str, float], r: Row, dev) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--h100", type=Path, default=H100)
-    ap.add_argument("--h200", type=Path, default=H200)
-    args = ap.parse_args(argv)
-    table = default_table()
-    devices = {"H100": table.find("H100-SXM5-80GB"), "H200": table.find("H200-SXM-141GB")}
-    rows = load(args.h100, "H100") + load(args.h200, "H200")
-    for phase, names, start, model in (("fwd", FORWARD, [1.5, 900], forward_us),
-                                       ("bwd", BACKWARD, [2.0, 700, 0.9], backward_us)):
-        mine = [r for r in rows if r.phase == phase]
-        c = fit(names, start, model, [r for r in mine if r.gpu == "H100" and not r.held], devices)
-        print(f"== {phase}: constants")
-        for k, v in c.items():
-            print(f"  {k:28s} {v:10.3f}")
-        for gpu, held, label in (("H100", False, "H100 fitted rows"), ("H100", True, "H100 held-out fifth"),
-                                 ("H200", None, "H200 (not fitted)")):
-            sel = [r for r in mine if r.gpu == gpu and (held is None or r.held == held)]
-            print(f"  {label:20s} {errors(model, c, sel, devices)}")
-            for precision in (4, 2):
-                part = [r for r in sel if r.elem == precision]
-                print(f"    {'fp32' if precision == 4 else 'bf16':18s} {errors(model, c, part, devices)}")
-    return 0
+    def precision(r: Row) -> str:
+        return "fp32" if r.elem == 4 else "bf16"
+
+    return run(__doc__, argv, H100, H200, load, [Phase("fwd", FORWARD, [1.5, 900], forward_us, precision),
+                                                 Phase("bwd", BACKWARD, [2.0, 700, 0.9], backward_us, precision)])
 
 
 if __name__ == "__main__":
