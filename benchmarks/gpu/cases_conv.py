@@ -64,6 +64,11 @@ def pointwise_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
     return _conv_cases(shapes, device, "conv", stem="conv1x1")
 
 
+def stem_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
+    """Dense convolutions (OPName conv) in their own files, convstem_<precision>.csv."""
+    return _conv_cases(shapes, device, "conv", stem="convstem")
+
+
 def batchnorm_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
     """Training-mode batch norm (batch statistics, running statistics updated), fwd and fwd+bwd
     (autograd: the backward runs on autograd's thread), NCHW and channels-last; the input in

@@ -16,6 +16,8 @@ Families (--families, comma-separated, default all; files; shape columns):
 - gconv: grouped and depthwise convolutions, as conv; gconv_* (OPName gconv); conv's columns
   and Groups (depthwise: Groups == Input_Channel == Output_Channel);
 - pointwise: 1x1 convolutions, as conv; conv1x1_* (OPName conv: dense conv rows); conv's columns;
+- stem: patch embeddings (filter = stride, 1-6 image channels) and 4x4 stride-2 filters, as conv;
+  convstem_* (OPName conv); conv's columns;
 - attention: F.scaled_dot_product_attention forced to each SDPA backend (flash, efficient, cudnn,
   math where this torch has it); fwd and fwd+bwd; causal and not; bf16, fp16, fp32; sdpa_*;
   B, H, L, S, E, Causal, Backend;

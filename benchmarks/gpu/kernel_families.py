@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cases_conv import batchnorm_cases, conv_cases, gconv_cases, pointwise_cases
+from cases_conv import batchnorm_cases, conv_cases, gconv_cases, pointwise_cases, stem_cases
 from cases_matmul import attention_cases, gemm_cases
 from cases_memory import activation_cases, elementwise_cases, layernorm_cases, reduction_cases, softmax_cases
 from cases_training import adamw_cases, crossentropy_cases, embedding_cases
@@ -23,6 +23,7 @@ from kernel_shapes import (
     memory_shapes,
     pointwise_shapes,
     reduction_shapes,
+    stem_shapes,
 )
 
 
@@ -48,10 +49,11 @@ FAMILIES: dict[str, Family] = {
     "softmax": Family(memory_shapes, softmax_cases, "memory", 0.03),
     "reduction": Family(reduction_shapes, reduction_cases, "memory", 0.03),
     "batchnorm": Family(batchnorm_shapes, batchnorm_cases, "memory", 0.06),
-    "gconv": Family(gconv_shapes, gconv_cases, "conv", 0.14, 2),
+    "gconv": Family(gconv_shapes, gconv_cases, "conv", 0.08, 2),
     "pointwise": Family(pointwise_shapes, pointwise_cases, "conv", 0.08, 2),
     "activation": Family(activation_shapes, activation_cases, "memory", 0.06),
     "embedding": Family(embedding_shapes, embedding_cases, "memory", 0.03),
     "crossentropy": Family(crossentropy_shapes, crossentropy_cases, "memory", 0.04),
     "adamw": Family(adamw_shapes, adamw_cases, "memory", 0.04),
+    "stem": Family(stem_shapes, stem_cases, "conv", 0.06, 2),
 }

@@ -43,7 +43,7 @@ GROUP_WIDTHS = (2, 4, 8, 16, 24, 32, 48, 64, 128)  # channels per group of a gro
 # Element caps: the largest tensor of a shape (conv-like: batch x channels x size^2; flat: rows x
 # columns; embeddings: the table, and tokens x dim; cross-entropy: the logits; AdamW: all
 # parameters together). Real networks' layers fit them at a training batch (the tests check it).
-CAPS = {"gconv": 2**28, "pointwise": 2**28, "batchnorm": 2**28, "flat": 2**28, "embedding": 2**28,
+CAPS = {"gconv": 2**28, "pointwise": 2**28, "stem": 2**28, "batchnorm": 2**28, "flat": 2**28, "embedding": 2**28,
         "embedding_tokens": 2**27, "crossentropy": 2**29, "adamw": 2**29}
 # PyTorch's multi_tensor_apply (kChunkSize of its CUDA sources) splits each tensor of a foreach or
 # fused optimizer step into chunks of this many elements.
@@ -194,6 +194,38 @@ def pointwise_shapes(n: int, rng: random.Random, small: bool = False) -> list[Sh
         batch, size = _fit(_draw(rng, "pointwise", "B", 4, small), size, max(cin, cout), CAPS["pointwise"])
         out.append({"B": batch, "Input_Channel": cin, "Output_Channel": cout, "Kernel_Szie": 1,
                     "Input_Size": size, "Stride": stride, "Padding": 0})
+    return out
+
+
+# Filter sizes of patch embeddings (filter = stride, no padding): Swin's 4, ViT-B/8's 8, ViT-H/14,
+# ViT-B/16, ViT-B/32; and the image sides they cut.
+PATCH_FILTERS = (4, 8, 14, 16, 32)
+IMAGE_SIDES = (224, 256, 384, 448, 512)
+
+
+def stem_shapes(n: int, rng: random.Random, small: bool = False) -> list[Shape]:
+    """Dense convolutions the conv family's odd filters miss: two shapes in three patch
+    embeddings (filter = stride, no padding, 1 to 6 image channels: ViT-B/16's 16x16/16 over 3
+    channels runs at a tenth of cuDNN's usual rate), the rest 4x4 stride-2 padding-1 filters
+    (DCGAN's and pix2pix's encoders, and the transposed decoders, whose passes they are)."""
+    out = []
+    for i in range(n):
+        if i % 3 != 2:
+            k = rng.choice(PATCH_FILTERS)
+            cin = rng.choice((1, 3, 3, 3, 4, 6))
+            cout = _dim(rng, 32, 64 if small else 1536, True)
+            size = max(k, (rng.choice(IMAGE_SIDES) if not small else 2 * k) // k * k)
+            stride, padding = k, 0
+        else:
+            k, stride, padding = 4, 2, 1
+            cin, cout = (_dim(rng, 3, 32 if small else 1024, True) for _ in range(2))
+            size = _dim(rng, 4, 16 if small else 256, True)
+        batch = _dim(rng, 1, 4 if small else 256, False)
+        out_size = (size + 2 * padding - k) // stride + 1
+        while batch > 1 and batch * max(cin * size * size, cout * out_size * out_size) > CAPS["stem"]:
+            batch //= 2  # the largest tensor under the cap, the image or the output
+        out.append({"B": batch, "Input_Channel": cin, "Output_Channel": cout, "Kernel_Szie": k,
+                    "Input_Size": size, "Stride": stride, "Padding": padding})
     return out
 
 

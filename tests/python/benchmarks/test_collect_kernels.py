@@ -44,6 +44,7 @@ DOCUMENTED = {
     "crossentropy": (("crossentropy",), PRECISIONS, {"cross_entropy", "log_softmax", "nll_loss"},
                      {"fwd", "fwd+bwd", "bwd"}, ["Tokens", "Classes"]),
     "adamw": (("adamw",), PRECISIONS, {"adamw"}, {"step"}, ["Tensors", "Elements", "Largest", "Chunks", "Impl"]),
+    "stem": (("convstem",), CONV_PRECISIONS, {"conv"}, {"fwd", "bwd_data", "bwd_weight"}, CONV_COLUMNS + ["Layout"]),
 }
 
 
@@ -231,7 +232,7 @@ def test_new_families_files_load_beside_the_known_ones(dry_run):
     from habitat.learned.neusight import load_precision_kernels
     out = dry_run[0]
     tables = load_precision_kernels(out, timing="kernel")
-    conv = [r for stem in ("conv", "conv1x1") for p in CONV_PRECISIONS for r in _rows(out / f"{stem}_{p}.csv")[1]]
+    conv = [r for stem in ("conv", "conv1x1", "convstem") for p in CONV_PRECISIONS for r in _rows(out / f"{stem}_{p}.csv")[1]]
     assert len(tables["conv"]) == len(conv)
     elementwise = [r for stem in NEUSIGHT_OPS for p in PRECISIONS for r in _rows(out / f"{stem}_{p}.csv")[1]]
     activations = [r for p in PRECISIONS for r in _rows(out / f"activation_{p}.csv")[1]
