@@ -96,8 +96,9 @@ def forecast_on_cluster(forecast: "Forecast", cluster: Cluster,
                         parallelism: Parallelism | str | None = None) -> ParallelForecast:
     """The latest detailed step of `forecast` on `cluster` (its GPU must be a target)."""
     step = _detailed_step(forecast, cluster.gpu)
-    work = step_work_from_step(step, cluster.gpu)
-    return parallel_step(work, cluster, Parallelism.parse(parallelism, cluster.world_size))
+    plan = Parallelism.parse(parallelism, cluster.world_size)
+    work = step_work_from_step(step, cluster.gpu, (plan.tensor,), forecast.origin)
+    return parallel_step(work, cluster, plan)
 
 
 def as_cluster(spec: "Cluster | dict[str, Any]") -> Cluster:

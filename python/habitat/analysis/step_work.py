@@ -24,9 +24,10 @@ from habitat.analysis.collectives import ITEMSIZE, captured_collectives
 from habitat.analysis.distributed_host import framework_work, gradient_tensors
 from habitat.analysis.memory import estimate_step_memory
 from habitat.analysis.parallel import StepWork
+from habitat.analysis.step_shards import GEMM_OPS as _GEMM_OPS
+from habitat.analysis.step_shards import SPLIT_CLASSES as _SPLIT
+from habitat.analysis.step_shards import sharded_split
 
-_SPLIT = {"gemm", "attention", "softmax"}
-_GEMM_OPS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul"}
 _EVEN_PIECES = 100
 
 
@@ -43,8 +44,11 @@ def _out_bytes(op: Any) -> float:
     return float(n * cols * ITEMSIZE.get(op.dtypes[0] if op.dtypes else "float32", 4))
 
 
-def step_work_from_step(step: Any, target: str) -> StepWork:
-    """StepWork for `target` from a StepForecast recorded in detail (its ops and trace)."""
+def step_work_from_step(step: Any, target: str, shards: tuple[int, ...] = (),
+                        origin: dict[str, Any] | None = None) -> StepWork:
+    """StepWork for `target` from a StepForecast recorded in detail (its ops and trace).
+    `shards`: tensor-parallel degrees whose split work is forecast at its shard's shapes
+    (habitat.analysis.step_shards; needs the trace's `origin`)."""
     phases = step.phase_ms.get(target) or {}
     fwd, bwd = phases.get("forward", 0.0) * 1e3, phases.get("backward", 0.0) * 1e3
     opt, other = phases.get("optimizer", 0.0) * 1e3, phases.get("other", 0.0) * 1e3
@@ -105,7 +109,8 @@ def step_work_from_step(step: Any, target: str) -> StepWork:
                     tp_split_backward_us=split_b, activation_bytes=activation,
                     tp_allreduces=len(row_parallel), host_forward_us=host.get("forward", 0.0),
                     host_backward_us=host.get("backward", 0.0), host_optimizer_us=host.get("optimizer", 0.0),
-                    seen_adjust_us=adjust, framework=framework)
+                    seen_adjust_us=adjust, framework=framework,
+                    tp_sharded_us=sharded_split(step, target, shards, origin))
 
 
 def _host_us(step: Any, target: str) -> dict[str, float]:

@@ -31,15 +31,16 @@ Nothing here is fitted to any label.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from habitat.analysis.cluster import Cluster
 from habitat.analysis.parallel import StepWork, parallel_step
+from habitat.analysis.tensor_shards import shard as shard_shape
 from habitat.data.checkout import checkout_path
 from habitat.evaluate import models as M
 from habitat.evaluate import predictors as P
-from habitat.evaluate import tensor_shards
 from habitat.evaluate.distributed_audit import as_megatron, compute_audit, print_audit
 from habitat.evaluate.distributed_labels import Node, choose_trace, find_labels, trace_nodes
 from habitat.learned.devices import DeviceTable
@@ -134,10 +135,19 @@ def _split_by_tp(node: Node, part: M.Part, hidden: int) -> bool:
     return False
 
 
+def _shard_part(part: M.Part, t: int, tokens: float, hidden: int, forward: bool) -> M.Part:
+    """A node's part on one of t tensor-parallel ranks (habitat.analysis.tensor_shards); a part
+    the rule does not describe, t times less work."""
+    shape = shard_shape(part.family, part.shape, t, tokens, hidden, forward)
+    return replace(part, shape=shape) if shape is not None else replace(part, scale=part.scale / t)
+
+
 def _tensor_split(nodes: list[Node], hidden: int, times: PhaseTimes, shards: tuple[int, ...],
                   predict: Callable[[M.Part], float] | None) -> tuple[float, float, dict[int, tuple[float, float]]]:
     """The forward and backward time tensor parallelism splits, and per degree in `shards` one
     rank's share of it at its shard's shapes (see step_work)."""
+    tokens = next((p.shape["m"] for n in nodes if n.work.repeat > 1 for p in n.work.parts.get("fw") or []
+                   if p.family == "gemm" and p.shape.get("b", 1) == 1), 0.0)
     split_f = split_b = 0.0
     sharded = {t: [0.0, 0.0] for t in shards if t > 1}
     for n in nodes:
@@ -155,8 +165,8 @@ def _tensor_split(nodes: list[Node], hidden: int, times: PhaseTimes, shards: tup
                 continue
             whole = M._parts_time(split, predict)
             for degree, acc in sharded.items():
-                shard = M._parts_time([tensor_shards.shard(n.work, p, phase, hidden, degree) for p in split], predict)
-                acc[phase != "fw"] += time * (shard / whole if whole > 0 else 1.0 / degree)
+                parts_t = M._parts_time([_shard_part(p, degree, tokens, hidden, phase == "fw") for p in split], predict)
+                acc[phase != "fw"] += time * (parts_t / whole if whole > 0 else 1.0 / degree)
     return split_f, split_b, {d: (f, b) for d, (f, b) in sharded.items()}
 
 
@@ -180,7 +190,7 @@ def _gradients(nodes: list[Node], last: int, times: PhaseTimes) -> tuple[list[tu
 def step_work(nodes: list[Node], layers: int, times: PhaseTimes, optimizer_us: float,
               shards: tuple[int, ...] = (), predict: Callable[[M.Part], float] | None = None) -> StepWork:
     """The single-GPU step as habitat.analysis.parallel needs it. `shards`: tensor-parallel
-    degrees whose per-rank split work is forecast at its shard's shapes (habitat.evaluate.
+    degrees whose per-rank split work is forecast at its shard's shapes (habitat.analysis.
     tensor_shards), each node's split time scaled by `predict`'s (the target's kernel models)
     ratio of the shard's time to the whole's; without them the split work divides by the degree."""
     layer_idx = [i for i, n in enumerate(nodes) if n.work.repeat > 1]

@@ -273,3 +273,30 @@ def test_a_recorded_h100_step_on_clusters_keeps_its_step_as_seen():
     added = fw.reducer_host_backward_us + fw.reducer_host_finalize_us + 14 * fw.bucket_launch_us
     slack = work.optimizer_us - work.host_optimizer_us
     assert (added - slack) / 1e3 == pytest.approx(ddp.time_ms - bare.time_ms, rel=0.01)
+
+
+def test_a_recorded_steps_tensor_parallel_ranks_run_narrower_less_efficient_gemms():
+    """GPT-2 small bf16 (recorded on an H100): each rank's split work, forecast at Megatron's
+    shard shapes (habitat.analysis.step_shards), takes more than the split time / t and less
+    than all of it; the cluster forecast of tensor parallelism uses it."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from habitat import Forecast
+    from habitat.analysis.cluster_compare import _detailed_step, forecast_on_cluster
+    from habitat.analysis.step_work import step_work_from_step
+
+    trace = (Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "h100-sxm5-80gb-2026-11-23"
+             / "traces" / "gpt2_small_bf16.json.gz")
+    forecast = Forecast.load(trace, ["H100"])
+    step = _detailed_step(forecast, "H100-SXM5-80GB")
+    work = step_work_from_step(step, "H100-SXM5-80GB", (2, 4), forecast.origin)
+    assert set(work.tp_sharded_us) == {2, 4}
+    for t, (forward, backward) in work.tp_sharded_us.items():
+        assert work.tp_split_forward_us / t < forward < work.tp_split_forward_us
+        assert work.tp_split_backward_us / t < backward < work.tp_split_backward_us
+    assert step_work_from_step(step, "H100-SXM5-80GB").tp_sharded_us == {}  # no degrees asked
+    c = Cluster("H100", 4)
+    tp = forecast_on_cluster(forecast, c, "tp")
+    ideal = parallel_step(replace(work, tp_sharded_us={}), c, "tp")
+    assert tp.compute_us > ideal.compute_us

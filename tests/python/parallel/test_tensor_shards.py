@@ -1,52 +1,58 @@
-"""One tensor-parallel rank's parts (habitat.evaluate.tensor_shards): Megatron's column- and
-row-parallel layers, attention heads, on the parts NeuSight's traces hold."""
+"""One tensor-parallel rank's parts (habitat.analysis.tensor_shards): Megatron's column- and
+row-parallel layers and attention heads, on GEMM parts as the engine and NeuSight's traces give
+them (b x (m x k) @ (k x n))."""
 from __future__ import annotations
 
 import pytest
 
-from habitat.evaluate import models as M
-from habitat.evaluate.tensor_shards import shard
+from habitat.analysis.tensor_shards import shard
 
-HIDDEN = 1280
-
-
-def _linear(n_out: float, k_in: float, tokens: float = 4096.0) -> M.NodeWork:
-    """A linear layer's forward, data-gradient and weight-gradient GEMMs as the traces hold them."""
-    return M.NodeWork("addmm", 36, {}, {"fw": [M._gemm(1, tokens, n_out, k_in)],
-                                        "bw": [M._gemm(1, tokens, k_in, n_out), M._gemm(1, k_in, n_out, tokens)]})
+HIDDEN, TOKENS = 1280, 4096
 
 
-def _dims(part: M.Part) -> tuple[float, float, float, float]:
-    return part.shape["b"], part.shape["m"], part.shape["n"], part.shape["k"]
+def _gemm(m: float, n: float, k: float, b: float = 1) -> dict[str, float]:
+    return {"b": b, "m": m, "n": n, "k": k, "elem_bytes": 4.0}
+
+
+def _linear(n_out: float, k_in: float) -> dict[str, dict[str, float]]:
+    """A linear layer's forward, data-gradient and weight-gradient GEMMs."""
+    return {"fw": _gemm(TOKENS, n_out, k_in), "dgrad": _gemm(TOKENS, k_in, n_out), "wgrad": _gemm(n_out, k_in, TOKENS)}
+
+
+def _dims(shape: dict[str, float] | None) -> tuple[float, float, float, float]:
+    assert shape is not None
+    return shape["b"], shape["m"], shape["n"], shape["k"]
+
+
+def _shards(layer: dict[str, dict[str, float]], t: int = 4) -> dict[str, tuple[float, float, float, float]]:
+    return {role: _dims(shard("gemm", s, t, TOKENS, HIDDEN, role == "fw")) for role, s in layer.items()}
 
 
 def test_a_column_parallel_layer_splits_its_output_columns_in_every_pass() -> None:
-    qkv = _linear(3 * HIDDEN, HIDDEN)
-    assert _dims(shard(qkv, qkv.parts["fw"][0], "fw", HIDDEN, 4)) == (1, 4096, 960, 1280)
-    dgrad, wgrad = (shard(qkv, p, "bw", HIDDEN, 4) for p in qkv.parts["bw"])
-    assert _dims(dgrad) == (1, 4096, 1280, 960)
-    assert _dims(wgrad) == (1, 1280, 960, 4096)
+    assert _shards(_linear(3 * HIDDEN, HIDDEN)) == {"fw": (1, TOKENS, 960, HIDDEN), "dgrad": (1, TOKENS, HIDDEN, 960),
+                                                    "wgrad": (1, 960, HIDDEN, TOKENS)}
 
 
 def test_a_row_parallel_layer_splits_its_inputs_in_every_pass() -> None:
-    for layer in (_linear(HIDDEN, 4 * HIDDEN), _linear(HIDDEN, HIDDEN)):  # MLP 4h->h, attention projection
-        k_in = layer.parts["fw"][0].shape["k"]
-        assert _dims(shard(layer, layer.parts["fw"][0], "fw", HIDDEN, 4)) == (1, 4096, HIDDEN, k_in / 4)
-        dgrad, wgrad = (shard(layer, p, "bw", HIDDEN, 4) for p in layer.parts["bw"])
-        assert _dims(dgrad) == (1, 4096, k_in / 4, HIDDEN)
-        assert _dims(wgrad) == (1, k_in / 4, HIDDEN, 4096)
+    assert _shards(_linear(HIDDEN, 4 * HIDDEN)) == {"fw": (1, TOKENS, HIDDEN, 1280), "dgrad": (1, TOKENS, 1280, HIDDEN),
+                                                    "wgrad": (1, HIDDEN, 1280, TOKENS)}
+    # The square attention projection is row-parallel: its input dimension divides.
+    assert _shards(_linear(HIDDEN, HIDDEN)) == {"fw": (1, TOKENS, HIDDEN, 320), "dgrad": (1, TOKENS, 320, HIDDEN),
+                                                "wgrad": (1, HIDDEN, 320, TOKENS)}
 
 
-def test_attention_splits_by_heads_and_every_shard_is_a_quarter_of_the_work() -> None:
-    scores = M.NodeWork("matmul", 36, {}, {"fw": [M._gemm(80, 1024, 1024, 64)]})
-    assert _dims(shard(scores, scores.parts["fw"][0], "fw", HIDDEN, 4)) == (20, 1024, 1024, 64)
-    soft = M.Part("softmax", {"rows": 81920.0, "cols": 1024.0, "elem_bytes": 4.0, "backward": 0.0})
-    assert shard(scores, soft, "fw", HIDDEN, 4).shape["rows"] == 20480
-    assert shard(scores, M._elem(83886080.0, 1), "fw", HIDDEN, 4).shape["n"] == 20971520
-    with pytest.raises(ValueError, match="layernorm"):
-        shard(scores, M.Part("layernorm", {"rows": 4096.0, "cols": 1280.0}), "fw", HIDDEN, 4)
-    layer = _linear(4 * HIDDEN, HIDDEN)
-    for phase, parts in layer.parts.items():
-        for p in parts:
-            s = shard(layer, p, phase, HIDDEN, 4).shape
-            assert s["m"] * s["n"] * s["k"] == pytest.approx(p.shape["m"] * p.shape["n"] * p.shape["k"] / 4)
+def test_heads_split_and_every_shard_is_a_t_th_of_the_work() -> None:
+    assert _dims(shard("gemm", _gemm(1024, 1024, 64, b=80), 4, TOKENS, HIDDEN, True)) == (20, 1024, 1024, 64)
+    assert shard("softmax", {"rows": 81920.0, "cols": 1024.0}, 4, TOKENS, HIDDEN, True)["rows"] == 20480
+    assert shard("attention", {"batch_heads": 80.0, "l": 1024.0}, 4, TOKENS, HIDDEN, False)["batch_heads"] == 20
+    assert shard("elementwise", {"n": 83886080.0}, 4, TOKENS, HIDDEN, True)["n"] == 20971520
+    for layer in (_linear(4 * HIDDEN, HIDDEN), _linear(50257, HIDDEN), _linear(HIDDEN, HIDDEN)):
+        for role, s in layer.items():
+            b, m, n, k = _dims(shard("gemm", s, 4, TOKENS, HIDDEN, role == "fw"))
+            assert m * n * k == pytest.approx(s["m"] * s["n"] * s["k"] / 4)
+
+
+def test_what_the_rule_does_not_describe_is_left_to_the_caller() -> None:
+    assert shard("layernorm", {"rows": 4096.0, "cols": 1280.0}, 4, TOKENS, HIDDEN, True) is None
+    assert shard("gemm", _gemm(100, 3 * HIDDEN, HIDDEN), 4, TOKENS, HIDDEN, True) is None  # no token dimension
+    assert shard("gemm", _gemm(TOKENS, 3000, 5000), 4, TOKENS, HIDDEN, True) is None  # no hidden-size dimension

@@ -1,0 +1,86 @@
+"""A captured step's tensor-parallel split work at its shard's shapes (StepWork.tp_sharded_us).
+
+For each op of the split classes (matrix products, attention, softmax) with a share of the step
+on the target, the engine's learned parts of the op (`_engine.learned_op_parts`, what the
+engine forecasts it from) are forecast whole and at one rank's shard
+(habitat.analysis.tensor_shards) by the engine's learned models, and the op's share is scaled by
+their ratio. An op without learned parts, or a part the rule does not describe, takes a t-th.
+The layers' tokens and hidden size come from the forward pass's top-level matrix products, as
+step_work pairs them (column-, then row-parallel).
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Optional
+
+from habitat.analysis.tensor_shards import shard
+
+SPLIT_CLASSES = {"gemm", "attention", "softmax"}
+GEMM_OPS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul"}
+
+Predict = Callable[[str, dict[str, float], str], Optional[float]]  # family, shape, precision -> us
+
+
+def _tokens_and_hidden(linears: list[Any]) -> tuple[float, float]:
+    """The rows of the first top-level product's input and the row-parallel product's output
+    width (a linear's weight is [out, in]; an addmm's or mm's second operand [in, out])."""
+    if len(linears) < 2 or any(len(op.input_shapes) < 2 or not op.input_shapes[0] or not op.input_shapes[1]
+                               for op in linears[:2]):
+        return 0.0, 0.0
+    first, row = linears[0], linears[1]
+    tokens = float(math.prod(first.input_shapes[0][:-1]))
+    w = row.input_shapes[1]
+    return tokens, float(w[0] if row.name == "aten::linear" else w[-1])
+
+
+def _ratio(parts: list[tuple[str, dict[str, float], str, float]], t: int, tokens: float, hidden: float,
+           forward: bool, predict: Predict) -> float:
+    whole = sharded = 0.0
+    for family, shape, precision, scale in parts:
+        full = predict(family, shape, precision)
+        if full is None:
+            return 1.0 / t
+        part = shard(family, shape, t, tokens, hidden, forward)
+        one = predict(family, part, precision) if part is not None else full / t
+        if one is None:
+            return 1.0 / t
+        whole += scale * full
+        sharded += scale * one
+    return sharded / whole if whole > 0 else 1.0 / t
+
+
+def sharded_split(step: Any, target: str, degrees: tuple[int, ...],
+                  origin: dict[str, Any] | None) -> dict[int, tuple[float, float]]:
+    """Per tensor-parallel degree (> 1) in `degrees`, the (forward, backward) time of the step's
+    split work on one rank (us), by the installed weights' learned models on `target`. {} without
+    the step's trace and origin or layers to split."""
+    from habitat import _engine
+    from habitat.data import engine
+
+    degrees = tuple(t for t in degrees if t > 1)
+    if not degrees or origin is None or step.trace is None or not step.ops:
+        return {}
+    linears = [op for op in step.ops if op.phase == "forward" and op.depth == 0 and op.name in GEMM_OPS]
+    tokens, hidden = _tokens_and_hidden(linears[:2])
+    if not tokens or not hidden:
+        return {}
+    models = _engine.load_learned_models(engine.weights_dir())
+    if models is None:
+        return {}
+
+    def predict(family: str, shape: dict[str, float], precision: str) -> Optional[float]:
+        return models.predict_kernel_us(family, shape, target, precision)
+
+    doc = json.dumps(engine.trace_document(origin, [step.trace]))
+    parts = {op_id: p for op_id, _cls, p in _engine.learned_op_parts(doc, 0)}
+    out = {t: [0.0, 0.0] for t in degrees}
+    for op in step.ops:
+        share = op.share_us(target)
+        if share <= 0 or (op.op_class or "").lower() not in SPLIT_CLASSES or op.phase not in ("forward", "backward"):
+            continue
+        forward = op.phase == "forward"
+        for t, acc in out.items():
+            ratio = _ratio(parts[op.id], t, tokens, hidden, forward, predict) if op.id in parts else 1.0 / t
+            acc[0 if forward else 1] += share * ratio
+    return {t: (f, b) for t, (f, b) in out.items()}
