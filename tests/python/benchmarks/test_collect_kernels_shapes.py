@@ -31,7 +31,7 @@ def families():
 
 
 NAMES = ["gemm", "conv", "attention", "elementwise", "layernorm", "softmax", "reduction", "batchnorm", "gconv",
-         "pointwise", "activation", "embedding", "crossentropy", "adamw"]
+         "pointwise", "activation", "embedding", "crossentropy", "adamw", "stem"]
 
 
 def test_every_family_is_tested(families):
@@ -57,6 +57,9 @@ def _elements(name: str, s) -> int:
     if name == "gemm":
         op, d = s
         return d["B"] * max(d["M"] * d["N"], d["N"] * d["K"], d["M"] * d["K"])
+    if name == "stem":  # the image or the output, whichever is larger
+        out = (s["Input_Size"] + 2 * s["Padding"] - s["Kernel_Szie"]) // s["Stride"] + 1
+        return s["B"] * max(s["Input_Channel"] * s["Input_Size"] ** 2, s["Output_Channel"] * out ** 2)
     if name in ("conv", "gconv", "pointwise", "batchnorm"):
         return s["B"] * max(s["Input_Channel"], s.get("Output_Channel", 0)) * s["Input_Size"] ** 2
     if name == "attention":
@@ -75,7 +78,7 @@ def _elements(name: str, s) -> int:
 # BERT's masked-LM head at 32 x 512 tokens; the parameters of a GPT-2 large).
 BOUNDS = {"gemm": 2**28, "conv": 2**27, "attention": 2**28, "layernorm": 2**25, "softmax": 2**25,
           "gconv": 2**28, "pointwise": 2**28, "batchnorm": 2**28, "elementwise": 2**28, "activation": 2**28,
-          "reduction": 2**28, "embedding": 2**28, "crossentropy": 2**29, "adamw": 2**29}
+          "reduction": 2**28, "embedding": 2**28, "crossentropy": 2**29, "adamw": 2**29, "stem": 2**28}
 
 
 @pytest.mark.parametrize("name", NAMES)
