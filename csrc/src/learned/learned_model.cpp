@@ -556,7 +556,10 @@ std::optional<double> LearnedModels::part_us(const LearnedPart& part, const Devi
 // GEMM kernels without layout transforms (11 of 13 stride-1 TF32 forward passes of the H100
 // families collection, `Transform Latency` 0): in a 16-bit or TF32 precision the pass is the
 // faster of that GEMM and the tensor-core pass between transforms. Input gradient: per image,
-// dX [cin, HW] = W^T dY; weight gradient: one GEMM reducing over every image's pixels.
+// dX [cin, HW] = W^T dY. Weight gradient: per image, dW_n [cout, cin] = dY_n X_n^T into fp32
+// partials, which cuDNN's reduce_wgrad_nchw_helper then sums over the batch (the kernels of
+// every such row of the families collection): the batched GEMM plus a column sum of
+// [batch, cout x cin], forecast by the reduction model.
 std::optional<double> LearnedModels::nchw_pointwise_gemm_us(const LearnedShape& conv,
                                                             const Device& target,
                                                             Precision precision) const {
@@ -570,10 +573,16 @@ std::optional<double> LearnedModels::nchw_pointwise_gemm_us(const LearnedShape& 
   const double pixels = conv.at("size") * conv.at("size"), eb = conv.at("elem_bytes");
   const double grad = conv.at("grad");
   if (grad == 2.0) {
-    return predict_family_us(
+    const auto partials = predict_family_us(
         LearnedFamily::Gemm,
-        {{"b", 1.0}, {"m", cout}, {"k", batch * pixels}, {"n", cin}, {"elem_bytes", eb}}, target,
+        {{"b", batch}, {"m", cout}, {"k", pixels}, {"n", cin}, {"elem_bytes", eb}}, target,
         precision);
+    const auto reduce = predict_family_us(
+        LearnedFamily::Reduction,
+        {{"rows", cout * cin}, {"cols", batch}, {"elem_bytes", 4.0}, {"strided", 1.0}}, target,
+        Precision::Fp32Simt);
+    if (!partials || !reduce) return std::nullopt;
+    return *partials + *reduce;
   }
   const LearnedShape gemm{{"b", batch},
                           {"m", grad == 1.0 ? cin : cout},

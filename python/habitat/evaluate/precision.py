@@ -17,7 +17,8 @@ How each row is forecast (csrc/src/learned/learned_model.cpp LearnedModels::pred
 - Convolution: channels-last, the tensor-core pass; NCHW in a 16-bit precision, the pass plus
   cuDNN's layout transforms (habitat.learned.conv_layout); NCHW TF32, the faster of that and the
   FP32 SIMT pass; fp32, the FP32 SIMT pass. An NCHW 1x1 stride-1 pass in a 16-bit precision or
-  TF32 may also run as a GEMM on the tensors as they lie: the faster of that too. Against
+  TF32 may also run as a GEMM on the tensors as they lie (a weight gradient: per-image partials
+  and their sum over the batch): the faster of that too. Against
   `Kernel Latency` (transforms included).
 - SDPA: each fused backend's forward against its device time. The backward's device time was not
   collected (the collection's README): it is scored against fwd+bwd's per-call time less the
@@ -101,21 +102,29 @@ def _predict(model: EfficiencyMLP, rows: list[dict], precision: str, devices: De
 
 def pointwise_gemm_shape(conv: dict[str, float]) -> dict[str, float] | None:
     """An NCHW 1x1 stride-1 unpadded convolution pass as the GEMM cuDNN runs on the tensors as
-    they lie (csrc/src/learned/learned_model.cpp nchw_pointwise_gemm_us); None for other passes."""
+    they lie, one per image (csrc/src/learned/learned_model.cpp nchw_pointwise_gemm_us); None for
+    other passes. A weight gradient's GEMM writes per-image partials (pointwise_reduce_shape)."""
     if conv["kernel"] != 1 or conv["stride"] != 1 or conv["padding"] != 0:
         return None
     pixels = conv["size"] ** 2
     if conv["grad"] == 2:
-        return {"b": 1.0, "m": conv["cout"], "k": conv["batch"] * pixels, "n": conv["cin"],
+        return {"b": conv["batch"], "m": conv["cout"], "k": pixels, "n": conv["cin"],
                 "elem_bytes": conv["elem_bytes"]}
     m, k = (conv["cin"], conv["cout"]) if conv["grad"] == 1 else (conv["cout"], conv["cin"])
     return {"b": conv["batch"], "m": m, "k": k, "n": pixels, "elem_bytes": conv["elem_bytes"]}
 
 
+def pointwise_reduce_shape(conv: dict[str, float]) -> dict[str, float]:
+    """The sum of a weight gradient's per-image fp32 partials over the batch (cuDNN's
+    reduce_wgrad_nchw_helper), as a reduction part."""
+    return {"rows": conv["cout"] * conv["cin"], "cols": conv["batch"], "elem_bytes": 4.0, "strided": 1.0}
+
+
 def forecast(model: EfficiencyMLP, rows: list[dict], devices: DeviceTable,
-             gemm: EfficiencyMLP | None = None) -> np.ndarray:
-    """Each row's forecast as the engine makes it (see the module docstring); `gemm`: the GEMM
-    model, for the NCHW 1x1 convolutions cuDNN runs as GEMMs."""
+             gemm: EfficiencyMLP | None = None, reduction: EfficiencyMLP | None = None) -> np.ndarray:
+    """Each row's forecast as the engine makes it (see the module docstring); `gemm` and
+    `reduction`: the models of the NCHW 1x1 convolutions cuDNN runs as GEMMs (a weight gradient
+    then sums its per-image partials)."""
     out = np.zeros(len(rows))
     for p in sorted({r["precision"] for r in rows}):
         idx = [i for i, r in enumerate(rows) if r["precision"] == p]
@@ -132,18 +141,31 @@ def forecast(model: EfficiencyMLP, rows: list[dict], devices: DeviceTable,
             simt = np.array([model.family == "conv" or r["shape"]["b"] > 1 for r in sub])
             if simt.any():
                 own[simt] = np.minimum(own[simt], _predict(model, [r for r, s in zip(sub, simt) if s], "fp32", devices))
-        if model.family == "conv" and gemm is not None and p in conv_layout.TRANSFORM_PRECISIONS:
-            as_gemm = {j: g for j, r in enumerate(sub)
-                       if r["layout"] in ("nchw", "") and (g := pointwise_gemm_shape(r["shape"])) is not None}
-            if as_gemm:
-                t = _predict(gemm, [{**sub[j], "shape": g} for j, g in as_gemm.items()], p, devices)
-                own[list(as_gemm)] = np.minimum(own[list(as_gemm)], t)
+        if model.family == "conv" and gemm is not None and reduction is not None \
+                and p in conv_layout.TRANSFORM_PRECISIONS:
+            _take_pointwise_gemm(own, sub, p, devices, gemm, reduction)
         if model.family == "attention":
             calls = np.array([r["timing"] == "call" for r in sub])
             if calls.any():
                 own = np.where(calls, harness.harness_time("attention", backward_floor_us(model, p), own), own)
         out[idx] = own
     return out
+
+
+def _take_pointwise_gemm(own: np.ndarray, rows: list[dict], precision: str, devices: DeviceTable,
+                         gemm: EfficiencyMLP, reduction: EfficiencyMLP) -> None:
+    """Each NCHW 1x1 stride-1 conv row's forecast (`own`, in place): the faster of its pass and
+    the GEMMs cuDNN runs on the tensors as they lie (a weight gradient's with its partials' sum)."""
+    as_gemm = {j: g for j, r in enumerate(rows)
+               if r["layout"] in ("nchw", "") and (g := pointwise_gemm_shape(r["shape"])) is not None}
+    if not as_gemm:
+        return
+    t = _predict(gemm, [{**rows[j], "shape": g} for j, g in as_gemm.items()], precision, devices)
+    wgrad = [i for i, j in enumerate(as_gemm) if rows[j]["shape"]["grad"] == 2]
+    if wgrad:
+        t[wgrad] += _predict(reduction, [{**rows[j], "shape": pointwise_reduce_shape(rows[j]["shape"])}
+                                         for j in np.array(list(as_gemm))[wgrad]], "fp32", devices)
+    own[list(as_gemm)] = np.minimum(own[list(as_gemm)], t)
 
 
 def backward_floor_us(model: EfficiencyMLP, precision: str) -> float:
@@ -213,9 +235,9 @@ def evaluate(data: Path, weights: Path, devices: DeviceTable, all_rows: bool = F
                 continue
             mask = held_out(rows, model, siblings=data.parent)
             rows = [r for r, m in zip(rows, mask) if m]
-        gemm = EfficiencyMLP.load(weights, "gemm") if family == "conv" and (weights / "gemm.safetensors").is_file() \
-            else None
-        pred = forecast(model, rows, devices, gemm)
+        gemm, reduction = (EfficiencyMLP.load(weights, f) if family == "conv" and (weights / f"{f}.safetensors").is_file()
+                           else None for f in ("gemm", "reduction"))
+        pred = forecast(model, rows, devices, gemm, reduction)
         meas = np.array([r["us"] for r in rows])
         err = ape(pred, meas)
         per: dict = {}

@@ -170,5 +170,34 @@ TEST(ConvLayout, AnNchwPointwiseConvolutionIsAtMostItsGemm) {
   EXPECT_LE(t, std::max(t_gemm, roofline) * (1 + 1e-9));
 }
 
+// Its weight gradient runs one GEMM per image into fp32 partials and cuDNN's
+// reduce_wgrad_nchw_helper sums them over the batch: at most that batched GEMM plus the reduction
+// model's column sum, and more than one GEMM over every image's pixels would take (the shape of
+// MobileNetV3's 24 -> 72 expansion at 56 x 56).
+TEST(ConvLayout, AnNchwPointwiseWeightGradientSumsItsPerImagePartials) {
+  if (!std::filesystem::exists(kWeights + "/reduction.safetensors")) GTEST_SKIP() << "no weights";
+  const LearnedModels models = LearnedModels::load(kWeights);
+  const Device& d = db().find("H100-SXM5-80GB");
+  const TensorMeta x = T({128, 24, 56, 56}, "bfloat16"), w = T({72, 24, 1, 1}, "bfloat16");
+  const TensorMeta dy = T({128, 72, 56, 56}, "bfloat16");
+  const OpRecord wgrad =
+      op("aten::convolution_backward", "",
+         {tensor("grad_output", dy), tensor("input", x), tensor("weight", w),
+          ints("stride", {1, 1}), ints("padding", {0, 0}), bools("output_mask", {0, 1, 0})},
+         {w});
+  const auto gemm = [&](double b, double k) {
+    const LearnedShape shape{{"b", b}, {"m", 72}, {"k", k}, {"n", 24}, {"elem_bytes", 2}};
+    return *models.predict_family_us(LearnedFamily::Gemm, shape, d, Precision::Bf16Tensor);
+  };
+  const double reduce = *models.predict_family_us(
+      LearnedFamily::Reduction,
+      {{"rows", 72 * 24}, {"cols", 128}, {"elem_bytes", 4}, {"strided", 1}}, d,
+      Precision::Fp32Simt);
+  const double t = *models.predict_us(wgrad, estimate_cost(wgrad), d);
+  EXPECT_LE(t, (gemm(128, 56 * 56) + reduce) * (1 + 1e-9));
+  EXPECT_GT(t, gemm(1, 128 * 56 * 56));
+  EXPECT_GT(gemm(128, 56 * 56) + reduce, gemm(1, 128 * 56 * 56));
+}
+
 }  // namespace
 }  // namespace habitat
