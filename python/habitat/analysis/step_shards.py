@@ -22,16 +22,23 @@ GEMM_OPS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul"}
 Predict = Callable[[str, dict[str, float], str], Optional[float]]  # family, shape, precision -> us
 
 
-def _tokens_and_hidden(linears: list[Any]) -> tuple[float, float]:
-    """The rows of the first top-level product's input and the row-parallel product's output
-    width (a linear's weight is [out, in]; an addmm's or mm's second operand [in, out])."""
-    if len(linears) < 2 or any(len(op.input_shapes) < 2 or not op.input_shapes[0] or not op.input_shapes[1]
-                               for op in linears[:2]):
+def product_rows_and_width(op: Any) -> tuple[float, float]:
+    """The rows a top-level matrix product reads (batch x sequence) and its output's width, from
+    the op's operands: aten::linear (input, weight [out, in]), aten::addmm (bias, mat1, mat2),
+    aten::mm (mat1, mat2), aten::matmul (input, other [..., in, out]); (0, 0) without shapes."""
+    first = 1 if op.name == "aten::addmm" else 0
+    shapes = op.input_shapes
+    if len(shapes) < first + 2 or not shapes[first] or not shapes[first + 1]:
         return 0.0, 0.0
-    first, row = linears[0], linears[1]
-    tokens = float(math.prod(first.input_shapes[0][:-1]))
-    w = row.input_shapes[1]
-    return tokens, float(w[0] if row.name == "aten::linear" else w[-1])
+    x, w = shapes[first], shapes[first + 1]
+    return float(math.prod(x[:-1])), float(w[0] if op.name == "aten::linear" else w[-1])
+
+
+def _tokens_and_hidden(linears: list[Any]) -> tuple[float, float]:
+    """The rows of the first top-level product and the row-parallel product's output width."""
+    if len(linears) < 2:
+        return 0.0, 0.0
+    return product_rows_and_width(linears[0])[0], product_rows_and_width(linears[1])[1]
 
 
 def _ratio(parts: list[tuple[str, dict[str, float], str, float]], t: int, tokens: float, hidden: float,

@@ -26,22 +26,14 @@ from habitat.analysis.memory import estimate_step_memory
 from habitat.analysis.parallel import StepWork
 from habitat.analysis.step_shards import GEMM_OPS as _GEMM_OPS
 from habitat.analysis.step_shards import SPLIT_CLASSES as _SPLIT
-from habitat.analysis.step_shards import sharded_split
+from habitat.analysis.step_shards import product_rows_and_width, sharded_split
 
 _EVEN_PIECES = 100
 
 
 def _out_bytes(op: Any) -> float:
-    # OpForecast records input shapes and dtypes; a linear's output has the first input's
-    # leading dimensions and the weight's first dimension.
-    if len(op.input_shapes) < 2 or not op.input_shapes[0] or not op.input_shapes[1]:
-        return 0.0
-    x, w = op.input_shapes[0], op.input_shapes[1]
-    n = 1
-    for d in x[:-1]:
-        n *= d
-    cols = w[0] if op.name == "aten::linear" else w[-1]
-    return float(n * cols * ITEMSIZE.get(op.dtypes[0] if op.dtypes else "float32", 4))
+    rows, width = product_rows_and_width(op)
+    return rows * width * ITEMSIZE.get(op.dtypes[0] if op.dtypes else "float32", 4)
 
 
 def step_work_from_step(step: Any, target: str, shards: tuple[int, ...] = (),

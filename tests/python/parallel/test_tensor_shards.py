@@ -56,3 +56,20 @@ def test_what_the_rule_does_not_describe_is_left_to_the_caller() -> None:
     assert shard("layernorm", {"rows": 4096.0, "cols": 1280.0}, 4, TOKENS, HIDDEN, True) is None
     assert shard("gemm", _gemm(100, 3 * HIDDEN, HIDDEN), 4, TOKENS, HIDDEN, True) is None  # no token dimension
     assert shard("gemm", _gemm(TOKENS, 3000, 5000), 4, TOKENS, HIDDEN, True) is None  # no hidden-size dimension
+
+
+def test_a_products_rows_and_width_come_from_its_own_operands() -> None:
+    """HF GPT-2's Conv1D is addmm(bias, x, weight [in, out]); nn.Linear is linear(x, weight
+    [out, in]): the tokens and the hidden size read the right operand of each."""
+    from types import SimpleNamespace
+
+    from habitat.analysis.step_shards import product_rows_and_width
+
+    def op(name: str, *shapes: list[int]) -> SimpleNamespace:
+        return SimpleNamespace(name=name, input_shapes=list(shapes))
+
+    assert product_rows_and_width(op("aten::linear", [8, 512, 768], [2304, 768], [2304])) == (4096, 2304)
+    assert product_rows_and_width(op("aten::addmm", [2304], [4096, 768], [768, 2304])) == (4096, 2304)
+    assert product_rows_and_width(op("aten::mm", [4096, 768], [768, 3072])) == (4096, 3072)
+    assert product_rows_and_width(op("aten::matmul", [8, 512, 768], [768, 50257])) == (4096, 50257)
+    assert product_rows_and_width(op("aten::addmm", [2304], [4096, 768])) == (0, 0)
