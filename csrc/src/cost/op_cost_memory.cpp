@@ -3,6 +3,7 @@
 // source's size (repeated rows come from cache): min(elements(out) * element size, source).
 #include <algorithm>
 
+#include "cost/embedding_paths.h"
 #include "cost/op_cost_detail.h"
 
 namespace habitat::op_cost {
@@ -114,15 +115,16 @@ OpCost embedding(const OpContext& c, double) {
                    simt_precision(weight->dtype), 1);
 }
 
-// embedding_dense_backward: sums grad_output rows into a zeroed [num_weights, D] gradient.
-// ATen's CUDA kernel zero-fills and accumulates per feature for up to 3072 indices without
-// scale_grad_by_freq (2 kernels); otherwise it sorts the indices and reduces segments (14
-// kernels in the H100 collection's rows). Its time: predict/embedding_kernels.h.
+// embedding_dense_backward: sums grad_output rows into a zeroed [num_weights, D] gradient, on
+// ATen's per-feature path in 2 kernels (a zero fill and the accumulation), otherwise in 14 (the
+// sort and segment kernels of the H100 collection's rows): cost/embedding_paths.h. Its time:
+// predict/embedding_kernels.h.
 OpCost embedding_backward(const OpContext& c, double) {
   const TensorMeta* grad = tensor_arg(c, "grad_output");
   const TensorMeta* indices = tensor_arg(c, "indices");
   if (grad == nullptr || indices == nullptr) return OpCost{};
-  const bool feature_path = numel(*indices) <= 3072 && !bool_arg(c, "scale_grad_by_freq", false);
+  const bool feature_path = embedding_paths::feature_path(static_cast<int64_t>(numel(*indices)),
+                                                          bool_arg(c, "scale_grad_by_freq", false));
   return make_cost(OpClass::Embedding, numel(*grad), input_bytes(c), output_bytes(c),
                    simt_precision(grad->dtype), feature_path ? 2 : 14);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cost/embedding_paths.h"
 #include "trace/op_args.h"
 
 namespace habitat {
@@ -25,10 +26,9 @@ constexpr double kFixedSortUs = 66.0;  // radix sort and segment kernels: ~14 la
 constexpr double kCyclesPerPartialElement = 5.00;
 constexpr double kCyclesPerIndex = 67.1;
 
-// ATen's thresholds (Indexing.cu index_select_out_cuda_impl; Embedding.cu
-// embedding_dense_backward_cuda) and kernel shapes.
+// ATen's threshold (Indexing.cu index_select_out_cuda_impl; the backward's:
+// cost/embedding_paths.h) and kernel shapes.
 constexpr int64_t kSmallIndexMax = 16;
-constexpr int64_t kFeaturePathMax = 3072;
 constexpr int64_t kVectorBytes = 16;
 constexpr int64_t kVectorsPerBlock = 256;
 constexpr int64_t kIndicesPerStep = 32;        // blockDim.y of the feature kernel
@@ -114,7 +114,7 @@ std::optional<double> backward_us(const OpRecord& op, const Device& d) {
   const double clock = d.boost_clock_mhz;
   const double fill = bandwidth_us(*rows * width * elem, d);  // the zeroed weight gradient
   const bool by_frequency = op_args::boolean(op.args, "scale_grad_by_freq", false);
-  if (indices <= kFeaturePathMax && !by_frequency) {
+  if (embedding_paths::feature_path(static_cast<int64_t>(indices), by_frequency)) {
     const double blocks = std::ceil(width / kFeaturesPerBlock);
     const double waves = std::ceil(blocks / (kFeatureBlocksPerSm * d.sms));
     // The gradient rows a step updates come from L2 in the share of the gradient it holds (the
