@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-from habitat.analysis.tensor_shards import shard
+from habitat.analysis.tensor_shards import shard_ratio
 
 SPLIT_CLASSES = {"gemm", "attention", "softmax"}
 GEMM_OPS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul"}
-
-Predict = Callable[[str, dict[str, float], str], Optional[float]]  # family, shape, precision -> us
-
 
 def product_rows_and_width(op: Any) -> tuple[float, float]:
     """The rows a top-level matrix product reads (batch x sequence) and its output's width, from
@@ -39,22 +36,6 @@ def _tokens_and_hidden(linears: list[Any]) -> tuple[float, float]:
     if len(linears) < 2:
         return 0.0, 0.0
     return product_rows_and_width(linears[0])[0], product_rows_and_width(linears[1])[1]
-
-
-def _ratio(parts: list[tuple[str, dict[str, float], str, float]], t: int, tokens: float, hidden: float,
-           forward: bool, predict: Predict) -> float:
-    whole = sharded = 0.0
-    for family, shape, precision, scale in parts:
-        full = predict(family, shape, precision)
-        if full is None:
-            return 1.0 / t
-        part = shard(family, shape, t, tokens, hidden, forward)
-        one = predict(family, part, precision) if part is not None else full / t
-        if one is None:
-            return 1.0 / t
-        whole += scale * full
-        sharded += scale * one
-    return sharded / whole if whole > 0 else 1.0 / t
 
 
 def sharded_split(step: Any, target: str, degrees: tuple[int, ...],
@@ -88,6 +69,6 @@ def sharded_split(step: Any, target: str, degrees: tuple[int, ...],
             continue
         forward = op.phase == "forward"
         for t, acc in out.items():
-            ratio = _ratio(parts[op.id], t, tokens, hidden, forward, predict) if op.id in parts else 1.0 / t
+            ratio = shard_ratio(parts[op.id], t, tokens, hidden, forward, predict) if op.id in parts else 1.0 / t
             acc[0 if forward else 1] += share * ratio
     return {t: (f, b) for t, (f, b) in out.items()}

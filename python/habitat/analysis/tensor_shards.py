@@ -21,9 +21,13 @@ efficiency a GEMM loses when it is t times narrower.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional, Sequence
 
 Shape = dict[str, float]
+# A learned part as the engine lists it (_engine.learned_op_parts): family, shape, what else its
+# forecast needs (the engine's precision), scale.
+Part = tuple[str, Shape, Any, float]
+Predict = Callable[[str, Shape, Any], Optional[float]]  # family, shape, that third field -> us
 
 
 def _gemm_shard(shape: Shape, t: int, tokens: float, hidden: float, forward: bool) -> Optional[Shape]:
@@ -61,3 +65,22 @@ def shard(family: str, shape: Shape, t: int, tokens: float, hidden: float, forwa
     if key is None or key not in shape:
         return None
     return {**shape, key: shape[key] / t}
+
+
+def shard_ratio(parts: Sequence[Part], t: int, tokens: float, hidden: float, forward: bool,
+                predict: Predict) -> float:
+    """The time of an op's `parts` on one of t ranks over their whole time, both forecast by
+    `predict`: each part at its shard's shapes, a part the rule does not describe at a t-th of
+    its time; 1 / t where a forecast is missing."""
+    whole = sharded = 0.0
+    for family, shape, extra, scale in parts:
+        full = predict(family, shape, extra)
+        if full is None:
+            return 1.0 / t
+        piece = shard(family, shape, t, tokens, hidden, forward)
+        one = predict(family, piece, extra) if piece is not None else full / t
+        if one is None:
+            return 1.0 / t
+        whole += scale * full
+        sharded += scale * one
+    return sharded / whole if whole > 0 else 1.0 / t

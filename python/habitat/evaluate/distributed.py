@@ -31,13 +31,12 @@ Nothing here is fitted to any label.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from habitat.analysis.cluster import Cluster
 from habitat.analysis.parallel import StepWork, parallel_step
-from habitat.analysis.tensor_shards import shard as shard_shape
+from habitat.analysis.tensor_shards import shard_ratio
 from habitat.data.checkout import checkout_path
 from habitat.evaluate import models as M
 from habitat.evaluate import predictors as P
@@ -135,13 +134,6 @@ def _split_by_tp(node: Node, part: M.Part, hidden: int) -> bool:
     return False
 
 
-def _shard_part(part: M.Part, t: int, tokens: float, hidden: int, forward: bool) -> M.Part:
-    """A node's part on one of t tensor-parallel ranks (habitat.analysis.tensor_shards); a part
-    the rule does not describe, t times less work."""
-    shape = shard_shape(part.family, part.shape, t, tokens, hidden, forward)
-    return replace(part, shape=shape) if shape is not None else replace(part, scale=part.scale / t)
-
-
 def _tensor_split(nodes: list[Node], hidden: int, times: PhaseTimes, shards: tuple[int, ...],
                   predict: Callable[[M.Part], float] | None) -> tuple[float, float, dict[int, tuple[float, float]]]:
     """The forward and backward time tensor parallelism splits, and per degree in `shards` one
@@ -163,10 +155,10 @@ def _tensor_split(nodes: list[Node], hidden: int, times: PhaseTimes, shards: tup
                 split_b += time
             if not (sharded and split and predict is not None):
                 continue
-            whole = M._parts_time(split, predict)
+            engine_parts = [(p.family, p.shape, None, p.scale) for p in split]
             for degree, acc in sharded.items():
-                parts_t = M._parts_time([_shard_part(p, degree, tokens, hidden, phase == "fw") for p in split], predict)
-                acc[phase != "fw"] += time * (parts_t / whole if whole > 0 else 1.0 / degree)
+                acc[phase != "fw"] += time * shard_ratio(engine_parts, degree, tokens, hidden, phase == "fw",
+                                                         lambda family, shape, _: predict(M.Part(family, shape)))
     return split_f, split_b, {d: (f, b) for d, (f, b) in sharded.items()}
 
 
