@@ -457,6 +457,33 @@ TEST(CudaPaths, AddmmWithABiasVectorIsTheGemmAloneNotTheCpusBiasCopy) {
   parent_stands_for_children(step);
 }
 
+TEST(CudaPaths, OneDnnConvolutionIsCudnnsPassNotItsLayoutReorder) {
+  // MobileNetV3-Large's first expansion in bf16 as the CPU records it: oneDNN writes the result
+  // channels-last and reorders it to NCHW (contiguous -> clone -> copy_ of 206 MB), a copy CUDA
+  // does not run and which must not stand for the pass.
+  const TensorMeta x = T({128, 16, 112, 112}, "bfloat16");
+  const TensorMeta out = T({128, 64, 112, 112}, "bfloat16");
+  TensorMeta nhwc = out;
+  nhwc.strides = {64 * 112 * 112, 1, 112 * 64, 64};
+  nhwc.contiguous = false;
+  OpRecord conv = make(0, "aten::mkldnn_convolution",
+                       {tensor("self", x), tensor("weight", T({64, 16, 1, 1}, "bfloat16")),
+                        test::ints("padding", {0, 0}), test::ints("stride", {1, 1}),
+                        test::ints("dilation", {1, 1}), test::integer("groups", 1)},
+                       {out});
+  Step alone;
+  alone.ops = {conv};
+  conv.has_children = true;
+  OpRecord contiguous = make(1, "aten::contiguous", {tensor("self", nhwc)}, {out}, 0);
+  contiguous.has_children = true;
+  OpRecord clone = make(2, "aten::clone", {tensor("self", nhwc)}, {out}, 1);
+  clone.has_children = true;
+  OpRecord copy = make(3, "aten::copy_", {tensor("self", out), tensor("src", nhwc)}, {out}, 2);
+  Step step;
+  step.ops = {conv, contiguous, clone, copy};
+  EXPECT_DOUBLE_EQ(parent_stands_for_children(step), total_us(alone, "H100"));
+}
+
 TEST(CudaPaths, AMixedDtypeAddIsOneCastingKernelNotTheCpusCastAndAdd) {
   // T5's residual add under autocast as the CPU records it: the bf16 operand converted into a
   // temporary (to -> _to_copy -> copy_), then the add. CUDA casts inside its one kernel.
