@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "cupti/cupti_kernel_record.h"
+#include "habitat/trace.h"
 #endif
 
 namespace habitat::cupti {
@@ -68,6 +69,14 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 };
 
+// Device work other than kernels: copies within the GPU's memory and memsets run on the stream
+// as kernels do (a contiguous clone is a cudaMemcpyAsync, no kernel). Enabled when the CUPTI
+// library supports them; tracing goes on without them when it does not.
+constexpr CUpti_ActivityKind kMemoryKinds[] = {
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+};
+
 // Timeline records (host syncs, stream waits, where events were recorded): enabled when the
 // CUPTI library supports them, and tracing goes on without them when it does not.
 // The record layouts read below (with cudaEventSyncId) are CUPTI 13's.
@@ -101,6 +110,11 @@ constexpr CUpti_CallbackId kRuntimeLaunches[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
     CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
     CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+    // The copies and memsets recorded as device work (kMemoryKinds) are launched so too.
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
 };
 constexpr CUpti_CallbackId kDriverLaunches[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
@@ -156,6 +170,10 @@ const char* kind_name(CUpti_ActivityKind kind) {
       return "EXTERNAL_CORRELATION";
     case CUPTI_ACTIVITY_KIND_MARKER:
       return "MARKER";
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      return "MEMCPY";
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return "MEMSET";
     default:
       return "?";
   }
@@ -198,6 +216,20 @@ struct FreeDeleter {
   void operator()(uint8_t* p) const { std::free(p); }
 };
 using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
+
+// A copy or memset as the kernel record the join attributes to its op: no launch
+// configuration (the record's one block of one thread).
+KernelRecord memory_operation(std::string_view name, uint32_t correlation, uint64_t start,
+                              uint64_t end, uint32_t stream, uint32_t device) {
+  KernelRecord r;
+  r.correlation_id = correlation;
+  r.name = std::string(name);
+  r.start_ns = start;
+  r.end_ns = end;
+  r.stream = stream;
+  r.device = device;
+  return r;
+}
 
 }  // namespace
 
@@ -252,6 +284,22 @@ struct TracerState {
         r.stream = k->streamId;
         r.device = k->deviceId;
         correlator.add(std::move(r));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        // Host <-> device copies are the timeline's (a blocking one is a host sync), not an
+        // op's device work.
+        const auto* c = reinterpret_cast<const ActivityMemcpy*>(record);
+        if (c->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD) {
+          correlator.add(memory_operation(kDeviceCopyName, c->correlationId, c->start, c->end,
+                                          c->streamId, c->deviceId));
+        }
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto* m = reinterpret_cast<const ActivityMemset*>(record);
+        correlator.add(memory_operation(kDeviceMemsetName, m->correlationId, m->start, m->end,
+                                        m->streamId, m->deviceId));
         break;
       }
       case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -438,6 +486,9 @@ Status KernelTracer::start(const TracerOptions& options) {
       return {false, s.status};
     }
     s.enabled.push_back(kind);
+  }
+  for (CUpti_ActivityKind kind : kMemoryKinds) {
+    if (cuptiActivityEnable(kind) == CUPTI_SUCCESS) s.enabled.push_back(kind);
   }
 #ifdef HABITAT_CUPTI_SYNC_RECORDS
   for (CUpti_ActivityKind kind : kOptionalKinds) {

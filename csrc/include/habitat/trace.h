@@ -82,6 +82,16 @@ struct KernelLaunch {
   int shared_bytes() const { return static_shared_bytes + dynamic_shared_bytes; }
 };
 
+// Device work CUPTI records apart from kernels, named as torch.profiler names it: a copy within
+// one GPU's memory (cudaMemcpyAsync device to device, which ATen's copy_ of two contiguous
+// tensors of one dtype calls: a clone) and a memset. Neither has a launch configuration; both
+// are bound by memory bandwidth.
+inline constexpr std::string_view kDeviceCopyName = "Memcpy DtoD (Device -> Device)";
+inline constexpr std::string_view kDeviceMemsetName = "Memset (Device)";
+inline bool is_memory_operation(std::string_view kernel_name) {
+  return kernel_name == kDeviceCopyName || kernel_name == kDeviceMemsetName;
+}
+
 enum class Phase : uint8_t { Forward, Backward, Optimizer, Other };
 const char* to_string(Phase p);
 std::optional<Phase> phase_from_string(const std::string& s);

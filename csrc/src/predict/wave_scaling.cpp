@@ -20,6 +20,7 @@
 // Habitat's code compares the wave count against the full-wave size as the integer test
 // B / W == 0; we keep that test (B < W). Where a launch cannot run on a device at all
 // (occupancy 0) there are no waves to compare, so the bandwidth ratio is the only scaling left.
+// Copies and memsets CUPTI records (trace.h, is_memory_operation) scale by bandwidth alone.
 // Clocks are the database's boost clocks; registers per thread are taken from the origin's
 // kernel on both devices (the target's compiler may allocate differently).
 #include "habitat/wave_scaling.h"
@@ -66,6 +67,15 @@ WaveScaleResult WaveScaler::scale(const KernelLaunch& kernel, double intensity, 
   WaveScaleResult r;
   const double t_origin = kernel.duration_us;
   const double bandwidth_ratio = origin_.memory_bandwidth_gbs / target_.memory_bandwidth_gbs;
+
+  // A copy or memset has no launch configuration to count waves by: memory bandwidth bounds it
+  // on both devices.
+  if (is_memory_operation(kernel.name)) {
+    r.gamma = 1.0;
+    r.bandwidth_fallback = true;
+    r.time_us = t_origin * bandwidth_ratio;
+    return r;
+  }
 
   const int threads = kernel.threads_per_block();
   const int shared = kernel.shared_bytes();

@@ -18,6 +18,9 @@ SIMT_MARKS = ("f32f32_f32f32", "simt_sgemm", "implicit_convolve_sgemm<float", "p
 # cuDNN's NCHW <-> NHWC layout transforms run around tensor-core passes on NCHW tensors; they
 # say nothing about the pass's own units.
 TRANSFORM_MARKS = ("nchwToNhwc", "nhwcToNchw", "tensorTransform")
+# A library's copies and memsets within the GPU's memory (CUPTI's memcpy and memset records, named
+# as torch.profiler names them; habitat/trace.h in the engine): no units of their own either.
+MEMORY_OPERATIONS = ("Memcpy DtoD (Device -> Device)", "Memset (Device)")
 
 
 def kernel_names(kernels: str) -> list[str]:
@@ -31,7 +34,8 @@ def ran_transforms(kernels: str) -> bool:
 
 def ran_simt(kernels: str) -> bool:
     """Whether every kernel of the row but the layout transforms is an FP32 SIMT kernel."""
-    names = [k for k in kernel_names(kernels) if not any(m in k for m in TRANSFORM_MARKS)]
+    names = [k for k in kernel_names(kernels)
+             if not any(m in k for m in TRANSFORM_MARKS) and k not in MEMORY_OPERATIONS]
     return bool(names) and all(any(m in k for m in SIMT_MARKS) for k in names)
 
 

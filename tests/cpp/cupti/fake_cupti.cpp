@@ -12,6 +12,8 @@ namespace fake_cupti {
 namespace {
 
 using habitat::ActivityKernel;
+using habitat::ActivityMemcpy;
+using habitat::ActivityMemset;
 
 constexpr std::size_t kHeader = 8;  // each record is preceded by its padded size
 
@@ -96,13 +98,18 @@ void emit(const Record& record, CUpti_ActivityKind kind) {
 
 void reset() { world() = World{}; }
 
-void launch_kernel(const char* name) {
+namespace {
+
+// The records every call leaves: its runtime API record (the call's kind enabled, or that call's
+// records enabled alone) and an external correlation record per kind pushed. Returns the call's
+// correlation id; `t` is when it began.
+uint32_t api_call(uint32_t cbid, uint64_t& t) {
   World& w = world();
   const uint32_t correlation = w.next_correlation++;
-  const uint64_t t = (w.clock_ns += 1000);
+  t = (w.clock_ns += 1000);
   CUpti_ActivityAPI api{};
   api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-  api.cbid = 211;  // a launch
+  api.cbid = cbid;
   api.start = t;
   api.end = t + 10;
   api.correlationId = correlation;
@@ -114,7 +121,6 @@ void launch_kernel(const char* name) {
   } else {
     emit(api, CUPTI_ACTIVITY_KIND_RUNTIME);
   }
-
   for (const auto& [kind, stack] : w.external) {
     if (stack.empty()) continue;
     CUpti_ActivityExternalCorrelation ext{};
@@ -124,6 +130,14 @@ void launch_kernel(const char* name) {
     ext.correlationId = correlation;
     emit(ext, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
   }
+  return correlation;
+}
+
+}  // namespace
+
+void launch_kernel(const char* name) {
+  uint64_t t = 0;
+  const uint32_t correlation = api_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, t);
   ActivityKernel k{};
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   k.name = name;
@@ -135,6 +149,33 @@ void launch_kernel(const char* name) {
   k.blockY = k.blockZ = 1;
   k.streamId = 7;
   emit(k, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+}
+
+void copy_memory(CUpti_ActivityMemcpyKind kind, uint64_t bytes) {
+  uint64_t t = 0;
+  const uint32_t correlation = api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, t);
+  ActivityMemcpy c{};
+  c.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  c.copyKind = static_cast<uint8_t>(kind);
+  c.bytes = bytes;
+  c.correlationId = correlation;
+  c.start = t + 100;
+  c.end = t + 400;
+  c.streamId = 7;
+  emit(c, CUPTI_ACTIVITY_KIND_MEMCPY);
+}
+
+void set_memory(uint64_t bytes) {
+  uint64_t t = 0;
+  const uint32_t correlation = api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, t);
+  ActivityMemset m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  m.bytes = bytes;
+  m.correlationId = correlation;
+  m.start = t + 100;
+  m.end = t + 300;
+  m.streamId = 7;
+  emit(m, CUPTI_ACTIVITY_KIND_MEMSET);
 }
 
 int64_t misdelivered() { return world().misdelivered; }

@@ -23,6 +23,10 @@ void reset();
 // launch call's records enabled alone), an external correlation record per kind pushed, and a
 // kernel record, each if its kind is enabled.
 void launch_kernel(const char* name);
+// One cudaMemcpyAsync of `kind` (its memcpy record 300 ns long) and one cudaMemsetAsync (200 ns),
+// with the same API and external correlation records as a launch.
+void copy_memory(CUpti_ActivityMemcpyKind kind, uint64_t bytes);
+void set_memory(uint64_t bytes);
 // Buffers completed into a callback pair other than the one that requested them.
 int64_t misdelivered();
 // Runtime API calls enabled one by one (cuptiActivityEnableRuntimeApi), and whether a kind is on.

@@ -145,6 +145,20 @@ TEST(WaveScaling, NoIntensityFallsBackToBandwidth) {
   EXPECT_DOUBLE_EQ(small.time_us, 100.0);  // unchanged under one wave
 }
 
+TEST(WaveScaling, CopiesAndMemsetsScaleByBandwidth) {
+  // CUPTI's memcpy and memset records carry no launch configuration: one block of one thread
+  // would read as under one wave (unchanged) where bandwidth bounds them.
+  const Device o = origin_gpu(), t = target_gpu();
+  for (const std::string_view name : {kDeviceCopyName, kDeviceMemsetName}) {
+    KernelLaunch k;
+    k.name = name;
+    k.duration_us = 100.0;
+    const WaveScaleResult r = WaveScaler(o, t).scale(k, 0.0, Precision::Fp32Simt);
+    EXPECT_TRUE(r.bandwidth_fallback);
+    EXPECT_NEAR(r.time_us, 100.0 * 800.0 / 1200.0, kTol);
+  }
+}
+
 TEST(WaveScaling, LaunchThatCannotRunOnTargetUsesBandwidthRatio) {
   // 64 KB of shared memory per block fits the origin (1 block/SM) but not a target whose
   // blocks may use at most 48 KB.

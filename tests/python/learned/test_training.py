@@ -112,6 +112,8 @@ def test_a_tf32_row_that_ran_fp32_simt_kernels_is_an_fp32_row() -> None:
     # cuDNN's layout transforms around a tensor-core pass say nothing about its units
     transforms = ";void cudnn::engines_precompiled::nchwToNhwcKernel<float>();" + TENSOR
     assert kernel_paths.path_precision("tf32", transforms) == "tf32" and kernel_paths.ran_transforms(transforms)
+    # nor does a memset the library runs before a split-K SIMT pass (CUPTI's memset record)
+    assert kernel_paths.path_precision("tf32", ";Memset (Device);" + SIMT) == "fp32"
     assert kernel_paths.path_precision("bf16", ";" + SIMT) == "bf16"  # 16-bit rows keep theirs
     assert kernel_paths.path_precision("tf32", "") == "tf32"
 
