@@ -3,7 +3,8 @@ engine's cost classes (convolutions split into depthwise/grouped, 1x1 and the re
 layer norm apart; activations, dropout, pooling and the loss out of "element-wise"), and the
 same on a CPU trace and a GPU trace of one training step, whose op lists differ (the CPU's
 per-tensor AdamW ops against CUDA's `_foreach_` ops, oneDNN's RNN layers against cuDNN's,
-log_softmax backward with no loss above it), so that a class's measured and forecast times
+log_softmax backward with no loss above it, CUDA's softmax backward with a `mul` of its own),
+so that a class's measured and forecast times
 are the same work.
 
 An op's class comes from the engine's class for it (`forecast_step(...)["ops"][i]["class"]`),
@@ -75,6 +76,8 @@ def op_class(chain: list[dict[str, Any]], engine_class: str) -> str:
         return conv_kind(chain)
     if engine_class in ("gemm", "attention"):
         return engine_class
+    if "softmax" in names:
+        return "softmax"  # CUDA's backward multiplies the gradient by the output first (a mul child)
     if "batch_norm" in joined:
         return "batch norm"
     if "layer_norm" in joined:

@@ -113,6 +113,18 @@ def test_transformer_steps_split_into_their_classes(smoke_classes) -> None:
         assert bert_by.get(cls, 0) > 0, cls
 
 
+def test_cudas_softmax_backward_is_softmax_with_its_mul(rm) -> None:
+    """CUDA's softmax backward (SoftMax.cu) first multiplies the gradient by the output, a `mul`
+    op of its own below _softmax_backward_data; the CPU's does it inside. Both are "softmax"."""
+    t = {"shape": [16, 8, 512, 512], "dtype": "float32"}
+    ops = [{"id": 0, "name": "aten::_softmax_backward_data", "phase": "backward",
+            "args": [{"name": "grad_output", "tensor": t}]},
+           {"id": 1, "parent": 0, "name": "aten::mul", "phase": "backward",
+            "args": [{"name": "self", "tensor": t}, {"name": "other", "tensor": t}]}]
+    classes = rm.op_classes.classify_step(ops, {0: "softmax", 1: "elementwise"})
+    assert classes == {0: "softmax", 1: "softmax"}
+
+
 def test_the_cpus_dropout_backward_is_classed_with_the_dropout(rm) -> None:
     """The CPU's dropout backward is a `mul` of the gradient by the forward's noise; CUDA's is
     native_dropout_backward: both are "dropout"."""
