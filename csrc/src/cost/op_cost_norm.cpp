@@ -128,6 +128,20 @@ OpCost softmax(const OpContext& c, double per_element) {
   return streaming_cost(c, OpClass::Softmax, numel(*shape) * per_element, 1);
 }
 
+// CUDA's softmax backward first writes g * y with a mul kernel of its own (SoftMax.cu
+// softmax_backward_cuda_out), which the backward kernel then reads: two kernels, three more
+// passes over the rows. The log-softmax backward is one kernel.
+OpCost softmax_backward(const OpContext& c, double per_element) {
+  OpCost cost = softmax(c, per_element);
+  const TensorMeta* grad = tensor_arg(c, "grad_output");
+  if (grad == nullptr || cost.kernels == 0) return cost;
+  const double pass = numel(*grad) * static_cast<double>(element_size(*grad));
+  cost.bytes_read += 2.0 * pass;
+  cost.bytes_written += pass;
+  cost.kernels = 2;
+  return cost;
+}
+
 }  // namespace
 
 void add_norm_rules(RuleTable& t) {
@@ -159,7 +173,7 @@ void add_norm_rules(RuleTable& t) {
             "special_log_softmax",
             {softmax, 5});
   t["_masked_softmax"] = {softmax, 6};  // plus the masking select
-  t["_softmax_backward_data"] = {softmax, 4};
+  t["_softmax_backward_data"] = {softmax_backward, 4};
   t["_log_softmax_backward_data"] = {softmax, 4};
 }
 

@@ -11,6 +11,7 @@ namespace {
 
 // Constants shared with features.py.
 constexpr double kSoftmaxFlopsPerElement = 5.0;
+constexpr double kSoftmaxBackwardMulPasses = 3.0;
 constexpr double kLayerNormFlopsPerElement = 8.0;
 constexpr double kLayerNormVector = 4.0;
 constexpr double kTranscendentalFlops = 16.0;
@@ -243,13 +244,20 @@ double row_features(const Column& col, bool softmax, double eb, const Device& de
                     double fp32_peak, std::vector<double>& x) {
   const double rows = col("rows", false), cols = col("cols", false);
   const double backward = flag(col, softmax ? "softmax" : "layernorm", "backward");
-  // forward: reads x, writes y; backward: reads y (or x) and dy, writes dx
-  double bytes = eb * rows * cols * (2.0 + backward);
+  const double log = softmax ? flag(col, "softmax", "log") : 0.0;
+  // forward: reads x, writes y; backward: reads y (or x) and dy, writes dx. CUDA's softmax
+  // backward first writes dy * y (a mul kernel, three passes; SoftMax.cu
+  // softmax_backward_cuda_out), then reads it and y and writes dx; the log-softmax backward is
+  // the one kernel.
+  double passes = 2.0 + backward;
+  if (softmax) passes += kSoftmaxBackwardMulPasses * backward * (1.0 - log);
+  double bytes = eb * rows * cols * passes;
   if (!softmax) bytes = bytes + eb * 2.0 * cols;
   const double per = softmax ? kSoftmaxFlopsPerElement : kLayerNormFlopsPerElement;
   const double t_m = bytes / roof.bandwidth * 1e6;
   x = memory_bound_features(rows, cols, t_m, bytes, rows, eb, dev);
   x.push_back(backward);
+  if (softmax) x.push_back(log);
   // PyTorch's one-pass vectorized layer-norm kernel needs cols % 4 == 0 (features.py,
   // LAYERNORM_VECTOR); otherwise two scalar kernels run.
   if (!softmax) x.push_back(std::fmod(cols, kLayerNormVector) == 0.0 ? 1.0 : 0.0);
@@ -307,7 +315,7 @@ const std::vector<std::string>& shape_columns(LearnedFamily f) {
       {LearnedFamily::Conv,
        {"batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes", "grad"}},
       {LearnedFamily::Elementwise, {"n", "inputs", "transcendental", "elem_bytes"}},
-      {LearnedFamily::Softmax, {"rows", "cols", "elem_bytes", "backward"}},
+      {LearnedFamily::Softmax, {"rows", "cols", "elem_bytes", "backward", "log"}},
       {LearnedFamily::LayerNorm, {"rows", "cols", "elem_bytes", "backward"}},
       {LearnedFamily::Attention,
        {"batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes", "backend"}},
@@ -341,7 +349,7 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
                       "log2_bytes_over_l2", "log2_blocks_per_sm"},
                      kMemoryFeatures),
               kDeviceFeatures)},
-      {LearnedFamily::Softmax, concat(row_features, kDeviceFeatures)},
+      {LearnedFamily::Softmax, concat(concat(row_features, {"log"}), kDeviceFeatures)},
       {LearnedFamily::LayerNorm, concat(concat(row_features, {"vectorized"}), kDeviceFeatures)},
       {LearnedFamily::Attention,
        concat({"log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
@@ -366,6 +374,9 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
 LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& shape,
                                          const Device& dev, Precision precision) {
   auto col = [&](const std::string& name, bool allow_zero = false) {
+    // A softmax shape without `log` is a softmax's, not a log-softmax's (features.py
+    // OPTIONAL_COLUMNS).
+    if (f == LearnedFamily::Softmax && name == "log" && !shape.contains(name)) return 0.0;
     auto it = shape.find(name);
     if (it == shape.end()) {
       throw std::invalid_argument(std::string(to_string(f)) + " shape lacks column '" + name + "'");

@@ -214,7 +214,8 @@ std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord
                      {{"rows", bh * p->l},
                       {"cols", p->s},
                       {"elem_bytes", eb},
-                      {"backward", backward ? 1.0 : 0.0}}});
+                      {"backward", backward ? 1.0 : 0.0},
+                      {"log", 0.0}}});
   }
   return parts;
 }
@@ -241,7 +242,8 @@ std::vector<LearnedPart> softmax_parts(const std::string& name, const OpRecord& 
            {{"rows", rc->first},
             {"cols", rc->second},
             {"elem_bytes", elem_bytes(*x)},
-            {"backward", backward ? 1.0 : 0.0}}}};
+            {"backward", backward ? 1.0 : 0.0},
+            {"log", name.find("log_softmax") != std::string::npos ? 1.0 : 0.0}}}};
 }
 
 std::vector<LearnedPart> norm_parts(const std::string& name, const OpRecord& op) {

@@ -17,8 +17,9 @@ gemm         b, m, n, k, elem_bytes       C[b,m,n] = A[b,m,k] @ B[b,k,n] (k: red
 conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes, grad  (square 2-D;
              grad 0: forward, 1: input (data) gradient, 2: weight gradient)
 elementwise  n, inputs, transcendental, elem_bytes   (inputs: tensors read of size n)
-softmax      rows, cols, elem_bytes, backward   (row-wise over the last dim; backward 1: the
-             gradient op, _softmax_backward_data)
+softmax      rows, cols, elem_bytes, backward, log   (row-wise over the last dim; backward 1: the
+             gradient op, _softmax_backward_data; log 1: log-softmax; a shape without `log` is
+             a softmax's)
 layernorm    rows, cols, elem_bytes, backward   (backward 1: native_layer_norm_backward: the input
              and the weight gradients)
 attention    batch_heads, l, s, e, causal, backward, elem_bytes, backend   (a fused SDPA kernel:
@@ -41,12 +42,14 @@ SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "gemm": ("b", "m", "n", "k", "elem_bytes"),
     "conv": ("batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes", "grad"),
     "elementwise": ("n", "inputs", "transcendental", "elem_bytes"),
-    "softmax": ("rows", "cols", "elem_bytes", "backward"),
+    "softmax": ("rows", "cols", "elem_bytes", "backward", "log"),
     "layernorm": ("rows", "cols", "elem_bytes", "backward"),
     "attention": ("batch_heads", "l", "s", "e", "causal", "backward", "elem_bytes", "backend"),
     "reduction": ("rows", "cols", "elem_bytes", "strided"),
     "batchnorm": ("count", "channels", "elem_bytes", "backward", "channels_last"),
 }
+# Columns a shape may leave out, and their value then (a softmax that is not a log-softmax).
+OPTIONAL_COLUMNS: dict[str, dict[str, float]] = {"softmax": {"log": 0.0}}
 
 # The device enters only through quantities relative to the op (roofline times, waves,
 # intensity over the ridge point, bytes over L2): with five training GPUs, absolute device
@@ -74,7 +77,7 @@ MAX_ALIGN_BYTES = 16.0
 _MEMORY = ("log2_elem_bytes", "log2_bandwidth_per_sm")
 MEMORY_FAMILIES = ("elementwise", "softmax", "layernorm", "reduction", "batchnorm")
 # The 0/1 columns of the row-wise memory-bound families, last among their features.
-ROW_FLAGS = {"softmax": ("backward",), "layernorm": ("backward",), "reduction": ("strided",),
+ROW_FLAGS = {"softmax": ("backward", "log"), "layernorm": ("backward",), "reduction": ("strided",),
              "batchnorm": ("backward", "channels_last")}
 FEATURE_NAMES: dict[str, tuple[str, ...]] = {
     "gemm": ("log2_b", "log2_m", "log2_n", "log2_k") + _GEMM_CORE + _PRECISION + ("simt_lanes",) + DEVICE_FEATURES,
@@ -84,7 +87,7 @@ FEATURE_NAMES: dict[str, tuple[str, ...]] = {
     "elementwise": ("log2_n", "inputs", "transcendental", "log2_t_memory_us",
                     "log2_bytes_over_l2", "log2_blocks_per_sm") + _MEMORY + DEVICE_FEATURES,
     "softmax": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
-                "log2_rows_per_sm") + _MEMORY + ("backward",) + DEVICE_FEATURES,
+                "log2_rows_per_sm") + _MEMORY + ("backward", "log") + DEVICE_FEATURES,
     "layernorm": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
                   "log2_rows_per_sm") + _MEMORY + ("backward", "vectorized") + DEVICE_FEATURES,
     "attention": ("log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
@@ -104,6 +107,7 @@ ATTENTION_BLOCK_ROWS = 128.0
 
 # FLOPs per element of the row-wise families (max, sub, exp, sum, div; mean, var, scale).
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0
+SOFTMAX_BACKWARD_MUL_PASSES = 3.0
 LAYERNORM_FLOPS_PER_ELEMENT = 8.0
 # PyTorch's CUDA layer norm runs its one-pass vectorized kernel (4-wide loads, one block per row)
 # only when the normalised size is a multiple of 4 (aten/src/ATen/native/cuda/layer_norm_kernel.cu,
@@ -197,9 +201,20 @@ def _memory_cols(elem_bytes: np.ndarray, dev: DeviceSpec) -> list[np.ndarray]:
     return [_log2(elem_bytes), np.full(len(elem_bytes), np.log2(dev.bandwidth_gbs / dev.sms))]
 
 
+def _columns(family: str, shapes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The family's shape columns as float arrays; an optional column a shape lacks is its default."""
+    optional = OPTIONAL_COLUMNS.get(family, {})
+    missing = [c for c in SHAPE_COLUMNS[family] if c not in shapes and c not in optional]
+    if missing:
+        raise KeyError(f"{family} shape lacks column {missing[0]!r}")
+    n = np.shape(np.asarray(next(iter(shapes.values()))))
+    return {c: np.asarray(shapes[c], dtype=np.float64) if c in shapes else np.full(n, optional[c])
+            for c in SHAPE_COLUMNS[family]}
+
+
 def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """FLOPs and bytes moved of each row (device-independent)."""
-    s = {c: np.asarray(shapes[c], dtype=np.float64) for c in SHAPE_COLUMNS[family]}
+    s = _columns(family, shapes)
     eb = s["elem_bytes"]
     if family == "gemm":
         b, m, n, k = s["b"], s["m"], s["n"], s["k"]
@@ -224,7 +239,13 @@ def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
         rows, ncols, backward = s["rows"], s["cols"], s["backward"]
         per = SOFTMAX_FLOPS_PER_ELEMENT if family == "softmax" else LAYERNORM_FLOPS_PER_ELEMENT
         # forward: reads x, writes y; backward: reads y (or x) and dy, writes dx
-        nbytes = eb * rows * ncols * (2.0 + backward)
+        passes = 2.0 + backward
+        if family == "softmax":
+            # CUDA's softmax backward first writes dy * y (a mul kernel, three passes;
+            # SoftMax.cu softmax_backward_cuda_out), then reads it and y and writes dx; the
+            # log-softmax backward is the one kernel
+            passes = passes + SOFTMAX_BACKWARD_MUL_PASSES * backward * (1.0 - s["log"])
+        nbytes = eb * rows * ncols * passes
         if family == "layernorm":
             nbytes = nbytes + eb * 2.0 * ncols
         return per * rows * ncols * (1.0 + backward), nbytes
@@ -244,7 +265,7 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
     """Returns (features [N, F] float64, roofline time in microseconds [N]). `precision` is one
     name for every row or one per row (GEMM and conv; the other families run on SIMT units)."""
     flops, nbytes = work(family, shapes)  # raises for an unknown family
-    s = {c: np.asarray(shapes[c], dtype=np.float64) for c in SHAPE_COLUMNS[family]}
+    s = _columns(family, shapes)
     bw = dev.bandwidth_gbs * 1e9
     prec = _row_precisions(precision, len(flops))
     if family == "gemm":

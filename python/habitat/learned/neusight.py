@@ -140,10 +140,12 @@ class KernelArrays:
 
 # Shape columns that tell variants of one problem apart, not problems (KernelArrays.problem_keys).
 VARIANT_COLUMNS = ("elem_bytes", "grad", "backward", "backend", "channels_last")
+# Shape columns the op's name, first in a problem key, already gives.
+NAMED_COLUMNS = ("log",)
 
 
 def problem_columns(family: str) -> tuple[str, ...]:
-    return tuple(c for c in SHAPE_COLUMNS[family] if c not in VARIANT_COLUMNS)
+    return tuple(c for c in SHAPE_COLUMNS[family] if c not in VARIANT_COLUMNS + NAMED_COLUMNS)
 
 
 def problem_key(op: str, shape: dict[str, float]) -> str:
@@ -173,7 +175,10 @@ def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str
                 "channels_last": 1.0 if row.get("Layout") == "nhwc" else 0.0}
     if family == "softmax" and "Tokens" in row:  # collect_kernels.py crossentropy: log_softmax
         return {"rows": float(row["Tokens"]), "cols": float(row["Classes"]), "elem_bytes": elem_bytes,
-                "backward": 1.0 if op.endswith("_bwd") else 0.0}
+                "backward": 1.0 if op.endswith("_bwd") else 0.0, "log": 1.0}
+    if family == "softmax":
+        return {"rows": float(row["B"]), "cols": float(row["H"]), "elem_bytes": elem_bytes,
+                "backward": 1.0 if op.endswith("_bwd") else 0.0, "log": 1.0 if op.startswith("log_softmax") else 0.0}
     if family == "elementwise":
         inputs, trans = ELEMENTWISE_OPS[op]
         return {"n": float(row["B"]) * float(row["H"]), "inputs": float(inputs),

@@ -287,7 +287,15 @@ TEST(OpCostSoftmax, ForwardAndBackward) {
                       {T({16, 1024})});
   const OpCost b = estimate_cost(bwd);
   EXPECT_DOUBLE_EQ(b.flops, 4 * 16384.0);
-  EXPECT_DOUBLE_EQ(b.bytes_read, 2 * 65536.0);
+  // CUDA's mul of g and y first (written, then read back with y): two kernels, six passes.
+  EXPECT_DOUBLE_EQ(b.bytes_read, 4 * 65536.0);
+  EXPECT_DOUBLE_EQ(b.bytes_written, 2 * 65536.0);
+  EXPECT_EQ(b.kernels, 2);
+  auto log_bwd = bwd;
+  log_bwd.name = "aten::_log_softmax_backward_data";
+  const OpCost l = estimate_cost(log_bwd);
+  EXPECT_DOUBLE_EQ(l.bytes_read + l.bytes_written, 3 * 65536.0);
+  EXPECT_EQ(l.kernels, 1);
 }
 
 TEST(OpCostEmbedding, GathersRowsNotTheTable) {

@@ -54,7 +54,8 @@ def test_reductions_and_log_softmax_rows_have_their_family_shapes() -> None:
     assert column == {"rows": 512.0, "cols": 4096.0, "elem_bytes": 4.0, "strided": 1.0}
     assert row_shape("mean", {"B": "4096", "H": "512", "Dim": "1"}, 2.0)["strided"] == 0.0
     assert row_shape("log_softmax_bwd", {"Tokens": "2048", "Classes": "32000"}, 2.0) == {
-        "rows": 2048.0, "cols": 32000.0, "elem_bytes": 2.0, "backward": 1.0}
+        "rows": 2048.0, "cols": 32000.0, "elem_bytes": 2.0, "backward": 1.0, "log": 1.0}
+    assert row_shape("softmax_bwd", {"B": "2048", "H": "512"}, 4.0)["log"] == 0.0
     assert problem_key("log_softmax_bwd", {"rows": 2048, "cols": 32000, "elem_bytes": 2, "backward": 1}) == \
         "log_softmax|2048|32000"
 
