@@ -135,46 +135,46 @@ uint32_t api_call(uint32_t cbid, uint64_t& t) {
 
 }  // namespace
 
-void launch_kernel(const char* name) {
+namespace {
+
+// A device activity of `ns` nanoseconds on stream 7, after the records of the API call `cbid`
+// that launched it.
+template <typename Record>
+Record device_record(CUpti_ActivityKind kind, uint32_t cbid, uint64_t ns) {
   uint64_t t = 0;
-  const uint32_t correlation = api_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, t);
-  ActivityKernel k{};
-  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  Record r{};
+  r.kind = kind;
+  r.correlationId = api_call(cbid, t);
+  r.start = t + 100;
+  r.end = t + 100 + ns;
+  r.streamId = 7;
+  return r;
+}
+
+}  // namespace
+
+void launch_kernel(const char* name) {
+  auto k = device_record<ActivityKernel>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                         CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 500);
   k.name = name;
-  k.correlationId = correlation;
-  k.start = t + 100;
-  k.end = t + 600;
   k.gridX = k.gridY = k.gridZ = 1;
   k.blockX = 128;
   k.blockY = k.blockZ = 1;
-  k.streamId = 7;
   emit(k, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 }
 
 void copy_memory(CUpti_ActivityMemcpyKind kind, uint64_t bytes) {
-  uint64_t t = 0;
-  const uint32_t correlation = api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, t);
-  ActivityMemcpy c{};
-  c.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  auto c = device_record<ActivityMemcpy>(CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 300);
   c.copyKind = static_cast<uint8_t>(kind);
   c.bytes = bytes;
-  c.correlationId = correlation;
-  c.start = t + 100;
-  c.end = t + 400;
-  c.streamId = 7;
   emit(c, CUPTI_ACTIVITY_KIND_MEMCPY);
 }
 
 void set_memory(uint64_t bytes) {
-  uint64_t t = 0;
-  const uint32_t correlation = api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, t);
-  ActivityMemset m{};
-  m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  auto m = device_record<ActivityMemset>(CUPTI_ACTIVITY_KIND_MEMSET,
+                                         CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, 200);
   m.bytes = bytes;
-  m.correlationId = correlation;
-  m.start = t + 100;
-  m.end = t + 300;
-  m.streamId = 7;
   emit(m, CUPTI_ACTIVITY_KIND_MEMSET);
 }
 

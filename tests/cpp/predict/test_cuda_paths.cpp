@@ -45,6 +45,17 @@ OpRecord addmm(uint64_t id, const std::string& dtype, uint64_t parent) {
               {T({4096, 768}, dtype)}, parent);
 }
 
+// A copy as the CPU records it below op 0: `outer` (id 1) -> `inner` (id 2) -> copy_ (id 3)
+// of `src` into `dst`.
+std::vector<OpRecord> copy_chain(const std::string& outer, const std::string& inner,
+                                 const TensorMeta& src, const TensorMeta& dst) {
+  OpRecord a = make(1, outer, {tensor("self", src)}, {dst}, 0);
+  a.has_children = true;
+  OpRecord b = make(2, inner, {tensor("self", src)}, {dst}, 1);
+  b.has_children = true;
+  return {a, b, make(3, "aten::copy_", {tensor("self", dst), tensor("src", src)}, {dst}, 2)};
+}
+
 double total_us(const Step& step, const std::string& gpu, const TraceOrigin& origin = {}) {
   return Predictor(db()).predict(step, origin, {gpu}).totals[0].total_us;
 }
@@ -474,13 +485,11 @@ TEST(CudaPaths, OneDnnConvolutionIsCudnnsPassNotItsLayoutReorder) {
   Step alone;
   alone.ops = {conv};
   conv.has_children = true;
-  OpRecord contiguous = make(1, "aten::contiguous", {tensor("self", nhwc)}, {out}, 0);
-  contiguous.has_children = true;
-  OpRecord clone = make(2, "aten::clone", {tensor("self", nhwc)}, {out}, 1);
-  clone.has_children = true;
-  OpRecord copy = make(3, "aten::copy_", {tensor("self", out), tensor("src", nhwc)}, {out}, 2);
   Step step;
-  step.ops = {conv, contiguous, clone, copy};
+  step.ops = {conv};
+  for (OpRecord& op : copy_chain("aten::contiguous", "aten::clone", nhwc, out)) {
+    step.ops.push_back(std::move(op));
+  }
   EXPECT_DOUBLE_EQ(parent_stands_for_children(step), total_us(alone, "H100"));
 }
 
@@ -491,13 +500,11 @@ TEST(CudaPaths, AMixedDtypeAddIsOneCastingKernelNotTheCpusCastAndAdd) {
   const TensorMeta y = T({16, 512, 512}, "bfloat16");
   OpRecord add = make(0, "aten::add", {tensor("self", x), tensor("other", y)}, {x});
   add.has_children = true;
-  OpRecord to = make(1, "aten::to", {tensor("self", y)}, {x}, 0);
-  to.has_children = true;
-  OpRecord to_copy = make(2, "aten::_to_copy", {tensor("self", y)}, {x}, 1);
-  to_copy.has_children = true;
-  OpRecord copy = make(3, "aten::copy_", {tensor("self", x), tensor("src", y)}, {x}, 2);
   Step step;
-  step.ops = {add, to, to_copy, copy};
+  step.ops = {add};
+  for (OpRecord& op : copy_chain("aten::to", "aten::_to_copy", y, x)) {
+    step.ops.push_back(std::move(op));
+  }
   parent_stands_for_children(step);
   // An add with another child (a reduction, say) keeps its children.
   OpRecord other = make(4, "aten::sum", {tensor("self", y)}, {T({1})}, 0);
