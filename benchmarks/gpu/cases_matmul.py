@@ -51,10 +51,12 @@ def sdpa_backends() -> dict[str, Callable[[], contextlib.AbstractContextManager]
             for name in SDPA_BACKENDS if hasattr(SDPBackend, members[name])}
 
 
-def attention_cases(shapes: list[dict[str, int]], device: str,
-                    backends: dict[str, Callable[[], contextlib.AbstractContextManager]] | None = None) -> list[Case]:
-    """Every backend x precision x causal x {fwd, fwd+bwd} of each shape. A combination the
-    backend does not run (dtype, head dim, device) fails its warm-up and is dropped then."""
+def _sdpa_cases(shapes: list[dict[str, int]], device: str,
+                backends: dict[str, Callable[[], contextlib.AbstractContextManager]] | None,
+                causals: tuple[bool, ...], masked: tuple[bool, ...], stem: str | None) -> list[Case]:
+    """Every backend x precision x causal x mask x {fwd, fwd+bwd} of each shape. A combination
+    the backend does not run (dtype, head dim, mask, device) fails its warm-up and is dropped
+    then. A masked case is op sdpa_mask (no model reads it yet), its shape's `Mask` 1."""
     backends = sdpa_backends() if backends is None else backends
     sdpa = torch.nn.functional.scaled_dot_product_attention
     cases = []
@@ -66,15 +68,43 @@ def attention_cases(shapes: list[dict[str, int]], device: str,
                     for _ in range(2))
             grad = torch.randn(s["B"], s["H"], s["L"], s["E"], device=device, dtype=dt)
             for name, force in backends.items():
-                for causal in (False, True):
-                    shape = {**s, "Causal": int(causal), "Backend": name}
+                for causal in causals:
+                    for mask in masked:
+                        shape = {**s, "Causal": int(causal), "Backend": name}
+                        bias = padding_mask(s, dt, device) if mask else None
+                        if len(masked) > 1:
+                            shape["Mask"] = int(mask)
 
-                    def fwd(q=q, k=k, v=v, force=force, causal=causal):
-                        with force():
-                            return sdpa(q, k, v, is_causal=causal)
+                        def fwd(q=q, k=k, v=v, force=force, causal=causal, bias=bias):
+                            with force():
+                                return sdpa(q, k, v, attn_mask=bias, is_causal=causal)
 
-                    def fwd_bwd(fwd=fwd, q=q, k=k, v=v, grad=grad):
-                        return torch.autograd.grad(fwd(), (q, k, v), grad)
-                    cases.append(Case("sdpa", "fwd", prec, dict(shape), fwd))
-                    cases.append(Case("sdpa", "fwd+bwd", prec, dict(shape), fwd_bwd))
+                        def fwd_bwd(fwd=fwd, q=q, k=k, v=v, grad=grad):
+                            return torch.autograd.grad(fwd(), (q, k, v), grad)
+                        op = "sdpa_mask" if mask else "sdpa"
+                        cases.append(Case(op, "fwd", prec, dict(shape), fwd, stem))
+                        cases.append(Case(op, "fwd+bwd", prec, dict(shape), fwd_bwd, stem))
     return cases
+
+
+def padding_mask(s: dict[str, int], dtype: torch.dtype, device: str) -> torch.Tensor:
+    """The additive mask an encoder pads its batch with, as transformers' SDPA path builds it: 0
+    for the keys a sample has, the dtype's least value for its padding (the last eighth of the
+    keys here), [B, 1, 1, S] expanded to [B, 1, L, S] (stride 0 along the queries)."""
+    keep = torch.zeros(s["B"], 1, 1, s["S"], device=device, dtype=dtype)
+    keep[..., s["S"] - s["S"] // 8:] = torch.finfo(dtype).min
+    return keep.expand(s["B"], 1, s["L"], s["S"])
+
+
+def attention_cases(shapes: list[dict[str, int]], device: str,
+                    backends: dict[str, Callable[[], contextlib.AbstractContextManager]] | None = None) -> list[Case]:
+    """Every backend x precision x causal x {fwd, fwd+bwd} of each shape (sdpa_<precision>.csv)."""
+    return _sdpa_cases(shapes, device, backends, (False, True), (False,), None)
+
+
+def encoder_attention_cases(shapes: list[dict[str, int]], device: str,
+                            backends: dict[str, Callable[[], contextlib.AbstractContextManager]] | None = None
+                            ) -> list[Case]:
+    """Every backend x precision x {no mask, padding mask} x {fwd, fwd+bwd} of each shape, not
+    causal (sdpa_enc_<precision>.csv: the unmasked rows read as the attention family's)."""
+    return _sdpa_cases(shapes, device, backends, (False,), (False, True), "sdpa_enc")

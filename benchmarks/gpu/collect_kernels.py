@@ -32,7 +32,10 @@ Families (--families, comma-separated, default all; files; shape columns):
 - crossentropy: F.cross_entropy fwd and fwd+bwd, and its aten parts log_softmax and nll_loss, fwd
   and bwd; crossentropy_*; Tokens, Classes;
 - adamw: one AdamW step over a list of parameters, fused and foreach (Impl), parameters in fp32
-  or bf16; adamw_*; Tensors, Elements, Largest, Chunks, Impl.
+  or bf16; adamw_*; Tensors, Elements, Largest, Chunks, Impl;
+- encoder: attention's cases for encoders' self-attention (sequences of 49-577 tokens, 8-16
+  heads of 64), not causal, without a mask (OPName sdpa) and with a padding mask (sdpa_mask);
+  sdpa_enc_*; attention's columns and Mask.
 Shapes are drawn per family from --seed (the same shapes whatever else runs); the new families
 draw a third of them from real networks' layers (network_shapes.py). --budget-s is split
 between the selected families (time a family leaves unused goes to the next), so every selected

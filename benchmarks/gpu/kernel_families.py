@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cases_conv import batchnorm_cases, conv_cases, gconv_cases, pointwise_cases, stem_cases
-from cases_matmul import attention_cases, gemm_cases
+from cases_matmul import attention_cases, encoder_attention_cases, gemm_cases
 from cases_memory import activation_cases, elementwise_cases, layernorm_cases, reduction_cases, softmax_cases
 from cases_training import adamw_cases, crossentropy_cases, embedding_cases
 from kernel_case import Case
@@ -18,6 +18,7 @@ from kernel_shapes import (
     conv_shapes,
     crossentropy_shapes,
     embedding_shapes,
+    encoder_attention_shapes,
     gconv_shapes,
     gemm_shapes,
     memory_shapes,
@@ -43,7 +44,7 @@ class Family:
 FAMILIES: dict[str, Family] = {
     "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.16),
     "conv": Family(conv_shapes, conv_cases, "conv", 0.16, 2),
-    "attention": Family(attention_shapes, attention_cases, "attention", 0.10, 4),
+    "attention": Family(attention_shapes, attention_cases, "attention", 0.06, 4),
     "elementwise": Family(activation_shapes, elementwise_cases, "memory", 0.04),
     "layernorm": Family(memory_shapes, layernorm_cases, "memory", 0.03),
     "softmax": Family(memory_shapes, softmax_cases, "memory", 0.03),
@@ -56,4 +57,5 @@ FAMILIES: dict[str, Family] = {
     "crossentropy": Family(crossentropy_shapes, crossentropy_cases, "memory", 0.04),
     "adamw": Family(adamw_shapes, adamw_cases, "memory", 0.04),
     "stem": Family(stem_shapes, stem_cases, "conv", 0.06, 2),
+    "encoder": Family(encoder_attention_shapes, encoder_attention_cases, "attention", 0.04, 4),
 }

@@ -112,6 +112,27 @@ def attention_shapes(n: int, rng: random.Random, small: bool = False) -> list[di
     return out
 
 
+# Encoders' sequence lengths (BERT's 128 / 256 / 512, ViT-B/16's 197 at 224 px and 577 at 384 px,
+# ViT-B/14's 257, Swin's 49-token windows, T5's 512) and head widths.
+ENCODER_LENGTHS = (49, 64, 128, 197, 256, 257, 384, 512, 577)
+ENCODER_HEADS = (8, 12, 16)
+
+
+def encoder_attention_shapes(n: int, rng: random.Random, small: bool = False) -> list[dict[str, int]]:
+    """{B, H, L, S, E} of self-attention in an encoder: the short and odd sequence lengths the
+    attention family's 128-8192 draws rarely hit, at the batch sizes that train them. Each shape
+    is measured without a mask and with a padding mask."""
+    out = []
+    for _ in range(n):
+        length = rng.choice(ENCODER_LENGTHS[:3] if small else ENCODER_LENGTHS)
+        heads = 2 if small else rng.choice(ENCODER_HEADS)
+        batch = _dim(rng, 1, 2 if small else 256, False)
+        while batch > 1 and batch * heads * length * length > 2**27:
+            batch //= 2
+        out.append({"B": batch, "H": heads, "L": length, "S": length, "E": 32 if small else 64})
+    return out
+
+
 def memory_shapes(n: int, rng: random.Random, small: bool = False) -> list[dict[str, int]]:
     """{B, H}: rows and columns of a memory-bound op's tensor (NeuSight's columns)."""
     out = []

@@ -45,6 +45,8 @@ DOCUMENTED = {
                      {"fwd", "fwd+bwd", "bwd"}, ["Tokens", "Classes"]),
     "adamw": (("adamw",), PRECISIONS, {"adamw"}, {"step"}, ["Tensors", "Elements", "Largest", "Chunks", "Impl"]),
     "stem": (("convstem",), CONV_PRECISIONS, {"conv"}, {"fwd", "bwd_data", "bwd_weight"}, CONV_COLUMNS + ["Layout"]),
+    "encoder": (("sdpa_enc",), ("bf16", "fp16", "fp32"), {"sdpa", "sdpa_mask"}, {"fwd", "fwd+bwd"},
+                ["B", "H", "L", "S", "E", "Causal", "Backend", "Mask"]),
 }
 
 

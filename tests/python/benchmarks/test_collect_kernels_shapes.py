@@ -31,7 +31,7 @@ def families():
 
 
 NAMES = ["gemm", "conv", "attention", "elementwise", "layernorm", "softmax", "reduction", "batchnorm", "gconv",
-         "pointwise", "activation", "embedding", "crossentropy", "adamw", "stem"]
+         "pointwise", "activation", "embedding", "crossentropy", "adamw", "stem", "encoder"]
 
 
 def test_every_family_is_tested(families):
@@ -62,7 +62,7 @@ def _elements(name: str, s) -> int:
         return s["B"] * max(s["Input_Channel"] * s["Input_Size"] ** 2, s["Output_Channel"] * out ** 2)
     if name in ("conv", "gconv", "pointwise", "batchnorm"):
         return s["B"] * max(s["Input_Channel"], s.get("Output_Channel", 0)) * s["Input_Size"] ** 2
-    if name == "attention":
+    if name in ("attention", "encoder"):
         return s["B"] * s["H"] * s["L"] * s["S"]
     if name == "embedding":
         return max(s["Vocab"], s["Tokens"]) * s["Dim"]
@@ -78,7 +78,8 @@ def _elements(name: str, s) -> int:
 # BERT's masked-LM head at 32 x 512 tokens; the parameters of a GPT-2 large).
 BOUNDS = {"gemm": 2**28, "conv": 2**27, "attention": 2**28, "layernorm": 2**25, "softmax": 2**25,
           "gconv": 2**28, "pointwise": 2**28, "batchnorm": 2**28, "elementwise": 2**28, "activation": 2**28,
-          "reduction": 2**28, "embedding": 2**28, "crossentropy": 2**29, "adamw": 2**29, "stem": 2**28}
+          "reduction": 2**28, "embedding": 2**28, "crossentropy": 2**29, "adamw": 2**29, "stem": 2**28,
+          "encoder": 2**27}
 
 
 @pytest.mark.parametrize("name", NAMES)
