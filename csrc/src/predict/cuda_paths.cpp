@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "habitat/op_cost.h"
+#include "predict/cpu_autocast.h"
 #include "trace/op_args.h"
 
 namespace habitat::cuda_paths {
@@ -466,6 +467,10 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
     if (members.size() < 2) continue;
     for (const std::size_t i : members) m.parent_wins[i] = step.ops[i].has_children ? 1 : 0;
     m.foreach_groups.push_back({foreach_op(step, members, names[key]), members});
+  }
+  for (Expansion& e : cpu_autocast_float_ops(step, index_of)) {
+    m.parent_wins[e.index] = 1;
+    m.expansions.push_back(std::move(e));
   }
   m.attention_backward = math_attention_backward(step, math_attention);
   for (std::size_t i = 0; i < n; ++i) {

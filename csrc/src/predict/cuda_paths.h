@@ -22,6 +22,8 @@
 //   - dropout in training: the CPU draws, scales and multiplies a noise tensor (three
 //     kernels' worth of children); CUDA runs one fused native_dropout kernel.
 //   - batch-norm wrappers (batch_norm, _batch_norm_impl_index): their leaf is what runs.
+//   - autocast: the CPU's promotes cross_entropy_loss to fp32, CUDA's does not
+//     (cpu_autocast.h).
 //   - batch norm: the CPU records native_batch_norm(_backward); CUDA runs cuDNN's kernels
 //     where PyTorch's backend choice picks them (float32, half with float weights) and its
 //     own native kernels otherwise (bfloat16): see cudnn_batch_norm in cuda_paths.cpp.

@@ -594,5 +594,75 @@ TEST(CudaPaths, StackedRnnLayersTakeTheirInputGradientStepByStep) {
   const Forecast f = Predictor(db()).predict(step, TraceOrigin{}, {"H100"});
   EXPECT_GT(f.ops[2].cost.kernels, f.ops[3].cost.kernels);
 }
+TEST(CudaPaths, CrossEntropyOfHalfLogitsRunsInTheirDtypeNotTheCpusFp32) {
+  // T5's loss under autocast as the CPU records it: cross_entropy_loss on bf16 logits, their
+  // cast to fp32 and the op again in fp32 (CPU autocast's fp32 list), then the fp32 backward ops
+  // reading the log-softmax's output. CUDA's autocast has no policy for the op: it runs in bf16.
+  const TensorMeta half = T({2048, 32128}, "bfloat16");
+  const TensorMeta full = T({2048, 32128});
+  const TensorMeta target = T({2048}, "int64");
+  const TensorMeta log_probs = test::on_storage(full, 77);
+  OpRecord wrapper = make(0, "aten::cross_entropy_loss",
+                          {tensor("self", half), tensor("target", target)}, {T({})});
+  wrapper.has_children = true;
+  OpRecord inner = make(4, "aten::cross_entropy_loss",
+                        {tensor("self", full), tensor("target", target)}, {T({})}, 0);
+  inner.has_children = true;
+  OpRecord log_softmax =
+      make(5, "aten::_log_softmax",
+           {tensor("self", full), test::integer("dim", 1), test::boolean("half_to_float", false)},
+           {log_probs}, 4);
+  OpRecord nll = make(6, "aten::nll_loss_forward",
+                      {tensor("self", log_probs), tensor("target", target),
+                       test::integer("reduction", 1), test::integer("ignore_index", -100)},
+                      {T({}), T({})}, 4);
+  OpRecord nll_backward = make(7, "aten::nll_loss_backward",
+                               {tensor("grad_output", T({})), tensor("self", log_probs),
+                                tensor("target", target), test::integer("reduction", 1),
+                                test::integer("ignore_index", -100), tensor("total_weight", T({}))},
+                               {full});
+  nll_backward.phase = Phase::Backward;
+  nll_backward.has_children = true;
+  OpRecord fill = make(8, "aten::zero_", {tensor("self", full)}, {full}, 7);
+  fill.phase = Phase::Backward;
+  OpRecord log_softmax_backward =
+      make(9, "aten::_log_softmax_backward_data",
+           {tensor("grad_output", full), tensor("output", log_probs), test::integer("dim", 1),
+            test::text("input_dtype", "float32")},
+           {full});
+  log_softmax_backward.phase = Phase::Backward;
+  Step step;
+  step.ops = {wrapper};
+  for (OpRecord& op : copy_chain("aten::to", "aten::_to_copy", half, full)) {
+    step.ops.push_back(std::move(op));
+  }
+  for (const OpRecord& op : {inner, log_softmax, nll, nll_backward, fill, log_softmax_backward}) {
+    step.ops.push_back(op);
+  }
+  const OpIndex index_of(step);
+  const cuda_paths::Mapping m = cuda_paths::map_cpu_step(step, index_of);
+  ASSERT_EQ(m.expansions.size(), 3u);
+  // What CUDA runs: the leaves in bf16, the cast and the fp32 ops gone.
+  Step cuda;
+  for (const auto& e : m.expansions) {
+    EXPECT_EQ(m.parent_wins[e.index], 1);
+    for (const auto& [part, count] : e.parts) {
+      EXPECT_EQ(part.first_tensor()->dtype, "bfloat16") << part.name;
+      OpRecord top = part;
+      top.parent.reset();
+      top.depth = 0;
+      top.id = cuda.ops.size();
+      cuda.ops.push_back(top);
+    }
+  }
+  ASSERT_EQ(cuda.ops.size(), 4u);
+  EXPECT_EQ(cuda.ops[3].args[3].value.text, "bfloat16");  // the backward's input_dtype
+  EXPECT_NEAR(total_us(step, "H100"), total_us(cuda, "H100"), 1e-9);
+  // Logits already in fp32 (the program called .float()): nothing to map.
+  step.ops[0].args[0].value.tensors[0].dtype = "float32";
+  const OpIndex index2(step);
+  EXPECT_TRUE(cuda_paths::map_cpu_step(step, index2).expansions.empty());
+}
+
 }  // namespace
 }  // namespace habitat
