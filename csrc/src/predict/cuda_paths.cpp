@@ -395,6 +395,14 @@ std::vector<char> casting_pointwise_ops(const Step& step, const OpIndex& index_o
   return only_casts;
 }
 
+// Expanded ops stand for their children: their expansion is what CUDA runs.
+void add_expansions(std::vector<Expansion> expansions, Mapping& m) {
+  for (Expansion& e : expansions) {
+    m.parent_wins[e.index] = 1;
+    m.expansions.push_back(std::move(e));
+  }
+}
+
 }  // namespace
 
 Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigin& origin) {
@@ -468,10 +476,7 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
     for (const std::size_t i : members) m.parent_wins[i] = step.ops[i].has_children ? 1 : 0;
     m.foreach_groups.push_back({foreach_op(step, members, names[key]), members});
   }
-  for (Expansion& e : cpu_autocast_float_ops(step, index_of)) {
-    m.parent_wins[e.index] = 1;
-    m.expansions.push_back(std::move(e));
-  }
+  add_expansions(cpu_autocast_float_ops(step, index_of), m);
   m.attention_backward = math_attention_backward(step, math_attention);
   for (std::size_t i = 0; i < n; ++i) {
     if (m.attention_backward.pieces[i]) m.parent_wins[i] = 1;  // their children's work too
