@@ -26,13 +26,14 @@ void retype(TensorMeta& t, const InternedString& dtype) {
   if (t.dtype == "float32") t.dtype = dtype;
 }
 
-// `op` as CUDA runs it: its fp32 tensors (and a backward's input_dtype) in `dtype`, no children.
+// `op` as CUDA runs it: its fp32 tensors and dtype arguments (a log_softmax's `dtype`, a
+// backward's `input_dtype`) in `dtype`, no children.
 OpRecord in_dtype(const OpRecord& op, const InternedString& dtype) {
   OpRecord out = op;
   out.has_children = false;
   for (Argument& a : out.args) {
     for (TensorMeta& t : a.value.tensors) retype(t, dtype);
-    if (a.name == "input_dtype" && a.value.kind == ArgValue::Kind::String &&
+    if ((a.name == "dtype" || a.name == "input_dtype") && a.value.kind == ArgValue::Kind::String &&
         a.value.text == "float32") {
       a.value.text = dtype;
     }
