@@ -46,6 +46,17 @@ OpRecord in_dtype(const OpRecord& op, const InternedString& dtype) {
 
 std::vector<Expansion> cpu_autocast_float_ops(const Step& step, const OpIndex& index_of) {
   const std::size_t n = step.ops.size();
+  // The promoted ops on low-precision tensors (most steps have none: no child index then).
+  std::vector<std::size_t> wrappers;
+  for (std::size_t i = 0; i < n; ++i) {
+    const OpRecord& op = step.ops[i];
+    const TensorMeta* first = op.first_tensor();
+    if (named(op, kCpuFloatOps) && op.has_children && first != nullptr &&
+        low_precision(first->dtype)) {
+      wrappers.push_back(i);
+    }
+  }
+  if (wrappers.empty()) return {};
   std::vector<std::vector<std::size_t>> children(n);
   for (std::size_t i = 0; i < n; ++i) {
     if (!step.ops[i].parent) continue;
@@ -53,12 +64,11 @@ std::vector<Expansion> cpu_autocast_float_ops(const Step& step, const OpIndex& i
     if (p != OpIndex::npos) children[p].push_back(i);
   }
   std::vector<Expansion> out;
-  std::map<uint64_t, InternedString>
-      written;  // storages the promoted ops wrote: their dtype on CUDA
-  for (std::size_t i = 0; i < n; ++i) {
+  // The storages the promoted ops wrote, and their dtype on CUDA.
+  std::map<uint64_t, InternedString> written;
+  for (const std::size_t i : wrappers) {
     const OpRecord& op = step.ops[i];
     const TensorMeta* logits = op.first_tensor();
-    if (!named(op, kCpuFloatOps) || logits == nullptr || !low_precision(logits->dtype)) continue;
     std::size_t inner = OpIndex::npos;
     for (const std::size_t c : children[i]) {
       if (step.ops[c].name == op.name) inner = c;
