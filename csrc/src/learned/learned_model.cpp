@@ -20,6 +20,7 @@
 #include "habitat/file_io.h"
 #include "habitat/learned_models.h"
 #include "hardware/roofline.h"
+#include "learned/gemm_extent.h"
 #include "trace/json_reader.h"
 #include "trace/op_args.h"
 
@@ -524,6 +525,16 @@ double model_time_us(const FamilyModel& model, const LearnedFeatures& x) {
   return std::max({model.launch_floor_us, x.roofline_us, kernel_us});
 }
 
+// A GEMM's features say whether it runs on tensor cores (features.tensor_path).
+bool on_tensor_path(const LearnedFeatures& x) {
+  static const std::size_t index = [] {
+    const auto& names = feature_names(LearnedFamily::Gemm);
+    return static_cast<std::size_t>(std::find(names.begin(), names.end(), "tensor_path") -
+                                    names.begin());
+  }();
+  return index < x.values.size() && x.values[index] > 0;
+}
+
 }  // namespace
 
 std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const LearnedShape& shape,
@@ -531,7 +542,15 @@ std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const Le
                                                        Precision precision) const {
   auto main = models_.find(f);
   if (main == models_.end()) return std::nullopt;
-  return model_time_us(main->second, compute_learned_features(f, shape, device, precision));
+  const FamilyModel& model = main->second;
+  const LearnedFeatures x = compute_learned_features(f, shape, device, precision);
+  if (f == LearnedFamily::Gemm && on_tensor_path(x) && gemm_beyond_data(shape)) {
+    const double inside = extended_gemm_us(shape, [&](const LearnedShape& s) {
+      return model_time_us(model, compute_learned_features(f, s, device, precision));
+    });
+    return std::max(inside, x.roofline_us);  // at least the whole shape's roofline
+  }
+  return model_time_us(model, x);
 }
 
 Precision learned_part_precision(const OpCost& cost, const LearnedPart& part) {

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from habitat.learned import features as feats
-from habitat.learned import harness, safetensors_io
+from habitat.learned import gemm_extent, harness, safetensors_io
 from habitat.learned.devices import DeviceSpec
 
 E_MAX = 2.0
@@ -75,7 +75,12 @@ class EfficiencyMLP:
     def predict(self, shapes: dict[str, np.ndarray], dev: DeviceSpec, precision: str = "fp32") -> np.ndarray:
         """What the engine forecasts: one kernel's device time on `dev` (microseconds)."""
         x, t_roof = feats.compute(self.family, shapes, dev, precision)
-        return self.predict_from_features(x, t_roof)
+        if self.family != "gemm":
+            return self.predict_from_features(x, t_roof)
+        tensor_path = x[:, feats.FEATURE_NAMES["gemm"].index("tensor_path")]
+        inside = gemm_extent.extended_us(
+            shapes, tensor_path, lambda s: self.predict_from_features(*feats.compute("gemm", s, dev, precision)))
+        return np.maximum(inside, t_roof)  # at least the whole shape's roofline
 
     def harness_floor_us(self, ops: np.ndarray) -> np.ndarray:
         """NeuSight's per-call harness floor for each row's op, fitted on the training GPUs

@@ -23,7 +23,10 @@ def _random_shapes(family: str, n: int, rng: np.random.Generator) -> dict[str, n
         return np.round(np.exp(rng.uniform(np.log(lo), np.log(hi), n)))
     s: dict[str, np.ndarray] = {"elem_bytes": rng.choice([2.0, 4.0], n)}
     if family == "gemm":
-        s.update(b=dims(1, 64), m=dims(1, 8192), n=dims(1, 8192), k=dims(1, 8192))
+        # past 8192 too, where a tensor-core GEMM is extended from the model (gemm_extent.py);
+        # a quarter of the dimensions a multiple of 16 elements, which those extensions need
+        s.update(b=dims(1, 64), **{d: np.where(rng.random(n) < 0.25, np.ceil(v / 16) * 16, v)
+                                   for d, v in (("m", dims(1, 65536)), ("n", dims(1, 65536)), ("k", dims(1, 16384)))})
     elif family == "conv":
         s.update(batch=dims(1, 64), cin=dims(3, 512), cout=dims(8, 512), kernel=rng.choice([1.0, 3.0, 7.0], n),
                  size=dims(8, 224), stride=rng.choice([1.0, 2.0], n), padding=rng.choice([0.0, 1.0, 3.0], n),

@@ -1,0 +1,54 @@
+"""A tensor-core GEMM past the GEMM model's data extent (habitat.learned.gemm_extent)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from habitat.learned import features as feats
+from habitat.learned import gemm_extent
+from habitat.learned.devices import default_table
+from habitat.learned.model import EfficiencyMLP
+
+WEIGHTS = Path(__file__).resolve().parents[3] / "weights"
+
+
+def _shapes(m, n, k, elem_bytes=2.0) -> dict[str, np.ndarray]:
+    m, n, k = np.broadcast_arrays(*(np.atleast_1d(np.asarray(v, float)) for v in (m, n, k)))
+    return {"b": np.ones_like(m), "m": m, "n": n, "k": k, "elem_bytes": np.full(m.shape, elem_bytes)}
+
+
+def _stub(s: dict[str, np.ndarray]) -> np.ndarray:
+    """Affine in m, rising in n up to 6000 and flat after."""
+    return 5.0 + 0.01 * s["m"] + 2.0 * np.minimum(s["n"], 6000.0) / 1000.0
+
+
+def test_the_extension_follows_the_models_slope_on_tensor_cores_only() -> None:
+    s = _shapes([4096, 32768, 1024, 50257, 32768], [768, 768, 16384, 768, 768], 768)
+    tensor = np.array([1.0, 1.0, 1.0, 1.0, 0.0])
+    got = gemm_extent.extended_us(s, tensor, _stub)
+    plain = _stub(s)
+    assert got[0] == plain[0]  # inside the extent
+    assert got[1] == pytest.approx(plain[1])  # affine in m: the same line
+    at, half = _stub(_shapes(1024, 8192, 768))[0], _stub(_shapes(1024, 4096, 768))[0]
+    assert got[2] == pytest.approx(at + (at - half) / 4096 * (16384 - 8192))
+    assert got[3] == plain[3]  # 50257 is odd: the whole shape's forecast
+    assert got[4] == plain[4]  # not on tensor cores
+
+
+@pytest.mark.skipif(not (WEIGHTS / "gemm.safetensors").is_file(), reason="weights not trained")
+def test_a_bf16_gemm_keeps_its_rate_as_m_grows() -> None:
+    """The net alone forecast a [m, 768] x [768, 3072] bf16 GEMM on the H100 at 625 TFLOPS for
+    m = 8192 and 246 for m = 32768; more rows of the same tiles keep the rate."""
+    model = EfficiencyMLP.load(WEIGHTS, "gemm")
+    dev = default_table().find("H100-SXM5-80GB")
+    m = np.array([8192.0, 12608.0, 32768.0, 65536.0])
+    t = model.predict(_shapes(m, 3072, 768), dev, "bf16")
+    rate = 2 * m * 3072 * 768 / t
+    assert np.all(np.diff(t) > 0)
+    assert rate.min() >= 0.95 * rate[0]
+    # FP32 SIMT GEMMs are the net's own (NeuSight's rows reach 65519 in n and k).
+    fp32 = model.predict(_shapes(m, 3072, 768, 4.0), dev, "fp32")
+    np.testing.assert_allclose(fp32, model.predict_from_features(*feats.compute("gemm", _shapes(m, 3072, 768, 4.0),
+                                                                                 dev, "fp32")))
