@@ -64,6 +64,25 @@ std::optional<bool> copy_runs_vectorized(const OpRecord& op) {
   return dense(*src) && dense(dst) && src->strides == dst.strides;
 }
 
+std::optional<bool> cat_inputs_contiguous(const OpRecord& op) {
+  if (op.name != "aten::cat" && op.name != "aten::_cat") return std::nullopt;
+  const auto row_major = [](const TensorMeta& t) {
+    if (t.strides.size() != t.shape.size()) return t.contiguous;
+    int64_t expected = 1;
+    for (std::size_t d = t.shape.size(); d-- > 0;) {
+      if (t.shape[d] != 1 && t.strides[d] != expected) return false;
+      expected *= t.shape[d];
+    }
+    return true;
+  };
+  for (const Argument& a : op.args) {
+    for (const TensorMeta& t : a.value.tensors) {
+      if (t.defined && t.numel() > 0 && !row_major(t)) return false;
+    }
+  }
+  return true;
+}
+
 double non_vectorized_us(double n, const Device& device) {
   return device.sm_cycles_us(n * kNonVectorizedCyclesPerElement);
 }

@@ -8,6 +8,8 @@
 // training steps by benchmarks/accuracy/elementwise_paths_fit.py.
 #pragma once
 
+#include <optional>
+
 #include "habitat/device.h"
 #include "habitat/trace.h"
 
@@ -32,6 +34,14 @@ bool runs_vectorized(const OpRecord& op, double n);
 // casts: bounding them too put the real models' bf16 copies at +16 % of their measured time
 // (+5 % without; benchmarks/results/real-models-cpu-trace.md).
 std::optional<bool> copy_runs_vectorized(const OpRecord& op);
+
+// aten::cat of contiguous inputs runs CatArrayBatchedCopy's contiguous or vectorized kernel at
+// DRAM rate; with a strided input (the transposed q/k/v gradients BERT-base and ViT-B/16 stack
+// in their attention backward, a broadcast class token) it runs the strided CatArrayBatchedCopy
+// or, for what that kernel does not take, a copy per input with the offset calculator: both
+// bound by their elements (1.15x the non-vectorized floor on the recorded H100 and H200 steps,
+// where GPT-2's contiguous ones ran at 1.0-1.2x DRAM time). nullopt: not a cat.
+std::optional<bool> cat_inputs_contiguous(const OpRecord& op);
 
 // The time a non-vectorized loop over `elements` outputs takes at least on `device`, in us.
 double non_vectorized_us(double elements, const Device& device);

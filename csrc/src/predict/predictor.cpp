@@ -158,8 +158,10 @@ class OpPredictor {
     if (auto t = embedding_kernels_us(op, target)) return {*t, Method::Roofline};
     if (auto t = nll_loss_kernels_us(op, target)) return {*t, Method::Roofline};
     double t = roofline_estimate_us(cost, target, measured(op, cost));
-    // A copy from a strided source runs ATen's element-bound loop (cost/aten_loops.h).
-    if (cost.op_class == OpClass::Copy && aten_loops::copy_runs_vectorized(op) == false) {
+    // A copy from a strided source, or a cat of strided inputs, runs ATen's element-bound loop
+    // (cost/aten_loops.h).
+    if ((cost.op_class == OpClass::Copy && aten_loops::copy_runs_vectorized(op) == false) ||
+        aten_loops::cat_inputs_contiguous(op) == false) {
       t = std::max(t, aten_loops::non_vectorized_us(static_cast<double>(op.outputs.front().numel()),
                                                     target));
     }

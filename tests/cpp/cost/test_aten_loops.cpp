@@ -50,5 +50,31 @@ TEST(AtenLoops, ACopyOfAStridedSourceRunsTheOffsetLoop) {
   EXPECT_GT(t, forecast_us(cast));
 }
 
+TEST(AtenLoops, ACatOfStridedInputsIsBoundByItsElements) {
+  // BERT-base's attention backward stacks the q, k, v gradients, each a [32, 12, 128, 64] view
+  // of a [32, 128, 768] tensor (heads and positions swapped).
+  TensorMeta grad = T({32, 12, 128, 64}, "bfloat16");
+  grad.strides = {98304, 64, 768, 1};
+  grad.contiguous = false;
+  const TensorMeta out = T({96, 12, 128, 64}, "bfloat16");
+  const OpRecord strided = op("aten::cat", "", {tensors("tensors", {grad, grad, grad})}, {out});
+  EXPECT_EQ(aten_loops::cat_inputs_contiguous(strided), false);
+  const TensorMeta dense_grad = T({32, 12, 128, 64}, "bfloat16");
+  const OpRecord contiguous =
+      op("aten::cat", "", {tensors("tensors", {dense_grad, dense_grad, dense_grad})}, {out});
+  EXPECT_EQ(aten_loops::cat_inputs_contiguous(contiguous), true);
+  EXPECT_EQ(aten_loops::cat_inputs_contiguous(op("aten::relu", "", {tensor("self", out)}, {out})),
+            std::nullopt);
+  auto forecast_us = [](const OpRecord& o) {
+    Step step;
+    step.ops = {o};
+    return Predictor(db()).predict(step, TraceOrigin{}, {"H100-SXM5-80GB"}).totals[0].total_us;
+  };
+  const double elements = 96.0 * 12 * 128 * 64;
+  EXPECT_GE(forecast_us(strided),
+            aten_loops::non_vectorized_us(elements, db().find("H100-SXM5-80GB")));
+  EXPECT_GT(forecast_us(strided), forecast_us(contiguous));
+}
+
 }  // namespace
 }  // namespace habitat
