@@ -20,7 +20,7 @@
 #include "habitat/file_io.h"
 #include "habitat/learned_models.h"
 #include "hardware/roofline.h"
-#include "learned/gemm_extent.h"
+#include "learned/shape_extent.h"
 #include "trace/json_reader.h"
 #include "trace/op_args.h"
 
@@ -544,11 +544,14 @@ std::optional<double> LearnedModels::predict_family_us(LearnedFamily f, const Le
   if (main == models_.end()) return std::nullopt;
   const FamilyModel& model = main->second;
   const LearnedFeatures x = compute_learned_features(f, shape, device, precision);
-  if (f == LearnedFamily::Gemm && on_tensor_path(x) && gemm_beyond_data(shape)) {
-    const double inside = extended_gemm_us(shape, [&](const LearnedShape& s) {
-      return model_time_us(model, compute_learned_features(f, s, device, precision));
-    });
-    return std::max(inside, x.roofline_us);  // at least the whole shape's roofline
+  if (const ShapeExtent* extent = shape_extent(f)) {
+    const bool tensor_path = f == LearnedFamily::Gemm && on_tensor_path(x);
+    if (beyond_extent(*extent, shape, tensor_path)) {
+      const double inside = extended_us(*extent, shape, tensor_path, [&](const LearnedShape& s) {
+        return model_time_us(model, compute_learned_features(f, s, device, precision));
+      });
+      return std::max(inside, x.roofline_us);  // at least the whole shape's roofline
+    }
   }
   return model_time_us(model, x);
 }

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from habitat.learned import extent, harness, safetensors_io
 from habitat.learned import features as feats
-from habitat.learned import gemm_extent, harness, safetensors_io
 from habitat.learned.devices import DeviceSpec
 
 E_MAX = 2.0
@@ -75,11 +75,12 @@ class EfficiencyMLP:
     def predict(self, shapes: dict[str, np.ndarray], dev: DeviceSpec, precision: str = "fp32") -> np.ndarray:
         """What the engine forecasts: one kernel's device time on `dev` (microseconds)."""
         x, t_roof = feats.compute(self.family, shapes, dev, precision)
-        if self.family != "gemm":
+        if self.family not in extent.EXTENTS:
             return self.predict_from_features(x, t_roof)
-        tensor_path = x[:, feats.FEATURE_NAMES["gemm"].index("tensor_path")]
-        inside = gemm_extent.extended_us(
-            shapes, tensor_path, lambda s: self.predict_from_features(*feats.compute("gemm", s, dev, precision)))
+        names = feats.FEATURE_NAMES[self.family]
+        tensor_path = x[:, names.index("tensor_path")] if "tensor_path" in names else np.zeros(len(t_roof))
+        inside = extent.extended_us(self.family, shapes, tensor_path, lambda s: self.predict_from_features(
+            *feats.compute(self.family, s, dev, precision)))
         return np.maximum(inside, t_roof)  # at least the whole shape's roofline
 
     def harness_floor_us(self, ops: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ def _random_shapes(family: str, n: int, rng: np.random.Generator) -> dict[str, n
         return np.round(np.exp(rng.uniform(np.log(lo), np.log(hi), n)))
     s: dict[str, np.ndarray] = {"elem_bytes": rng.choice([2.0, 4.0], n)}
     if family == "gemm":
-        # past 8192 too, where a tensor-core GEMM is extended from the model (gemm_extent.py);
+        # past 8192 too, where a tensor-core GEMM is extended from the model (extent.py);
         # a quarter of the dimensions a multiple of 16 elements, which those extensions need
         s.update(b=dims(1, 64), **{d: np.where(rng.random(n) < 0.25, np.ceil(v / 16) * 16, v)
                                    for d, v in (("m", dims(1, 65536)), ("n", dims(1, 65536)), ("k", dims(1, 16384)))})

@@ -1,0 +1,80 @@
+"""Shapes larger than a model's training rows: where the ReLU net stops extrapolating.
+
+Past its data the net extrapolates its efficiency along the log-sizes, and for two families it
+falls where the hardware's does not:
+
+- GEMM on tensor cores. The device-time collections draw each dimension up to 8192
+  (`benchmarks/gpu/kernel_shapes.py` gemm_shapes), and nothing else on tensor cores reaches
+  further but the recorded steps' vocabulary GEMMs. On the H100 a bf16 [m, 768] x [768, 3072]
+  GEMM was forecast at 625 TFLOPS for m = 8192 and 246 for m = 32768, where a bigger m only adds
+  waves of the same tiles: ViT-B/16's m = 12608 GEMMs were forecast 18-34 % slow, T5's
+  vocabulary weight gradient (m = 32128) 2.5x. A dimension is extended only when it is a
+  multiple of 16 bytes, like the extent: an unaligned one runs narrower kernels
+  (features.log2_align) that the points inside would not keep, and a transposed operand's
+  leading dimension (m of a weight gradient) is not among the features at all. FP32 SIMT GEMMs
+  have NeuSight's rows up to 65519 in n and k and keep a flat efficiency there: left to the net.
+- Element-wise ops. The model trained on NeuSight's rows (n up to 6.3e7) and the recorded steps
+  (up to 5.1e7); past 2^26 its H100 bandwidth fell from 2.92 TB/s at 1e8 elements to 2.43 at 1e9
+  and 2.29 at 4e9. On the H100 and H200 families collections' element-wise rows, which it never
+  trained on, it was +6.9 / +3.9 % (signed mean) over the 1.3e8-3e8-element ones against -4.5 /
+  -4.4 % inside the extent.
+
+A dimension D past the extent E is forecast as the model's time at E plus the slope between E / 2
+and E times D - E: each further unit adds the same work, and the fixed part (launch, ramp, the
+last wave's tail) is counted once. csrc/src/learned/shape_extent.cpp mirrors this.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from habitat.learned import features as feats
+
+Predict = Callable[[dict[str, np.ndarray]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Extent:
+    dims: tuple[str, ...]  # extended in this order (the engine's order too)
+    limit: float
+    tensor_cores_aligned: bool = False  # only on tensor cores, dimensions of 16-byte multiples
+
+
+EXTENTS = {"gemm": Extent(("m", "n", "k"), 8192.0, tensor_cores_aligned=True),
+           "elementwise": Extent(("n",), 2.0**26)}
+
+
+def beyond(extent: Extent, shapes: dict[str, np.ndarray], dim: str, tensor_path: np.ndarray) -> np.ndarray:
+    """Rows whose `dim` lies past the extent (and, where the extent says so, on tensor cores and
+    a multiple of 16 bytes)."""
+    d = shapes[dim]
+    over = d > extent.limit
+    if extent.tensor_cores_aligned:
+        aligned = feats.log2_align(d, d, shapes["elem_bytes"]) >= np.log2(feats.MAX_ALIGN_BYTES)
+        over &= (tensor_path > 0) & aligned
+    return over
+
+
+def extended_us(family: str, shapes: dict[str, np.ndarray], tensor_path: np.ndarray, predict: Predict,
+                dims: tuple[str, ...] | None = None) -> np.ndarray:
+    """`predict` (the model's time of each row) with every dimension of the family's extent that
+    lies beyond it extended linearly; `predict` itself for a family without one."""
+    extent = EXTENTS.get(family)
+    if extent is None:
+        return predict(shapes)
+    dims = extent.dims if dims is None else dims
+    if not dims:
+        return predict(shapes)
+    dim, rest = dims[0], dims[1:]
+    over = beyond(extent, shapes, dim, tensor_path)
+    if not over.any():
+        return extended_us(family, shapes, tensor_path, predict, rest)
+    d = shapes[dim]
+    at = {**shapes, dim: np.where(over, extent.limit, d)}
+    half = {**shapes, dim: np.where(over, extent.limit / 2, d)}
+    t_at = extended_us(family, at, tensor_path, predict, rest)
+    t_half = extended_us(family, half, tensor_path, predict, rest)
+    slope = np.maximum(0.0, (t_at - t_half) / (extent.limit / 2))
+    return np.where(over, t_at + slope * (d - extent.limit), t_at)
