@@ -57,6 +57,12 @@ def beyond(extent: Extent, shapes: dict[str, np.ndarray], dim: str, tensor_path:
     return over
 
 
+def any_beyond(family: str, shapes: dict[str, np.ndarray], tensor_path: np.ndarray) -> bool:
+    """Whether any row has a dimension past the family's extent (False without an extent)."""
+    extent = EXTENTS.get(family)
+    return extent is not None and any(beyond(extent, shapes, d, tensor_path).any() for d in extent.dims)
+
+
 def extended_us(family: str, shapes: dict[str, np.ndarray], tensor_path: np.ndarray, predict: Predict,
                 dims: tuple[str, ...] | None = None) -> np.ndarray:
     """`predict` (the model's time of each row) with every dimension of the family's extent that

@@ -75,10 +75,10 @@ class EfficiencyMLP:
     def predict(self, shapes: dict[str, np.ndarray], dev: DeviceSpec, precision: str = "fp32") -> np.ndarray:
         """What the engine forecasts: one kernel's device time on `dev` (microseconds)."""
         x, t_roof = feats.compute(self.family, shapes, dev, precision)
-        if self.family not in extent.EXTENTS:
-            return self.predict_from_features(x, t_roof)
         names = feats.FEATURE_NAMES[self.family]
         tensor_path = x[:, names.index("tensor_path")] if "tensor_path" in names else np.zeros(len(t_roof))
+        if not extent.any_beyond(self.family, shapes, tensor_path):
+            return self.predict_from_features(x, t_roof)
         inside = extent.extended_us(self.family, shapes, tensor_path, lambda s: self.predict_from_features(
             *feats.compute(self.family, s, dev, precision)))
         return np.maximum(inside, t_roof)  # at least the whole shape's roofline
