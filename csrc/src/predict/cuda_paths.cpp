@@ -358,6 +358,12 @@ bool mark_by_name(const OpRecord& op, std::size_t i, Mapping& m) {
     m.parent_wins[i] = 1;
     return true;
   }
+  // The CPU runs _fused_rms_norm as its decomposition (its children); CUDA runs one kernel,
+  // which the op's own estimate describes (its backward: add_fused_backwards).
+  if (op.name == "aten::_fused_rms_norm" && op.has_children) {
+    m.parent_wins[i] = 1;
+    return true;
+  }
   if (op.name == "aten::_local_scalar_dense" || op.name == "aten::item") {
     m.host_only[i] = 1;  // a copy to the host on CUDA (and a sync), not a kernel
     return true;
@@ -401,6 +407,30 @@ void add_expansions(std::vector<Expansion> expansions, Mapping& m) {
     m.parent_wins[e.index] = 1;
     m.expansions.push_back(std::move(e));
   }
+}
+
+// The backward pieces of the step's math-path attentions (m.attention_backward, their carriers
+// costed by the predictor) and decomposed RMS norms (each costed as the fused backward on its
+// first piece): no kernel of their own.
+void add_fused_backwards(const Step& step, Mapping& m) {
+  std::vector<std::size_t> rms_norms;
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    if (step.ops[i].name == "aten::_fused_rms_norm" && step.ops[i].has_children) {
+      rms_norms.push_back(i);
+    }
+  }
+  const FusedRmsNormBackward rms = decomposed_rms_norm_backward(step, rms_norms);
+  m.absorbed.assign(step.ops.size(), 0);
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    m.absorbed[i] = m.attention_backward.pieces[i] || rms.pieces[i];
+    if (m.absorbed[i]) m.parent_wins[i] = 1;  // their children's work too
+  }
+  std::vector<Expansion> rms_backwards;
+  for (const auto& [carrier, forward] : rms.carriers) {
+    m.absorbed[carrier] = 0;
+    rms_backwards.push_back({carrier, {{fused_backward_op(step.ops[forward]), 1.0}}});
+  }
+  add_expansions(std::move(rms_backwards), m);
 }
 
 }  // namespace
@@ -478,9 +508,7 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
   }
   add_expansions(cpu_autocast_float_ops(step, index_of), m);
   m.attention_backward = math_attention_backward(step, math_attention);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (m.attention_backward.pieces[i]) m.parent_wins[i] = 1;  // their children's work too
-  }
+  add_fused_backwards(step, m);
   return m;
 }
 

@@ -12,6 +12,9 @@
 //   - attention: scaled_dot_product_attention falls back to its unfused math path on the CPU
 //     (dropout, masks); on CUDA a fused kernel runs, so its forward is costed as the fused op,
 //     and its backward pieces as the fused backward op (attention_backward.h).
+//   - RMS norm: the CPU runs _fused_rms_norm as its decomposition (its children), CUDA as
+//     one kernel, which the op's own estimate describes; its backward pieces are costed as
+//     _fused_rms_norm_backward (rms_norm_backward.h).
 //   - recurrent layers: the CPU runs an LSTM/GRU layer as one oneDNN op (mkldnn_rnn_layer and
 //     its backward); cuDNN runs it as one GEMM for the input projection of every time step,
 //     then per time step a recurrent GEMM and an element-wise cell kernel (backward: the cell
@@ -37,6 +40,7 @@
 #include "habitat/trace.h"
 #include "predict/attention_backward.h"
 #include "predict/op_index.h"
+#include "predict/rms_norm_backward.h"
 
 namespace habitat::cuda_paths {
 
@@ -68,6 +72,9 @@ struct Mapping {
   std::vector<std::size_t> attention;
   // The math path's backward pieces and the ops that carry its fused backward.
   FusedAttentionBackward attention_backward;
+  // Per op: a piece of a decomposition whose fused CUDA op another op carries (an attention's
+  // or an RMS norm's backward): no kernel of its own.
+  std::vector<char> absorbed;
 };
 
 // The fused SDPA op torch picks on `target` for `dtype` (its default backend order, PyTorch

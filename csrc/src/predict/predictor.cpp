@@ -222,10 +222,10 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin, const
                               const std::vector<const Device*>& devices, Forecast& f,
                               OpTargetTable<OpPrediction>& own) {
   cuda_paths::Mapping cuda = cuda_paths::map_cpu_step(step, index_of, origin);
-  // Host work, and the pieces of a math-path attention's backward (their carriers are costed as
-  // the fused backward below): no kernel of their own on CUDA.
+  // Host work, and the pieces of a fused op's backward (an attention's carriers are costed as
+  // the fused backward below, an RMS norm's are expansions): no kernel of their own on CUDA.
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
-    if (!cuda.host_only[i] && !cuda.attention_backward.pieces[i]) continue;
+    if (!cuda.host_only[i] && !cuda.absorbed[i]) continue;
     f.ops[i].cost = OpCost{};
     f.ops[i].cost.op_class = OpClass::NoKernel;
     own.fill_row(i, OpPrediction{0.0, Method::NoKernel});
