@@ -13,7 +13,9 @@ constexpr double kAlignedBytes = 16.0;  // features.MAX_ALIGN_BYTES
 bool beyond(const ShapeExtent& extent, const LearnedShape& shape, const std::string& dim,
             bool tensor_path) {
   const double d = shape.at(dim);
-  if (d <= extent.limit) return false;
+  const double limit = extent.limit_of(shape);
+  // at least a half extent of a whole unit (a row longer than the limit is not extended)
+  if (d <= limit || limit < 2.0) return false;
   if (!extent.tensor_cores_aligned) return true;
   // A multiple of 16 bytes: its largest power-of-two divisor is at least 16 (d is a whole number
   // of elements of at least one byte).
@@ -29,26 +31,30 @@ double extend(const ShapeExtent& extent, const LearnedShape& shape, bool tensor_
   if (!beyond(extent, shape, dim, tensor_path)) {
     return extend(extent, shape, tensor_path, inside, rest);
   }
+  const double limit = extent.limit_of(shape);
   LearnedShape at = shape;
-  at[dim] = extent.limit;
+  at[dim] = limit;
   LearnedShape half = shape;
-  half[dim] = extent.limit / 2;
+  half[dim] = limit / 2;
   const double t_at = extend(extent, at, tensor_path, inside, rest);
   const double t_half = extend(extent, half, tensor_path, inside, rest);
-  const double slope = std::max(0.0, (t_at - t_half) / (extent.limit / 2));
-  return t_at + slope * (shape.at(dim) - extent.limit);
+  const double slope = std::max(0.0, (t_at - t_half) / (limit / 2));
+  return t_at + slope * (shape.at(dim) - limit);
 }
 
 }  // namespace
 
 const ShapeExtent* shape_extent(LearnedFamily f) {
   static const ShapeExtent gemm{{"m", "n", "k"}, 8192.0, true};
-  static const ShapeExtent elementwise{{"n"}, 67108864.0, false};  // 2^26
+  static const ShapeExtent elementwise{{"n"}, 67108864.0, false};           // 2^26
+  static const ShapeExtent layernorm{{"rows"}, 33554432.0, false, "cols"};  // 2^25 elements
   switch (f) {
     case LearnedFamily::Gemm:
       return &gemm;
     case LearnedFamily::Elementwise:
       return &elementwise;
+    case LearnedFamily::LayerNorm:
+      return &layernorm;
     default:
       return nullptr;
   }

@@ -1,7 +1,8 @@
 // Shapes larger than a model's training rows: each dimension of a family's extent that lies past
 // it is extended linearly from the model's slope between half the extent and the extent, instead
 // of the net's own extrapolation (whose efficiency falls with the log-size there). Tensor-core
-// GEMMs past 8192 in m, n, k (16-byte multiples only), element-wise ops past 2^26 elements. The
+// GEMMs past 8192 in m, n, k (16-byte multiples only), element-wise ops past 2^26 elements, layer
+// norms past 2^25 elements in their rows. The
 // why and the figures: python/habitat/learned/extent.py, which this mirrors number for number.
 #pragma once
 
@@ -16,6 +17,9 @@ struct ShapeExtent {
   std::vector<const char*> dims;  // extended in this order
   double limit = 0;
   bool tensor_cores_aligned = false;  // only on tensor cores, dimensions of 16-byte multiples
+  const char* per = nullptr;  // the limit is on the product of the dimension and this column
+
+  double limit_of(const LearnedShape& shape) const { return per ? limit / shape.at(per) : limit; }
 };
 
 // The family's extent; nullptr for a family whose model extrapolates on its own.

@@ -1,6 +1,6 @@
 """Shapes larger than a model's training rows: where the ReLU net stops extrapolating.
 
-Past its data the net extrapolates its efficiency along the log-sizes, and for two families it
+Past its data the net extrapolates its efficiency along the log-sizes, and for three families it
 falls where the hardware's does not:
 
 - GEMM on tensor cores. The device-time collections draw each dimension up to 8192
@@ -18,6 +18,21 @@ falls where the hardware's does not:
   and 2.29 at 4e9. On the H100 and H200 families collections' element-wise rows, which it never
   trained on, it was +6.9 / +3.9 % (signed mean) over the 1.3e8-3e8-element ones against -4.5 /
   -4.4 % inside the extent.
+
+- Layer norm. Every source's rows stop at about 2^25 elements (rows x cols: the H100's and H200's
+  collections 2^25, NeuSight's 2^25.9); past that the H100 forward's bandwidth fell from 1.84 TB/s
+  (fp32, 1024 columns) at 2^25 to 1.32 at 2^27 and 0.74 at 2^30 (the bf16 backward's by up to a fifth),
+  where the measured rows' rate rises up to their largest size. Rows are the kernel's parallel work (one
+  block per row): at 2^25 elements a 1024-wide norm has 32768 rows, some 250 per SM, so each
+  further row adds the same time. The extent is on the rows, at 2^25 elements over the row's
+  length. Checked by training the model without the rows past 2^L elements and scoring the
+  H100's and H200's rows from 2^L to 2^25 (mean absolute %, H100 / H200): L = 23, the net
+  15.3 / 16.9, the extension from 2^23 14.6 / 14.9; L = 24, the net 12.6 / 17.7, the extension
+  12.4 / 15.7; L = 22, where the rate is still rising, the net 23.0 / 15.6, the extension worse,
+  28.0 / 20.1. Softmax is left to the net: its log-softmax rows reach 2^29 elements (the
+  families collection), and on the H200's log-softmax rows of 2^28-2^30 elements, which it never
+  trained on, the net was 3.8-20.9 % off per pass and precision, an extension from 2^25
+  10.7-23.0 %.
 
 A dimension D past the extent E is forecast as the model's time at E plus the slope between E / 2
 and E times D - E: each further unit adds the same work, and the fixed part (launch, ramp, the
@@ -40,17 +55,24 @@ class Extent:
     dims: tuple[str, ...]  # extended in this order (the engine's order too)
     limit: float
     tensor_cores_aligned: bool = False  # only on tensor cores, dimensions of 16-byte multiples
+    per: str = ""  # the limit is on the product of the dimension and this column (its elements)
+
+    def limit_of(self, shapes: dict[str, np.ndarray]) -> np.ndarray | float:
+        return self.limit / shapes[self.per] if self.per else self.limit
 
 
 EXTENTS = {"gemm": Extent(("m", "n", "k"), 8192.0, tensor_cores_aligned=True),
-           "elementwise": Extent(("n",), 2.0**26)}
+           "elementwise": Extent(("n",), 2.0**26),
+           "layernorm": Extent(("rows",), 2.0**25, per="cols")}
 
 
 def beyond(extent: Extent, shapes: dict[str, np.ndarray], dim: str, tensor_path: np.ndarray) -> np.ndarray:
     """Rows whose `dim` lies past the extent (and, where the extent says so, on tensor cores and
     a multiple of 16 bytes)."""
     d = shapes[dim]
-    over = d > extent.limit
+    limit = extent.limit_of(shapes)
+    # a half extent of a whole row at least (a row longer than the limit is not extended)
+    over = (d > limit) & (limit >= 2.0)
     if extent.tensor_cores_aligned:
         aligned = feats.log2_align(d, d, shapes["elem_bytes"]) >= np.log2(feats.MAX_ALIGN_BYTES)
         over &= (tensor_path > 0) & aligned
@@ -78,9 +100,10 @@ def extended_us(family: str, shapes: dict[str, np.ndarray], tensor_path: np.ndar
     if not over.any():
         return extended_us(family, shapes, tensor_path, predict, rest)
     d = shapes[dim]
-    at = {**shapes, dim: np.where(over, extent.limit, d)}
-    half = {**shapes, dim: np.where(over, extent.limit / 2, d)}
+    limit = extent.limit_of(shapes)
+    at = {**shapes, dim: np.where(over, limit, d)}
+    half = {**shapes, dim: np.where(over, limit / 2, d)}
     t_at = extended_us(family, at, tensor_path, predict, rest)
     t_half = extended_us(family, half, tensor_path, predict, rest)
-    slope = np.maximum(0.0, (t_at - t_half) / (extent.limit / 2))
-    return np.where(over, t_at + slope * (d - extent.limit), t_at)
+    slope = np.maximum(0.0, (t_at - t_half) / (limit / 2))
+    return np.where(over, t_at + slope * (d - limit), t_at)

@@ -70,5 +70,27 @@ TEST(ShapeExtent, ElementwiseOpsPastTwoToTheTwentySixth) {
   EXPECT_NEAR(extended_us(e, op(1e9), false, stream), stream(op(1e9)), 1e-6);
 }
 
+TEST(ShapeExtent, LayerNormRowsPastTwoToTheTwentyFifthElements) {
+  const ShapeExtent& e = *shape_extent(LearnedFamily::LayerNorm);
+  const auto norm = [](double rows, double cols) {
+    return LearnedShape{{"rows", rows}, {"cols", cols}, {"elem_bytes", 2}, {"backward", 0}};
+  };
+  // The limit is on the elements: 32768 rows of 1024, 4096 rows of 8192.
+  EXPECT_FALSE(beyond_extent(e, norm(32768, 1024), false));
+  EXPECT_TRUE(beyond_extent(e, norm(32769, 1024), false));
+  EXPECT_FALSE(beyond_extent(e, norm(4096, 8192), false));
+  EXPECT_TRUE(beyond_extent(e, norm(65536, 8192), false));
+  // A row longer than the limit's half is not extended (no whole rows to take a slope over).
+  EXPECT_FALSE(beyond_extent(e, norm(1e6, 33554432.0), false));
+  // A model whose rate falls past its data: the rows past the extent keep the slope inside it.
+  const auto falling = [](const LearnedShape& s) {
+    const double n = s.at("rows") * s.at("cols");
+    return 4.0 + n * 1e-6 * (n > 33554432.0 ? 2.0 : 1.0);
+  };
+  const double at = falling(norm(32768, 1024)), half = falling(norm(16384, 1024));
+  EXPECT_NEAR(extended_us(e, norm(131072, 1024), false, falling),
+              at + (at - half) / 16384.0 * (131072 - 32768), 1e-9);
+}
+
 }  // namespace
 }  // namespace habitat
