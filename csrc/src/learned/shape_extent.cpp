@@ -44,10 +44,20 @@ double extend(const ShapeExtent& extent, const LearnedShape& shape, bool tensor_
 
 }  // namespace
 
+double ShapeExtent::limit_of(const LearnedShape& shape) const {
+  double l = limit;
+  if (otherwise_column != nullptr) {
+    const auto it = shape.find(otherwise_column);
+    if ((it != shape.end() ? it->second : 0.0) == otherwise_value) l = otherwise_limit;
+  }
+  return per ? l / shape.at(per) : l;
+}
+
 const ShapeExtent* shape_extent(LearnedFamily f) {
   static const ShapeExtent gemm{{"m", "n", "k"}, 8192.0, true};
   static const ShapeExtent elementwise{{"n"}, 67108864.0, false};           // 2^26
   static const ShapeExtent layernorm{{"rows"}, 33554432.0, false, "cols"};  // 2^25 elements
+  static const ShapeExtent softmax{{"rows"}, 33554432.0, false, "cols", "log", 1.0, 536870912.0};
   switch (f) {
     case LearnedFamily::Gemm:
       return &gemm;
@@ -55,6 +65,8 @@ const ShapeExtent* shape_extent(LearnedFamily f) {
       return &elementwise;
     case LearnedFamily::LayerNorm:
       return &layernorm;
+    case LearnedFamily::Softmax:
+      return &softmax;
     default:
       return nullptr;
   }

@@ -1,6 +1,6 @@
 """Shapes larger than a model's training rows: where the ReLU net stops extrapolating.
 
-Past its data the net extrapolates its efficiency along the log-sizes, and for three families it
+Past its data the net extrapolates its efficiency along the log-sizes, and for four families it
 falls where the hardware's does not:
 
 - GEMM on tensor cores. The device-time collections draw each dimension up to 8192
@@ -21,18 +21,24 @@ falls where the hardware's does not:
 
 - Layer norm. Every source's rows stop at about 2^25 elements (rows x cols: the H100's and H200's
   collections 2^25, NeuSight's 2^25.9); past that the H100 forward's bandwidth fell from 1.84 TB/s
-  (fp32, 1024 columns) at 2^25 to 1.32 at 2^27 and 0.74 at 2^30 (the bf16 backward's by up to a fifth),
-  where the measured rows' rate rises up to their largest size. Rows are the kernel's parallel work (one
-  block per row): at 2^25 elements a 1024-wide norm has 32768 rows, some 250 per SM, so each
-  further row adds the same time. The extent is on the rows, at 2^25 elements over the row's
-  length. Checked by training the model without the rows past 2^L elements and scoring the
-  H100's and H200's rows from 2^L to 2^25 (mean absolute %, H100 / H200): L = 23, the net
-  15.3 / 16.9, the extension from 2^23 14.6 / 14.9; L = 24, the net 12.6 / 17.7, the extension
-  12.4 / 15.7; L = 22, where the rate is still rising, the net 23.0 / 15.6, the extension worse,
-  28.0 / 20.1. Softmax is left to the net: its log-softmax rows reach 2^29 elements (the
-  families collection), and on the H200's log-softmax rows of 2^28-2^30 elements, which it never
-  trained on, the net was 3.8-20.9 % off per pass and precision, an extension from 2^25
-  10.7-23.0 %.
+  (fp32, 1024 columns) at 2^25 to 1.32 at 2^27 and 0.74 at 2^30 (the bf16 backward's by up to a
+  fifth), where the measured rows' rate rises up to their largest size. Rows are the kernel's
+  parallel work (one block per row): at 2^25 elements a 1024-wide norm has 32768 rows, some 250
+  per SM, so each further row adds the same time. The extent is on the rows, at 2^25 elements over
+  the row's length. Checked by training the model without the rows past 2^L elements and scoring
+  the H100's and H200's rows from 2^L to 2^25 (mean absolute %, H100 / H200): L = 23, the net 15.3
+  / 16.9, the extension from 2^23 14.6 / 14.9; L = 24, the net 12.6 / 17.7, the extension 12.4 /
+  15.7; L = 22, where the rate is still rising, the net 23.0 / 15.6, the extension worse, 28.0 /
+  20.1.
+- Softmax, the same way: its rows stop at 2^25 elements (the H100's collection; NeuSight's
+  2^25.9), its log-softmax rows at 2^29 (the H100's families collection), and past them the
+  H100's backward fell from 1.29 TB/s (bf16, 4096 columns) at 2^25 to 0.82 at 2^28. Checked as
+  for layer norm on the softmax rows (log-softmax rows all kept): L = 23, the net 35.5 / 27.3,
+  the extension 21.3 / 21.4 (the net's backward +43 to +54 % two octaves out); L = 24, 21.3 /
+  16.7 and 18.2 / 16.0; L = 22, 25.9 / 36.2 and 23.5 / 34.7. On the H200's log-softmax rows of
+  2^28-2^30 elements, which it never trained on, an extension from 2^25 would have been worse
+  than the net (10.7-23.0 % against 3.8-20.9 % per pass and precision): those rows are inside
+  the log-softmax rows' own extent.
 
 A dimension D past the extent E is forecast as the model's time at E plus the slope between E / 2
 and E times D - E: each further unit adds the same work, and the fixed part (launch, ramp, the
@@ -56,14 +62,24 @@ class Extent:
     limit: float
     tensor_cores_aligned: bool = False  # only on tensor cores, dimensions of 16-byte multiples
     per: str = ""  # the limit is on the product of the dimension and this column (its elements)
+    # (column, value, limit): rows whose column holds that value have this limit instead
+    otherwise: tuple[str, float, float] | None = None
 
     def limit_of(self, shapes: dict[str, np.ndarray]) -> np.ndarray | float:
-        return self.limit / shapes[self.per] if self.per else self.limit
+        limit: np.ndarray | float = self.limit
+        if self.otherwise is not None:
+            column, value, other = self.otherwise
+            if column in shapes:  # an optional column (softmax's log) is absent as 0
+                limit = np.where(shapes[column] == value, other, self.limit)
+            elif value == 0.0:
+                limit = other
+        return limit / shapes[self.per] if self.per else limit
 
 
 EXTENTS = {"gemm": Extent(("m", "n", "k"), 8192.0, tensor_cores_aligned=True),
            "elementwise": Extent(("n",), 2.0**26),
-           "layernorm": Extent(("rows",), 2.0**25, per="cols")}
+           "layernorm": Extent(("rows",), 2.0**25, per="cols"),
+           "softmax": Extent(("rows",), 2.0**25, per="cols", otherwise=("log", 1.0, 2.0**29))}
 
 
 def beyond(extent: Extent, shapes: dict[str, np.ndarray], dim: str, tensor_path: np.ndarray) -> np.ndarray:

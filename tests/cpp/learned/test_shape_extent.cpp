@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "learned/shape_extent.h"
 
@@ -90,6 +91,23 @@ TEST(ShapeExtent, LayerNormRowsPastTwoToTheTwentyFifthElements) {
   const double at = falling(norm(32768, 1024)), half = falling(norm(16384, 1024));
   EXPECT_NEAR(extended_us(e, norm(131072, 1024), false, falling),
               at + (at - half) / 16384.0 * (131072 - 32768), 1e-9);
+}
+
+TEST(ShapeExtent, SoftmaxRowsPastTheirDataLogSoftmaxRowsFurther) {
+  const ShapeExtent& e = *shape_extent(LearnedFamily::Softmax);
+  const auto softmax = [](double rows, double cols, std::optional<double> log) {
+    LearnedShape s{{"rows", rows}, {"cols", cols}, {"elem_bytes", 2}, {"backward", 1}};
+    if (log) s["log"] = *log;
+    return s;
+  };
+  // Softmax rows stop at 2^25 elements (an absent log column is a softmax), log-softmax at 2^29.
+  EXPECT_TRUE(beyond_extent(e, softmax(65536, 1024, 0.0), false));
+  EXPECT_TRUE(beyond_extent(e, softmax(65536, 1024, std::nullopt), false));
+  EXPECT_FALSE(beyond_extent(e, softmax(65536, 1024, 1.0), false));
+  EXPECT_FALSE(beyond_extent(e, softmax(16384, 32768, 1.0), false));  // 2^29
+  EXPECT_TRUE(beyond_extent(e, softmax(32768, 32768, 1.0), false));
+  EXPECT_DOUBLE_EQ(e.limit_of(softmax(1, 32768, 1.0)), 16384.0);
+  EXPECT_DOUBLE_EQ(e.limit_of(softmax(1, 1024, 0.0)), 32768.0);
 }
 
 }  // namespace
