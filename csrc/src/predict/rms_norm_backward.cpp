@@ -60,7 +60,20 @@ struct Norm {
   Geometry geometry;
   bool upcast = false;               // the decomposition cast its input to float32 first
   std::set<uint64_t> intermediates;  // the weight and the decomposition's own tensors
+  uint64_t input = 0;                // the input's storage
 };
+
+bool reads_own(const OpRecord& op, const Norm& n) {
+  for (const auto& a : op.args) {
+    for (const auto& t : a.value.tensors) {
+      if (t.defined && t.storage != 0 &&
+          (t.storage == n.input || n.intermediates.contains(t.storage))) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
 
 // What identifies one forward's backward: the storages only its backward reads.
 Norm norm_of(const Step& step, std::size_t f) {
@@ -86,6 +99,7 @@ Norm norm_of(const Step& step, std::size_t f) {
   // The result and the input are read by the ops around the norm as well.
   if (!fwd.outputs.empty()) n.intermediates.erase(fwd.outputs.front().storage);
   n.intermediates.erase(x->storage);
+  n.input = x->storage;
   n.intermediates.erase(0);
   return n;
 }
@@ -105,16 +119,48 @@ std::size_t norm_read_by(const OpRecord& op,
   return none;
 }
 
-// The run's first op: `start`, or the cast back to the input's dtype just before it (the last
-// op of an upcast decomposition, so the first of its backward).
-std::size_t run_first(const Step& step, std::size_t start, const Norm& n) {
-  std::size_t before = start;
+// The top-level op before `i` (skipping children), or `i` when there is none.
+std::size_t previous_top_level(const Step& step, std::size_t i) {
+  std::size_t before = i;
   while (before > 0 && step.ops[--before].parent) {
   }
+  return before < i && !step.ops[before].parent ? before : i;
+}
+
+bool shares_storage(const OpRecord& a, const OpRecord& b) {
+  for (const auto& x : a.args) {
+    for (const auto& t : x.value.tensors) {
+      if (!t.defined || t.storage == 0) continue;
+      for (const auto& y : b.args) {
+        for (const auto& u : y.value.tensors) {
+          if (u.defined && u.storage == t.storage) return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+// The run's first op: `start`, after the ops of its own autograd node before it (they read the
+// incoming gradient it reads, and the norm's input or its own tensors: without a weight, the rstd
+// gradient's product with the input comes first), after the cast back to the input's dtype (the
+// last op of an upcast decomposition, so the first of its backward).
+std::size_t run_first(const Step& step, std::size_t start, const Norm& n) {
+  std::size_t first = start;
+  for (std::size_t b = previous_top_level(step, first); b < first;
+       b = previous_top_level(step, first)) {
+    const OpRecord& op = step.ops[b];
+    if (op.phase != Phase::Backward || op.autograd_node != step.ops[start].autograd_node ||
+        !shaped(op, n.geometry) || !shares_storage(op, step.ops[start]) || !reads_own(op, n)) {
+      break;
+    }
+    first = b;
+  }
+  const std::size_t before = previous_top_level(step, first);
   const OpRecord& op = step.ops[before];
-  const bool cast = n.upcast && before < start && top_level_backward(op) &&
+  const bool cast = n.upcast && before < first && op.phase == Phase::Backward &&
                     op.autograd_node == "ToCopyBackward0" && shaped(op, n.geometry);
-  return cast ? before : start;
+  return cast ? before : first;
 }
 
 // One past the run's last op.

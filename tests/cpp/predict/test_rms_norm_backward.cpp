@@ -163,5 +163,36 @@ TEST(RmsNormBackward, OpsAroundTheRunAndOfOtherShapesAreLeftAlone) {
   EXPECT_EQ(none.pieces, std::vector<char>(bare.ops.size(), 0));
 }
 
+TEST(RmsNormBackward, WithoutAWeightTheRunBeginsWithTheInputsProduct) {
+  // y = x * rstd: its backward multiplies the incoming gradient by x (for rstd's gradient) and
+  // then by rstd; only the second reads a tensor of the norm's own, the first reads its input.
+  const uint64_t s = 1000, grad = 9000;
+  Step step;
+  OpRecord norm = op(0, "aten::_fused_rms_norm",
+                     {tensor("input", x(s, 0)), test::ints("normalized_shape", {kC}),
+                      test::none("weight"), test::real("eps", 1e-6)},
+                     Phase::Forward, std::nullopt, "", {x(s, 7), row(s, 5)});
+  norm.has_children = true;
+  step.ops = {norm, op(1, "aten::pow", {tensor("self", x(s, 0))}, Phase::Forward, 0, "", {x(s, 2)}),
+              op(2, "aten::mean", {tensor("self", x(s, 2))}, Phase::Forward, 0, "", {row(s, 3)}),
+              op(3, "aten::rsqrt", {tensor("self", row(s, 3))}, Phase::Forward, 0, "", {row(s, 5)}),
+              op(4, "aten::mul", {tensor("self", x(s, 0)), tensor("other", row(s, 5))},
+                 Phase::Forward, 0, "", {x(s, 7)})};
+  const TensorMeta g = on_storage(T({kB, kL, kC}), grad);
+  const auto b = [&](uint64_t id, std::vector<Argument> args, std::string node) {
+    return op(id, "aten::mul", std::move(args), Phase::Backward, std::nullopt, std::move(node));
+  };
+  // The loss's own multiplication, then the norm's.
+  step.ops.push_back(b(10, {tensor("self", on_storage(T({kB, kL, kC}), 8000))}, "MulBackward0"));
+  step.ops.push_back(b(11, {tensor("self", g), tensor("other", x(s, 0))}, "MulBackward0"));
+  step.ops.push_back(b(12, {tensor("self", g), tensor("other", row(s, 5))}, "MulBackward0"));
+  step.ops.push_back(b(13, {tensor("self", row(s, 5))}, "RsqrtBackward0"));
+  step.ops.push_back(b(14, {tensor("self", x(s, 0))}, "PowBackward0"));
+  const cuda_paths::FusedRmsNormBackward got = cuda_paths::decomposed_rms_norm_backward(step, {0});
+  ASSERT_EQ(got.carriers.size(), 1u);
+  EXPECT_EQ(got.carriers[0].first, 6u);
+  EXPECT_EQ(got.pieces, (std::vector<char>{0, 0, 0, 0, 0, 0, 1, 1, 1, 1}));
+}
+
 }  // namespace
 }  // namespace habitat
