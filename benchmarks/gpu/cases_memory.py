@@ -1,8 +1,10 @@
 """Memory-bound cases of the kernel collector on B x H tensors, in fp32 and bf16: NeuSight's
 element-wise ops (family elementwise), activations forward and backward (activation), layer norm
-(layernorm), softmax (softmax), sum and mean over either dimension (reduction)."""
+(layernorm), RMS norm (rmsnorm), softmax (softmax), sum and mean over either dimension
+(reduction), and the norms and softmax on tensors past 2^25 elements (largenorm)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Iterable
 
 import torch
@@ -73,6 +75,38 @@ def layernorm_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
         cases.append(Case("ln", "bwd", prec, dict(s), lambda gy=gy, x=x, m=mean, r=rstd, w=w, b=b:
                           A.native_layer_norm_backward(gy, x, list(x.shape[-1:]), m, r, w, b, [True, True, True])))
     return cases
+
+
+def rmsnorm_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
+    """torch's fused RMS norm (the layer-norm kernels without the mean on CUDA) and its fused
+    backward; none on a torch without _fused_rms_norm. CUDA alone has a kernel for the backward:
+    a CPU dry run times autograd's backward of the composite instead."""
+    if not hasattr(A, "_fused_rms_norm"):
+        return []
+    cases = []
+    for s, prec, x in _row_tensors(shapes, device):
+        w = torch.randn(s["H"], device=device, dtype=x.dtype)
+        _, rstd = A._fused_rms_norm(x, [s["H"]], w, 1e-6)
+        gy = torch.randn_like(x)
+        cases.append(Case("rms", "fwd", prec, dict(s), lambda x=x, w=w: F.rms_norm(x, x.shape[-1:], w, 1e-6)))
+        if torch.device(device).type == "cuda":
+            def bwd(gy=gy, x=x, r=rstd, w=w):
+                return A._fused_rms_norm_backward(gy, x, list(x.shape[-1:]), r, w, [True, True])
+        else:
+            xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_()
+            y = F.rms_norm(xg, xg.shape[-1:], wg, 1e-6)
+
+            def bwd(y=y, gy=gy, xg=xg, wg=wg):
+                return torch.autograd.grad(y, (xg, wg), gy, retain_graph=True)
+        cases.append(Case("rms", "bwd", prec, dict(s), bwd))
+    return cases
+
+
+def large_norm_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:
+    """Layer norm, RMS norm and softmax, forward and backward, on the largenorm family's large
+    tensors: the same cases as their own families, in files of their own (<op>_large_*)."""
+    cases = layernorm_cases(shapes, device) + rmsnorm_cases(shapes, device) + softmax_cases(shapes, device)
+    return [dataclasses.replace(c, stem=f"{c.op}_large") for c in cases]
 
 
 def softmax_cases(shapes: list[dict[str, int]], device: str) -> list[Case]:

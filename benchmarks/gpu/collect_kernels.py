@@ -25,8 +25,10 @@ Families (--families, comma-separated, default all; files; shape columns):
   fp32 parameters (as under autocast); bn_*; B, Input_Channel, Input_Size, Layout;
 - elementwise (add, mul, div, addu, mulu, relu, gelu, tanh: NeuSight's ops; <op>_*), activation
   (relu, relu6, gelu, gelu_tanh, silu, hardswish, hardsigmoid, sigmoid, tanh, fwd and the aten
-  backward op, bwd; activation_*), layernorm (ln fwd, bwd; ln_*), softmax (fwd, bwd; softmax_*),
-  reduction (sum and mean over the last or the first dimension; sum_*, mean_*; Dim): B x H
+  backward op, bwd; activation_*), layernorm (ln fwd, bwd; ln_*), rmsnorm (torch's fused RMS
+  norm, rms fwd, bwd; rms_*), softmax (fwd, bwd; softmax_*), reduction (sum and mean over the
+  last or the first dimension; sum_*, mean_*; Dim), largenorm (ln, rms and softmax on 2^25 to
+  2^29 elements, rows of a model's width; ln_large_*, rms_large_*, softmax_large_*): B x H
   tensors (B, H), in fp32 and bf16;
 - embedding: F.embedding fwd and aten.embedding_dense_backward bwd; embedding_*; Vocab, Dim, Tokens;
 - crossentropy: F.cross_entropy fwd and fwd+bwd, and its aten parts log_softmax and nll_loss, fwd

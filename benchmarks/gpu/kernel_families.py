@@ -7,7 +7,15 @@ from typing import Any, Callable
 
 from cases_conv import batchnorm_cases, conv_cases, gconv_cases, pointwise_cases, stem_cases
 from cases_matmul import attention_cases, encoder_attention_cases, gemm_cases
-from cases_memory import activation_cases, elementwise_cases, layernorm_cases, reduction_cases, softmax_cases
+from cases_memory import (
+    activation_cases,
+    elementwise_cases,
+    large_norm_cases,
+    layernorm_cases,
+    reduction_cases,
+    rmsnorm_cases,
+    softmax_cases,
+)
 from cases_training import adamw_cases, crossentropy_cases, embedding_cases
 from kernel_case import Case
 from kernel_shapes import (
@@ -21,6 +29,7 @@ from kernel_shapes import (
     encoder_attention_shapes,
     gconv_shapes,
     gemm_shapes,
+    large_memory_shapes,
     memory_shapes,
     pointwise_shapes,
     reduction_shapes,
@@ -42,8 +51,8 @@ class Family:
 # In the default order of --families (all of them): the families of the 2026-11 collections
 # first, as they ran then.
 FAMILIES: dict[str, Family] = {
-    "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.16),
-    "conv": Family(conv_shapes, conv_cases, "conv", 0.16, 2),
+    "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.14),
+    "conv": Family(conv_shapes, conv_cases, "conv", 0.14, 2),
     "attention": Family(attention_shapes, attention_cases, "attention", 0.06, 4),
     "elementwise": Family(activation_shapes, elementwise_cases, "memory", 0.04),
     "layernorm": Family(memory_shapes, layernorm_cases, "memory", 0.03),
@@ -58,4 +67,6 @@ FAMILIES: dict[str, Family] = {
     "adamw": Family(adamw_shapes, adamw_cases, "memory", 0.04),
     "stem": Family(stem_shapes, stem_cases, "conv", 0.06, 2),
     "encoder": Family(encoder_attention_shapes, encoder_attention_cases, "attention", 0.04, 4),
+    "rmsnorm": Family(memory_shapes, rmsnorm_cases, "memory", 0.02),
+    "largenorm": Family(large_memory_shapes, large_norm_cases, "memory", 0.02),
 }

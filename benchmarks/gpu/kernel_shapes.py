@@ -145,6 +145,24 @@ def memory_shapes(n: int, rng: random.Random, small: bool = False) -> list[dict[
     return out
 
 
+# Model widths a norm or softmax runs over in the largenorm family (hidden sizes 768-8192, a
+# 1024-token attention row, vocabularies of 32000 and 50257).
+LARGE_ROW_WIDTHS = (768, 1024, 2048, 4096, 5120, 8192, 32000, 50257)
+
+
+def large_memory_shapes(n: int, rng: random.Random, small: bool = False) -> list[dict[str, int]]:
+    """{B, H} of 2^25 to 2^29 elements (2^10 to 2^14 in a dry run), H a model width: the sizes
+    past memory_shapes' cap, where the layer-norm and softmax models are extended from their
+    slope (python/habitat/learned/extent.py), to check that extension."""
+    lo, hi = (10, 14) if small else (25, 29)
+    out = []
+    for _ in range(n):
+        cols = rng.choice(LARGE_ROW_WIDTHS[:3] if small else LARGE_ROW_WIDTHS)
+        elements = 2.0 ** rng.uniform(lo, hi)
+        out.append({"B": max(1, int(elements // cols)), "H": cols})
+    return out
+
+
 def _real(rng: random.Random, small: bool, table: dict[str, list[tuple]]) -> tuple | None:
     """A real network's layer for about REAL_SHARE of the shapes; None for a random one."""
     if small or rng.random() >= REAL_SHARE:

@@ -26,7 +26,9 @@ OP_FAMILY = {"bmm": "gemm", "linear": "gemm", "conv": "conv", "softmax": "softma
 CONV_GRAD = {"fwd": 0.0, "bwd_data": 1.0, "bwd_weight": 2.0}
 OP_FAMILY.update({"conv_bwd_data": "conv", "conv_bwd_weight": "conv", "sdpa": "attention", "sdpa_bwd": "attention",
                   "softmax_bwd": "softmax", "ln_bwd": "layernorm", "sum": "reduction", "mean": "reduction",
-                  "bn": "batchnorm", "bn_bwd": "batchnorm", "log_softmax": "softmax", "log_softmax_bwd": "softmax"})
+                  "bn": "batchnorm", "bn_bwd": "batchnorm", "log_softmax": "softmax", "log_softmax_bwd": "softmax",
+                  # torch's fused RMS norm runs the layer-norm kernels without the mean on CUDA
+                  "rms": "layernorm", "rms_bwd": "layernorm"})
 ELEM_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 

@@ -47,6 +47,9 @@ DOCUMENTED = {
     "stem": (("convstem",), CONV_PRECISIONS, {"conv"}, {"fwd", "bwd_data", "bwd_weight"}, CONV_COLUMNS + ["Layout"]),
     "encoder": (("sdpa_enc",), ("bf16", "fp16", "fp32"), {"sdpa", "sdpa_mask"}, {"fwd", "fwd+bwd"},
                 ["B", "H", "L", "S", "E", "Causal", "Backend", "Mask"]),
+    "rmsnorm": (("rms",), PRECISIONS, {"rms"}, {"fwd", "bwd"}, ["B", "H"]),
+    "largenorm": (("ln_large", "rms_large", "softmax_large"), PRECISIONS, {"ln", "rms", "softmax"}, {"fwd", "bwd"},
+                  ["B", "H"]),
 }
 
 
@@ -188,10 +191,12 @@ def test_dry_run_writes_the_selected_families_and_keeps_earlier_files(ck, tmp_pa
 
 
 def _copy(src: Path, dst: Path, stems: tuple[str, ...]) -> Path:
+    """The files <stem>_<precision>.csv of `stems` (not ln_large_* for ln)."""
     dst.mkdir(parents=True)
     for stem in stems:
         for path in src.glob(f"{stem}_*.csv"):
-            shutil.copy(path, dst / path.name)
+            if path.stem.rpartition("_")[0] == stem:
+                shutil.copy(path, dst / path.name)
     return dst
 
 
@@ -240,6 +245,10 @@ def test_new_families_files_load_beside_the_known_ones(dry_run):
     activations = [r for p in PRECISIONS for r in _rows(out / f"activation_{p}.csv")[1]
                    if r["Phase"] == "fwd" and r["OPName"] in NEUSIGHT_OPS]
     assert len(tables["elementwise"]) == len(elementwise) + len(activations) > len(elementwise)
+    # fused RMS norm rows are layer-norm rows (the same kernels); the large ones too
+    norms = [r for stem in ("ln", "rms", "ln_large", "rms_large") for p in PRECISIONS
+             for r in _rows(out / f"{stem}_{p}.csv")[1]]
+    assert len(tables["layernorm"]) == len(norms) and {"rms", "rms_bwd"} <= set(tables["layernorm"].op.tolist())
 
 
 def test_device_time_rows_train_gemm_conv_and_attention_without_a_harness_floor(dry_run, tmp_path):
