@@ -90,9 +90,8 @@ std::vector<Attentions> group_by_geometry(const Step& step,
 
 }  // namespace
 
-FusedAttentionBackward math_attention_backward(const Step& step,
-                                               const std::vector<std::size_t>& forwards) {
-  FusedAttentionBackward out;
+FusedBackward math_attention_backward(const Step& step, const std::vector<std::size_t>& forwards) {
+  FusedBackward out;
   out.pieces.assign(step.ops.size(), 0);
   std::vector<Attentions> groups = group_by_geometry(step, forwards);
   if (groups.empty()) return out;

@@ -9,28 +9,20 @@
 #pragma once
 
 #include <cstddef>
-#include <utility>
 #include <vector>
 
 #include "habitat/trace.h"
+#include "predict/fused_backward.h"
 
 namespace habitat::cuda_paths {
-
-struct FusedAttentionBackward {
-  // Per op: a piece of some math-path attention's backward, which launches nothing of its own
-  // on CUDA (the fused backward does its work).
-  std::vector<char> pieces;
-  // (op, forward attention): the piece that stands for the fused backward of that forward (its
-  // softmax backward), costed as the fused backward op with the forward's arguments.
-  std::vector<std::pair<std::size_t, std::size_t>> carriers;
-};
 
 // `forwards`: the step's math-path SDPA calls (indices of ops with query, key and value). A
 // backward piece is a top-level backward op of one of the math path's autograd nodes whose
 // tensors all have the shapes of one of those attentions ([B, H, x, y] or [B*H, x, y] with x, y
 // among its L, S, E, Ev). Attentions of one geometry are matched to its softmax backwards in
-// order; a geometry with none (not a math path's backward) keeps its ops as they are.
-FusedAttentionBackward math_attention_backward(const Step& step,
-                                               const std::vector<std::size_t>& forwards);
+// order; a geometry with none (not a math path's backward) keeps its ops as they are. A carrier
+// is the piece that stands for its attention's fused backward (its softmax backward), costed as
+// the fused backward op with the forward's arguments.
+FusedBackward math_attention_backward(const Step& step, const std::vector<std::size_t>& forwards);
 
 }  // namespace habitat::cuda_paths

@@ -419,7 +419,7 @@ void add_fused_backwards(const Step& step, Mapping& m) {
       rms_norms.push_back(i);
     }
   }
-  const FusedRmsNormBackward rms = decomposed_rms_norm_backward(step, rms_norms);
+  const FusedBackward rms = decomposed_rms_norm_backward(step, rms_norms);
   m.absorbed.assign(step.ops.size(), 0);
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     m.absorbed[i] = m.attention_backward.pieces[i] || rms.pieces[i];

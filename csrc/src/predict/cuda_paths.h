@@ -71,7 +71,7 @@ struct Mapping {
   // that fell back to the math path): costed as the fused CUDA op the target would pick.
   std::vector<std::size_t> attention;
   // The math path's backward pieces and the ops that carry its fused backward.
-  FusedAttentionBackward attention_backward;
+  FusedBackward attention_backward;
   // Per op: a piece of a decomposition whose fused CUDA op another op carries (an attention's
   // or an RMS norm's backward): no kernel of its own.
   std::vector<char> absorbed;

@@ -182,9 +182,9 @@ std::size_t run_end(const Step& step, std::size_t start, const Norm& n) {
 
 }  // namespace
 
-FusedRmsNormBackward decomposed_rms_norm_backward(const Step& step,
-                                                  const std::vector<std::size_t>& forwards) {
-  FusedRmsNormBackward out;
+FusedBackward decomposed_rms_norm_backward(const Step& step,
+                                           const std::vector<std::size_t>& forwards) {
+  FusedBackward out;
   out.pieces.assign(step.ops.size(), 0);
   std::vector<Norm> norms;
   std::unordered_map<uint64_t, std::size_t> norm_of_storage;

@@ -8,32 +8,25 @@
 #pragma once
 
 #include <cstddef>
-#include <utility>
 #include <vector>
 
 #include "habitat/trace.h"
+#include "predict/fused_backward.h"
 
 namespace habitat::cuda_paths {
 
-struct FusedRmsNormBackward {
-  // Per op: a piece of some decomposed RMS norm's backward, which launches nothing of its own
-  // on CUDA (the fused backward does its work).
-  std::vector<char> pieces;
-  // (op, forward): the piece that stands for the fused backward of that _fused_rms_norm (the
-  // first of its pieces), costed as fused_backward_op(forward).
-  std::vector<std::pair<std::size_t, std::size_t>> carriers;
-};
-
 // `forwards`: the step's _fused_rms_norm calls that the CPU decomposed (ops with children).
-// A norm's backward is the run of top-level backward ops that begins with the first one
-// reading its weight or an intermediate tensor of its decomposition (by storage; the input
-// and the result are read by other ops too) and goes on while the ops belong to the
+// A norm's backward is the run of top-level backward ops around the first one reading its
+// weight or an intermediate tensor of its decomposition (by storage; the input and the result
+// are read by other ops too): from the ops of that op's autograd node just before it that read
+// the same gradient (and an upcast's cast back before them), on while the ops belong to the
 // decomposition's autograd nodes and touch only tensors of the norm's shapes, through its
 // square's backward (PowBackward0, the first op applied to the input) and, for an input the
 // decomposition upcast, the cast's. Autograd runs those nodes back to back: their sequence
-// numbers are consecutive, and only AccumulateGrad (the weight's) runs between them.
-FusedRmsNormBackward decomposed_rms_norm_backward(const Step& step,
-                                                  const std::vector<std::size_t>& forwards);
+// numbers are consecutive, and only AccumulateGrad (the weight's) runs between them. The carrier
+// is the run's first op, costed as fused_backward_op(forward).
+FusedBackward decomposed_rms_norm_backward(const Step& step,
+                                           const std::vector<std::size_t>& forwards);
 
 // The _fused_rms_norm_backward op CUDA runs for `forward` (its input, normalized_shape,
 // weight and rstd; the weight's gradient when it has a weight).

@@ -6,28 +6,18 @@
 #include "habitat/predictor.h"
 #include "predict/attention_backward.h"
 #include "predict/cuda_paths.h"
+#include "predict/test_fused_backward_ops.h"
 #include "test_devices.h"
 
 namespace habitat {
 namespace {
 
+using test::backward_us;
+using test::op;
 using test::T;
 using test::tensor;
 
 constexpr int64_t kB = 8, kH = 12, kL = 256, kE = 64;
-
-OpRecord op(uint64_t id, std::string name, std::vector<Argument> args, Phase phase,
-            std::optional<uint64_t> parent = std::nullopt, std::string node = "") {
-  OpRecord r;
-  r.id = id;
-  r.name = std::move(name);
-  r.args = std::move(args);
-  r.parent = parent;
-  r.depth = parent ? 1 : 0;
-  r.phase = phase;
-  r.autograd_node = node;
-  return r;
-}
 
 // The forward: scaled_dot_product_attention over its math path (bf16 query, key, value).
 std::vector<OpRecord> forward(uint64_t id) {
@@ -61,14 +51,6 @@ std::vector<OpRecord> backward(uint64_t id) {
       op(id + 3, "aten::bmm", {tensor("self", flat_q), tensor("mat2", flat_kt)}, Phase::Backward,
          std::nullopt, "BmmBackward0"),
   };
-}
-
-double backward_us(const Forecast& f, const Step& step) {
-  double us = 0;
-  for (std::size_t i = 0; i < step.ops.size(); ++i) {
-    if (step.ops[i].phase == Phase::Backward) us += f.ops[i].share[0].time_us;
-  }
-  return us;
 }
 
 TEST(AttentionBackward, MathPathPiecesCostTheFusedBackwardOncePerAttention) {
@@ -109,12 +91,12 @@ TEST(AttentionBackward, OpsOfOtherShapesOrWithoutASoftmaxBackwardAreLeftAlone) {
   step.ops.push_back(op(20, "aten::bmm",
                         {tensor("self", T({16, 128, 32})), tensor("mat2", T({16, 32, 128}))},
                         Phase::Backward, std::nullopt, "BmmBackward0"));
-  const cuda_paths::FusedAttentionBackward got = cuda_paths::math_attention_backward(step, {0});
+  const cuda_paths::FusedBackward got = cuda_paths::math_attention_backward(step, {0});
   EXPECT_EQ(got.pieces, std::vector<char>(step.ops.size(), 0));
   EXPECT_TRUE(got.carriers.empty());
   // With the softmax backward, the attention's pieces are found, the other bmm is not.
   step.ops.push_back(pieces[2]);
-  const cuda_paths::FusedAttentionBackward with = cuda_paths::math_attention_backward(step, {0});
+  const cuda_paths::FusedBackward with = cuda_paths::math_attention_backward(step, {0});
   EXPECT_EQ(with.pieces, (std::vector<char>{0, 0, 1, 0, 1}));
   ASSERT_EQ(with.carriers.size(), 1u);
   EXPECT_EQ(with.carriers[0], (std::pair<std::size_t, std::size_t>{4, 0}));

@@ -6,31 +6,19 @@
 #include "habitat/predictor.h"
 #include "predict/cuda_paths.h"
 #include "predict/rms_norm_backward.h"
+#include "predict/test_fused_backward_ops.h"
 #include "test_devices.h"
 
 namespace habitat {
 namespace {
 
+using test::backward_us;
 using test::on_storage;
+using test::op;
 using test::T;
 using test::tensor;
 
 constexpr int64_t kB = 4, kL = 512, kC = 1024;
-
-OpRecord op(uint64_t id, std::string name, std::vector<Argument> args, Phase phase,
-            std::optional<uint64_t> parent = std::nullopt, std::string node = "",
-            std::vector<TensorMeta> outputs = {}) {
-  OpRecord r;
-  r.id = id;
-  r.name = std::move(name);
-  r.args = std::move(args);
-  r.parent = parent;
-  r.depth = parent ? 1 : 0;
-  r.phase = phase;
-  r.autograd_node = std::move(node);
-  r.outputs = std::move(outputs);
-  return r;
-}
 
 // Storages of one norm (numbered from `s`): input 0, weight 1, square 2, mean 3, eps add 4,
 // rstd 5, normalised input 6, result 7.
@@ -84,14 +72,6 @@ std::vector<OpRecord> backward(uint64_t id, uint64_t s, uint64_t grad) {
   };
 }
 
-double backward_us(const Forecast& f, const Step& step) {
-  double us = 0;
-  for (std::size_t i = 0; i < step.ops.size(); ++i) {
-    if (step.ops[i].phase == Phase::Backward) us += f.ops[i].share[0].time_us;
-  }
-  return us;
-}
-
 TEST(RmsNormBackward, DecomposedNormCostsTheFusedForwardAndBackwardOncePerNorm) {
   Step step;
   for (uint64_t layer = 0; layer < 2; ++layer) {
@@ -143,7 +123,7 @@ TEST(RmsNormBackward, OpsAroundTheRunAndOfOtherShapesAreLeftAlone) {
                         Phase::Backward, std::nullopt, "MulBackward0"));
   step.ops.push_back(op(201, "aten::mul", {tensor("self", T({kB, kL, 4 * kC}))}, Phase::Backward,
                         std::nullopt, "MulBackward0"));
-  const cuda_paths::FusedRmsNormBackward got = cuda_paths::decomposed_rms_norm_backward(step, {0});
+  const cuda_paths::FusedBackward got = cuda_paths::decomposed_rms_norm_backward(step, {0});
   ASSERT_EQ(got.carriers.size(), 1u);
   EXPECT_EQ(got.carriers[0], (std::pair<std::size_t, std::size_t>{first, 0}));
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
@@ -158,7 +138,7 @@ TEST(RmsNormBackward, OpsAroundTheRunAndOfOtherShapesAreLeftAlone) {
     }
     for (TensorMeta& t : r.outputs) t.storage = 0;
   }
-  const cuda_paths::FusedRmsNormBackward none = cuda_paths::decomposed_rms_norm_backward(bare, {0});
+  const cuda_paths::FusedBackward none = cuda_paths::decomposed_rms_norm_backward(bare, {0});
   EXPECT_TRUE(none.carriers.empty());
   EXPECT_EQ(none.pieces, std::vector<char>(bare.ops.size(), 0));
 }
@@ -188,7 +168,7 @@ TEST(RmsNormBackward, WithoutAWeightTheRunBeginsWithTheInputsProduct) {
   step.ops.push_back(b(12, {tensor("self", g), tensor("other", row(s, 5))}, "MulBackward0"));
   step.ops.push_back(b(13, {tensor("self", row(s, 5))}, "RsqrtBackward0"));
   step.ops.push_back(b(14, {tensor("self", x(s, 0))}, "PowBackward0"));
-  const cuda_paths::FusedRmsNormBackward got = cuda_paths::decomposed_rms_norm_backward(step, {0});
+  const cuda_paths::FusedBackward got = cuda_paths::decomposed_rms_norm_backward(step, {0});
   ASSERT_EQ(got.carriers.size(), 1u);
   EXPECT_EQ(got.carriers[0].first, 6u);
   EXPECT_EQ(got.pieces, (std::vector<char>{0, 0, 0, 0, 0, 0, 1, 1, 1, 1}));
