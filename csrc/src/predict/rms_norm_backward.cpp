@@ -58,7 +58,7 @@ bool shaped(const OpRecord& op, const Geometry& g) {
 struct Norm {
   std::size_t forward = 0;
   Geometry geometry;
-  bool upcast = false;               // the decomposition cast its input to float32 first
+  bool upcast = false;               // the decomposition cast its (16-bit) input to float32 first
   std::set<uint64_t> intermediates;  // the weight and the decomposition's own tensors
   uint64_t input = 0;                // the input's storage
 };
@@ -83,7 +83,7 @@ Norm norm_of(const Step& step, std::size_t f) {
   const TensorMeta* x = op_args::tensor(fwd.args, "input");
   if (x == nullptr) return n;
   n.geometry = {x->shape, op_args::ints(fwd.args, "normalized_shape").size()};
-  n.upcast = x->dtype != "float32";
+  n.upcast = x->dtype == "bfloat16" || x->dtype == "float16";  // float32 is its own opmath type
   if (const TensorMeta* w = op_args::tensor(fwd.args, "weight"); w && w->storage != 0) {
     n.intermediates.insert(w->storage);
   }
