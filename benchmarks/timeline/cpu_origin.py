@@ -3,14 +3,16 @@
 Each benchmark workload traced on the CPU (benchmarks/results/cpu-traces/) is forecast for the
 H100 and H200 with an eager-PyTorch host model and the step as seen is compared with the step
 measured on that GPU (benchmarks/results/<run>/summary.json: the H100 and H200 runs of
-2026-11-22, and the H100 run of 2026-11-23).
+2026-11-22 and the H100 run of 2026-11-23 of benchmarks/gpu/models.py's four workloads, and the
+H100 and H200 runs of 2026-11-27 of the four networks built from configs, real-models-gpu/).
 
 The host model is the inclusive one (habitat.analysis.host_model.calibrate_inclusive), calibrated
 LEAVE ONE WORKLOAD OUT: the model that forecasts resnet50 (bf16 and fp32) is calibrated on the
 format-2 traces (h100-sxm5-80gb-2026-11-23/traces) of the other three models only, so no trace
-of a workload, on any GPU, informs its own forecast. The calibration reads the traces' host
-times and their untraced steady-state wall time (the trace's wall_ms), never a benchmark's
-measured step time, which appears only in the error columns.
+of a workload, on any GPU, informs its own forecast; the networks built from configs, of which
+no trace calibrates anything, get the model of all eight (the packaged one's calibration). The
+calibration reads the traces' host times and their untraced steady-state wall time (the trace's
+wall_ms), never a benchmark's measured step time, which appears only in the error columns.
 
     PYTHONPATH=python python3 benchmarks/timeline/cpu_origin.py [--json OUT]
 """
@@ -28,12 +30,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CALIBRATION_RUN = "h100-sxm5-80gb-2026-11-23"
 # (run folder, GPU database name, column label)
 RUNS = [("h100-sxm5-80gb", "H100-SXM5-80GB", "H100 11-22"), ("h200-sxm-141gb", "H200-SXM-141GB", "H200 11-22"),
-        ("h100-sxm5-80gb-2026-11-23", "H100-SXM5-80GB", "H100 11-23")]
+        ("h100-sxm5-80gb-2026-11-23", "H100-SXM5-80GB", "H100 11-23"),
+        ("real-models-gpu/h100-sxm5-80gb", "H100-SXM5-80GB", "H100 11-27"),
+        ("real-models-gpu/h200-sxm-141gb", "H200-SXM-141GB", "H200 11-27")]
 GPUS = ["H100-SXM5-80GB", "H200-SXM-141GB"]
 
 
 def measured() -> dict[tuple[str, str], float]:
-    """(workload, run folder) -> the benchmark's measured step (ms): the test, never an input."""
+    """(workload, run folder) -> the benchmark's measured step (ms): the test, never an input of
+    the workload's own forecast."""
     out = {}
     for folder, _, _ in RUNS:
         summary = json.loads((ROOT / "benchmarks/results" / folder / "summary.json").read_text())
@@ -47,12 +52,22 @@ def model_name(workload: str) -> str:
 
 
 def held_out_models(costs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """model name -> the host model calibrated without any trace of that model."""
+    """model name -> the host model calibrated without any trace of that model (`costs` keyed by
+    "<run>/<workload>")."""
     from habitat.analysis.host_model import model_from_costs
 
-    models = sorted({model_name(w) for w in costs})
-    return {m: model_from_costs((f"{CALIBRATION_RUN}/{w}", c) for w, c in sorted(costs.items()) if model_name(w) != m)
+    models = sorted({model_name(key.rsplit("/", 1)[1]) for key in costs})
+    return {m: model_from_costs((key, c) for key, c in sorted(costs.items())
+                                if model_name(key.rsplit("/", 1)[1]) != m)
             for m in models}
+
+
+def calibration_costs() -> dict[str, dict[str, Any]]:
+    """"<run>/<workload>" -> trace_host_costs of CALIBRATION_RUN's format-2 traces."""
+    from habitat.analysis.host_model import load_document, trace_host_costs
+
+    return {f"{CALIBRATION_RUN}/{p.name.removesuffix('.json.gz')}": trace_host_costs(load_document(p))
+            for p in sorted((ROOT / "benchmarks/results" / CALIBRATION_RUN / "traces").glob("*.json.gz"))}
 
 
 def forecast_with(model: dict[str, Any], trace: Path) -> Any:
@@ -71,18 +86,18 @@ def forecast_with(model: dict[str, Any], trace: Path) -> Any:
 
 
 def evaluate() -> list[dict[str, Any]]:
-    from habitat.analysis.host_model import load_document, trace_host_costs
+    from habitat.analysis.host_model import model_from_costs
 
-    costs = {p.name.removesuffix(".json.gz"): trace_host_costs(load_document(p))
-             for p in sorted((ROOT / "benchmarks/results" / CALIBRATION_RUN / "traces").glob("*.json.gz"))}
+    costs = calibration_costs()
     models = held_out_models(costs)
+    every = model_from_costs(sorted(costs.items()))  # for a workload none of them is a trace of
     steps = measured()
     rows = []
     for path in sorted((ROOT / "benchmarks/results/cpu-traces").glob("*.json.gz")):
         workload = path.name.removesuffix(".json.gz")
-        if model_name(workload) not in models:
-            continue  # no GPU run of this model to compare with
-        step = forecast_with(models[model_name(workload)], path)
+        if not any((workload, folder) in steps for folder, _, _ in RUNS):
+            continue  # no GPU run of this workload to compare with
+        step = forecast_with(models.get(model_name(workload), every), path)
         for folder, gpu, label in RUNS:
             m = steps.get((workload, folder))
             if m is None:
