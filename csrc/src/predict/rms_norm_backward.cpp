@@ -1,5 +1,6 @@
 #include "predict/rms_norm_backward.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <string_view>
@@ -188,22 +189,29 @@ FusedBackward decomposed_rms_norm_backward(const Step& step,
   out.pieces.assign(step.ops.size(), 0);
   std::vector<Norm> norms;
   std::unordered_map<uint64_t, std::size_t> norm_of_storage;
+  std::set<uint64_t> shared;  // a module applied twice, or recomputed (checkpointing): its weight
   for (const std::size_t f : forwards) {
     Norm n = norm_of(step, f);
     if (n.geometry.normalized == 0 || n.geometry.normalized > n.geometry.input.size()) continue;
-    for (const uint64_t s : n.intermediates) norm_of_storage.emplace(s, norms.size());
+    for (const uint64_t s : n.intermediates) {
+      if (!norm_of_storage.emplace(s, norms.size()).second) shared.insert(s);
+    }
     norms.push_back(std::move(n));
   }
+  for (const uint64_t s : shared) norm_of_storage.erase(s);  // says no one norm
   std::vector<char> found(norms.size(), 0);
+  std::size_t claimed = 0;  // ops before it belong to a run already
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     const OpRecord& start = step.ops[i];
-    if (!top_level_backward(start) || !piece_nodes().contains(start.autograd_node)) continue;
+    if (i < claimed || !top_level_backward(start) || !piece_nodes().contains(start.autograd_node)) {
+      continue;
+    }
     const std::size_t k = norm_read_by(start, norm_of_storage, norms.size());
     if (k == norms.size() || found[k] || !shaped(start, norms[k].geometry)) continue;
     found[k] = 1;
-    const std::size_t first = run_first(step, i, norms[k]);
-    const std::size_t end = run_end(step, i, norms[k]);
-    for (std::size_t j = first; j < end; ++j) {
+    const std::size_t first = std::max(claimed, run_first(step, i, norms[k]));
+    claimed = run_end(step, i, norms[k]);
+    for (std::size_t j = first; j < claimed; ++j) {
       const OpRecord& op = step.ops[j];
       if (!op.parent && op.autograd_node != kAccumulateGrad) out.pieces[j] = 1;
     }

@@ -18,13 +18,14 @@ namespace habitat::cuda_paths {
 // `forwards`: the step's _fused_rms_norm calls that the CPU decomposed (ops with children).
 // A norm's backward is the run of top-level backward ops around the first one reading its
 // weight or an intermediate tensor of its decomposition (by storage; the input and the result
-// are read by other ops too): from the ops of that op's autograd node just before it that read
-// the same gradient (and an upcast's cast back before them), on while the ops belong to the
-// decomposition's autograd nodes and touch only tensors of the norm's shapes, through its
-// square's backward (PowBackward0, the first op applied to the input) and, for an input the
-// decomposition upcast, the cast's. Autograd runs those nodes back to back: their sequence
-// numbers are consecutive, and only AccumulateGrad (the weight's) runs between them. The carrier
-// is the run's first op, costed as fused_backward_op(forward).
+// are read by other ops too, and a storage of two norms' says neither: a module applied twice,
+// or recomputed under activation checkpointing, shares its weight): from the ops of that op's
+// autograd node just before it that read the same gradient (and an upcast's cast back before them),
+// on while the ops belong to the decomposition's autograd nodes and touch only tensors of the
+// norm's shapes, through its square's backward (PowBackward0, the first op applied to the input)
+// and, for an input the decomposition upcast, the cast's. Autograd runs those nodes back to back:
+// their sequence numbers are consecutive, and only AccumulateGrad (the weight's) runs between them.
+// The carrier is the run's first op, costed as fused_backward_op(forward).
 FusedBackward decomposed_rms_norm_backward(const Step& step,
                                            const std::vector<std::size_t>& forwards);
 

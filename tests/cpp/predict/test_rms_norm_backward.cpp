@@ -143,6 +143,34 @@ TEST(RmsNormBackward, OpsAroundTheRunAndOfOtherShapesAreLeftAlone) {
   EXPECT_EQ(none.pieces, std::vector<char>(bare.ops.size(), 0));
 }
 
+TEST(RmsNormBackward, ARecomputedNormHasOneBackwardOnlyItsOwn) {
+  // Activation checkpointing: the forward (storages from 1000), then its recomputation in the
+  // backward (from 2000, the same weight), whose tensors the backward reads.
+  Step step;
+  for (OpRecord& r : forward(0, 1000)) step.ops.push_back(std::move(r));
+  for (OpRecord& r : forward(100, 2000)) {
+    r.phase = Phase::Backward;
+    for (Argument& a : r.args) {
+      for (TensorMeta& t : a.value.tensors) t.storage = t.storage == 2001 ? 1001 : t.storage;
+    }
+    step.ops.push_back(std::move(r));
+  }
+  const std::size_t first = step.ops.size();
+  for (OpRecord& r : backward(500, 2000, 9000)) {
+    for (Argument& a : r.args) {
+      for (TensorMeta& t : a.value.tensors) t.storage = t.storage == 2001 ? 1001 : t.storage;
+    }
+    step.ops.push_back(std::move(r));
+  }
+  const cuda_paths::FusedBackward got = cuda_paths::decomposed_rms_norm_backward(step, {0, 7});
+  ASSERT_EQ(got.carriers.size(), 1u);
+  EXPECT_EQ(got.carriers[0], (std::pair<std::size_t, std::size_t>{first, 7}));
+  for (std::size_t i = first; i < step.ops.size(); ++i) {
+    const bool accumulate = step.ops[i].autograd_node == "torch::autograd::AccumulateGrad";
+    EXPECT_EQ(got.pieces[i] != 0, !accumulate) << i;
+  }
+}
+
 TEST(RmsNormBackward, WithoutAWeightTheRunBeginsWithTheInputsProduct) {
   // y = x * rstd: its backward multiplies the incoming gradient by x (for rstd's gradient) and
   // then by rstd; only the second reads a tensor of the norm's own, the first reads its input.
