@@ -48,12 +48,7 @@ struct Geometry {
 };
 
 bool shaped(const OpRecord& op, const Geometry& g) {
-  for (const auto& a : op.args) {
-    for (const auto& t : a.value.tensors) {
-      if (t.defined && !g.holds(t.shape)) return false;
-    }
-  }
-  return true;
+  return !op_args::any_tensor(op.args, [&](const TensorMeta& t) { return !g.holds(t.shape); });
 }
 
 struct Norm {
@@ -65,15 +60,9 @@ struct Norm {
 };
 
 bool reads_own(const OpRecord& op, const Norm& n) {
-  for (const auto& a : op.args) {
-    for (const auto& t : a.value.tensors) {
-      if (t.defined && t.storage != 0 &&
-          (t.storage == n.input || n.intermediates.contains(t.storage))) {
-        return true;
-      }
-    }
-  }
-  return false;
+  return op_args::any_tensor(op.args, [&](const TensorMeta& t) {
+    return t.storage != 0 && (t.storage == n.input || n.intermediates.contains(t.storage));
+  });
 }
 
 // What identifies one forward's backward: the storages only its backward reads.
@@ -101,7 +90,6 @@ Norm norm_of(const Step& step, std::size_t f) {
   if (!fwd.outputs.empty()) n.intermediates.erase(fwd.outputs.front().storage);
   n.intermediates.erase(x->storage);
   n.input = x->storage;
-  n.intermediates.erase(0);
   return n;
 }
 
@@ -111,13 +99,13 @@ bool top_level_backward(const OpRecord& op) { return op.phase == Phase::Backward
 std::size_t norm_read_by(const OpRecord& op,
                          const std::unordered_map<uint64_t, std::size_t>& norm_of_storage,
                          std::size_t none) {
-  for (const auto& a : op.args) {
-    for (const auto& t : a.value.tensors) {
-      const auto it = norm_of_storage.find(t.storage);
-      if (t.defined && it != norm_of_storage.end()) return it->second;
-    }
-  }
-  return none;
+  std::size_t found = none;
+  op_args::any_tensor(op.args, [&](const TensorMeta& t) {
+    const auto it = norm_of_storage.find(t.storage);
+    if (it != norm_of_storage.end()) found = it->second;
+    return it != norm_of_storage.end();
+  });
+  return found;
 }
 
 // The top-level op before `i` (skipping children), or `i` when there is none.
@@ -129,17 +117,10 @@ std::size_t previous_top_level(const Step& step, std::size_t i) {
 }
 
 bool shares_storage(const OpRecord& a, const OpRecord& b) {
-  for (const auto& x : a.args) {
-    for (const auto& t : x.value.tensors) {
-      if (!t.defined || t.storage == 0) continue;
-      for (const auto& y : b.args) {
-        for (const auto& u : y.value.tensors) {
-          if (u.defined && u.storage == t.storage) return true;
-        }
-      }
-    }
-  }
-  return false;
+  return op_args::any_tensor(a.args, [&](const TensorMeta& t) {
+    return t.storage != 0 &&
+           op_args::any_tensor(b.args, [&](const TensorMeta& u) { return u.storage == t.storage; });
+  });
 }
 
 // The run's first op: `start`, after the ops of its own autograd node before it (they read the

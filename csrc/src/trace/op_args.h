@@ -52,6 +52,17 @@ inline std::vector<const TensorMeta*> tensor_list(Args args, std::string_view na
   return out;
 }
 
+// Whether `pred` holds for any defined tensor of `args` (tensor and tensor-list arguments alike).
+template <typename Pred>
+bool any_tensor(Args args, Pred&& pred) {
+  for (const Argument& a : args) {
+    for (const TensorMeta& t : a.value.tensors) {
+      if (t.defined && pred(t)) return true;
+    }
+  }
+  return false;
+}
+
 // A Scalar/int/float/bool argument (arrives as Int, Double or Bool); nullopt when absent or None.
 inline std::optional<double> number(Args args, std::string_view name) {
   const ArgValue* v = find(args, name);
