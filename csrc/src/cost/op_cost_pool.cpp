@@ -13,14 +13,22 @@ int spatial_rank(std::string_view stem) {
   return 2;
 }
 
-// Elements in one pooling window: kernel_size may give one size for all dimensions.
+// Input elements one pooling window reads: kernel_size may give one size for all dimensions.
+// CUDA's pooling kernels clip each window to the input (aten/src/ATen/native/cuda/
+// AveragePool2d.cu: hend = min(hend, height)), so a dimension reads at most the input's extent
+// along it: Hugging Face's EfficientNet pools its 7x7 map with AvgPool2d(1280, ceil_mode=True).
 double window(const OpContext& c) {
   const auto k = ints_arg(c, "kernel_size");
   if (k.empty()) return 1;
-  double w = 1;
+  const TensorMeta* self = tensor_arg(c, "self");
   const int rank = spatial_rank(c.stem);
+  double w = 1;
   for (int d = 0; d < rank; ++d) {
-    w *= static_cast<double>(k.size() == 1 ? k[0] : k[std::min<std::size_t>(d, k.size() - 1)]);
+    auto taps = k.size() == 1 ? k[0] : k[std::min<std::size_t>(d, k.size() - 1)];
+    if (self != nullptr && self->shape.size() >= static_cast<std::size_t>(rank)) {
+      taps = std::min(taps, self->shape[self->shape.size() - rank + d]);
+    }
+    w *= static_cast<double>(std::max<int64_t>(taps, 1));
   }
   return w;
 }

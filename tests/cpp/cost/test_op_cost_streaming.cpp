@@ -182,6 +182,31 @@ TEST(OpCostPool, MaxPoolForwardAndBackward) {
   EXPECT_DOUBLE_EQ(estimate_cost(avg).bytes_written, 2048 * 4.0);
 }
 
+TEST(OpCostPool, AWindowLargerThanItsInputReadsTheInputOnce) {
+  // Hugging Face's EfficientNet head: AvgPool2d(1280, ceil_mode=True) over a 7x7 map. The CUDA
+  // kernels clip each window to the input: 49 additions per output, not 1280 x 1280.
+  const auto fwd =
+      op("aten::avg_pool2d", "",
+         {tensor("self", T({16, 1280, 7, 7})), ints("kernel_size", {1280, 1280}),
+          ints("stride", {1280, 1280}), ints("padding", {0}), boolean("ceil_mode", true),
+          boolean("count_include_pad", true), none("divisor_override")},
+         {T({16, 1280, 1, 1})});
+  EXPECT_DOUBLE_EQ(estimate_cost(fwd).flops, 16 * 1280 * 49.0);
+  const auto bwd =
+      op("aten::avg_pool2d_backward", "",
+         {tensor("grad_output", T({16, 1280, 1, 1})), tensor("self", T({16, 1280, 7, 7})),
+          ints("kernel_size", {1280}), ints("stride", {1280}), ints("padding", {0}),
+          boolean("ceil_mode", true), boolean("count_include_pad", true), none("divisor_override")},
+         {T({16, 1280, 7, 7})});
+  EXPECT_DOUBLE_EQ(estimate_cost(bwd).flops, 16 * 1280 * 49.0);
+  // A window inside its input keeps its size: 3x3 on 8x8.
+  const auto small = op("aten::avg_pool2d", "",
+                        {tensor("self", T({1, 2, 8, 8})), ints("kernel_size", {3}),
+                         ints("stride", {1}), ints("padding", {1})},
+                        {T({1, 2, 8, 8})});
+  EXPECT_DOUBLE_EQ(estimate_cost(small).flops, 128 * 9.0);
+}
+
 OpRecord layer_norm_backward(std::vector<int64_t> mask) {
   const TensorMeta x = T({8, 512, 768});
   return op("aten::native_layer_norm_backward", "",
