@@ -20,6 +20,7 @@
 #include "habitat/file_io.h"
 #include "habitat/learned_models.h"
 #include "hardware/roofline.h"
+#include "learned/conv_geometry.h"
 #include "learned/shape_extent.h"
 #include "trace/json_reader.h"
 #include "trace/op_args.h"
@@ -117,9 +118,8 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
   // so.
   const TensorMeta* x = first_of(op, {"input", "self"});
   const TensorMeta* w = first_of(op, {"weight"});
-  if (x == nullptr || w == nullptr || x->shape.size() != 4 || w->shape.size() != 4) return {};
+  if (x == nullptr || w == nullptr) return {};
   const bool transposed = bool_arg(op, "transposed") || name.find("transpose") != std::string::npos;
-  const double r = static_cast<double>(w->shape[2]), s = static_cast<double>(w->shape[3]);
   // A transposed convolution of x [N, Ci, H, W] by w [Ci, Co, R, S] is the data gradient of
   // the convolution of its output y [N, Co, H', W'] by w read as [out Ci, in Co, R, S]; its
   // input gradient is that convolution's forward pass and its weight gradient the same
@@ -129,10 +129,11 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
   if (transposed) {
     y = backward ? first_of(op, {"grad_output"})
                  : (op.outputs.empty() ? nullptr : &op.outputs.front());
-    if (y == nullptr || y->shape.size() != 4) return {};
+    if (y == nullptr) return {};
   }
   const TensorMeta& image = transposed ? *y : *x;  // the direct convolution's input
-  const double h = static_cast<double>(image.shape[2]), wd = static_cast<double>(image.shape[3]);
+  const std::optional<SquareConv> square = square_conv(op, image, *w);
+  if (!square) return {};
   // A depthwise convolution: the caller takes the measured roofline (cost/depthwise.h). A
   // grouped one is `groups` independent convolutions of cin/groups -> cout/groups channels,
   // which cuDNN runs as one batch: the learned shape is that problem over batch x groups images.
@@ -142,10 +143,10 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
       {"batch", static_cast<double>(image.shape[0]) * groups},
       {"cin", static_cast<double>(w->shape[1])},            // transposed: co / groups
       {"cout", static_cast<double>(w->shape[0]) / groups},  // transposed: ci / groups
-      {"kernel", std::sqrt(r * s)},
-      {"size", std::sqrt(h * wd)},
-      {"stride", static_cast<double>(int_arg(op, "stride", 1))},
-      {"padding", static_cast<double>(int_arg(op, "padding", 0))},
+      {"kernel", square->kernel},
+      {"size", square->size},
+      {"stride", square->stride},
+      {"padding", square->padding},
       {"elem_bytes", elem_bytes(*x)},
       {"grad", 0.0},
       // cuDNN runs channels-last when the input or the weight is (PyTorch's

@@ -4,6 +4,8 @@
 // and fell back to the roofline: DCGAN's generator at a third of its measured H100 time).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "cost/test_op_cost_builders.h"
 #include "habitat/learned_models.h"
 #include "habitat/op_cost.h"
@@ -110,6 +112,76 @@ TEST(ConvParts, ADepthwiseConvolutionIsLeftToTheRooflineWithItsPassesReReads) {
   EXPECT_DOUBLE_EQ(estimate_cost(backward(64)).bytes_read, 3 * 2 * bytes);
   EXPECT_DOUBLE_EQ(estimate_cost(backward(4)).bytes_read, 2 * bytes);  // grouped: once
   EXPECT_TRUE(learned_parts(backward(64), estimate_cost(backward(64))).empty());
+}
+
+// The conv model knows square convolutions. A 1-D one (wav2vec 2.0's feature encoder: 512
+// channels, filter 3, stride 2) runs in cuDNN as a 2-D convolution of height 1; its square
+// stand-in keeps the implicit GEMM: output pixels, filter taps and channels.
+double square_output_pixels(const LearnedShape& s) {
+  const double out =
+      conv_output_size(s.at("size"), s.at("padding"), s.at("kernel"), s.at("stride"));
+  return out * out;
+}
+
+TEST(ConvParts, AOneDimensionalConvolutionKeepsItsOutputPixelsAndTaps) {
+  const TensorMeta x = T({4, 512, 6399}), w = T({512, 512, 3}), y = T({4, 512, 3199});
+  const OpRecord fwd = op("aten::convolution", "",
+                          {tensor("input", x), tensor("weight", w), ints("stride", {2}),
+                           ints("padding", {0}), ints("dilation", {1}), integer("groups", 1)},
+                          {y});
+  const auto parts = learned_parts(fwd, estimate_cost(fwd));
+  ASSERT_EQ(parts.size(), 1u);
+  const LearnedShape& s = parts[0].shape;
+  EXPECT_EQ(s.at("cin"), 512);
+  EXPECT_EQ(s.at("cout"), 512);
+  EXPECT_DOUBLE_EQ(s.at("kernel") * s.at("kernel"), 3);
+  EXPECT_DOUBLE_EQ(s.at("stride") * s.at("stride"), 2);
+  EXPECT_DOUBLE_EQ(s.at("size") * s.at("size"), 6399);
+  EXPECT_EQ(square_output_pixels(s), 57 * 57);  // the square nearest 3199 (56.6^2)
+  // Its backward, recorded with the same 3-D tensors, gets the same two passes' shapes.
+  const OpRecord bwd = op("aten::convolution_backward", "",
+                          {tensor("grad_output", y), tensor("input", x), tensor("weight", w),
+                           ints("stride", {2}), ints("padding", {0}), ints("dilation", {1}),
+                           integer("groups", 1), bools("output_mask", {1, 1, 0})},
+                          {x, w});
+  const auto passes = learned_parts(bwd, estimate_cost(bwd));
+  ASSERT_EQ(passes.size(), 2u);
+  EXPECT_EQ(passes[0].shape.at("grad"), 1);
+  EXPECT_EQ(passes[1].shape.at("grad"), 2);
+  EXPECT_EQ(square_output_pixels(passes[1].shape), square_output_pixels(s));
+}
+
+TEST(ConvParts, ARectangularConvolutionIsTheSquareOfItsGeometricMeans) {
+  // The CPU records a 1-D convolution's forward as the 2-D one it runs: [4, 1, 1, 32000] by
+  // [512, 1, 1, 10], stride (1, 5): 6399 outputs per channel, not the 176^2 of a stride-1 square.
+  const OpRecord first =
+      op("aten::mkldnn_convolution", "",
+         {tensor("self", T({4, 1, 1, 32000})), tensor("weight", T({512, 1, 1, 10})),
+          ints("padding", {0, 0}), ints("stride", {1, 5}), ints("dilation", {1, 1}),
+          integer("groups", 1)},
+         {T({4, 512, 1, 6399})});
+  const auto parts = learned_parts(first, estimate_cost(first));
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(square_output_pixels(parts[0].shape), 80 * 80);  // 6399 pixels
+  EXPECT_NEAR(parts[0].shape.at("stride"), std::sqrt(5.0), 1e-12);
+  // A dilated square convolution (DeepLab's atrous 3x3, dilation and padding 2) keeps its size.
+  const OpRecord atrous =
+      op("aten::convolution", "",
+         {tensor("input", T({2, 64, 33, 33})), tensor("weight", T({64, 64, 3, 3})),
+          ints("stride", {1, 1}), ints("padding", {2, 2}), ints("dilation", {2, 2}),
+          integer("groups", 1)},
+         {T({2, 64, 33, 33})});
+  EXPECT_EQ(square_output_pixels(learned_parts(atrous, estimate_cost(atrous))[0].shape), 33 * 33);
+  // A 1x1 stride-1 pass stays an exact square of its pixels (the NCHW GEMM path reads them).
+  const OpRecord pointwise =
+      op("aten::convolution", "",
+         {tensor("input", T({4, 256, 1, 400})), tensor("weight", T({128, 256, 1, 1})),
+          ints("stride", {1}), ints("padding", {0}), integer("groups", 1)},
+         {T({4, 128, 1, 400})});
+  const LearnedShape& p = learned_parts(pointwise, estimate_cost(pointwise))[0].shape;
+  EXPECT_EQ(p.at("size"), 20);
+  EXPECT_EQ(p.at("padding"), 0);
+  EXPECT_EQ(p.at("kernel"), 1);
 }
 
 }  // namespace
