@@ -178,7 +178,7 @@ TEST(ConvParts, ARectangularConvolutionIsTheSquareOfItsGeometricMeans) {
          {tensor("input", T({4, 256, 1, 400})), tensor("weight", T({128, 256, 1, 1})),
           ints("stride", {1}), ints("padding", {0}), integer("groups", 1)},
          {T({4, 128, 1, 400})});
-  const LearnedShape& p = learned_parts(pointwise, estimate_cost(pointwise))[0].shape;
+  const LearnedShape p = learned_parts(pointwise, estimate_cost(pointwise))[0].shape;
   EXPECT_EQ(p.at("size"), 20);
   EXPECT_EQ(p.at("padding"), 0);
   EXPECT_EQ(p.at("kernel"), 1);
