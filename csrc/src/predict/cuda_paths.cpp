@@ -506,6 +506,10 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
     for (const std::size_t i : members) m.parent_wins[i] = step.ops[i].has_children ? 1 : 0;
     m.foreach_groups.push_back({foreach_op(step, members, names[key]), members});
   }
+  m.state_init = optimizer_state_init(step);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (m.state_init.ops[i]) m.host_only[i] = 1;
+  }
   add_expansions(cpu_autocast_float_ops(step, index_of), m);
   m.attention_backward = math_attention_backward(step, math_attention);
   add_fused_backwards(step, m);

@@ -30,6 +30,8 @@
 //   - batch norm: the CPU records native_batch_norm(_backward); CUDA runs cuDNN's kernels
 //     where PyTorch's backend choice picks them (float32, half with float weights) and its
 //     own native kernels otherwise (bfloat16): see cudnn_batch_norm in cuda_paths.cpp.
+//   - a first optimizer step's state creation (optimizer_state.h): left out, as no later
+//     step runs it.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +42,7 @@
 #include "habitat/trace.h"
 #include "predict/attention_backward.h"
 #include "predict/op_index.h"
+#include "predict/optimizer_state.h"
 #include "predict/rms_norm_backward.h"
 
 namespace habitat::cuda_paths {
@@ -75,6 +78,9 @@ struct Mapping {
   // Per op: a piece of a decomposition whose fused CUDA op another op carries (an attention's
   // or an RMS norm's backward): no kernel of its own.
   std::vector<char> absorbed;
+  // The optimizer state a first step creates (optimizer_state.h): marked host_only too (no
+  // kernel); the timeline gives its calls no host time.
+  OptimizerStateInit state_init;
 };
 
 // The fused SDPA op torch picks on `target` for `dtype` (its default backend order, PyTorch

@@ -123,7 +123,7 @@ HostSchedule inclusive_schedule(const Step& step, const TraceOrigin& origin,
   }
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     const OpRecord& op = step.ops[i];
-    if (op.depth == 0) {
+    if (op.depth == 0 && !cuda.state_init.ops[i]) {
       const double gap = gap_of(model, op.phase);
       const std::string foreach_name = op.phase == Phase::Optimizer && per_call > 0
                                            ? optimizer_ops[op.name].first
@@ -158,6 +158,12 @@ HostSchedule inclusive_schedule(const Step& step, const TraceOrigin& origin,
     mapping_note = "; the optimizer's " + std::to_string(mapped) +
                    " per-tensor op calls taken as CUDA's foreach calls (" +
                    std::to_string(per_call) + " tensors each)";
+  }
+  if (cuda.state_init.calls > 0) {
+    mapping_note += "; the optimizer's state created in this step (" +
+                    std::to_string(cuda.state_init.calls) +
+                    (cuda.state_init.calls == 1 ? " call" : " calls") +
+                    ": its first step) left out, as no later step runs them";
   }
   if (unknown_work + unknown_view > 0) {
     const std::string per_work =

@@ -112,6 +112,28 @@ TEST(HostModel, UnseenNamesCostByTheKernelsCudaWouldLaunch) {
   EXPECT_NEAR(build_host_schedule(step, cpu(), o).host_end_us, 10 + 20 + 12 * 1 + 10 + 1.5, 1e-9);
 }
 
+TEST(HostModel, AFirstStepsOptimizerStateCreationTakesNoHostTime) {
+  // Adam's first step for one parameter: exp_avg = zeros_like(p) (a fill below it), then the
+  // update every step runs (a per-tensor add_, modelled as a foreach call).
+  Step first;
+  first.ops = {op(0, "aten::zeros_like", Phase::Optimizer),
+               op(1, "aten::zero_", Phase::Optimizer, 1, 0), op(2, "aten::add_", Phase::Optimizer)};
+  first.ops[0].has_children = true;
+  first.ops[0].args = {tensor_arg("self", {64, 64})};
+  first.ops[0].outputs = {tensor(std::vector<int64_t>{64, 64})};
+  first.ops[2].args = {tensor_arg("self", {64, 64}), tensor_arg("other", {64, 64})};
+  Step later;
+  later.ops = {first.ops[2]};
+  const HostCostModel m = model();
+  TimelineOptions o;
+  o.host_model = &m;
+  const HostSchedule s = build_host_schedule(first, cpu(), o);
+  EXPECT_NEAR(s.host_end_us, build_host_schedule(later, cpu(), o).host_end_us, 1e-9);
+  ASSERT_FALSE(s.notes.empty());
+  EXPECT_NE(s.notes.back().find("the optimizer's state created in this step (1 call:"),
+            std::string::npos);
+}
+
 TEST(HostModel, JsonCarriesTheInclusiveFields) {
   const HostCostModel m = host_cost_model_from_json(
       R"({"default_op_us": 3, "top_level_gap_us": 10, "top_level_op_us": {"aten::linear": 100},
