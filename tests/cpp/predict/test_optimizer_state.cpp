@@ -14,13 +14,11 @@ namespace {
 using test::T;
 using test::tensor;
 
+// An optimizer-phase call (test::op) at `depth`, below the call before it when nested.
 OpRecord call(uint64_t id, std::string name, std::vector<Argument> args,
               std::vector<TensorMeta> outputs, Phase phase = Phase::Optimizer, int depth = 0) {
-  OpRecord op;
+  OpRecord op = test::op(std::move(name), "", std::move(args), std::move(outputs));
   op.id = id;
-  op.name = std::move(name);
-  op.args = std::move(args);
-  op.outputs = std::move(outputs);
   op.phase = phase;
   op.depth = depth;
   if (depth > 0) op.parent = id - 1;
