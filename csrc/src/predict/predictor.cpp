@@ -20,6 +20,7 @@
 #include "predict/embedding_kernels.h"
 #include "predict/loss_kernels.h"
 #include "predict/op_key.h"
+#include "predict/optimizer_state.h"
 #include "predict/shape_efficiency.h"
 #include "predict/timeline_json.h"
 
@@ -359,11 +360,21 @@ class StepForecaster {
     return all_known;
   }
 
-  // A CPU-traced step costs what CUDA would run (map_to_cuda above); a GPU origin's ops ran.
+  // A CPU-traced step costs what CUDA would run (map_to_cuda above); a GPU origin's ops ran,
+  // but those creating a first step's optimizer state run in no later step (optimizer_state.h).
   void map_cpu_step_to_cuda() {
-    parent_wins_ = origin_.device == "cpu"
-                       ? map_to_cuda(step_, origin_, index_of_, predictor_, devices_, f_, own_)
-                       : std::vector<char>(n_ops_, 0);
+    if (origin_.device == "cpu") {
+      parent_wins_ = map_to_cuda(step_, origin_, index_of_, predictor_, devices_, f_, own_);
+      return;
+    }
+    parent_wins_.assign(n_ops_, 0);
+    const OptimizerStateInit init = optimizer_state_init(step_);
+    for (std::size_t i = 0; i < n_ops_; ++i) {
+      if (!init.ops[i]) continue;
+      f_.ops[i].cost = OpCost{};
+      f_.ops[i].cost.op_class = OpClass::NoKernel;
+      own_.fill_row(i, OpPrediction{0.0, Method::NoKernel});
+    }
   }
 
   // Children follow their parent in start order, so a reverse pass sees every child's final

@@ -11,6 +11,7 @@
 #include "habitat/timeline.h"
 #include "predict/fixed_point_text.h"
 #include "predict/op_index.h"
+#include "predict/optimizer_state.h"
 #include "predict/timeline_host_model.h"
 
 namespace habitat {
@@ -531,7 +532,20 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
 
   RawHost raw;
   raw.events.reserve(step.ops.size() * 2);
-  for (std::size_t i = 0; i < step.ops.size(); ++i) add_op(i, step.ops[i], how, built, raw);
+  // A first step's optimizer state creation runs in no later step (optimizer_state.h): its
+  // calls launch nothing in the schedule and their host time is taken out.
+  const OptimizerStateInit init = optimizer_state_init(step);
+  double state_init_us = 0;
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    const OpRecord& op = step.ops[i];
+    if (!init.ops[i]) {
+      add_op(i, op, how, built, raw);
+    } else if (op.depth == 0) {
+      built.removals.add(op.start_us, op.wall_us);
+      state_init_us += op.wall_us;
+      raw.end_us = std::max(raw.end_us, op.start_us + op.wall_us);
+    }
+  }
   add_recorded_syncs(step, how.clock_shift, built, raw);
   const double lead_in_removed = take_out_lead_in(step, built);
   s.overhead_removed_us += s.launch_overhead_removed_us;
@@ -543,6 +557,12 @@ TracedSchedule traced_schedule(const Step& step, const TimelineOptions& options)
                              static_cast<double>(step.ops.size());
 
   note_recording_time_removed(s, lead_in_removed, records.own_before);
+  if (init.calls > 0) {
+    s.notes.push_back("the optimizer's state created in this step (" + std::to_string(init.calls) +
+                      (init.calls == 1 ? " call" : " calls") + ", " +
+                      fixed(state_init_us / 1000.0, 2) +
+                      " ms of host time: its first step) left out, as no later step runs them");
+  }
   if (s.launch_source == LaunchSource::Cupti) note_cupti_corrections(s, step);
   if (s.habitat_syncs > 0) {
     s.notes.push_back(
