@@ -80,7 +80,9 @@ TEST(OptimizerState, AFirstStepIsForecastAsTheStepsThatFollowIt) {
   const Step first = adam_step(true), later = adam_step(false);
   const cuda_paths::Mapping m = cuda_paths::map_cpu_step(first, OpIndex(first));
   for (std::size_t i = 0; i < first.ops.size(); ++i) {
-    if (m.state_init.ops[i]) EXPECT_TRUE(m.host_only[i]) << first.ops[i].name;
+    if (m.state_init.ops[i]) {
+      EXPECT_TRUE(m.host_only[i]) << first.ops[i].name;
+    }
   }
   TraceOrigin cpu;
   cpu.device = "cpu";
