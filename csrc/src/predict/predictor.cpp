@@ -362,7 +362,7 @@ class StepForecaster {
 
   // A CPU-traced step costs what CUDA would run (map_to_cuda above); a GPU origin's ops ran,
   // but those creating a first step's optimizer state run in no later step (optimizer_state.h).
-  void map_cpu_step_to_cuda() {
+  void map_to_cuda_work() {
     if (origin_.device == "cpu") {
       parent_wins_ = map_to_cuda(step_, origin_, index_of_, predictor_, devices_, f_, own_);
       return;
@@ -586,7 +586,7 @@ Forecast Predictor::predict_ops(const Step& step, const TraceOrigin& origin,
   PredictionMemo call_memo;
   const bool all_known =
       forecaster.own_work(shared_memo_ != nullptr ? *shared_memo_ : call_memo, memoize_);
-  forecaster.map_cpu_step_to_cuda();
+  forecaster.map_to_cuda_work();
   forecaster.roll_up();
   forecaster.add_totals();
   // Kept (by the caller) only once a step repeats, every op known: a one-off step costs no copy.
