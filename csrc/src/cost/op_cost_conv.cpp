@@ -6,43 +6,20 @@
 #include <algorithm>
 #include <span>
 
+#include "cost/conv_window.h"
 #include "cost/depthwise.h"
 #include "cost/op_cost_detail.h"
 
 namespace habitat::op_cost {
 namespace {
 
-// SymInt[] arguments of convolutions may hold one value for all spatial dimensions.
-int64_t per_dim(std::span<const int64_t> values, std::size_t d, int64_t fallback) {
-  if (values.empty()) return fallback;
-  return values.size() == 1 ? values.front() : (d < values.size() ? values[d] : fallback);
-}
-
 // Elements of a (non-transposed) convolution's output from the input, weight and the
 // stride/padding/dilation arguments, for records without an output.
 double computed_output_elements(const OpContext& c, const TensorMeta& input,
                                 const TensorMeta& weight) {
   if (input.shape.size() < 3 || weight.shape.size() != input.shape.size()) return 0;
-  const auto stride = ints_arg(c, "stride");
-  const auto dilation = ints_arg(c, "dilation");
-  const ArgValue* pad = arg(c, "padding");
-  const bool same = pad != nullptr && pad->kind == ArgValue::Kind::String && pad->text == "same";
-  const auto padding = ints_arg(c, "padding");  // empty for "valid"
-  double n = static_cast<double>(input.shape[0] * weight.shape[0]);
-  for (std::size_t d = 0; d + 2 < input.shape.size(); ++d) {
-    const int64_t in = input.shape[d + 2];
-    const int64_t k = weight.shape[d + 2];
-    const int64_t s = std::max<int64_t>(per_dim(stride, d, 1), 1);  // a corrupt 0 must not trap
-    if (same) {
-      n *= static_cast<double>((in + s - 1) / s);
-      continue;
-    }
-    const int64_t p = per_dim(padding, d, 0);
-    const int64_t dil = per_dim(dilation, d, 1);
-    const int64_t out = (in + 2 * p - dil * (k - 1) - 1) / s + 1;
-    n *= static_cast<double>(std::max<int64_t>(out, 0));
-  }
-  return n;
+  return static_cast<double>(input.shape[0] * weight.shape[0]) *
+         conv_output_positions(c.inputs(), input, weight);
 }
 
 // The share of its input a (non-transposed, undilated) pass reads: a filter narrower than its

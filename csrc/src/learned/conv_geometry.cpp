@@ -1,9 +1,12 @@
 #include "learned/conv_geometry.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <string_view>
 #include <vector>
 
+#include "cost/conv_window.h"
 #include "trace/op_args.h"
 
 namespace habitat {
@@ -11,12 +14,13 @@ namespace {
 
 using Pair = std::array<double, 2>;  // height, width
 
-// An int-list argument per spatial dimension: one value for both, one each, or `fallback`.
+// An int-list argument per spatial dimension (op_cost::per_dim: one value for both, or one
+// each), or `fallback`.
 Pair per_dimension(const OpRecord& op, std::string_view name, double fallback) {
   const std::vector<int64_t> v = op_args::ints(op.args, name);
-  if (v.empty()) return {fallback, fallback};
-  if (v.size() == 1) return {static_cast<double>(v[0]), static_cast<double>(v[0])};
-  return {static_cast<double>(v[v.size() - 2]), static_cast<double>(v.back())};
+  const auto f = static_cast<int64_t>(fallback);
+  return {static_cast<double>(op_cost::per_dim(v, 0, f)),
+          static_cast<double>(op_cost::per_dim(v, 1, f))};
 }
 
 }  // namespace
@@ -35,26 +39,22 @@ std::optional<SquareConv> square_conv(const OpRecord& op, const TensorMeta& imag
   Pair padding = per_dimension(op, "padding", 0);
   Pair dilation = per_dimension(op, "dilation", 1);
   if (rank == 3) {
-    stride = {1, stride[1]};
-    padding = {0, padding[1]};
-    dilation = {1, dilation[1]};
+    stride = {1, stride[0]};
+    padding = {0, padding[0]};
+    dilation = {1, dilation[0]};
   }
   if (side[0] == side[1] && filter[0] == filter[1] && stride[0] == stride[1] &&
       padding[0] == padding[1] && dilation[0] == 1 && dilation[1] == 1) {
     return SquareConv{side[0], filter[0], stride[0], padding[0]};
   }
-  Pair out{};
-  for (std::size_t d = 0; d < 2; ++d) {
-    if (!(stride[d] > 0)) return std::nullopt;
-    const double extent = dilation[d] * (filter[d] - 1) + 1;
-    out[d] = std::floor((side[d] + 2 * padding[d] - extent) / stride[d]) + 1;
-    if (!(out[d] > 0)) return std::nullopt;
-  }
+  if (!(stride[0] > 0 && stride[1] > 0)) return std::nullopt;
+  const double positions = op_cost::conv_output_positions(op.args, image, weight);
+  if (!(positions > 0)) return std::nullopt;
   SquareConv sq;
   sq.size = std::sqrt(side[0] * side[1]);
   sq.kernel = std::sqrt(filter[0] * filter[1]);
   sq.stride = std::sqrt(stride[0] * stride[1]);
-  const double out_side = std::max(1.0, std::round(std::sqrt(out[0] * out[1])));
+  const double out_side = std::max(1.0, std::round(std::sqrt(positions)));
   // conv_output_size floors (size + 2 padding - kernel) / stride: aim at the middle of the
   // output's step so the floor lands on out_side - 1. A pointwise pass keeps an exact square
   // (the NCHW 1x1 GEMM path reads its pixels as size x size).

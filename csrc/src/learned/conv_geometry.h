@@ -23,7 +23,8 @@ struct SquareConv {
 // figures. Any other gets the geometric means of its sides, filter sides and strides, and the
 // padding that gives the square its output pixels (the nearest square number): the implicit
 // GEMM (output pixels x filter taps x channels) and the input it reads stay what they are.
-// nullopt when the tensors are neither 3-D nor 4-D or the output is empty.
+// nullopt when the tensors are neither 3-D nor 4-D, a stride is not positive or the output is
+// empty.
 std::optional<SquareConv> square_conv(const OpRecord& op, const TensorMeta& image,
                                       const TensorMeta& weight);
 
