@@ -29,23 +29,6 @@ const std::set<std::string_view>& foreach_stems() {
 
 bool zero_dim(const TensorMeta& t) { return t.defined && t.shape.empty(); }
 
-// Every tensor the op reads or writes is a 0-dim scalar.
-bool only_scalars(const OpRecord& op) {
-  bool any = false;
-  for (const auto& a : op.args) {
-    for (const auto& t : a.value.tensors) {
-      if (!t.defined) continue;
-      if (!zero_dim(t)) return false;
-      any = true;
-    }
-  }
-  for (const auto& t : op.outputs) {
-    if (!zero_dim(t)) return false;
-    any = true;
-  }
-  return any;
-}
-
 struct Stem {
   std::string foreach_name;  // "aten::_foreach_mul_"
   bool ok = false;

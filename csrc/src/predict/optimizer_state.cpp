@@ -4,24 +4,10 @@
 #include <set>
 #include <string>
 
+#include "trace/op_args.h"
+
 namespace habitat {
 namespace {
-
-bool scalar(const TensorMeta& t) { return t.defined && t.shape.empty(); }
-
-// Every tensor the call reads or writes is 0-dim, and it writes one.
-bool scalar_only(const OpRecord& op) {
-  for (const auto& a : op.args) {
-    for (const auto& t : a.value.tensors) {
-      if (t.defined && !scalar(t)) return false;
-    }
-  }
-  if (op.outputs.empty()) return false;
-  for (const auto& t : op.outputs) {
-    if (!scalar(t)) return false;
-  }
-  return true;
-}
 
 const std::set<std::string, std::less<>>& buffer_factories() {
   static const std::set<std::string, std::less<>> names{"aten::zeros_like", "aten::ones_like",
@@ -50,6 +36,20 @@ bool top_level_optimizer_call(const OpRecord& op) {
 
 }  // namespace
 
+bool only_scalars(const OpRecord& op) {
+  bool any = false;
+  const bool other = op_args::any_tensor(op.args, [&](const TensorMeta& t) {
+    any = true;
+    return !t.shape.empty();
+  });
+  if (other) return false;
+  for (const auto& t : op.outputs) {
+    if (!t.defined || !t.shape.empty()) return false;
+    any = true;
+  }
+  return any;
+}
+
 OptimizerStateInit optimizer_state_init(const Step& step) {
   OptimizerStateInit out;
   out.ops.assign(step.ops.size(), 0);
@@ -65,7 +65,7 @@ OptimizerStateInit optimizer_state_init(const Step& step) {
     if (!top_level_optimizer_call(op)) continue;
     const std::string& name = op.name.str();
     if (!buffer_factories().contains(name) &&
-        !(scalar_factories().contains(name) && scalar_only(op))) {
+        !(scalar_factories().contains(name) && !op.outputs.empty() && only_scalars(op))) {
       continue;
     }
     ++out.calls;

@@ -27,4 +27,8 @@ struct OptimizerStateInit {
 // step's own work and is never marked.
 OptimizerStateInit optimizer_state_init(const Step& step);
 
+// Every tensor the call reads or writes is 0-dim, and it has one: an optimizer's step counters
+// and their arithmetic, CPU tensors on CUDA too (capturable=False, the default).
+bool only_scalars(const OpRecord& op);
+
 }  // namespace habitat
