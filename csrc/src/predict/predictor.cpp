@@ -214,6 +214,13 @@ std::vector<char> redispatch_wrappers(const Step& step, const OpIndex& index_of)
   return wrapper;
 }
 
+// Op `i` runs no kernel on the target: no cost, no time on any target.
+void launches_nothing(std::size_t i, Forecast& f, OpTargetTable<OpPrediction>& own) {
+  f.ops[i].cost = OpCost{};
+  f.ops[i].cost.op_class = OpClass::NoKernel;
+  own.fill_row(i, OpPrediction{0.0, Method::NoKernel});
+}
+
 // A CPU-traced step forecast for CUDA targets costs what CUDA would run (cuda_paths.h): host
 // bookkeeping launches nothing, and per-tensor optimizer ops take their share (by bytes) of
 // the _foreach_ op CUDA launches for their group. Returns which ops' own estimates stand for
@@ -226,10 +233,7 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin, const
   // Host work, and the pieces of a fused op's backward (an attention's carriers are costed as
   // the fused backward below, an RMS norm's are expansions): no kernel of their own on CUDA.
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
-    if (!cuda.host_only[i] && !cuda.absorbed[i]) continue;
-    f.ops[i].cost = OpCost{};
-    f.ops[i].cost.op_class = OpClass::NoKernel;
-    own.fill_row(i, OpPrediction{0.0, Method::NoKernel});
+    if (cuda.host_only[i] || cuda.absorbed[i]) launches_nothing(i, f, own);
   }
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
     if (cuda.children_win[i]) own.fill_row(i, OpPrediction{0.0, Method::Composite});
@@ -370,10 +374,7 @@ class StepForecaster {
     parent_wins_.assign(n_ops_, 0);
     const OptimizerStateInit init = optimizer_state_init(step_);
     for (std::size_t i = 0; i < n_ops_; ++i) {
-      if (!init.ops[i]) continue;
-      f_.ops[i].cost = OpCost{};
-      f_.ops[i].cost.op_class = OpClass::NoKernel;
-      own_.fill_row(i, OpPrediction{0.0, Method::NoKernel});
+      if (init.ops[i]) launches_nothing(i, f_, own_);
     }
   }
 
