@@ -73,9 +73,11 @@ std::vector<LearnedPart> gemm_parts(const std::string& name, const OpRecord& op)
             {"elem_bytes", elem_bytes(*a)}}}};
 }
 
-// A 4-D tensor laid out channels-last: recorded non-contiguous with unit channel stride.
+// A 4-D or 5-D tensor laid out channels-last (channels_last, channels_last_3d): recorded
+// non-contiguous with unit channel stride.
 bool channels_last(const TensorMeta& t) {
-  return !t.contiguous && t.shape.size() == 4 && t.strides.size() == 4 && t.strides[1] == 1;
+  const std::size_t rank = t.shape.size();
+  return !t.contiguous && (rank == 4 || rank == 5) && t.strides.size() == rank && t.strides[1] == 1;
 }
 
 // cuDNN's NCHW <-> NHWC layout transforms around a tensor-core convolution pass
@@ -138,6 +140,8 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
   // grouped one is `groups` independent convolutions of cin/groups -> cout/groups channels,
   // which cuDNN runs as one batch: the learned shape is that problem over batch x groups images.
   if (op_cost::is_depthwise_conv(op)) return {};
+  // So is a 3-D one: PyTorch's own kernels (DepthwiseConv3d.cu), which no collection measured.
+  if (image.shape.size() == 5 && groups > 1 && w->shape[1] == 1) return {};
   // Per group: w is [cout, cin / groups, ...], transposed [ci, co / groups, ...].
   LearnedShape shape{
       {"batch", static_cast<double>(image.shape[0]) * groups},

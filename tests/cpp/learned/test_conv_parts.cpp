@@ -184,5 +184,58 @@ TEST(ConvParts, ARectangularConvolutionIsTheSquareOfItsGeometricMeans) {
   EXPECT_EQ(p.at("kernel"), 1);
 }
 
+TEST(ConvParts, AThreeDimensionalConvolutionKeepsItsOutputVoxelsAndTaps) {
+  // R3D-18's 3x3x3 convolution on [4, 64, 16, 56, 56]: 16 x 56 x 56 = 50176 output voxels
+  // (224^2) and 27 taps, as the square of side 224 and filter sqrt(27).
+  const TensorMeta x = T({4, 64, 16, 56, 56}, "bfloat16"), w = T({128, 64, 3, 3, 3}, "bfloat16");
+  const OpRecord fwd =
+      op("aten::convolution", "",
+         {tensor("input", x), tensor("weight", w), ints("stride", {1, 1, 1}),
+          ints("padding", {1, 1, 1}), ints("dilation", {1, 1, 1}), integer("groups", 1)},
+         {T({4, 128, 16, 56, 56}, "bfloat16")});
+  const auto parts = learned_parts(fwd, estimate_cost(fwd));
+  ASSERT_EQ(parts.size(), 1u);
+  const LearnedShape& s = parts[0].shape;
+  EXPECT_EQ(s.at("batch"), 4);
+  EXPECT_EQ(s.at("cin"), 64);
+  EXPECT_EQ(s.at("cout"), 128);
+  EXPECT_DOUBLE_EQ(s.at("size"), 224);
+  EXPECT_DOUBLE_EQ(s.at("kernel") * s.at("kernel"), 27);
+  EXPECT_EQ(square_output_pixels(s), 224 * 224);
+  EXPECT_EQ(s.at("nchw"), 1);  // NCDHW: cuDNN transforms it as it does NCHW
+  // Strided in time and space (2 x 2 x 2): 8 x 28 x 28 = 6272 voxels, the square nearest 79^2.
+  const OpRecord down =
+      op("aten::convolution", "",
+         {tensor("input", x), tensor("weight", w), ints("stride", {2, 2, 2}),
+          ints("padding", {1, 1, 1}), ints("dilation", {1, 1, 1}), integer("groups", 1)},
+         {T({4, 128, 8, 28, 28}, "bfloat16")});
+  const LearnedShape d = learned_parts(down, estimate_cost(down))[0].shape;
+  EXPECT_DOUBLE_EQ(d.at("stride") * d.at("stride"), 8);
+  EXPECT_EQ(square_output_pixels(d), 79 * 79);
+}
+
+TEST(ConvParts, AChannelsLast3dConvolutionRunsWithoutLayoutTransforms) {
+  TensorMeta x = T({2, 32, 8, 16, 16}, "bfloat16");
+  x.strides = {32 * 8 * 16 * 16, 1, 16 * 16 * 32, 16 * 32, 32};  // channels_last_3d
+  x.contiguous = false;
+  const OpRecord fwd = op("aten::convolution", "",
+                          {tensor("input", x), tensor("weight", T({32, 32, 3, 3, 3}, "bfloat16")),
+                           ints("stride", {1}), ints("padding", {1}), integer("groups", 1)},
+                          {T({2, 32, 8, 16, 16}, "bfloat16")});
+  const auto parts = learned_parts(fwd, estimate_cost(fwd));
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].shape.at("nchw"), 0);
+}
+
+TEST(ConvParts, AThreeDimensionalDepthwiseConvolutionIsLeftToTheRoofline) {
+  // X3D's channel-wise 3x3x3 convolutions run PyTorch's DepthwiseConv3d kernels.
+  const OpRecord dw =
+      op("aten::convolution", "",
+         {tensor("input", T({2, 48, 8, 16, 16})), tensor("weight", T({48, 1, 3, 3, 3})),
+          ints("stride", {1}), ints("padding", {1}), integer("groups", 48)},
+         {T({2, 48, 8, 16, 16})});
+  EXPECT_TRUE(learned_parts(dw, estimate_cost(dw)).empty());
+}
+
 }  // namespace
 }  // namespace habitat
