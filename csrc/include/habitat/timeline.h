@@ -245,8 +245,9 @@ TimelineResult simulate_timeline(const HostSchedule& schedule, const std::vector
 
 // The device time of each schedule event on one target, from the op forecasts of that target
 // (`op_share_us[i]`: what op i adds to the total, see OpForecast::share): an op's measured
-// kernels keep their proportions, scaled to the op's forecast; a modelled launch is the op's
-// whole forecast.
+// kernels keep their proportions, scaled by the op's forecast over the time they kept the
+// origin busy (their sum unless they ran side by side on several streams, which the forecast
+// counts once); a modelled launch is the op's whole forecast.
 std::vector<double> launch_durations(const HostSchedule& schedule, const Step& step,
                                      const std::vector<double>& op_share_us);
 

@@ -18,6 +18,7 @@
 #include "habitat/wave_scaling.h"
 #include "predict/cuda_paths.h"
 #include "predict/embedding_kernels.h"
+#include "predict/kernel_overlap.h"
 #include "predict/loss_kernels.h"
 #include "predict/op_key.h"
 #include "predict/optimizer_state.h"
@@ -171,7 +172,10 @@ class OpPredictor {
 
   OpPrediction runtime_based(const OpRecord& op, const OpCost& cost, const Device& target,
                              std::optional<std::optional<double>>& origin_model_us) const {
-    const double measured = measured_kernel_us(op);
+    // Kernels that ran side by side on several streams take the device for less than their
+    // sum, on the target as on the origin.
+    const double busy = kernel_busy_fraction(op.kernels);
+    const double measured = measured_kernel_us(op) * busy;
     if (kernels_vary_across_gpus(cost.op_class)) {
       if (model_ != nullptr) {
         auto on_target = model_->predict_us(op, cost, target);
@@ -190,7 +194,7 @@ class OpPredictor {
     const WaveScaler scaler(*origin_, target);
     double total = 0;
     for (const auto& k : op.kernels) total += scaler.scale(k, intensity, cost.precision).time_us;
-    return {total, Method::WaveScaling};
+    return {total * busy, Method::WaveScaling};
   }
 
   const Device* origin_;

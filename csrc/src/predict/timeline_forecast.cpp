@@ -7,6 +7,7 @@
 
 #include "habitat/predictor.h"
 #include "habitat/timeline.h"
+#include "predict/kernel_overlap.h"
 #include "predict/timeline_json.h"
 #include "trace/json_reader.h"
 
@@ -22,7 +23,7 @@ class LaunchScaling {
   LaunchScaling(const HostSchedule& schedule, const Step& step) : events_(schedule.events.size()) {
     std::vector<double> measured(step.ops.size(), 0.0);
     for (std::size_t i = 0; i < step.ops.size(); ++i) {
-      for (const auto& k : step.ops[i].kernels) measured[i] += k.duration_us;
+      measured[i] = kernel_busy_us(step.ops[i].kernels);
     }
     for (std::size_t e = 0; e < schedule.events.size(); ++e) {
       const HostEvent& ev = schedule.events[e];

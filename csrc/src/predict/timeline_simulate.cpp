@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "habitat/timeline.h"
+#include "predict/kernel_overlap.h"
 
 namespace habitat {
 namespace {
@@ -106,7 +107,7 @@ std::vector<double> launch_durations(const HostSchedule& schedule, const Step& s
   }
   std::vector<double> measured(step.ops.size(), 0.0);
   for (std::size_t i = 0; i < step.ops.size(); ++i) {
-    for (const auto& k : step.ops[i].kernels) measured[i] += k.duration_us;
+    measured[i] = kernel_busy_us(step.ops[i].kernels);
   }
   std::vector<double> out(schedule.events.size(), 0.0);
   for (std::size_t e = 0; e < schedule.events.size(); ++e) {

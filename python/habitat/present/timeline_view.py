@@ -56,10 +56,13 @@ def sentences(step: "StepForecast", targets: list[str]) -> list[str]:
         first = timeline_of(step, bound[0])
         assert first is not None
         phases = host_bound_phases(first)
+        # The device's busy time, not the kernels' sum: kernels that run side by side on several
+        # streams (cuDNN's RNN layers) take the device once.
+        busy = first.get("device_busy_ms", first["kernel_sum_ms"])
         lines.append(
             f"Host-bound on {', '.join(bound)}: the GPU waits for the host to launch work "
             f"({100 * (1 - first['gpu_busy_fraction']):.0f}% of the step idle on {bound[0]}; "
-            f"kernels alone {first['kernel_sum_ms']:.3f} ms vs {first['step_ms']:.3f} ms step"
+            f"kernels alone {busy:.3f} ms vs {first['step_ms']:.3f} ms step"
             + (f"; host-bound phases: {', '.join(phases)}" if phases else "") + "). "
             "A faster GPU will not make this step faster; fewer launches would "
             "(CUDA graphs, torch.compile, fused optimizers, larger batches) or a faster host.")
