@@ -51,12 +51,21 @@ def sdpa_backends() -> dict[str, Callable[[], contextlib.AbstractContextManager]
             for name in SDPA_BACKENDS if hasattr(SDPBackend, members[name])}
 
 
+# An encoder's attention variants (mask, dropout probability): as measured by the attention
+# family, with transformers' padding mask, and with training's attention dropout (BERT's and
+# GPT-2's attention_probs_dropout_prob / attn_pdrop, 0.1), which the fused kernels draw inside.
+PLAIN = ((False, 0.0),)
+ENCODER_VARIANTS = ((False, 0.0), (True, 0.0), (False, 0.1))
+
+
 def _sdpa_cases(shapes: list[dict[str, int]], device: str,
                 backends: dict[str, Callable[[], contextlib.AbstractContextManager]] | None,
-                causals: tuple[bool, ...], masked: tuple[bool, ...], stem: str | None) -> list[Case]:
-    """Every backend x precision x causal x mask x {fwd, fwd+bwd} of each shape. A combination
-    the backend does not run (dtype, head dim, mask, device) fails its warm-up and is dropped
-    then. A masked case is op sdpa_mask (no model reads it yet), its shape's `Mask` 1."""
+                causals: tuple[bool, ...], variants: tuple[tuple[bool, float], ...],
+                stem: str | None) -> list[Case]:
+    """Every backend x precision x causal x variant x {fwd, fwd+bwd} of each shape. A combination
+    the backend does not run (dtype, head dim, mask, dropout, device) fails its warm-up and is
+    dropped then. A masked case is op sdpa_mask, its shape's `Mask` 1; a dropout case op
+    sdpa_dropout, its `Dropout` the probability (no model reads either yet)."""
     backends = sdpa_backends() if backends is None else backends
     sdpa = torch.nn.functional.scaled_dot_product_attention
     cases = []
@@ -69,19 +78,20 @@ def _sdpa_cases(shapes: list[dict[str, int]], device: str,
             grad = torch.randn(s["B"], s["H"], s["L"], s["E"], device=device, dtype=dt)
             for name, force in backends.items():
                 for causal in causals:
-                    for mask in masked:
+                    for mask, dropout in variants:
                         shape = {**s, "Causal": int(causal), "Backend": name}
                         bias = padding_mask(s, dt, device) if mask else None
-                        if len(masked) > 1:
+                        if len(variants) > 1:
                             shape["Mask"] = int(mask)
+                            shape["Dropout"] = dropout
 
-                        def fwd(q=q, k=k, v=v, force=force, causal=causal, bias=bias):
+                        def fwd(q=q, k=k, v=v, force=force, causal=causal, bias=bias, dropout=dropout):
                             with force():
-                                return sdpa(q, k, v, attn_mask=bias, is_causal=causal)
+                                return sdpa(q, k, v, attn_mask=bias, dropout_p=dropout, is_causal=causal)
 
                         def fwd_bwd(fwd=fwd, q=q, k=k, v=v, grad=grad):
                             return torch.autograd.grad(fwd(), (q, k, v), grad)
-                        op = "sdpa_mask" if mask else "sdpa"
+                        op = "sdpa_mask" if mask else "sdpa_dropout" if dropout else "sdpa"
                         cases.append(Case(op, "fwd", prec, dict(shape), fwd, stem))
                         cases.append(Case(op, "fwd+bwd", prec, dict(shape), fwd_bwd, stem))
     return cases
@@ -99,12 +109,12 @@ def padding_mask(s: dict[str, int], dtype: torch.dtype, device: str) -> torch.Te
 def attention_cases(shapes: list[dict[str, int]], device: str,
                     backends: dict[str, Callable[[], contextlib.AbstractContextManager]] | None = None) -> list[Case]:
     """Every backend x precision x causal x {fwd, fwd+bwd} of each shape (sdpa_<precision>.csv)."""
-    return _sdpa_cases(shapes, device, backends, (False, True), (False,), None)
+    return _sdpa_cases(shapes, device, backends, (False, True), PLAIN, None)
 
 
 def encoder_attention_cases(shapes: list[dict[str, int]], device: str,
                             backends: dict[str, Callable[[], contextlib.AbstractContextManager]] | None = None
                             ) -> list[Case]:
-    """Every backend x precision x {no mask, padding mask} x {fwd, fwd+bwd} of each shape, not
-    causal (sdpa_enc_<precision>.csv: the unmasked rows read as the attention family's)."""
-    return _sdpa_cases(shapes, device, backends, (False,), (False, True), "sdpa_enc")
+    """Every backend x precision x ENCODER_VARIANTS x {fwd, fwd+bwd} of each shape, not causal
+    (sdpa_enc_<precision>.csv: the plain rows read as the attention family's)."""
+    return _sdpa_cases(shapes, device, backends, (False,), ENCODER_VARIANTS, "sdpa_enc")

@@ -36,8 +36,9 @@ Families (--families, comma-separated, default all; files; shape columns):
 - adamw: one AdamW step over a list of parameters, fused and foreach (Impl), parameters in fp32
   or bf16; adamw_*; Tensors, Elements, Largest, Chunks, Impl;
 - encoder: attention's cases for encoders' self-attention (sequences of 49-577 tokens, 8-16
-  heads of 64), not causal, without a mask (OPName sdpa) and with a padding mask (sdpa_mask);
-  sdpa_enc_*; attention's columns and Mask.
+  heads of 64), not causal, plain (OPName sdpa), with a padding mask (sdpa_mask) and with
+  training's attention dropout, p = 0.1 (sdpa_dropout); sdpa_enc_*; attention's columns, Mask
+  and Dropout.
 Shapes are drawn per family from --seed (the same shapes whatever else runs); the new families
 draw a third of them from real networks' layers (network_shapes.py). --budget-s is split
 between the selected families (time a family leaves unused goes to the next), so every selected

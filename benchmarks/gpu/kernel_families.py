@@ -44,7 +44,8 @@ class Family:
     count: str            # the option giving the number of shapes: gemm, conv, attention or memory
     weight: float         # share of --budget-s (renormalised over the selected families)
     # --batch / this = shapes per profiler pass: an attention shape is up to 48 cases (backends x
-    # precisions x causal x phases), a conv shape 15 holding their own tensors
+    # precisions x causal x phases), an encoder's 72 (x 3 variants, not causal), a conv shape 15
+    # holding their own tensors
     pass_divisor: int = 1
 
 
@@ -66,7 +67,7 @@ FAMILIES: dict[str, Family] = {
     "crossentropy": Family(crossentropy_shapes, crossentropy_cases, "memory", 0.04),
     "adamw": Family(adamw_shapes, adamw_cases, "memory", 0.04),
     "stem": Family(stem_shapes, stem_cases, "conv", 0.06, 2),
-    "encoder": Family(encoder_attention_shapes, encoder_attention_cases, "attention", 0.04, 4),
+    "encoder": Family(encoder_attention_shapes, encoder_attention_cases, "attention", 0.04, 6),
     "rmsnorm": Family(memory_shapes, rmsnorm_cases, "memory", 0.02),
     "largenorm": Family(large_memory_shapes, large_norm_cases, "memory", 0.02),
 }

@@ -335,8 +335,8 @@ def load_sdpa(path: str | Path, timing: str = "call") -> KernelArrays:
     by_key: dict[tuple, dict[str, dict[str, str]]] = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
-            # sdpa_mask rows (collect_kernels.py --families encoder) add a padding mask, which no
-            # feature describes yet
+            # sdpa_mask and sdpa_dropout rows (collect_kernels.py --families encoder) add a padding
+            # mask or attention dropout, which no feature describes yet
             if row["Backend"] not in SDPA_BACKENDS or row.get("OPName", "sdpa") != "sdpa":
                 continue
             key = tuple(row[c] for c in ("Device", "B", "H", "L", "S", "E", "Causal", "Precision", "Backend"))
