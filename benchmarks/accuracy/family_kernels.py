@@ -57,14 +57,24 @@ def read_rows(data: Path) -> list[Row]:
 
 def forecast_steps(rows: list[Row], gpu: str, templates: Templates) -> list[tuple[list[dict[str, Any]], Any]]:
     """Each row's traced step (its ops) and the engine's per-op forecast of it on `gpu`
-    (habitat.data.op_rows.OpRows), with the weights installed."""
+    (habitat.data.op_rows.OpRows), with the weights installed. The rows of one precision share a
+    trace whose origin holds that precision's TF32 switches (an fp32 row ran with TF32 off, its
+    convolutions and matmuls on SIMT kernels), as a user's trace under them would."""
+    from kernel_case import precision_context
+
     from habitat.capture.environment import trace_origin
     from habitat.data import engine
 
-    steps = [{"index": i, "wall_ms": 1.0, "ops": templates.step_ops(r)} for i, r in enumerate(rows)]
-    doc = engine.trace_document(trace_origin("cpu"), steps)
-    _, forecasts = engine.forecast_trace(doc, [gpu])
-    return [(step["ops"], op_rows) for step, (_, _, _, _, op_rows) in zip(steps, forecasts)]
+    out: list[tuple[list[dict[str, Any]], Any]] = [([], None)] * len(rows)
+    for precision in sorted({r.precision for r in rows}):
+        mine = [i for i, r in enumerate(rows) if r.precision == precision]
+        steps = [{"index": k, "wall_ms": 1.0, "ops": templates.step_ops(rows[i])} for k, i in enumerate(mine)]
+        with precision_context(precision):
+            origin = trace_origin("cpu")
+        _, forecasts = engine.forecast_trace(engine.trace_document(origin, steps), [gpu])
+        for i, step, (_, _, _, _, op_rows) in zip(mine, steps, forecasts):
+            out[i] = (step["ops"], op_rows)
+    return out
 
 
 def forecast(rows: list[Row], gpu: str, templates: Templates) -> tuple[np.ndarray, list[str]]:
