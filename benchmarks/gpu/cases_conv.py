@@ -1,5 +1,6 @@
 """Convolution and batch norm cases of the kernel collector: dense convolutions (family conv),
-grouped and depthwise ones (gconv), 1x1 ones (pointwise), training-mode batch norm (batchnorm)."""
+grouped and depthwise ones (gconv), 1x1 ones (pointwise), 3-D ones (conv3d), training-mode batch
+norm (batchnorm)."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,31 +15,38 @@ CONV_VARIANTS = (("fp32", "nchw"), ("tf32", "nchw"), ("tf32", "nhwc"), ("bf16", 
 
 def conv_backward(gy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, stride: int, padding: int, groups: int,
                   mask: list[bool]) -> tuple:
-    """aten.convolution_backward as autograd calls it for F.conv2d (no bias, no dilation): the
-    gradients `mask` asks for, (input, weight, bias)."""
-    return torch.ops.aten.convolution_backward(gy, x, w, None, [stride] * 2, [padding] * 2, [1, 1], False, [0, 0],
-                                               groups, mask)
+    """aten.convolution_backward as autograd calls it for F.conv2d or F.conv3d (no bias, no
+    dilation): the gradients `mask` asks for, (input, weight, bias)."""
+    dims = x.dim() - 2
+    return torch.ops.aten.convolution_backward(gy, x, w, None, [stride] * dims, [padding] * dims, [1] * dims, False,
+                                               [0] * dims, groups, mask)
 
 
 def _conv_cases(shapes: list[dict[str, Any]], device: str, op: str, stem: str | None = None) -> list[Case]:
     """fwd, bwd_data and bwd_weight of each shape in each CONV_VARIANTS; `Groups` (default 1)
-    splits the channels. The backward passes (conv_backward) compute one gradient each."""
+    splits the channels; `Depth`, where a shape has it, makes the convolution 3-D (a cube
+    filter; "nhwc" is then channels_last_3d). The backward passes (conv_backward) compute one
+    gradient each."""
     cases = []
     for base in shapes:
         batch, cin, cout = base["B"], base["Input_Channel"], base["Output_Channel"]
         ksize, size, stride, pad = base["Kernel_Szie"], base["Input_Size"], base["Stride"], base["Padding"]
         groups = base.get("Groups", 1)
+        depth = base.get("Depth")
+        spatial, taps = ((depth, size, size), (ksize,) * 3) if depth else ((size, size), (ksize,) * 2)
+        conv = torch.nn.functional.conv3d if depth else torch.nn.functional.conv2d
         for prec, layout in CONV_VARIANTS:
-            dt, fmt = DTYPES[prec], MEMORY_FORMATS[layout]
+            dt = DTYPES[prec]
+            fmt = torch.channels_last_3d if depth and layout == "nhwc" else MEMORY_FORMATS[layout]
             shape = {**base, "Layout": layout}
-            x = torch.randn(batch, cin, size, size, device=device, dtype=dt).contiguous(memory_format=fmt)
-            w = torch.randn(cout, cin // groups, ksize, ksize, device=device, dtype=dt).contiguous(memory_format=fmt)
-            y = torch.nn.functional.conv2d(x, w, stride=stride, padding=pad, groups=groups)
+            x = torch.randn(batch, cin, *spatial, device=device, dtype=dt).contiguous(memory_format=fmt)
+            w = torch.randn(cout, cin // groups, *taps, device=device, dtype=dt).contiguous(memory_format=fmt)
+            y = conv(x, w, stride=stride, padding=pad, groups=groups)
             gy = torch.randn_like(y).contiguous(memory_format=fmt)
             del y
 
-            def fwd(x=x, w=w, s=stride, p=pad, g=groups):
-                return torch.nn.functional.conv2d(x, w, stride=s, padding=p, groups=g)
+            def fwd(x=x, w=w, s=stride, p=pad, g=groups, conv=conv):
+                return conv(x, w, stride=s, padding=p, groups=g)
 
             def bwd(mask, x=x, w=w, gy=gy, s=stride, p=pad, g=groups):
                 return conv_backward(gy, x, w, s, p, g, mask)
@@ -67,6 +75,11 @@ def pointwise_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
 def stem_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
     """Dense convolutions (OPName conv) in their own files, convstem_<precision>.csv."""
     return _conv_cases(shapes, device, "conv", stem="convstem")
+
+
+def conv3d_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
+    """3-D convolutions (OPName conv3d: no model reads them yet), conv3d_<precision>.csv."""
+    return _conv_cases(shapes, device, "conv3d")
 
 
 def batchnorm_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:

@@ -38,7 +38,9 @@ Families (--families, comma-separated, default all; files; shape columns):
 - encoder: attention's cases for encoders' self-attention (sequences of 49-577 tokens, 8-16
   heads of 64), not causal, plain (OPName sdpa), with a padding mask (sdpa_mask) and with
   training's attention dropout, p = 0.1 (sdpa_dropout); sdpa_enc_*; attention's columns, Mask
-  and Dropout.
+  and Dropout;
+- conv3d: 3-D convolutions by cube filters (video and volumetric networks), as conv ("nhwc":
+  channels_last_3d); conv3d_* (OPName conv3d); conv's columns and Depth (frames).
 Shapes are drawn per family from --seed (the same shapes whatever else runs); the new families
 draw a third of them from real networks' layers (network_shapes.py). --budget-s is split
 between the selected families (time a family leaves unused goes to the next), so every selected

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cases_conv import batchnorm_cases, conv_cases, gconv_cases, pointwise_cases, stem_cases
+from cases_conv import batchnorm_cases, conv3d_cases, conv_cases, gconv_cases, pointwise_cases, stem_cases
 from cases_matmul import attention_cases, encoder_attention_cases, gemm_cases
 from cases_memory import (
     activation_cases,
@@ -23,6 +23,7 @@ from kernel_shapes import (
     adamw_shapes,
     attention_shapes,
     batchnorm_shapes,
+    conv3d_shapes,
     conv_shapes,
     crossentropy_shapes,
     embedding_shapes,
@@ -52,7 +53,7 @@ class Family:
 # In the default order of --families (all of them): the families of the 2026-11 collections
 # first, as they ran then.
 FAMILIES: dict[str, Family] = {
-    "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.14),
+    "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.10),
     "conv": Family(conv_shapes, conv_cases, "conv", 0.14, 2),
     "attention": Family(attention_shapes, attention_cases, "attention", 0.06, 4),
     "elementwise": Family(activation_shapes, elementwise_cases, "memory", 0.04),
@@ -70,4 +71,5 @@ FAMILIES: dict[str, Family] = {
     "encoder": Family(encoder_attention_shapes, encoder_attention_cases, "attention", 0.04, 6),
     "rmsnorm": Family(memory_shapes, rmsnorm_cases, "memory", 0.02),
     "largenorm": Family(large_memory_shapes, large_norm_cases, "memory", 0.02),
+    "conv3d": Family(conv3d_shapes, conv3d_cases, "conv", 0.04, 2),
 }

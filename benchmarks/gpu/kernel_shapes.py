@@ -43,7 +43,8 @@ GROUP_WIDTHS = (2, 4, 8, 16, 24, 32, 48, 64, 128)  # channels per group of a gro
 # Element caps: the largest tensor of a shape (conv-like: batch x channels x size^2; flat: rows x
 # columns; embeddings: the table, and tokens x dim; cross-entropy: the logits; AdamW: all
 # parameters together). Real networks' layers fit them at a training batch (the tests check it).
-CAPS = {"gconv": 2**28, "pointwise": 2**28, "stem": 2**28, "batchnorm": 2**28, "flat": 2**28, "embedding": 2**28,
+CAPS = {"gconv": 2**28, "pointwise": 2**28, "stem": 2**28, "conv3d": 2**27, "batchnorm": 2**28, "flat": 2**28,
+        "embedding": 2**28,
         "embedding_tokens": 2**27, "crossentropy": 2**29, "adamw": 2**29}
 # PyTorch's multi_tensor_apply (kChunkSize of its CUDA sources) splits each tensor of a foreach or
 # fused optimizer step into chunks of this many elements.
@@ -265,6 +266,33 @@ def stem_shapes(n: int, rng: random.Random, small: bool = False) -> list[Shape]:
             batch //= 2  # the largest tensor under the cap, the image or the output
         out.append({"B": batch, "Input_Channel": cin, "Output_Channel": cout, "Kernel_Szie": k,
                     "Input_Size": size, "Stride": stride, "Padding": padding})
+    return out
+
+
+# 3-D convolutions of video networks (R3D-18, R(2+1)D, X3D, SlowFast's slow path, VideoMAE's
+# tubelet embedding) and volumetric ones (3-D U-Nets): frames per clip, and cube filters.
+CONV3D_DEPTHS = (2, 4, 8, 16, 32)
+CONV3D_FILTERS = (1, 3, 3, 3)
+
+
+def conv3d_shapes(n: int, rng: random.Random, small: bool = False) -> list[Shape]:
+    """B x Input_Channel x Depth x Input_Size^2 inputs of a 3-D convolution by a cube filter
+    (Kernel_Szie on every side, stride on every side, 'same' padding), the input and output under
+    CAPS["conv3d"]."""
+    out = []
+    for _ in range(n):
+        k = rng.choice(CONV3D_FILTERS)
+        stride = 1 if rng.random() < 0.7 else 2
+        depth = rng.choice(CONV3D_DEPTHS[:2] if small else CONV3D_DEPTHS)
+        size = _dim(rng, 4, 16 if small else 112, False)
+        cin, cout = _dim(rng, 3, 32 if small else 512, True), _dim(rng, 8, 32 if small else 512, True)
+        batch = _dim(rng, 1, 2 if small else 32, False)
+        while batch > 1 and batch * max(cin, cout) * depth * size * size > CAPS["conv3d"]:
+            batch //= 2
+        while size > k and batch * max(cin, cout) * depth * size * size > CAPS["conv3d"]:
+            size = max(k, size // 2)
+        out.append({"B": batch, "Input_Channel": cin, "Output_Channel": cout, "Kernel_Szie": k,
+                    "Input_Size": size, "Stride": stride, "Padding": k // 2, "Depth": depth})
     return out
 
 

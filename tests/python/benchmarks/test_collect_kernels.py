@@ -50,6 +50,8 @@ DOCUMENTED = {
     "rmsnorm": (("rms",), PRECISIONS, {"rms"}, {"fwd", "bwd"}, ["B", "H"]),
     "largenorm": (("ln_large", "rms_large", "softmax_large"), PRECISIONS, {"ln", "rms", "softmax"}, {"fwd", "bwd"},
                   ["B", "H"]),
+    "conv3d": (("conv3d",), CONV_PRECISIONS, {"conv3d"}, {"fwd", "bwd_data", "bwd_weight"},
+               CONV_COLUMNS + ["Depth", "Layout"]),
 }
 
 

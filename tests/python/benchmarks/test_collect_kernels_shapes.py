@@ -31,7 +31,8 @@ def families():
 
 
 NAMES = ["gemm", "conv", "attention", "elementwise", "layernorm", "softmax", "reduction", "batchnorm", "gconv",
-         "pointwise", "activation", "embedding", "crossentropy", "adamw", "stem", "encoder", "rmsnorm", "largenorm"]
+         "pointwise", "activation", "embedding", "crossentropy", "adamw", "stem", "encoder", "rmsnorm", "largenorm",
+         "conv3d"]
 
 
 def test_every_family_is_tested(families):
@@ -60,6 +61,8 @@ def _elements(name: str, s) -> int:
     if name == "stem":  # the image or the output, whichever is larger
         out = (s["Input_Size"] + 2 * s["Padding"] - s["Kernel_Szie"]) // s["Stride"] + 1
         return s["B"] * max(s["Input_Channel"] * s["Input_Size"] ** 2, s["Output_Channel"] * out ** 2)
+    if name == "conv3d":
+        return s["B"] * max(s["Input_Channel"], s["Output_Channel"]) * s["Depth"] * s["Input_Size"] ** 2
     if name in ("conv", "gconv", "pointwise", "batchnorm"):
         return s["B"] * max(s["Input_Channel"], s.get("Output_Channel", 0)) * s["Input_Size"] ** 2
     if name in ("attention", "encoder"):
@@ -79,7 +82,7 @@ def _elements(name: str, s) -> int:
 BOUNDS = {"gemm": 2**28, "conv": 2**27, "attention": 2**28, "layernorm": 2**25, "softmax": 2**25,
           "gconv": 2**28, "pointwise": 2**28, "batchnorm": 2**28, "elementwise": 2**28, "activation": 2**28,
           "reduction": 2**28, "embedding": 2**28, "crossentropy": 2**29, "adamw": 2**29, "stem": 2**28,
-          "encoder": 2**27, "rmsnorm": 2**25, "largenorm": 2**29}
+          "encoder": 2**27, "rmsnorm": 2**25, "largenorm": 2**29, "conv3d": 2**27}
 
 
 @pytest.mark.parametrize("name", NAMES)
