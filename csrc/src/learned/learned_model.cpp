@@ -136,12 +136,12 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
   const TensorMeta& image = transposed ? *y : *x;  // the direct convolution's input
   const std::optional<SquareConv> square = square_conv(op, image, *w);
   if (!square) return {};
-  // A depthwise convolution: the caller takes the measured roofline (cost/depthwise.h). A
-  // grouped one is `groups` independent convolutions of cin/groups -> cout/groups channels,
-  // which cuDNN runs as one batch: the learned shape is that problem over batch x groups images.
+  // A depthwise convolution: the caller takes the measured roofline (cost/depthwise.h); a 3-D
+  // one the roofline too (PyTorch's own DepthwiseConv3d.cu kernels, which no collection measured).
   if (op_cost::is_depthwise_conv(op)) return {};
-  // So is a 3-D one: PyTorch's own kernels (DepthwiseConv3d.cu), which no collection measured.
   if (image.shape.size() == 5 && groups > 1 && w->shape[1] == 1) return {};
+  // A grouped one is `groups` independent convolutions of cin/groups -> cout/groups channels,
+  // which cuDNN runs as one batch: the learned shape is that problem over batch x groups images.
   // Per group: w is [cout, cin / groups, ...], transposed [ci, co / groups, ...].
   LearnedShape shape{
       {"batch", static_cast<double>(image.shape[0]) * groups},
