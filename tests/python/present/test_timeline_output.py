@@ -63,6 +63,16 @@ def test_print_says_host_bound_and_what_would_help(host_bound: Forecast) -> None
     assert "Timeline: Habitat's own recording time removed" in text
 
 
+def test_a_host_bound_verdict_quotes_the_devices_busy_time() -> None:
+    """The LSTM's cuDNN layers run on two streams at once (H100, 2026-11-26): its kernels sum to
+    more than the step; the verdict quotes the time they kept the device busy."""
+    lstm = RESULTS / "h100-sxm5-80gb-2026-11-26" / "traces" / "lstm_seq2seq_fp32.json.gz"
+    forecast = Forecast.from_trace(_doc(lstm), ["H100"])
+    t = forecast.latest.timeline["H100-SXM5-80GB"]
+    assert t["host_bound"] and t["device_busy_ms"] < 0.8 * t["kernel_sum_ms"]
+    assert f"kernels alone {t['device_busy_ms']:.3f} ms vs {t['step_ms']:.3f} ms step" in str(forecast)
+
+
 def test_compare_shows_the_step_as_seen(host_bound: Forecast) -> None:
     comparison = host_bound.compare(["H100", "B200"])
     row = comparison["H100"]
