@@ -2,6 +2,7 @@
 // per-output work (the final divide of a mean, the sqrt of a norm). Bytes: input read once,
 // output written once; the output's size comes from the record, or from dim/keepdim when the
 // record has none. One kernel: ATen reduces even whole tensors in a single launch.
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -103,6 +104,18 @@ OpCost scan(const OpContext& c, double per_element) {
                    simt_precision(op_dtype(c)), 1);
 }
 
+// topk along a dimension: CUDA's radix select (aten/src/ATen/native/cuda/TensorTopK.cu, 8-bit
+// digits) reads the input once per digit of its key (4 passes for 4-byte elements, 2 for 2-byte
+// ones) and once more to gather the k values and their int64 indices. A mixture-of-experts
+// router's top-2 of 8 expert scores per token is one.
+OpCost topk(const OpContext& c, double) {
+  const TensorMeta* in = tensor_arg(c, "self");
+  if (in == nullptr) return OpCost{};
+  const double passes = static_cast<double>(std::max<int64_t>(element_size(*in), 1)) + 1;
+  return make_cost(OpClass::Reduction, numel(*in) * passes, input_bytes(c) * passes,
+                   output_bytes(c), simt_precision(op_dtype(c)), 1);
+}
+
 }  // namespace
 
 void add_reduction_rules(RuleTable& t) {
@@ -112,6 +125,7 @@ void add_reduction_rules(RuleTable& t) {
   t["cumsum"] = {scan, 1};
   t["cumprod"] = {scan, 1};
   t["logcumsumexp"] = {scan, 4};
+  t["topk"] = {topk};
 }
 
 }  // namespace habitat::op_cost

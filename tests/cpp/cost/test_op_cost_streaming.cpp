@@ -149,6 +149,23 @@ TEST(OpCostReduction, VectorNormDependsOnOrder) {
   EXPECT_DOUBLE_EQ(estimate_cost(norm(3)).flops, 3001);
 }
 
+TEST(OpCostReduction, TopkReadsItsInputOncePerRadixDigitAndOnceToGather) {
+  // A router's top-2 of 8 expert scores for 1024 tokens: fp32 keys take 4 digit passes and a
+  // gather over 32 KiB; it writes 2 values and 2 int64 indices per token.
+  const auto topk = [](const std::string& dtype) {
+    return op("aten::topk", "",
+              {tensor("self", T({1024, 8}, dtype)), integer("k", 2), integer("dim", -1)},
+              {T({1024, 2}, dtype), T({1024, 2}, "int64")});
+  };
+  const OpCost f = estimate_cost(topk("float32"));
+  EXPECT_EQ(f.op_class, OpClass::Reduction);
+  EXPECT_DOUBLE_EQ(f.bytes_read, 5 * 1024 * 8 * 4);
+  EXPECT_DOUBLE_EQ(f.bytes_written, 1024 * 2 * (4 + 8));
+  EXPECT_EQ(f.kernels, 1);
+  // bf16 keys: two digit passes.
+  EXPECT_DOUBLE_EQ(estimate_cost(topk("bfloat16")).bytes_read, 3 * 1024 * 8 * 2);
+}
+
 TEST(OpCostPool, MaxPoolForwardAndBackward) {
   // [4,8,8,8] -> [4,8,4,4] with 2x2 windows: 512 outputs * 4 compares = 2,048 FLOPs.
   const auto fwd =
