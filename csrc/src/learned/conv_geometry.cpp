@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <string_view>
 #include <vector>
 
 #include "cost/conv_window.h"
@@ -12,11 +11,10 @@
 namespace habitat {
 namespace {
 
-// An int-list argument of spatial dimension d (op_cost::per_dim: one value for all, or one
+// A window argument's value in spatial dimension d (op_cost::per_dim: one value for all, or one
 // each), or `fallback`.
-double at_dim(const OpRecord& op, std::string_view name, std::size_t d, double fallback) {
-  const std::vector<int64_t> v = op_args::ints(op.args, name);
-  return static_cast<double>(op_cost::per_dim(v, d, static_cast<int64_t>(fallback)));
+double at_dim(const std::vector<int64_t>& values, std::size_t d, int64_t fallback) {
+  return static_cast<double>(op_cost::per_dim(values, d, fallback));
 }
 
 }  // namespace
@@ -26,6 +24,11 @@ std::optional<SquareConv> square_conv(const OpRecord& op, const TensorMeta& imag
   const std::size_t rank = image.shape.size();
   if (rank < 3 || rank > 5 || weight.shape.size() != rank) return std::nullopt;
   const std::size_t dims = rank - 2;
+  const std::vector<int64_t> strides = op_args::ints(op.args, "stride");
+  const std::vector<int64_t> paddings = op_args::ints(op.args, "padding");
+  const std::vector<int64_t> dilations = op_args::ints(op.args, "dilation");
+  const SquareConv first{static_cast<double>(image.shape[2]), static_cast<double>(weight.shape[2]),
+                         at_dim(strides, 0, 1), at_dim(paddings, 0, 0)};
   // Products over the spatial dimensions: a 2-D square of side sqrt(product) has the input
   // area, filter taps and stride area of the op's own, whatever its number of dimensions (a
   // 1-D convolution is a 2-D one of height 1, which cuDNN runs it as).
@@ -34,21 +37,16 @@ std::optional<SquareConv> square_conv(const OpRecord& op, const TensorMeta& imag
   for (std::size_t d = 0; d < dims; ++d) {
     const auto s = static_cast<double>(image.shape[d + 2]);
     const auto k = static_cast<double>(weight.shape[d + 2]);
-    const double st = at_dim(op, "stride", d, 1);
-    const double pad = at_dim(op, "padding", d, 0);
+    const double st = at_dim(strides, d, 1);
+    const double pad = at_dim(paddings, d, 0);
     side *= s;
     filter *= k;
     stride *= st;
     unpadded = unpadded && pad == 0;
-    square = square && at_dim(op, "dilation", d, 1) == 1 &&
-             s == static_cast<double>(image.shape[2]) &&
-             k == static_cast<double>(weight.shape[2]) && st == at_dim(op, "stride", 0, 1) &&
-             pad == at_dim(op, "padding", 0, 0);
+    square = square && at_dim(dilations, d, 1) == 1 && s == first.size && k == first.kernel &&
+             st == first.stride && pad == first.padding;
   }
-  if (square) {
-    return SquareConv{static_cast<double>(image.shape[2]), static_cast<double>(weight.shape[2]),
-                      at_dim(op, "stride", 0, 1), at_dim(op, "padding", 0, 0)};
-  }
+  if (square) return first;
   if (!(stride > 0)) return std::nullopt;
   const double positions = op_cost::conv_output_positions(op.args, image, weight);
   if (!(positions > 0)) return std::nullopt;
