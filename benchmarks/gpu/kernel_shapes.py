@@ -286,11 +286,7 @@ def conv3d_shapes(n: int, rng: random.Random, small: bool = False) -> list[Shape
         depth = rng.choice(CONV3D_DEPTHS[:2] if small else CONV3D_DEPTHS)
         size = _dim(rng, 4, 16 if small else 112, False)
         cin, cout = _dim(rng, 3, 32 if small else 512, True), _dim(rng, 8, 32 if small else 512, True)
-        batch = _dim(rng, 1, 2 if small else 32, False)
-        while batch > 1 and batch * max(cin, cout) * depth * size * size > CAPS["conv3d"]:
-            batch //= 2
-        while size > k and batch * max(cin, cout) * depth * size * size > CAPS["conv3d"]:
-            size = max(k, size // 2)
+        batch, size = _fit(_dim(rng, 1, 2 if small else 32, False), size, max(cin, cout) * depth, CAPS["conv3d"], k)
         out.append({"B": batch, "Input_Channel": cin, "Output_Channel": cout, "Kernel_Szie": k,
                     "Input_Size": size, "Stride": stride, "Padding": k // 2, "Depth": depth})
     return out
