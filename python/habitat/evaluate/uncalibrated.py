@@ -41,7 +41,9 @@ from habitat.data.forecast import Forecast
 FORMAT2_RUNS = {"h100-sxm5-80gb-2026-11-23": "H100-SXM5-80GB",
                 "h100-sxm5-80gb-2026-11-26": "H100-SXM5-80GB",
                 "first-step-H200-SXM-141GB-2026-11-27/run1": "H200-SXM-141GB",
-                "first-step-H200-SXM-141GB-2026-11-27/run2": "H200-SXM-141GB"}
+                "first-step-H200-SXM-141GB-2026-11-27/run2": "H200-SXM-141GB",
+                "first-step-H200-SXM-141GB-2026-11-28/run1": "H200-SXM-141GB",
+                "first-step-H200-SXM-141GB-2026-11-28/run2": "H200-SXM-141GB"}
 #: Gaps on the traced clock with no op open on any thread, longer than this: idle stalls (the
 #: threshold of benchmarks/timeline/README.md).
 STALL_US = 1000.0

@@ -8,8 +8,9 @@ of the measured untraced step on average and 20% each, the calibrated one within
 a device-bound verdict where the measured kernels sum to the measured step. The 2026-11-23/-26
 H100 traces do not meet the uncalibrated targets: they carry neither CUPTI's measured cost per
 launch nor a detailed step recorded with the forecast worker idle (benchmarks/timeline/README.md,
-"The first detailed step"). The 2026-11-27 H200 first-step traces carry both; what they meet
-and what not is in benchmarks/results/first-step-H200-SXM-141GB-2026-11-27/README.md.
+"The first detailed step"). The H200 first-step traces (2026-11-27, two runs; 2026-11-28, two
+more) carry both; what they meet and what not is in the READMEs of
+benchmarks/results/first-step-H200-SXM-141GB-2026-11-27/ and -2026-11-28/.
 """
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from habitat.evaluate.uncalibrated import FORMAT2_RUNS, Row, evaluate, host_brea
 
 H200_RUN1 = "first-step-H200-SXM-141GB-2026-11-27/run1"
 H200_RUN2 = "first-step-H200-SXM-141GB-2026-11-27/run2"
+H200_RUN3 = "first-step-H200-SXM-141GB-2026-11-28/run1"
+H200_RUN4 = "first-step-H200-SXM-141GB-2026-11-28/run2"
 #: Traces with CUPTI's measured cost per launch, saved right after predict_on's detailed steps.
-FIRST_STEP_RUNS = (H200_RUN1, H200_RUN2)
+FIRST_STEP_RUNS = (H200_RUN1, H200_RUN2, H200_RUN3, H200_RUN4)
 # (run, workload) -> (uncalibrated, calibrated) error (%) of the committed model.
 ACHIEVED = {
     ("h100-sxm5-80gb-2026-11-23", "dcgan_bf16"): (43.8, 3.9),
@@ -51,6 +54,14 @@ ACHIEVED = {
     (H200_RUN2, "resnet50_adamw_bf16"): (-8.0, -8.0),
     (H200_RUN2, "resnet50_adamw_fp32"): (-3.7, -3.7),
     (H200_RUN2, "t5_small_fp32"): (-3.8, -3.8),
+    (H200_RUN3, "bert_base_bf16"): (28.4, 28.4),
+    (H200_RUN3, "resnet50_adamw_bf16"): (23.4, 23.4),
+    (H200_RUN3, "resnet50_adamw_fp32"): (-2.8, -2.8),
+    (H200_RUN3, "t5_small_fp32"): (6.8, 6.8),
+    (H200_RUN4, "bert_base_bf16"): (19.3, 19.3),
+    (H200_RUN4, "resnet50_adamw_bf16"): (17.2, 17.2),
+    (H200_RUN4, "resnet50_adamw_fp32"): (-2.3, -2.3),
+    (H200_RUN4, "t5_small_fp32"): (-5.1, -5.1),
 }
 MARGIN_POINTS = 2.0
 
@@ -80,9 +91,9 @@ def test_uncalibrated_and_calibrated_errors_hold(rows: list[Row]) -> None:
 def test_issue_31_targets_as_they_stand(rows: list[Row]) -> None:
     """The targets, with what the recorded traces give today (not met: see the module doc)."""
     s = summary(rows)["all"]
-    assert s["traces"] == 24
-    assert s["uncalibrated_mean_abs_pct"] <= 34.5 + 1.0  # target 10
-    assert s["uncalibrated_within_20pct"] >= 11         # target 24
+    assert s["traces"] == 32
+    assert s["uncalibrated_mean_abs_pct"] <= 29.6 + 1.0  # target 10
+    assert s["uncalibrated_within_20pct"] >= 17         # target 32
     assert s["calibrated_traces"] == 16                 # the H100 traces: a steady-state wall
     assert s["calibrated_within_10pct"] >= 13           # target 16
     late = summary(rows)["h100-sxm5-80gb-2026-11-26"]   # after the worker stopped decoding steps
@@ -91,15 +102,22 @@ def test_issue_31_targets_as_they_stand(rows: list[Row]) -> None:
 
 def test_first_step_traces_as_they_stand(rows: list[Row]) -> None:
     """The H200 traces carry CUPTI's measured cost per launch and a detailed step recorded with
-    the worker idle. Run 2 meets the uncalibrated targets (10% mean, 20% each); run 1 meets the
-    mean but not 20% each: BERT bf16, whose host ran about 1.5x slower during that step than in
-    run 2, and whose untraced bursts spread from 31 to 59 ms around it (the folder's README)."""
-    run1, run2 = summary(rows)[H200_RUN1], summary(rows)[H200_RUN2]
+    the worker idle. 2026-11-27 run 2 meets the uncalibrated targets (10% mean, 20% each); run 1
+    meets the mean but not 20% each: BERT bf16, whose host ran about 1.5x slower during that step
+    than in run 2, and whose untraced bursts spread from 31 to 59 ms around it. On 2026-11-28 the
+    host-bound bf16 steps come out 17-28% over in both runs (the host left after removal is
+    7-10 us per launch over the untraced step) and the untraced steps themselves moved by up to
+    41% between the runs five minutes apart (ResNet-50 bf16 30.1 -> 42.5 ms): run 2 meets
+    20% each but not the mean, run 1 neither (the folders' READMEs)."""
+    by_run = summary(rows)
+    run1, run2, run3, run4 = (by_run[run] for run in FIRST_STEP_RUNS)
     assert run2["uncalibrated_mean_abs_pct"] <= 10 and run2["uncalibrated_within_20pct"] == 4
     assert run1["uncalibrated_mean_abs_pct"] <= 10 and run1["uncalibrated_within_20pct"] == 3
+    assert run3["uncalibrated_mean_abs_pct"] <= 15.4 + 1.0 and run3["uncalibrated_within_20pct"] == 2
+    assert run4["uncalibrated_mean_abs_pct"] <= 11.0 + 1.0 and run4["uncalibrated_within_20pct"] == 4
     # Saved right after the detailed steps: the trace's wall is the traced step's own, so the
     # engine has no steady-state wall to calibrate to.
-    assert run1["calibrated_traces"] == run2["calibrated_traces"] == 0
+    assert all(by_run[run]["calibrated_traces"] == 0 for run in FIRST_STEP_RUNS)
     for r in rows:
         if r.run in FIRST_STEP_RUNS:
             assert r.steady_wall_ms == 0 and r.host_scale == 1.0
@@ -115,14 +133,17 @@ def test_device_bound_steps_by_measurement(rows: list[Row]) -> None:
       host, with Habitat's and CUPTI's measured time removed, is 32.2 ms (run 2's: 28.2), GPU
       busy 89% against the verdict's 90%: that step's host ran slower in every phase (its span
       +3.7 ms, the capture's own timed work +11%) and CUPTI's start-up probe gave 2.85 us per
-      launch against run 2's 3.99 (1.1 ms less removed). The folder's README has the figures."""
+      launch against run 2's 3.99 (1.1 ms less removed). The folder's README has the figures;
+    - H200 2026-11-28 run 1 t5_small fp32: kernels 47.9 ms against 50.2 measured (4.6%), the
+      host after removal 53.6 ms, GPU busy 89%: the same slow host as that run's bf16 steps."""
     measured = {(r.run, r.workload) for r in rows if r.device_bound_measured}
     h100 = [run for run in FORMAT2_RUNS if run.startswith("h100")]
     assert measured == ({(run, w) for run in h100 for w in ("gpt2_small_fp32", "resnet50_fp32")}
                         | {(run, w) for run in FIRST_STEP_RUNS for w in ("resnet50_adamw_fp32", "t5_small_fp32")}
-                        | {(H200_RUN1, "resnet50_adamw_bf16")})
+                        | {(H200_RUN1, "resnet50_adamw_bf16"), (H200_RUN3, "t5_small_fp32")}) - {(H200_RUN4, "t5_small_fp32")}
     wrong = {(r.run, r.workload) for r in rows if r.device_bound_measured and r.host_bound}
-    assert wrong == {("h100-sxm5-80gb-2026-11-23", "resnet50_fp32"), (H200_RUN1, "resnet50_adamw_bf16")}
+    assert wrong == {("h100-sxm5-80gb-2026-11-23", "resnet50_fp32"), (H200_RUN1, "resnet50_adamw_bf16"),
+                     (H200_RUN3, "t5_small_fp32")}
     for r in rows:
         if r.device_bound_measured and not r.host_bound:
             assert r.gpu_busy >= 0.95 and abs(r.uncalibrated_error) <= 5
@@ -134,7 +155,7 @@ def test_the_host_breakdown_accounts_for_the_traced_span(rows: list[Row]) -> Non
         assert r.recorded_ms > 0 and r.before_ms > 0 and r.other_removed_ms > 0
         assert 0 < removed < r.traced_span_ms
         if r.run in FIRST_STEP_RUNS:  # CUPTI's cost per launch, measured at start-up, taken out
-            assert 2.0 <= r.launch_overhead_us <= 5.0
+            assert 2.0 <= r.launch_overhead_us <= 6.5  # 2.5-4.7 us, 5.7-5.9 before ResNet-50 fp32
             assert r.cupti_removed_ms == pytest.approx(r.launch_overhead_us * r.launches / 1000.0, rel=0.01)
         else:  # the H100 traces predate the measurement
             assert r.launch_overhead_us == 0 and r.cupti_removed_ms == 0
