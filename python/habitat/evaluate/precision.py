@@ -59,7 +59,7 @@ def default_data() -> Path:
 
 def read_rows(data: Path, family: str) -> list[dict]:
     """The collection's rows of `family` with their nominal precision, layout, shape and device
-    time (us); SDPA through load_sdpa (its backward per call)."""
+    time (us); SDPA through load_sdpa (its backward per call where the collection lost its kernels)."""
     out: list[dict] = []
     if family == "attention":
         for path in sorted(data.glob("sdpa*.csv")):

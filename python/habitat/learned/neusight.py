@@ -319,18 +319,25 @@ def load_attention(directory: str | Path, timing: str = "call") -> KernelArrays 
     return KernelArrays.concat(parts) if parts else None
 
 
+def _kernel_count(row: dict[str, str]) -> int:
+    """How many kernels a collected row's run launched (its `Kernels` column, ';'-separated)."""
+    return sum(1 for k in (row.get("Kernels") or "").split(";") if k)
+
+
 def load_sdpa(path: str | Path, timing: str = "call") -> KernelArrays:
     """sdpa.csv (one row per shape, backend, precision and phase "fwd" or "fwd+bwd", times in
     ms) as attention rows of the fused backends (SDPA_BACKENDS): op "sdpa" for the forward,
     "sdpa_bwd" for the backward op alone.
 
-    The forward is timed as `timing` says. The backward is fwd+bwd less the forward, always
-    from the per-call timing of fwd+bwd (`Latency`): the collections of 2026-11-26 and before
-    lost the backward's kernels from `Kernel Latency` (autograd ran them on another thread).
-    With timing "kernel" it is fwd+bwd's call time less the forward's device time, i.e. the
-    backward's kernels plus the harness's one floor (a "call" row); with "call", fwd+bwd less
-    fwd, whose floors mostly cancel (rows where the difference is under a fifth of the fwd+bwd
-    time, lost in the harness's jitter, are dropped)."""
+    The forward is timed as `timing` says. The backward is fwd+bwd less the forward. With
+    timing "kernel", where the fwd+bwd row lists more kernels than the fwd row (collections
+    since 2026-11-27), it is the difference of their device times, a device-time row; the
+    collections of 2026-11-26 and before lost the backward's kernels from `Kernel Latency`
+    (autograd ran them on another thread: the fwd+bwd row lists the forward's alone), and there
+    it is fwd+bwd's call time less the forward's device time, i.e. the backward's kernels plus
+    the harness's one floor (a "call" row). With "call", fwd+bwd less fwd, whose floors mostly
+    cancel. Rows where the difference is under a fifth of the fwd+bwd time, lost in the
+    jitter, are dropped."""
     _check_timing(timing)
     by_key: dict[tuple, dict[str, dict[str, str]]] = {}
     with open(path, newline="") as f:
@@ -354,9 +361,9 @@ def load_sdpa(path: str | Path, timing: str = "call") -> KernelArrays:
         table.add("sdpa", device, t_fwd, 0.0, shape, 0, p, ROW_TIMING[timing])
         if both is None:
             continue
-        t_both = _row_ms(Path(path), both, "call") * 1000.0
-        t_fwd_call = _row_ms(Path(path), fwd, "call") * 1000.0
-        bwd = t_both - (t_fwd if timing == "kernel" else t_fwd_call)
+        bwd_timing = "kernel" if timing == "kernel" and _kernel_count(both) > _kernel_count(fwd) else "call"
+        t_both = _row_ms(Path(path), both, bwd_timing) * 1000.0
+        bwd = t_both - (t_fwd if timing == "kernel" else _row_ms(Path(path), fwd, "call") * 1000.0)
         if bwd >= 0.2 * t_both:
-            table.add("sdpa_bwd", device, bwd, 0.0, dict(shape, backward=1.0), 0, p, "call")
+            table.add("sdpa_bwd", device, bwd, 0.0, dict(shape, backward=1.0), 0, p, ROW_TIMING[bwd_timing])
     return table.arrays()

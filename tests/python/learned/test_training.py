@@ -154,23 +154,30 @@ def test_sources_key_a_call_row_by_its_floor_and_a_device_row_by_none(tmp_path: 
     assert set(keys) == {"collection:x|bmm|bf16", "collection:x|bmm|tf32", "collection:x|bmm|fp32"}
 
 
-def test_sdpa_backward_is_read_per_call_whatever_the_forward_timing(tmp_path: Path) -> None:
-    cols = ["OPName", "Latency", "Device", "Precision", "Phase", "Kernel Latency", "Transform Latency",
+def test_sdpa_backward_is_device_time_only_where_its_kernels_were_recorded(tmp_path: Path) -> None:
+    cols = ["OPName", "Latency", "Device", "Precision", "Phase", "Kernel Latency", "Transform Latency", "Kernels",
             "B", "H", "L", "S", "E", "Causal", "Backend"]
     with open(tmp_path / "sdpa_bf16.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for backend in ("flash", "cudnn", "math"):
-            w.writerow(["sdpa", 0.40, H100, "bf16", "fwd", 0.35, 0.0, 4, 8, 512, 512, 64, 0, backend])
+            w.writerow(["sdpa", 0.40, H100, "bf16", "fwd", 0.35, 0.0, "fwd_k", 4, 8, 512, 512, 64, 0, backend])
             # the fwd+bwd Kernel Latency holds the forward's kernels only (the 2026-11-26 defect)
-            w.writerow(["sdpa", 1.90, H100, "bf16", "fwd+bwd", 0.35, 0.0, 4, 8, 512, 512, 64, 0, backend])
+            w.writerow(["sdpa", 1.90, H100, "bf16", "fwd+bwd", 0.35, 0.0, "fwd_k", 4, 8, 512, 512, 64, 0, backend])
+            # a later collection: the backward's kernels are in the fwd+bwd row
+            w.writerow(["sdpa", 0.40, H100, "bf16", "fwd", 0.35, 0.0, "fwd_k", 4, 8, 256, 256, 64, 0, backend])
+            w.writerow(["sdpa", 1.90, H100, "bf16", "fwd+bwd", 1.25, 0.0, "fwd_k;dq_k;bwd_k", 4, 8, 256, 256, 64, 0,
+                        backend])
     a = load_attention(tmp_path, "kernel")
-    assert sorted(a.shapes["backend"].tolist()) == [0.0, 0.0, 2.0, 2.0]  # flash, cuDNN; math is not a fused kernel
+    assert sorted(a.shapes["backend"].tolist()) == [0.0] * 4 + [2.0] * 4  # flash, cuDNN; math is not a fused kernel
     fwd, bwd = a.op == "sdpa", a.op == "sdpa_bwd"
-    assert set(a.timing[fwd]) == {"device"} and set(a.timing[bwd]) == {"call"}
+    lost, kept = a.shapes["l"] == 512, a.shapes["l"] == 256
+    assert set(a.timing[fwd]) == {"device"} and set(a.timing[bwd & lost]) == {"call"}
+    assert set(a.timing[bwd & kept]) == {"device"}
     np.testing.assert_allclose(a.latency_us[fwd], 350.0)
-    np.testing.assert_allclose(a.latency_us[bwd], 1900.0 - 350.0)  # fwd+bwd per call less the forward's device time
-    assert len(set(a.problem_keys().tolist())) == 1  # every backend and pass of the shape: one problem
+    np.testing.assert_allclose(a.latency_us[bwd & lost], 1900.0 - 350.0)  # fwd+bwd per call less the forward's device time
+    np.testing.assert_allclose(a.latency_us[bwd & kept], 1250.0 - 350.0)  # both device times
+    assert len(set(a.problem_keys().tolist())) == 2  # every backend and pass of a shape: one problem
 
 
 def test_harness_time_is_additive_with_a_larger_share_for_tiny_kernels() -> None:
