@@ -33,7 +33,7 @@ from family_steps import STEM_FAMILY, Row, Templates  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB-2026-11-26-families"
 DEFAULT_GPU = "H100-SXM5-80GB"
-SHAPE_COLUMNS = ("B", "H", "Dim", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride",
+SHAPE_COLUMNS = ("B", "H", "Dim", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Depth", "Stride",
                  "Padding", "Groups", "Layout", "Vocab", "Tokens", "Classes")
 
 

@@ -29,14 +29,16 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))  # the collector's case mod
 PRIMES = (11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97)
 # Shape columns that are sizes (the others, e.g. Kernel_Szie, Stride, Padding, Dim, Layout, are
 # traced as they are).
-SIZE_COLUMNS = ("B", "H", "Input_Channel", "Output_Channel", "Input_Size", "Groups", "Vocab", "Dim", "Tokens",
-                "Classes")
+SIZE_COLUMNS = ("B", "H", "Input_Channel", "Output_Channel", "Input_Size", "Depth", "Groups", "Vocab", "Dim",
+                "Tokens", "Classes")
+# A convolution's spatial sizes: each output size is its own template prime (_conv_widths).
+CONV_SIZE_COLUMNS = ("Input_Size", "Depth")
 # The CSV stems whose rows have a case here, by the collector's family of their cases.
 STEM_FAMILY = {"activation": "activation", "add": "elementwise", "addu": "elementwise", "mul": "elementwise",
                "mulu": "elementwise", "div": "elementwise", "relu": "elementwise", "gelu": "elementwise",
                "tanh": "elementwise", "sum": "reduction", "mean": "reduction", "bn": "batchnorm",
                "gconv": "gconv", "conv1x1": "pointwise", "embedding": "embedding",
-               "crossentropy": "crossentropy"}
+               "crossentropy": "crossentropy", "conv3d": "conv3d"}
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ def template_sizes(row: Row) -> tuple[dict[str, Any], dict[int, int]]:
         real = int(shape[column])
         if column in ("Input_Channel", "Output_Channel") and _grouped(row):
             continue  # a grouped conv's channels: groups x width, set below
-        if column == "Input_Size" and "Kernel_Szie" in shape:
+        if column in CONV_SIZE_COLUMNS and "Kernel_Szie" in shape:
             continue  # a conv's widths: set below
         if real == 1:
             continue
@@ -95,8 +97,10 @@ def template_sizes(row: Row) -> tuple[dict[str, Any], dict[int, int]]:
         shape["Input_Channel"] = shape["Groups"] * p
         out_width = int(row.shape["Output_Channel"]) // int(row.shape["Groups"])
         shape["Output_Channel"] = shape["Groups"] * (p if out_width == width else _mapped(out_width, primes, mapping))
-    if "Kernel_Szie" in shape and "Input_Size" in shape:
-        _conv_widths(row, shape, mapping, primes)
+    if "Kernel_Szie" in shape:
+        for column in CONV_SIZE_COLUMNS:
+            if column in shape:
+                _conv_widths(row, shape, mapping, primes, column)
     return shape, mapping
 
 
@@ -111,15 +115,17 @@ def _mapped(real: int, primes: Iterator[int], mapping: dict[int, int]) -> int:
     return p
 
 
-def _conv_widths(row: Row, shape: dict[str, Any], mapping: dict[int, int], primes: Iterator[int]) -> None:
-    """A template input width whose output width is a template prime too (or the same one)."""
-    real_in = int(row.shape["Input_Size"])
+def _conv_widths(row: Row, shape: dict[str, Any], mapping: dict[int, int], primes: Iterator[int],
+                 column: str = "Input_Size") -> None:
+    """A template input size (`column`: width, or a 3-D convolution's depth) whose output size is
+    a template prime too (or the same one)."""
+    real_in = int(row.shape[column])
     real_out = conv_output(real_in, row.shape)
     used = set(mapping)
     for p in primes:
         out = conv_output(p, row.shape)
         if out == p or (out in PRIMES and out not in used):
-            shape["Input_Size"] = p
+            shape[column] = p
             mapping[p] = real_in
             if out != p:
                 mapping[out] = real_out
