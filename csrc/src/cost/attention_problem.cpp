@@ -20,6 +20,16 @@ double dim_from_end(const TensorMeta& t, std::size_t i) {
 
 }  // namespace
 
+double causal_share(double l, double s, bool bottom_right) {
+  if (!(l > 0 && s > 0)) return 0.5;
+  const double top_left = l <= s ? l / (2.0 * s) : 1.0 - s / (2.0 * l);
+  return bottom_right ? 1.0 - top_left : top_left;
+}
+
+double AttentionProblem::kept_share() const {
+  return causal ? causal_share(l, s, bottom_right) : 1.0;
+}
+
 std::optional<AttentionProblem> attention_problem(std::string_view stem, op_args::Args inputs) {
   const TensorMeta* q = op_args::tensor(inputs, "query");
   const TensorMeta* k = op_args::tensor(inputs, "key");
@@ -29,8 +39,9 @@ std::optional<AttentionProblem> attention_problem(std::string_view stem, op_args
   p.e = dim_from_end(*q, 0);
   p.ev = dim_from_end(*v, 0);
   // _efficient_attention_*: custom_mask_type 1 = causal from top-left, 2 = from bottom-right.
-  p.causal = op_args::boolean(inputs, "is_causal", false) ||
-             op_args::number(inputs, "custom_mask_type").value_or(0) != 0;
+  const double mask_type = op_args::number(inputs, "custom_mask_type").value_or(0);
+  p.causal = op_args::boolean(inputs, "is_causal", false) || mask_type != 0;
+  p.bottom_right = mask_type == 2;
   const TensorMeta* offsets = op_args::tensor(inputs, "cum_seq_q");
   if (offsets == nullptr) offsets = op_args::tensor(inputs, "cu_seqlens_q");
   if (offsets != nullptr && elements(*offsets) >= 2) {

@@ -6,6 +6,8 @@
 #include <functional>
 #include <stdexcept>
 
+#include "cost/attention_problem.h"
+
 namespace habitat {
 namespace {
 
@@ -212,7 +214,8 @@ double attention_features(const Column& col, double eb, const Device& dev, const
     throw std::invalid_argument(
         "attention column 'backend' must be 0 (flash), 1 (memory-efficient) or 2 (cuDNN)");
   }
-  const double scale = (causal > 0 ? 0.5 : 1.0) * (backward > 0 ? kAttentionBackwardFlops : 1.0);
+  const double scale = (causal > 0 ? op_cost::causal_share(l, sk) : 1.0) *
+                       (backward > 0 ? kAttentionBackwardFlops : 1.0);
   const double flops = 4.0 * bh * l * sk * e * scale;
   // forward reads Q, K, V, writes O; backward reads Q, K, V, O, dO, writes dQ, dK, dV
   const double bytes = eb * bh * (backward > 0 ? 4.0 : 2.0) * (l + sk) * e;

@@ -203,8 +203,9 @@ std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord
               {"elem_bytes", eb},
               {"backend", backend}}}};
   }
-  // Causal masks let fused kernels skip about half of the score tiles.
-  const double causal = p->causal ? 0.5 : 1.0;
+  // A causal mask lets fused kernels skip the score tiles it hides; the math path computes
+  // every score and masks them after.
+  const double causal = math ? 1.0 : p->kept_share();
   // Forward: S = Q K^T and O = P V. Backward: dV, dP, dQ, dK plus the recomputed S.
   const double gemm_scale = causal * (backward ? 2.5 : 1.0);
   const double bh = p->batch_heads;

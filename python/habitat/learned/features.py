@@ -101,8 +101,16 @@ FEATURE_NAMES: dict[str, tuple[str, ...]] = {
 
 
 # Fused attention: the backward recomputes S = Q K^T and runs dV, dP, dQ, dK (2.5x the forward's
-# matrix work); a causal mask skips about half of the score tiles. Query rows per thread block.
+# matrix work); a causal mask skips the score tiles it hides (causal_share). Query rows per
+# thread block.
 ATTENTION_BACKWARD_FLOPS = 2.5
+
+
+def causal_share(l: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The share of an l x s score matrix SDPA's causal mask keeps (top-left: query i sees keys
+    0..i): l / 2s when l <= s, 1 - s / 2l when l > s (csrc/src/cost/attention_problem.h)."""
+    l, s = np.asarray(l, dtype=np.float64), np.asarray(s, dtype=np.float64)
+    return np.where(l <= s, l / (2.0 * np.maximum(s, 1e-300)), 1.0 - s / (2.0 * np.maximum(l, 1e-300)))
 ATTENTION_BLOCK_ROWS = 128.0
 
 # FLOPs per element of the row-wise families (max, sub, exp, sum, div; mean, var, scale).
@@ -230,7 +238,8 @@ def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
         return n * (1.0 + TRANSCENDENTAL_FLOPS * trans), eb * n * (inputs + 1.0)
     if family == "attention":
         bh, l, sk, e = s["batch_heads"], s["l"], s["s"], s["e"]
-        scale = np.where(s["causal"] > 0, 0.5, 1.0) * np.where(s["backward"] > 0, ATTENTION_BACKWARD_FLOPS, 1.0)
+        scale = (np.where(s["causal"] > 0, causal_share(l, sk), 1.0)
+                 * np.where(s["backward"] > 0, ATTENTION_BACKWARD_FLOPS, 1.0))
         flops = 4.0 * bh * l * sk * e * scale
         # forward reads Q, K, V and writes O; backward reads Q, K, V, O, dO and writes dQ, dK, dV
         tensors = np.where(s["backward"] > 0, 4.0, 2.0) * (l + sk) * e

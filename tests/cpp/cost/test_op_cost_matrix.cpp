@@ -3,6 +3,7 @@
 // for the same shapes.
 #include <gtest/gtest.h>
 
+#include "cost/attention_problem.h"
 #include "cost/test_op_cost_builders.h"
 #include "habitat/op_cost.h"
 
@@ -243,6 +244,27 @@ TEST(OpCostAttention, EfficientAttentionCustomMaskIsCausal) {
   };
   EXPECT_DOUBLE_EQ(estimate_cost(rec(0)).flops, 33554432);
   EXPECT_DOUBLE_EQ(estimate_cost(rec(1)).flops, 33554432 / 2.0);
+}
+
+TEST(OpCostAttention, NonSquareCausalKeepsTheTopLeftTriangle) {
+  // 128 queries over 512 keys: query i sees keys 0..i, 128^2 / 2 of the 128 x 512 pairs (an
+  // eighth); unmasked 2 * 4 * 128 * 512 pairs * 2 * (64 + 64) = 134,217,728 FLOPs.
+  const TensorMeta long_kv = T({2, 4, 512, 64}, "bfloat16");
+  EXPECT_DOUBLE_EQ(estimate_cost(flash_forward(false, long_kv)).flops, 134217728);
+  EXPECT_DOUBLE_EQ(estimate_cost(flash_forward(true, long_kv)).flops, 134217728 / 8.0);
+  // More queries than keys (128 over 32): every query past the 32nd sees all 32 keys.
+  const TensorMeta short_kv = T({2, 4, 32, 64}, "bfloat16");
+  EXPECT_DOUBLE_EQ(estimate_cost(flash_forward(true, short_kv)).flops,
+                   estimate_cost(flash_forward(false, short_kv)).flops * (1 - 32 / 256.0));
+  // custom_mask_type 2 ends the diagonal in the bottom-right corner: the last query sees all keys.
+  const TensorMeta q = T({2, 128, 4, 64}, "bfloat16"), kv = T({2, 512, 4, 64}, "bfloat16");
+  const auto efficient = op("aten::_efficient_attention_forward", "",
+                            {tensor("query", q), tensor("key", kv), tensor("value", kv),
+                             none("bias"), real("dropout_p", 0), integer("custom_mask_type", 2)},
+                            {q});
+  EXPECT_DOUBLE_EQ(estimate_cost(efficient).flops, 134217728 * (1 - 1 / 8.0));
+  EXPECT_DOUBLE_EQ(op_cost::causal_share(128, 512), 0.125);
+  EXPECT_DOUBLE_EQ(op_cost::causal_share(512, 512), 0.5);
 }
 
 TEST(OpCostAttention, EmptyBatchCostsNothingRatherThanNaN) {
