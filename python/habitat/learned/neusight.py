@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,8 @@ OP_FAMILY = {"bmm": "gemm", "linear": "gemm", "conv": "conv", "softmax": "softma
 # which gradient it computes, so each pass gets its own harness floor; `grad` is the shape column.
 CONV_GRAD = {"fwd": 0.0, "bwd_data": 1.0, "bwd_weight": 2.0}
 OP_FAMILY.update({"conv_bwd_data": "conv", "conv_bwd_weight": "conv", "sdpa": "attention", "sdpa_bwd": "attention",
+                  # 3-D convolutions (collect_kernels.py --families conv3d) as their square stand-ins
+                  "conv3d": "conv", "conv3d_bwd_data": "conv", "conv3d_bwd_weight": "conv",
                   "softmax_bwd": "softmax", "ln_bwd": "layernorm", "sum": "reduction", "mean": "reduction",
                   "bn": "batchnorm", "bn_bwd": "batchnorm", "log_softmax": "softmax", "log_softmax_bwd": "softmax",
                   # torch's fused RMS norm runs the layer-norm kernels without the mean on CUDA
@@ -155,16 +158,34 @@ def problem_key(op: str, shape: dict[str, float]) -> str:
     return "|".join([op.split("_bwd")[0]] + [str(int(shape[c])) for c in problem_columns(OP_FAMILY[op])])
 
 
+def cube_conv_stand_in(depth: float, size: float, kernel: float, stride: float, padding: float) -> dict[str, float]:
+    """The square 2-D convolution the engine forecasts a 3-D one of `depth` x `size` x `size`
+    inputs and a cube filter by (csrc/src/learned/conv_geometry.cpp square_conv): the square
+    roots of the products of the sides, filter sides and strides, and the padding that gives it
+    the 3-D one's output positions (the nearest square number)."""
+    def out(n: float) -> float:
+        return math.floor((n + 2 * padding - kernel) / stride) + 1
+
+    positions = out(depth) * out(size) ** 2
+    sq = {"size": math.sqrt(depth * size * size), "kernel": kernel ** 1.5, "stride": stride ** 1.5}
+    out_side = max(1.0, math.floor(math.sqrt(positions) + 0.5))  # std::round: half away from zero
+    if sq["kernel"] == 1 and sq["stride"] == 1 and padding == 0:
+        return {**sq, "size": out_side, "padding": 0.0}
+    return {**sq, "padding": ((out_side - 1) * sq["stride"] + sq["kernel"] - sq["size"]) / 2 + sq["stride"] / 4}
+
+
 def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str, float]:
     family = OP_FAMILY[op]
     if family == "gemm":  # NeuSight: A[B,M,N] x B[B,N,K], N is the reduction
         return {"b": float(row["B"]), "m": float(row["M"]), "k": float(row["N"]), "n": float(row["K"]),
                 "elem_bytes": elem_bytes}
     if family == "conv":
+        window = {"kernel": float(row["Kernel_Szie"]), "size": float(row["Input_Size"]),
+                  "stride": float(row["Stride"]), "padding": float(row["Padding"])}
+        if row.get("Depth"):
+            window = cube_conv_stand_in(float(row["Depth"]), **window)
         return {"batch": float(row["B"]), "cin": float(row["Input_Channel"]),
-                "cout": float(row["Output_Channel"]), "kernel": float(row["Kernel_Szie"]),
-                "size": float(row["Input_Size"]), "stride": float(row["Stride"]),
-                "padding": float(row["Padding"]), "elem_bytes": elem_bytes,
+                "cout": float(row["Output_Channel"]), **window, "elem_bytes": elem_bytes,
                 "grad": CONV_GRAD[row.get("Phase") or "fwd"]}
     if family == "reduction":  # collect_kernels.py: sum or mean of a B x H tensor over Dim
         outer = row["Dim"] == "0"
@@ -220,7 +241,7 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timi
         for row in csv.DictReader(f):
             op = row["OPName"]
             phase = row.get("Phase") or "fwd"
-            if op == "conv" and phase != "fwd" and phase not in CONV_GRAD:
+            if op in ("conv", "conv3d") and phase != "fwd" and phase not in CONV_GRAD:
                 raise ValueError(f"{path}: unknown conv Phase {phase!r} (known: {', '.join(CONV_GRAD)})")
             if phase != "fwd":  # a backward pass is an op of its own (not in OP_FAMILY: not read)
                 op = f"{op}_{phase}"

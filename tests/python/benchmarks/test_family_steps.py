@@ -91,3 +91,33 @@ def test_family_kernels_forecasts_a_collection(tmp_path: Path) -> None:
         groups = fk.table(rows, pred, methods)
     assert len(groups) == 1 and groups[0]["rows"] == 3 and groups[0]["op"] == "sum"
     assert all(p > 0 for p in pred)
+
+
+@pytest.mark.parametrize("shape", [
+    {"B": 2, "Input_Channel": 4, "Output_Channel": 6, "Kernel_Szie": 3, "Input_Size": 9, "Depth": 5, "Stride": 2,
+     "Padding": 1, "Layout": "nchw"},
+    {"B": 3, "Input_Channel": 8, "Output_Channel": 8, "Kernel_Szie": 1, "Input_Size": 7, "Depth": 4, "Stride": 1,
+     "Padding": 0, "Layout": "nchw"},
+    {"B": 1, "Input_Channel": 3, "Output_Channel": 16, "Kernel_Szie": 3, "Input_Size": 112, "Depth": 16,
+     "Stride": 1, "Padding": 1, "Layout": "nchw"}])
+def test_a_3d_rows_training_shape_is_the_engines_stand_in(fs, shape) -> None:
+    """The conv model trains on a collected 3-D convolution as the square stand-in the engine
+    forecasts it by (habitat.learned.neusight.cube_conv_stand_in, conv_geometry.cpp)."""
+    import json
+
+    from habitat import _engine
+    from habitat.capture.environment import trace_origin
+    from habitat.data import engine
+    from habitat.learned.neusight import row_shape
+
+    row = fs.Row("conv3d", "conv3d", "fwd", "fp32", shape, 1.0)
+    step = {"index": 0, "wall_ms": 1.0, "ops": fs.Templates().step_ops(row)}
+    text = json.dumps(engine.trace_document(trace_origin("cpu"), [step]))
+    # every op of the wrapper chain (conv3d, convolution, _convolution, ...) names the same part
+    parts = {json.dumps(p[1], sort_keys=True) for _, op_class, ps in _engine.learned_op_parts(text, -1)
+             if op_class == "conv" for p in ps}
+    assert len(parts) == 1
+    engine_shape = json.loads(parts.pop())
+    ours = row_shape("conv3d", {k: str(v) for k, v in shape.items()}, 4.0)
+    for column in ("size", "kernel", "stride", "padding", "batch", "cin", "cout"):
+        assert engine_shape[column] == pytest.approx(ours[column], rel=1e-12), column
