@@ -15,8 +15,9 @@ from habitat.learned import features as feats  # noqa: E402
 from habitat.learned import harness, kernel_paths  # noqa: E402
 from habitat.learned import sources as src  # noqa: E402
 from habitat.learned.devices import default_table  # noqa: E402
+from habitat.learned.fitting import source_weights  # noqa: E402
 from habitat.learned.neusight import load_attention, load_precision_kernels  # noqa: E402
-from habitat.learned.train import leave_shapes_out  # noqa: E402
+from habitat.learned.train import SHARES, batch_shares, leave_shapes_out  # noqa: E402
 from habitat.learned.train import main as train_main  # noqa: E402
 
 COLS = ["OPName", "Latency", "Device", "Grid x", "Grid y", "Grid z", "Block x", "Block y", "Block z",
@@ -178,6 +179,20 @@ def test_sdpa_backward_is_device_time_only_where_its_kernels_were_recorded(tmp_p
     np.testing.assert_allclose(a.latency_us[bwd & lost], 1900.0 - 350.0)  # fwd+bwd per call less the forward's device time
     np.testing.assert_allclose(a.latency_us[bwd & kept], 1250.0 - 350.0)  # both device times
     assert len(set(a.problem_keys().tolist())) == 2  # every backend and pass of a shape: one problem
+
+
+def test_a_balanced_family_gives_each_collection_an_equal_share_of_the_draws() -> None:
+    source = np.array(["collection:big"] * 90 + ["collection:small"] * 10 + [src.TRACES] * 20, dtype=object)
+    kinds, shares = batch_shares("attention", source)
+    w = source_weights(kinds, shares)
+    big, small, traced = (w[source == s].sum() for s in ("collection:big", "collection:small", src.TRACES))
+    total = SHARES["collection"] + SHARES[src.TRACES]
+    assert big == pytest.approx(small) == pytest.approx(SHARES["collection"] / 2 / total)
+    assert traced == pytest.approx(SHARES[src.TRACES] / total)
+    # other families draw the collections' share by rows
+    kinds, shares = batch_shares("gemm", source)
+    w = source_weights(kinds, shares)
+    assert w[source == "collection:big"].sum() == pytest.approx(9 * w[source == "collection:small"].sum())
 
 
 def test_harness_time_is_additive_with_a_larger_share_for_tiny_kernels() -> None:
