@@ -43,4 +43,11 @@ double kernel_busy_fraction(std::span<const KernelLaunch> kernels) {
   return std::clamp(kernel_busy_us(kernels) / sum, 0.0, 1.0);
 }
 
+std::vector<double> op_busy_us(const Step& step) {
+  std::vector<double> out;
+  out.reserve(step.ops.size());
+  for (const OpRecord& op : step.ops) out.push_back(kernel_busy_us(op.kernels));
+  return out;
+}
+
 }  // namespace habitat

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "habitat/trace.h"
 
@@ -17,5 +18,9 @@ double kernel_busy_us(std::span<const KernelLaunch> kernels);
 
 // kernel_busy_us over the summed durations, in (0, 1]; 1 for kernels that take no time.
 double kernel_busy_fraction(std::span<const KernelLaunch> kernels);
+
+// kernel_busy_us of each op of the step, in step order: what the timeline spreads an op's
+// forecast over (launch_durations and its all-targets form in timeline_forecast.cpp).
+std::vector<double> op_busy_us(const Step& step);
 
 }  // namespace habitat

@@ -21,10 +21,7 @@ namespace {
 class LaunchScaling {
  public:
   LaunchScaling(const HostSchedule& schedule, const Step& step) : events_(schedule.events.size()) {
-    std::vector<double> measured(step.ops.size(), 0.0);
-    for (std::size_t i = 0; i < step.ops.size(); ++i) {
-      measured[i] = kernel_busy_us(step.ops[i].kernels);
-    }
+    const std::vector<double> measured = op_busy_us(step);
     for (std::size_t e = 0; e < schedule.events.size(); ++e) {
       const HostEvent& ev = schedule.events[e];
       Part& p = events_[e];

@@ -105,10 +105,7 @@ std::vector<double> launch_durations(const HostSchedule& schedule, const Step& s
                                 std::to_string(op_share_us.size()) + " for " +
                                 std::to_string(step.ops.size()) + " ops)");
   }
-  std::vector<double> measured(step.ops.size(), 0.0);
-  for (std::size_t i = 0; i < step.ops.size(); ++i) {
-    measured[i] = kernel_busy_us(step.ops[i].kernels);
-  }
+  const std::vector<double> measured = op_busy_us(step);
   std::vector<double> out(schedule.events.size(), 0.0);
   for (std::size_t e = 0; e < schedule.events.size(); ++e) {
     const HostEvent& ev = schedule.events[e];
