@@ -104,14 +104,17 @@ FEATURE_NAMES: dict[str, tuple[str, ...]] = {
 # matrix work); a causal mask skips the score tiles it hides (causal_share). Query rows per
 # thread block.
 ATTENTION_BACKWARD_FLOPS = 2.5
+ATTENTION_BLOCK_ROWS = 128.0
 
 
 def causal_share(l: np.ndarray, s: np.ndarray) -> np.ndarray:
     """The share of an l x s score matrix SDPA's causal mask keeps (top-left: query i sees keys
-    0..i): l / 2s when l <= s, 1 - s / 2l when l > s (csrc/src/cost/attention_problem.h)."""
+    0..i): l / 2s when l <= s, 1 - s / 2l when l > s, one half for an empty one, as
+    csrc/src/cost/attention_problem.cpp causal_share."""
     l, s = np.asarray(l, dtype=np.float64), np.asarray(s, dtype=np.float64)
-    return np.where(l <= s, l / (2.0 * np.maximum(s, 1e-300)), 1.0 - s / (2.0 * np.maximum(l, 1e-300)))
-ATTENTION_BLOCK_ROWS = 128.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(l <= s, l / (2.0 * s), 1.0 - s / (2.0 * l))
+    return np.where((l > 0) & (s > 0), share, 0.5)
 
 # FLOPs per element of the row-wise families (max, sub, exp, sum, div; mean, var, scale).
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0
