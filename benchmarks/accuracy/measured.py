@@ -46,6 +46,17 @@ class Measurement:
         return doc["origin"], doc["steps"][0]
 
     @cached_property
+    def device_ms(self) -> float:
+        """The step's kernel time as device time: its ops' kernels' busy time (op_classes.kernel_us)
+        where the kept trace has every kernel's start time, else the summary's kernel sum."""
+        if self.trace is None:
+            return self.kernel_ms
+        ops = self.gpu_step()[1]["ops"]
+        if any(k.get("device_start_us") is None for op in ops for k in op.get("kernels", [])):
+            return self.kernel_ms
+        return sum(op_classes.kernel_us(op) for op in ops) / 1e3
+
+    @cached_property
     def by_class_ms(self) -> dict[str, float]:
         """Kernel time per op class (op_classes.py): from the trace when it was kept (its ops
         classed by the engine as a forecast for this GPU would class them), else the summary's."""

@@ -150,9 +150,28 @@ def engine_classes(forecast: dict[str, Any]) -> dict[int, str]:
     return {o["id"]: o["class"] for o in forecast["ops"]}
 
 
+def busy_us(kernels: list[dict[str, Any]]) -> float | None:
+    """The union of the kernels' device intervals (us); None unless each has its device start
+    time (trace format 2)."""
+    if not kernels or any(k.get("device_start_us") is None for k in kernels):
+        return None
+    spans = sorted((k["device_start_us"], k["device_start_us"] + k.get("duration_us", 0.0)) for k in kernels)
+    total, (start, end) = 0.0, spans[0]
+    for s, e in spans[1:]:
+        if s > end:
+            total, start, end = total + end - start, s, e
+        else:
+            end = max(end, e)
+    return total + end - start
+
+
 def kernel_us(op: dict[str, Any]) -> float:
-    """The device time of the kernels attributed to this op itself (not its children)."""
-    return sum(k.get("duration_us", 0.0) for k in op.get("kernels", []))
+    """The device time of the kernels attributed to this op itself (not its children): the time
+    they kept the device busy where the trace has their start times (cuDNN runs a stacked LSTM's
+    layers on several streams at once, so their durations overlap), else their summed durations."""
+    kernels = op.get("kernels", [])
+    busy = busy_us(kernels)
+    return busy if busy is not None else sum(k.get("duration_us", 0.0) for k in kernels)
 
 
 def sum_by_class(classes: dict[int, str], time_us: dict[int, float]) -> dict[str, float]:

@@ -214,12 +214,12 @@ def compare_rows(cache: Path, runs: list[measured.Measurement], only: str | None
                 t = targets.index(m.gpu)
                 forecast_ms, roofline_ms = forecast["totals"][t]["total_ms"], roofline["totals"][t]["total_ms"]
                 row = {"model": model, "precision": precision, "gpu": m.gpu, "run": m.run,
-                       "measured_step_ms": m.step_ms, "measured_kernel_ms": m.kernel_ms,
-                       "host_bound_ms": max(0.0, m.step_ms - m.kernel_ms),
+                       "measured_step_ms": m.step_ms, "measured_kernel_ms": m.device_ms,
+                       "host_bound_ms": max(0.0, m.step_ms - m.device_ms),
                        "forecast_kernel_ms": forecast_ms,
-                       "kernel_error_pct": 100 * (forecast_ms / m.kernel_ms - 1),
+                       "kernel_error_pct": 100 * (forecast_ms / m.device_ms - 1),
                        "roofline_kernel_ms": roofline_ms,
-                       "roofline_error_pct": 100 * (roofline_ms / m.kernel_ms - 1),
+                       "roofline_error_pct": 100 * (roofline_ms / m.device_ms - 1),
                        "forecast_by_class_ms": by_class[t], "measurement": m}
                 if by_op and m.trace is not None:
                     row["by_op_us"] = by_root_op(step, forecast, t, m.gpu_step()[1])

@@ -105,26 +105,52 @@ Argument tensor_argument(std::string name, TensorMeta t) {
   return a;
 }
 
-// One cuDNN RNN part: a GEMM [m, k] x [k, n], or an element-wise kernel over [m, n] reading
-// two operands (the cell's gates and state).
-OpRecord rnn_part(const OpRecord& layer, const PrecisionFlags& flags, bool gemm, int64_t m,
+// The kinds of kernel cuDNN runs for an RNN layer, each costed as the engine's op of the same
+// shape: a GEMM [m, k] x [k, n] (aten::mm), an element-wise cell kernel over [m, n] reading two
+// operands, the gates and the state (aten::add), a weight layout transform of an [m, n] matrix
+// (aten::clone).
+enum class RnnKernel { Gemm, Cell, Transform };
+
+OpRecord rnn_part(const OpRecord& layer, const PrecisionFlags& flags, RnnKernel kind, int64_t m,
                   int64_t k, int64_t n, const std::string& dtype) {
   OpRecord op;
   op.id = layer.id;
   op.phase = layer.phase;
   op.precision = flags;
-  if (gemm) {
-    op.name = "aten::mm";
-    op.args = {tensor_argument("self", matrix(m, k, dtype)),
-               tensor_argument("mat2", matrix(k, n, dtype))};
-  } else {
-    op.name = "aten::add";
-    op.overload = "Tensor";
-    op.args = {tensor_argument("self", matrix(m, n, dtype)),
-               tensor_argument("other", matrix(m, n, dtype))};
+  switch (kind) {
+    case RnnKernel::Gemm:
+      op.name = "aten::mm";
+      op.args = {tensor_argument("self", matrix(m, k, dtype)),
+                 tensor_argument("mat2", matrix(k, n, dtype))};
+      break;
+    case RnnKernel::Cell:
+      op.name = "aten::add";
+      op.overload = "Tensor";
+      op.args = {tensor_argument("self", matrix(m, n, dtype)),
+                 tensor_argument("other", matrix(m, n, dtype))};
+      break;
+    case RnnKernel::Transform:
+      op.name = "aten::clone";
+      op.args = {tensor_argument("self", matrix(m, n, dtype))};
+      break;
   }
   op.outputs = {matrix(m, n, dtype)};
   return op;
+}
+
+// The device time of a cuDNN RNN layer over the engine's forecast of its parts run one after
+// another: the time the op kept the device busy (the union of its kernels' intervals) on the
+// LSTM benchmark's format-2 H100 steps, fitted per pass and matrix precision by
+// benchmarks/accuracy/cudnn_rnn_fit.py (benchmarks/results/cudnn-rnn-fit.txt). cuDNN's kernels
+// are slower than the engine's forecasts of the same shapes (TF32 GEMMs on Ampere-generation
+// cutlass_80 kernels, cell kernels about 2-3x an add of the gates), and a stacked layer's
+// kernels run on other streams beside the layer below's, so part of their time overlaps. One
+// network's shapes on one GPU measured these: factors, not a model. TF32 off (true FP32 GEMMs):
+// never measured, no factor.
+double cudnn_rnn_scale(const std::string& dtype, bool tf32, bool backward) {
+  if (dtype == "bfloat16" || dtype == "float16" || dtype == "half") return backward ? 1.08 : 1.18;
+  if (tf32) return backward ? 1.13 : 1.27;
+  return 1.0;
 }
 
 const TensorMeta* arg_tensor(const OpRecord& op, const char* name) {
@@ -196,16 +222,21 @@ std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceO
   const auto t = static_cast<double>(steps);
   Expansion e;
   e.index = i;
-  auto add = [&](bool gemm, int64_t m, int64_t k, int64_t n, double count) {
-    e.parts.emplace_back(rnn_part(op, flags, gemm, m, k, n, dtype), count);
+  e.time_scale = cudnn_rnn_scale(dtype, flags.matmul_allow_tf32, backward);
+  const auto add = [&](RnnKernel kind, int64_t m, int64_t k, int64_t n, double count) {
+    e.parts.emplace_back(rnn_part(op, flags, kind, m, k, n, dtype), count);
   };
   if (!backward) {
-    add(true, steps * batch, in, gates, 1);  // input projection of every step
-    add(true, batch, hidden, gates, t);      // recurrent GEMM per step
-    add(false, batch, 0, gates, t);          // cell: gates and state to h, c
+    add(RnnKernel::Gemm, steps * batch, in, gates, 1);  // input projection of every step
+    add(RnnKernel::Gemm, batch, hidden, gates, t);      // recurrent GEMM per step
+    add(RnnKernel::Cell, batch, 0, gates, t);           // cell: gates and state to h, c
+    // Each forward call transforms both weight matrices' layout (H100 CUPTI: one
+    // region_transform kernel per matrix and layer).
+    add(RnnKernel::Transform, gates, 0, in, 1);
+    add(RnnKernel::Transform, gates, 0, hidden, 1);
   } else {
-    add(false, batch, 0, gates, t);      // cell gradient per step
-    add(true, batch, gates, hidden, t);  // gradient to the previous h per step
+    add(RnnKernel::Cell, batch, 0, gates, t);       // cell gradient per step
+    add(RnnKernel::Gemm, batch, gates, hidden, t);  // gradient to the previous h per step
     // cuDNN runs a multi-layer RNN's backward as a wavefront over layers and time: a stacked
     // layer's input gradient (the gradient of the layer below's output) is computed step by
     // step, one [batch, gates] x [gates, in] GEMM each, as the layer below needs it; the
@@ -213,12 +244,12 @@ std::optional<Expansion> rnn_layer(const Step& step, std::size_t i, const TraceO
     // 64 such per-step GEMMs for its two stacked layers.)
     const bool stacked = input->storage != 0 && stacked_inputs.contains(input->storage);
     if (stacked) {
-      add(true, batch, gates, in, t);
+      add(RnnKernel::Gemm, batch, gates, in, t);
     } else {
-      add(true, steps * batch, gates, in, 1);  // input gradient
+      add(RnnKernel::Gemm, steps * batch, gates, in, 1);  // input gradient
     }
-    add(true, gates, steps * batch, in, 1);      // W_ih gradient
-    add(true, gates, steps * batch, hidden, 1);  // W_hh gradient
+    add(RnnKernel::Gemm, gates, steps * batch, in, 1);      // W_ih gradient
+    add(RnnKernel::Gemm, gates, steps * batch, hidden, 1);  // W_hh gradient
     // Bias gradients: the gate gradients summed over every step and batch row (one
     // reduction; b_ih and b_hh get the same sum).
     if (arg_tensor(op, "weight3") != nullptr) {

@@ -53,10 +53,13 @@ struct ForeachGroup {
   std::vector<std::size_t> members;  // indices into the step's ops
 };
 
-// An op costed as the kernels CUDA runs for it: (part, how many times it runs).
+// An op costed as the kernels CUDA runs for it: (part, how many times it runs), their summed
+// forecast times a measured factor where the library's kernels keep the device busy longer
+// than the engine's forecasts of the same shapes (cuDNN's RNN ops).
 struct Expansion {
   std::size_t index = 0;
   std::vector<std::pair<OpRecord, double>> parts;
+  double time_scale = 1.0;
 };
 
 struct Mapping {

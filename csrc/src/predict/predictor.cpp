@@ -282,6 +282,7 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin, const
         sums[t].time_us += count * p.time_us;
       }
     }
+    for (OpPrediction& sum : sums) sum.time_us *= e.time_scale;
     if (total.op_class == OpClass::Unknown) continue;
     f.ops[e.index].cost = total;
     own.set_row(e.index, sums);

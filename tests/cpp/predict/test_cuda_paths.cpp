@@ -314,7 +314,7 @@ TEST(CudaPaths, OneDnnRnnLayerIsCostedAsCudnnsGemmsAndCellKernels) {
   const cuda_paths::Mapping m = cuda_paths::map_cpu_step(step, index_of);
   ASSERT_EQ(m.expansions.size(), 1u);
   const auto& parts = m.expansions[0].parts;
-  ASSERT_EQ(parts.size(), 3u);
+  ASSERT_EQ(parts.size(), 5u);
   EXPECT_EQ(parts[0].second, 1.0);   // the input projection of all 32 steps
   EXPECT_EQ(parts[1].second, 32.0);  // one recurrent GEMM per step
   EXPECT_EQ(parts[0].first.args[0].value.tensors[0].shape, (std::vector<int64_t>{32 * 128, 512}));
@@ -329,6 +329,31 @@ TEST(CudaPaths, OneDnnRnnLayerIsCostedAsCudnnsGemmsAndCellKernels) {
   strict.cudnn_allow_tf32 = false;
   EXPECT_EQ(Predictor(db()).predict(step, strict, {"H100"}).ops[0].cost.precision,
             Precision::Fp32Simt);
+}
+
+TEST(CudaPaths, CudnnRnnLayerTakesItsMeasuredFactorOverItsParts) {
+  Step step;
+  step.ops = {rnn_layer_op("float32")};
+  const OpIndex index_of(step);
+  const cuda_paths::Expansion e = cuda_paths::map_cpu_step(step, index_of).expansions.at(0);
+  // The forward transforms both weight matrices' layout.
+  ASSERT_EQ(e.parts.size(), 5u);
+  EXPECT_EQ(e.parts[3].first.name, "aten::clone");
+  EXPECT_EQ(e.parts[3].first.args[0].value.tensors[0].shape, (std::vector<int64_t>{4096, 512}));
+  EXPECT_EQ(e.parts[4].first.args[0].value.tensors[0].shape, (std::vector<int64_t>{4096, 1024}));
+  // cuDNN's TF32 layer keeps the device busy longer than its parts' forecasts add up to.
+  EXPECT_GT(e.time_scale, 1.0);
+  double parts_us = 0;
+  for (const auto& [part, count] : e.parts) {
+    Step one;
+    one.ops = {part};
+    parts_us += count * total_us(one, "H100");
+  }
+  EXPECT_NEAR(total_us(step, "H100"), e.time_scale * parts_us, 1e-9 * parts_us);
+  // TF32 off: cuDNN's true FP32 kernels were never measured, so no factor.
+  TraceOrigin strict;
+  strict.cudnn_allow_tf32 = false;
+  EXPECT_EQ(cuda_paths::map_cpu_step(step, index_of, strict).expansions.at(0).time_scale, 1.0);
 }
 
 // A ResNet-style batch norm as the CPU records it: batch_norm -> _batch_norm_impl_index ->

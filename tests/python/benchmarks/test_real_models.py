@@ -23,6 +23,25 @@ def test_recorded_kernel_sums_are_read_from_the_gpu_summaries(rm) -> None:
         (w, p) for w in ("resnet50", "gpt2_small", "lstm_seq2seq", "dcgan") for p in ("fp32", "bf16")}
 
 
+def test_kernels_on_several_streams_count_the_time_they_kept_the_device_busy(rm) -> None:
+    """cuDNN runs a stacked LSTM's layers on several streams: where a trace has the kernels'
+    device start times, an op's kernel time is the union of their intervals."""
+    overlapping = {"kernels": [{"duration_us": 10.0, "device_start_us": 0.0},
+                               {"duration_us": 10.0, "device_start_us": 5.0},
+                               {"duration_us": 2.0, "device_start_us": 20.0}]}
+    assert rm.op_classes.kernel_us(overlapping) == pytest.approx(17.0)
+    del overlapping["kernels"][2]["device_start_us"]  # a format-1 trace: summed durations
+    assert rm.op_classes.kernel_us(overlapping) == pytest.approx(22.0)
+    # The format-2 H100 run: the LSTM fp32 step's kernels sum past its busy time.
+    runs = rm.measured.read_summary(rm.RESULTS / "h100-sxm5-80gb-2026-11-26")
+    m = next(m for m in runs if m.model == "lstm_seq2seq" and m.precision == "fp32")
+    assert m.device_ms < 0.85 * m.kernel_ms
+    assert m.device_ms < m.step_ms
+    # Without start times (2026-11-22) the summary's kernel sum stands.
+    old = _measured(rm, "lstm_seq2seq", "fp32")
+    assert old.device_ms == old.kernel_ms
+
+
 def test_cpu_trace_of_lstm_is_forecast_with_its_recurrent_layers(rm) -> None:
     """The oneDNN LSTM layers of the CPU trace carry the recurrent work (before the CUDA
     mapping they were composite with no cost, and the forecast missed ~12 of 19 ms)."""
