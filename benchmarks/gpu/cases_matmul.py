@@ -3,6 +3,7 @@ F.scaled_dot_product_attention forced to each backend (attention)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Callable
 
 import torch
@@ -29,6 +30,12 @@ def gemm_cases(shapes: list[tuple[str, dict[str, int]]], device: str) -> list[Ca
                 run = (lambda a=a, w=w: torch.nn.functional.linear(a, w))
             cases.append(Case(op, "fwd", prec, dict(s), run))
     return cases
+
+
+def vocab_cases(shapes: list[tuple[str, dict[str, int]]], device: str) -> list[Case]:
+    """gemm's cases of a language-model head's shapes (kernel_shapes.vocab_shapes), in their own
+    files, linearvocab_<precision>.csv (OPName linear: the GEMM model's linear rows)."""
+    return [dataclasses.replace(c, stem="linearvocab") for c in gemm_cases(shapes, device)]
 
 
 def sdpa_backends() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:

@@ -41,6 +41,9 @@ Families (--families, comma-separated, default all; files; shape columns):
   and Dropout;
 - conv3d: 3-D convolutions by cube filters (video and volumetric networks), as conv ("nhwc":
   channels_last_3d); conv3d_* (OPName conv3d); conv's columns and Depth (frames).
+- vocab: a language-model head's GEMMs, as gemm's linear rows with a vocabulary (real ones and
+  drawn ones, most not a multiple of 8) as the output or the reduction; linearvocab_* (OPName
+  linear); gemm's columns.
 Shapes are drawn per family from --seed (the same shapes whatever else runs); the new families
 draw a third of them from real networks' layers (network_shapes.py). --budget-s is split
 between the selected families (time a family leaves unused goes to the next), so every selected

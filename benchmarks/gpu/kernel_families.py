@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cases_conv import batchnorm_cases, conv3d_cases, conv_cases, gconv_cases, pointwise_cases, stem_cases
-from cases_matmul import attention_cases, encoder_attention_cases, gemm_cases
+from cases_matmul import attention_cases, encoder_attention_cases, gemm_cases, vocab_cases
 from cases_memory import (
     activation_cases,
     elementwise_cases,
@@ -35,6 +35,7 @@ from kernel_shapes import (
     pointwise_shapes,
     reduction_shapes,
     stem_shapes,
+    vocab_shapes,
 )
 
 
@@ -56,14 +57,14 @@ FAMILIES: dict[str, Family] = {
     "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.10),
     "conv": Family(conv_shapes, conv_cases, "conv", 0.14, 2),
     "attention": Family(attention_shapes, attention_cases, "attention", 0.06, 4),
-    "elementwise": Family(activation_shapes, elementwise_cases, "memory", 0.04),
+    "elementwise": Family(activation_shapes, elementwise_cases, "memory", 0.02),
     "layernorm": Family(memory_shapes, layernorm_cases, "memory", 0.03),
     "softmax": Family(memory_shapes, softmax_cases, "memory", 0.03),
     "reduction": Family(reduction_shapes, reduction_cases, "memory", 0.03),
     "batchnorm": Family(batchnorm_shapes, batchnorm_cases, "memory", 0.06),
     "gconv": Family(gconv_shapes, gconv_cases, "conv", 0.08, 2),
     "pointwise": Family(pointwise_shapes, pointwise_cases, "conv", 0.08, 2),
-    "activation": Family(activation_shapes, activation_cases, "memory", 0.06),
+    "activation": Family(activation_shapes, activation_cases, "memory", 0.04),
     "embedding": Family(embedding_shapes, embedding_cases, "memory", 0.03),
     "crossentropy": Family(crossentropy_shapes, crossentropy_cases, "memory", 0.04),
     "adamw": Family(adamw_shapes, adamw_cases, "memory", 0.04),
@@ -72,4 +73,5 @@ FAMILIES: dict[str, Family] = {
     "rmsnorm": Family(memory_shapes, rmsnorm_cases, "memory", 0.02),
     "largenorm": Family(large_memory_shapes, large_norm_cases, "memory", 0.02),
     "conv3d": Family(conv3d_shapes, conv3d_cases, "conv", 0.04, 2),
+    "vocab": Family(vocab_shapes, vocab_cases, "gemm", 0.04),
 }

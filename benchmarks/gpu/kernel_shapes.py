@@ -269,6 +269,42 @@ def stem_shapes(n: int, rng: random.Random, small: bool = False) -> list[Shape]:
     return out
 
 
+# Output vocabularies of language models' heads, most not a multiple of 8 (cuBLAS then runs
+# narrower-load kernels on the rows that dimension strides): BERT 30522, BERT-cased 28996, Chinese
+# BERT 21128, GPT-2 50257, RoBERTa 50265, Whisper 51865, CLIP 49408, XLM-R 250002, T5 32128,
+# Llama-2 32000. Hidden sizes of the layers before them.
+VOCABULARIES = (30522, 28996, 21128, 50257, 50265, 51865, 49408, 250002, 32128, 32000)
+HEAD_WIDTHS = (512, 768, 1024, 1280, 1600, 2048, 2560, 3072, 4096)
+# A vocabulary's remainder modulo 8 (its alignment in 16-bit elements: 1, 2, 4 and the aligned
+# control), the drawn half of the vocab family cycling through them.
+VOCAB_REMAINDERS = (1, 2, 4, 0)
+
+
+def vocab_shapes(n: int, rng: random.Random, small: bool = False) -> list[tuple[str, Shape]]:
+    """A language-model head's GEMMs, as the gemm family's linear rows ((op, {B, M, N, K}), N the
+    reduction): the vocabulary as the output (the forward; the weight gradient shares its
+    alignment) or as the reduction (the input gradient), alternately. Half the vocabularies are
+    real ones, half drawn log-uniformly from 8k-256k with each remainder modulo 8 in turn; the
+    gemm family's linear rows are all multiples of 8, so the unaligned ones are these."""
+    out = []
+    for i in range(n):
+        if i % 2 == 0:
+            vocab = rng.choice(VOCABULARIES) if not small else _dim(rng, 64, 512, False)
+        else:
+            vocab = _dim(rng, 8000 if not small else 64, 2**18 if not small else 512, False)
+            vocab = vocab - vocab % 8 + VOCAB_REMAINDERS[(i // 2) % len(VOCAB_REMAINDERS)]
+        hidden = rng.choice(HEAD_WIDTHS) if not small else rng.choice((32, 64))
+        while hidden > HEAD_WIDTHS[0] and hidden * vocab > CAPS["flat"] // 2:
+            hidden //= 2  # XLM-R's 250002 x 4096 table would not leave room for the tokens
+        tokens = _dim(rng, 16 if small else 256, 256 if small else 16384, True)
+        while tokens > 16 and tokens * (vocab + hidden) + vocab * hidden > CAPS["flat"]:
+            tokens = max(16, tokens // 16 * 8)  # halved, still a multiple of 8
+        shape = {"B": 1, "M": tokens, "N": hidden, "K": vocab} if (i // 2) % 2 == 0 else \
+            {"B": 1, "M": tokens, "N": vocab, "K": hidden}
+        out.append(("linear", shape))
+    return out
+
+
 # 3-D convolutions of video networks (R3D-18, R(2+1)D, X3D, SlowFast's slow path, VideoMAE's
 # tubelet embedding) and volumetric ones (3-D U-Nets): frames per clip, and cube filters.
 CONV3D_DEPTHS = (2, 4, 8, 16, 32)

@@ -52,6 +52,7 @@ DOCUMENTED = {
                   ["B", "H"]),
     "conv3d": (("conv3d",), CONV_PRECISIONS, {"conv3d"}, {"fwd", "bwd_data", "bwd_weight"},
                CONV_COLUMNS + ["Depth", "Layout"]),
+    "vocab": (("linearvocab",), ("fp32", "tf32", "bf16", "fp16"), {"linear"}, {"fwd"}, ["B", "M", "N", "K"]),
 }
 
 
@@ -254,6 +255,10 @@ def test_new_families_files_load_beside_the_known_ones(dry_run):
     norms = [r for stem in ("ln", "rms", "ln_large", "rms_large") for p in PRECISIONS
              for r in _rows(out / f"{stem}_{p}.csv")[1]]
     assert len(tables["layernorm"]) == len(norms) and {"rms", "rms_bwd"} <= set(tables["layernorm"].op.tolist())
+    # a language-model head's GEMMs are linear rows of the GEMM model
+    gemm = [r for stem in ("bmm", "linear", "linearvocab") for p in ("fp32", "tf32", "bf16", "fp16")
+            for r in _rows(out / f"{stem}_{p}.csv")[1]]
+    assert len(tables["gemm"]) == len(gemm) and "linear" in set(tables["gemm"].op.tolist())
 
 
 def test_device_time_rows_train_gemm_conv_and_attention_without_a_harness_floor(dry_run, tmp_path):

@@ -32,7 +32,7 @@ def families():
 
 NAMES = ["gemm", "conv", "attention", "elementwise", "layernorm", "softmax", "reduction", "batchnorm", "gconv",
          "pointwise", "activation", "embedding", "crossentropy", "adamw", "stem", "encoder", "rmsnorm", "largenorm",
-         "conv3d"]
+         "conv3d", "vocab"]
 
 
 def test_every_family_is_tested(families):
@@ -55,7 +55,7 @@ def test_every_family_reproducible_from_its_seed(families, name):
 
 def _elements(name: str, s) -> int:
     """The largest tensor of a shape (what its family caps)."""
-    if name == "gemm":
+    if name in ("gemm", "vocab"):
         op, d = s
         return d["B"] * max(d["M"] * d["N"], d["N"] * d["K"], d["M"] * d["K"])
     if name == "stem":  # the image or the output, whichever is larger
@@ -82,7 +82,7 @@ def _elements(name: str, s) -> int:
 BOUNDS = {"gemm": 2**28, "conv": 2**27, "attention": 2**28, "layernorm": 2**25, "softmax": 2**25,
           "gconv": 2**28, "pointwise": 2**28, "batchnorm": 2**28, "elementwise": 2**28, "activation": 2**28,
           "reduction": 2**28, "embedding": 2**28, "crossentropy": 2**29, "adamw": 2**29, "stem": 2**28,
-          "encoder": 2**27, "rmsnorm": 2**25, "largenorm": 2**29, "conv3d": 2**27}
+          "encoder": 2**27, "rmsnorm": 2**25, "largenorm": 2**29, "conv3d": 2**27, "vocab": 2**28}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -93,6 +93,21 @@ def test_every_family_bounded_and_small_in_a_dry_run(families, name):
     assert max(sizes) <= BOUNDS[name] and min(sizes) >= 1
     assert max(sizes) > BOUNDS[name] / 64  # the ranges reach large tensors, not only small ones
     assert all(_elements(name, s) <= 2**20 for s in family.shapes(50, random.Random(0), True))
+
+
+def test_vocab_family_holds_unaligned_heads_both_ways(ks):
+    """An LM head's GEMMs: real vocabularies and drawn ones with every remainder modulo 8, as the
+    output and as the reduction; the gemm family's linear rows are all multiples of 8."""
+    shapes = ks.vocab_shapes(DRAWS, random.Random(0))
+    assert {op for op, _ in shapes} == {"linear"}
+    as_output = [d["K"] for _, d in shapes if d["K"] > d["N"]]
+    as_reduction = [d["N"] for _, d in shapes if d["N"] > d["K"]]
+    vocabs = as_output + as_reduction
+    assert len(vocabs) == DRAWS and as_output and as_reduction
+    assert {v % 8 for v in vocabs} >= {0, 1, 2, 4} and set(ks.VOCABULARIES) & set(vocabs)
+    assert all(d["B"] == 1 and d["M"] % 8 == 0 for _, d in shapes)
+    assert all(d["K"] % 8 == 0 and d["N"] % 8 == 0 for op, d in ks.gemm_shapes(DRAWS, random.Random(0))
+               if op == "linear")
 
 
 def test_conv_family_shapes(ks):
