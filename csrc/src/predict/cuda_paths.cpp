@@ -530,14 +530,15 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
   return m;
 }
 
-std::string cuda_attention_op(std::string_view dtype, const Device& target, bool backward) {
+std::string cuda_attention_op(std::string_view dtype, const Device& target, bool backward,
+                              bool masked) {
   if (dtype.starts_with("torch.")) dtype.remove_prefix(6);
   const bool half = dtype == "bfloat16" || dtype == "float16" || dtype == "half";
   const int cc = target.compute_capability();
   std::string backend = "efficient";
   if (half && (cc == 90 || (cc >= 100 && cc < 110))) {
     backend = "cudnn";
-  } else if (half && cc >= 80) {
+  } else if (half && cc >= 80 && !masked) {
     backend = "flash";
   }
   return "aten::_scaled_dot_product_" + backend + "_attention" + (backward ? "_backward" : "");

@@ -88,9 +88,10 @@ struct Mapping {
 
 // The fused SDPA op torch picks on `target` for `dtype` (its default backend order, PyTorch
 // 2.9+ sdp_utils.cpp: cuDNN first on compute capability 9.0 and 10.x, then flash, then
-// memory-efficient; flash and cuDNN need fp16/bf16, flash sm80+): "aten::_scaled_dot_product_
-// {cudnn,flash,efficient}_attention[_backward]".
-std::string cuda_attention_op(std::string_view dtype, const Device& target, bool backward);
+// memory-efficient; flash and cuDNN need fp16/bf16, flash sm80+ and no attn_mask, `masked`):
+// "aten::_scaled_dot_product_{cudnn,flash,efficient}_attention[_backward]".
+std::string cuda_attention_op(std::string_view dtype, const Device& target, bool backward,
+                              bool masked = false);
 
 // The mapping for a CPU-traced step (ops in start order; index_of maps ids to positions).
 // `origin` gives the switches of ops that carry none of their own.

@@ -292,8 +292,9 @@ std::vector<char> map_to_cuda(const Step& step, const TraceOrigin& origin, const
     OpRecord fused = source;
     const TensorMeta* q = fused.tensor("query");
     if (q == nullptr) return;
+    const bool masked = fused.tensor("attn_mask") != nullptr;
     for (std::size_t t = 0; t < devices.size(); ++t) {
-      fused.name = cuda_paths::cuda_attention_op(q->dtype, *devices[t], backward);
+      fused.name = cuda_paths::cuda_attention_op(q->dtype, *devices[t], backward, masked);
       const OpCost cost = estimate_cost(fused, op_precision(fused, origin));
       if (!cost.known()) continue;
       own[i][t] = predictor.predict(fused, cost, *devices[t]);

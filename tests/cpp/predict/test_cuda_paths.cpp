@@ -2,7 +2,10 @@
 // host bookkeeping, SDPA's math fallback, complex operands, and the precision switches.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "cost/test_op_cost_builders.h"
+#include "habitat/learned_models.h"
 #include "habitat/op_cost.h"
 #include "habitat/predictor.h"
 #include "hardware/roofline.h"
@@ -255,6 +258,41 @@ TEST(CudaPaths, SdpaMathFallbackIsCostedAsTheFusedKernel) {
   EXPECT_DOUBLE_EQ(total_us(step, "H100"), total_us(fused, "H100"));
 }
 
+TEST(CudaPaths, MaskedSdpaIsNotCostedAsFlash) {
+  // A bf16 call with a padding mask, math path on the CPU: an A100 runs it on the
+  // memory-efficient kernels (flash takes no mask), as the efficient op's own forecast.
+  const auto q = T({8, 12, 512, 64}, "bfloat16");
+  const auto mask = T({8, 1, 512, 512}, "bfloat16");
+  OpRecord sdpa =
+      make(0, "aten::scaled_dot_product_attention",
+           {tensor("query", q), tensor("key", q), tensor("value", q), tensor("attn_mask", mask),
+            test::real("dropout_p", 0.0), test::boolean("is_causal", false)},
+           {q});
+  sdpa.has_children = true;
+  OpRecord math = make(1, "aten::_scaled_dot_product_attention_math",
+                       {tensor("query", q), tensor("key", q), tensor("value", q)}, {q}, 0);
+  Step step;
+  step.ops = {sdpa, math};
+  Step efficient;
+  efficient.ops = {sdpa};
+  efficient.ops[0].name = "aten::_scaled_dot_product_efficient_attention";
+  efficient.ops[0].has_children = false;
+  Step flash = efficient;
+  flash.ops[0].name = "aten::_scaled_dot_product_flash_attention";
+  // The backends differ only to the learned attention model (the roofline costs them alike).
+  const std::filesystem::path weights = std::filesystem::path(HABITAT_SOURCE_DIR) / "weights";
+  if (!std::filesystem::exists(weights / "attention.safetensors")) GTEST_SKIP();
+  const LearnedModels models = LearnedModels::load(weights.string());
+  const auto us = [&](const Step& s) {
+    return Predictor(db(), &models)
+        .predict(s, TraceOrigin{}, {"A100-SXM4-80GB"})
+        .totals[0]
+        .total_us;
+  };
+  EXPECT_DOUBLE_EQ(us(step), us(efficient));
+  EXPECT_NE(us(step), us(flash));
+}
+
 }  // namespace
 }  // namespace habitat
 
@@ -271,6 +309,12 @@ TEST(CudaPaths, CpuAttentionMapsToTheBackendTorchPicksOnTheTarget) {
             "aten::_scaled_dot_product_efficient_attention");
   EXPECT_EQ(cuda_attention_op("float16", db().find("T4"), false),
             "aten::_scaled_dot_product_efficient_attention");
+  // Flash takes no attn_mask: a masked call runs the memory-efficient kernels on an A100; the
+  // H100's cuDNN kernels take the mask.
+  EXPECT_EQ(cuda_attention_op("bfloat16", db().find("A100-SXM4-80GB"), false, true),
+            "aten::_scaled_dot_product_efficient_attention");
+  EXPECT_EQ(cuda_attention_op("bfloat16", db().find("H100"), true, true),
+            "aten::_scaled_dot_product_cudnn_attention_backward");
   // A CPU flash-attention backward is costed as the target's kernel: one kernel for
   // cuDNN's backward where flash's launches three.
   const auto q = T({8, 12, 512, 64}, "bfloat16");
