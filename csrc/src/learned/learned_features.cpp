@@ -22,9 +22,19 @@ constexpr double kMiB = 1048576.0;
 constexpr double kMaxAlignBytes = 16.0;
 
 // Fused attention (features.py): the backward is 2.5x the forward's matrix work; query rows per
-// block.
+// block; keys per tile (a length pays for its whole last tile: log2_tile_waste).
 constexpr double kAttentionBackwardFlops = 2.5;
 constexpr double kAttentionBlockRows = 128.0;
+constexpr double kAttentionKeyTile = 64.0;
+
+// The l x s score matrix rounded up to whole tiles (query blocks by key tiles) over l x s; 1
+// when empty (features.py tile_waste).
+double tile_waste(double l, double s) {
+  if (!(l > 0 && s > 0)) return 1.0;
+  const double padded = std::ceil(l / kAttentionBlockRows) * kAttentionBlockRows *
+                        std::ceil(s / kAttentionKeyTile) * kAttentionKeyTile;
+  return padded / std::max(l * s, 1.0);
+}
 
 constexpr double kReductionFlopsPerElement = 1.0;
 constexpr double kBatchNormFlopsPerElement = 8.0;
@@ -238,7 +248,8 @@ double attention_features(const Column& col, double eb, const Device& dev, const
        tensor_path(dev, precision),
        log2c(eb),
        backend == 1 ? 1.0 : 0.0,
-       backend == 2 ? 1.0 : 0.0};
+       backend == 2 ? 1.0 : 0.0,
+       log2c(tile_waste(l, sk))};
   return std::max(t_c, t_m);
 }
 
@@ -357,7 +368,8 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
       {LearnedFamily::Attention,
        concat({"log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
                "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
-               "tensor_path", "log2_elem_bytes", "backend_efficient", "backend_cudnn"},
+               "tensor_path", "log2_elem_bytes", "backend_efficient", "backend_cudnn",
+               "log2_tile_waste"},
               kDeviceFeatures)},
       {LearnedFamily::Reduction, concat(concat(concat({"log2_rows", "log2_cols", "log2_t_memory_us",
                                                        "log2_bytes_over_l2", "log2_rows_per_sm"},

@@ -92,7 +92,8 @@ FEATURE_NAMES: dict[str, tuple[str, ...]] = {
                   "log2_rows_per_sm") + _MEMORY + ("backward", "vectorized") + DEVICE_FEATURES,
     "attention": ("log2_bh", "log2_l", "log2_s", "log2_e", "causal", "backward", "log2_t_compute_us",
                   "log2_t_memory_us", "log2_intensity_over_ridge", "log2_waves_128", "wave_fill_128",
-                  "tensor_path", "log2_elem_bytes", "backend_efficient", "backend_cudnn") + DEVICE_FEATURES,
+                  "tensor_path", "log2_elem_bytes", "backend_efficient", "backend_cudnn", "log2_tile_waste")
+                 + DEVICE_FEATURES,
     "reduction": ("log2_rows", "log2_cols", "log2_t_memory_us", "log2_bytes_over_l2",
                   "log2_rows_per_sm") + _MEMORY + ("strided",) + DEVICE_FEATURES,
     "batchnorm": ("log2_count", "log2_channels", "log2_t_memory_us", "log2_bytes_over_l2",
@@ -105,6 +106,12 @@ FEATURE_NAMES: dict[str, tuple[str, ...]] = {
 # thread block.
 ATTENTION_BACKWARD_FLOPS = 2.5
 ATTENTION_BLOCK_ROWS = 128.0
+# The fused kernels walk the score matrix in tiles (query blocks of up to ATTENTION_BLOCK_ROWS,
+# key blocks of 64 or more): a length that is not a multiple pays for the whole last tile.
+# log2_tile_waste is log2 of l rounded up to 128 times s rounded up to 64, over l x s (ViT's 197
+# tokens: 256 x 256, 1.69x). Measured on the H100's held-out problems, 128 x 64 beat 64 x 64
+# (weights/README.md).
+ATTENTION_KEY_TILE = 64.0
 
 
 def causal_share(l: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -115,6 +122,15 @@ def causal_share(l: np.ndarray, s: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(l <= s, l / (2.0 * s), 1.0 - s / (2.0 * l))
     return np.where((l > 0) & (s > 0), share, 0.5)
+
+
+
+def tile_waste(l: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The l x s score matrix rounded up to whole tiles over l x s; 1 when empty."""
+    l, s = np.asarray(l, dtype=np.float64), np.asarray(s, dtype=np.float64)
+    padded = (np.ceil(l / ATTENTION_BLOCK_ROWS) * ATTENTION_BLOCK_ROWS
+              * np.ceil(s / ATTENTION_KEY_TILE) * ATTENTION_KEY_TILE)
+    return np.where((l > 0) & (s > 0), padded / np.maximum(l * s, 1.0), 1.0)
 
 # FLOPs per element of the row-wise families (max, sub, exp, sum, div; mean, var, scale).
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0
@@ -314,7 +330,8 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
         waves, fill = _waves(bh * np.ceil(l / ATTENTION_BLOCK_ROWS), dev.sms)
         cols = [_log2(bh), _log2(l), _log2(sk), _log2(e), s["causal"], s["backward"], _log2(t_c), _log2(t_m),
                 _log2(flops / nbytes / (peak / bw)), _log2(waves), fill, tensor_path(dev, prec),
-                _log2(s["elem_bytes"]), (s["backend"] == 1).astype(np.float64), (s["backend"] == 2).astype(np.float64)]
+                _log2(s["elem_bytes"]), (s["backend"] == 1).astype(np.float64), (s["backend"] == 2).astype(np.float64),
+                _log2(tile_waste(l, sk))]
     elif family == "elementwise":
         n, inputs, trans = s["n"], s["inputs"], s["transcendental"]
         t_m = nbytes / bw * 1e6
