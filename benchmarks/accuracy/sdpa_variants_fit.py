@@ -3,9 +3,8 @@ family's rows: each shape was timed plain (OPName sdpa), with transformers' addi
 (sdpa_mask) and with training's attention dropout, p = 0.1 (sdpa_dropout), on every backend
 (collect_kernels.py --families encoder). The attention model learns the plain rows; this prints,
 per backend, precision (fp32, or 16-bit) and pass, the median over the shapes of the variant's
-device time over the plain time (the backward: the fwd+bwd row less the fwd row, for each). No
-forecast applies these factors yet (weights/README.md, "Tried on 2026-11-28 (fourteenth
-session)": why).
+device time over the plain time (the backward: the fwd+bwd row less the fwd row, for each),
+the factors csrc/src/learned/attention_variants.cpp puts on a variant's plain forecast.
 
     python benchmarks/accuracy/sdpa_variants_fit.py [--data DIR]
 """

@@ -20,6 +20,7 @@
 #include "habitat/file_io.h"
 #include "habitat/learned_models.h"
 #include "hardware/roofline.h"
+#include "learned/attention_variants.h"
 #include "learned/conv_geometry.h"
 #include "learned/shape_extent.h"
 #include "trace/json_reader.h"
@@ -201,7 +202,8 @@ std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord
               {"causal", p->causal ? 1.0 : 0.0},
               {"backward", backward ? 1.0 : 0.0},
               {"elem_bytes", eb},
-              {"backend", backend}}}};
+              {"backend", backend}},
+             attention_variant_scale(name, op, eb >= 4.0)}};
   }
   // A causal mask lets fused kernels skip the score tiles it hides; the math path computes
   // every score and masks them after.
