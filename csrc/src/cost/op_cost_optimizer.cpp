@@ -3,11 +3,14 @@
 //
 // Kernel counts follow ATen's multi_tensor_apply (ATen/native/cuda/MultiTensorApply.cuh):
 // tensors are cut into 65536-element chunks, one block per chunk, and a kernel is launched
-// whenever a launch's block table (2240 blocks) or tensor table fills up. The tensor table
-// holds 770/448/336/252/210 tensors for 1/2/3/4/5 lists (672 for one list with a scalar
-// list). These are the limits for 32 KB kernel arguments (CUDA >= 12.1, driver >= 530,
-// Volta or newer): every GPU Habitat forecasts. Mixed devices or dtypes make ATen fall back
-// to one kernel per tensor; the fast path is assumed.
+// whenever a launch's block table (320 blocks) or tensor table fills up. The tensor table
+// holds 110/64/48/36/30 tensors for 1/2/3/4/5 lists (96 for one list with a scalar list).
+// These are its limits for 4 KB kernel arguments, which every recorded run used: no foreach
+// or fused-optimizer launch of torch 2.11 (CUDA 13) on the H100 and H200 had more than 320
+// blocks (the 2026-11 kernel collections' 352 AdamW rows, the recorded steps: MobileNetV3's
+// 174 tensors took 2-4 launches per update expression), where ATen's 32 KB tables (2240
+// blocks, 770 tensors) would have taken one. Mixed devices or dtypes make ATen fall back to
+// one kernel per tensor; the fast path is assumed.
 #include <algorithm>
 #include <cmath>
 
@@ -17,9 +20,9 @@ namespace habitat::op_cost {
 namespace {
 
 constexpr int64_t kChunkElements = 65536;
-constexpr int kMaxBlocks = 2240;
-constexpr int kMaxTensors[5] = {770, 448, 336, 252, 210};
-constexpr int kMaxTensorsScalarList[5] = {672, 448, 336, 252, 210};
+constexpr int kMaxBlocks = 320;
+constexpr int kMaxTensors[5] = {110, 64, 48, 36, 30};
+constexpr int kMaxTensorsScalarList[5] = {96, 64, 48, 36, 30};
 
 // Launches of multi_tensor_apply over tensors of these sizes with `depth` lists.
 int multi_tensor_kernels(const std::vector<const TensorMeta*>& tensors, int depth,

@@ -18,7 +18,7 @@ std::vector<TensorMeta> metas(std::vector<int64_t> sizes) {
 TEST(OpCostForeach, InPlaceAddOverAList) {
   // self and other hold [1000], [200000], [0]: 201,000 adds; reads both lists
   // (2 * 201,000 * 4 B), writes self (804,000 B). Blocks: 1 + ceil(200000 / 65536) = 5, far
-  // below one launch's 2240 blocks and 448 tensors: one kernel.
+  // below one launch's 320 blocks and 64 tensors: one kernel.
   const auto rec = op("aten::_foreach_add_", "List",
                       {tensors("self", metas({1000, 200000, 0})),
                        tensors("other", metas({1000, 200000, 0})), integer("alpha", 1)});
@@ -31,28 +31,65 @@ TEST(OpCostForeach, InPlaceAddOverAList) {
 }
 
 TEST(OpCostForeach, KernelsFollowMultiTensorApplyLimits) {
-  // _foreach_zero_ (one list): 1,000 small tensors fill the 770-tensor table once: 2 launches.
+  // _foreach_zero_ (one list): 1,000 small tensors fill the 110-tensor table 9 times: 10
+  // launches.
   std::vector<int64_t> small(1000, 10);
   const OpCost zero =
       estimate_cost(op("aten::_foreach_zero_", "", {tensors("self", metas(small))}));
-  EXPECT_EQ(zero.kernels, 2);
+  EXPECT_EQ(zero.kernels, 10);
   EXPECT_DOUBLE_EQ(zero.bytes_read, 0);  // zero_ does not read what it overwrites
   EXPECT_DOUBLE_EQ(zero.bytes_written, 40000);
 
-  // Three tensors of 1,000 chunks each: 3,000 blocks fill the 2240-block table once: 2 launches.
+  // Three tensors of 1,000 chunks each: 3,000 blocks fill the 320-block table 9 times: 10
+  // launches.
   const int64_t big = 1000 * 65536;
   const OpCost mul =
       estimate_cost(op("aten::_foreach_mul_", "Scalar",
                        {tensors("self", metas({big, big, big})), real("scalar", 0.9)}));
-  EXPECT_EQ(mul.kernels, 2);
+  EXPECT_EQ(mul.kernels, 10);
   EXPECT_DOUBLE_EQ(mul.flops, 3.0 * big);
 
-  // Out-of-place sqrt adds an output list (depth 2: 448 tensors per launch): 1,000 tensors
-  // -> 3 launches.
+  // Out-of-place sqrt adds an output list (depth 2: 64 tensors per launch): 1,000 tensors
+  // -> 16 launches.
   const OpCost sqrt_op =
       estimate_cost(op("aten::_foreach_sqrt", "", {tensors("self", metas(small))}, metas(small)));
-  EXPECT_EQ(sqrt_op.kernels, 3);
+  EXPECT_EQ(sqrt_op.kernels, 16);
   EXPECT_DOUBLE_EQ(sqrt_op.bytes_written, 40000);
+}
+
+TEST(OpCostForeach, LaunchesAsTheRecordedHopperStepsRanThem) {
+  // AdamW's update expressions over MobileNetV3-Large's 174 parameter tensors (torch 2.11,
+  // CUDA 13, H100 and H200: benchmarks/results/real-models-gpu): mul_ (one list) 2 launches,
+  // lerp_ and sqrt (two lists) 3, addcmul_ (three) 4, div_ by a scalar list 2. Small tensors
+  // here, so the tensor tables (110 / 64 / 48 / 96) decide, as they did there.
+  const auto params = metas(std::vector<int64_t>(174, 960));
+  const auto kernels = [](const OpRecord& o) { return estimate_cost(o).kernels; };
+  EXPECT_EQ(
+      kernels(op("aten::_foreach_mul_", "Scalar", {tensors("self", params), real("scalar", 0.9)})),
+      2);
+  EXPECT_EQ(
+      kernels(op("aten::_foreach_lerp_", "Scalar",
+                 {tensors("self", params), tensors("tensors1", params), real("weight", 0.1)})),
+      3);
+  EXPECT_EQ(kernels(op("aten::_foreach_sqrt", "", {tensors("self", params)}, params)), 3);
+  EXPECT_EQ(kernels(op("aten::_foreach_addcmul_", "Scalar",
+                       {tensors("self", params), tensors("tensor1", params),
+                        tensors("tensor2", params), real("value", 0.001)})),
+            4);
+  // GPT-2 small's 148 tensors (124M parameters, 1,995 chunks) over 320-block tables: 7
+  // launches of mul_, as recorded.
+  std::vector<int64_t> gpt2{38597376, 786432};  // token and position embeddings
+  for (int layer = 0; layer < 12; ++layer) {
+    for (int64_t n :
+         {768, 768, 1769472, 2304, 589824, 768, 768, 768, 2359296, 3072, 2359296, 768}) {
+      gpt2.push_back(n);
+    }
+  }
+  gpt2.insert(gpt2.end(), {768, 768});  // the final layer norm
+  ASSERT_EQ(gpt2.size(), 148u);
+  EXPECT_EQ(kernels(op("aten::_foreach_mul_", "Scalar",
+                       {tensors("self", metas(gpt2)), real("scalar", 0.9)})),
+            7);
 }
 
 TEST(OpCostForeach, NormIsAReductionPerTensorPlusCleanup) {
