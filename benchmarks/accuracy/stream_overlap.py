@@ -17,18 +17,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-
-def busy_us(intervals: list[tuple[float, float]]) -> float:
-    """Length of the union of [start, end) intervals."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if a > end:
-            total += b - a
-            end = b
-        elif b > end:
-            total += b - end
-            end = b
-    return total
+import op_classes
 
 
 def overlap_by_op(step: dict) -> dict[str, tuple[int, float, float]]:
@@ -40,8 +29,7 @@ def overlap_by_op(step: dict) -> dict[str, tuple[int, float, float]]:
     for name, ks in kernels.items():
         if len({k.get("stream") for k in ks}) < 2:
             continue
-        spans = [(k["device_start_us"], k["device_start_us"] + k["duration_us"]) for k in ks]
-        out[name] = (len(ks), sum(k["duration_us"] for k in ks), busy_us(spans))
+        out[name] = (len(ks), sum(k["duration_us"] for k in ks), op_classes.busy_us(ks) or 0.0)
     return out
 
 

@@ -124,13 +124,13 @@ def causal_share(l: np.ndarray, s: np.ndarray) -> np.ndarray:
     return np.where((l > 0) & (s > 0), share, 0.5)
 
 
-
 def tile_waste(l: np.ndarray, s: np.ndarray) -> np.ndarray:
     """The l x s score matrix rounded up to whole tiles over l x s; 1 when empty."""
     l, s = np.asarray(l, dtype=np.float64), np.asarray(s, dtype=np.float64)
     padded = (np.ceil(l / ATTENTION_BLOCK_ROWS) * ATTENTION_BLOCK_ROWS
               * np.ceil(s / ATTENTION_KEY_TILE) * ATTENTION_KEY_TILE)
     return np.where((l > 0) & (s > 0), padded / np.maximum(l * s, 1.0), 1.0)
+
 
 # FLOPs per element of the row-wise families (max, sub, exp, sum, div; mean, var, scale).
 SOFTMAX_FLOPS_PER_ELEMENT = 5.0
