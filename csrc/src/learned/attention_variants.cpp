@@ -17,24 +17,20 @@ struct VariantFactors {
 // Each is within 15 % of its median over the shapes but cuDNN's 16-bit mask forward
 // (1.32-2.83, highest where the length is not a multiple of 64). Flash takes no mask (PyTorch
 // runs a masked call on another backend). Dropout with a mask: the product (not measured).
-VariantFactors factors(std::string_view stem, bool fp32, bool backward) {
+VariantFactors factors(double backend, bool fp32, bool backward) {
   if (fp32) return backward ? VariantFactors{1.16, 1.04} : VariantFactors{1.30, 1.14};
-  if (stem.find("cudnn") != std::string_view::npos) {
-    return backward ? VariantFactors{1.20, 1.40} : VariantFactors{2.02, 1.58};
-  }
-  if (stem.find("efficient") != std::string_view::npos) {
-    return backward ? VariantFactors{1.40, 1.08} : VariantFactors{1.81, 1.41};
-  }
+  if (backend == 2) return backward ? VariantFactors{1.20, 1.40} : VariantFactors{2.02, 1.58};
+  if (backend == 1) return backward ? VariantFactors{1.40, 1.08} : VariantFactors{1.81, 1.41};
   return backward ? VariantFactors{1.08, 1.0} : VariantFactors{1.20, 1.0};  // flash
 }
 
 }  // namespace
 
-double attention_variant_scale(std::string_view stem, const OpRecord& op, bool fp32) {
+double attention_variant_scale(const OpRecord& op, double backend, bool backward, bool fp32) {
   const double p = op_args::number(op.args, "dropout_p").value_or(0.0);
   const bool masked = op_args::first_tensor(op.args, {"attn_mask", "attn_bias", "bias"}) != nullptr;
   if (!(p > 0.0) && !masked) return 1.0;
-  const VariantFactors f = factors(stem, fp32, stem.ends_with("_backward"));
+  const VariantFactors f = factors(backend, fp32, backward);
   return (p > 0.0 ? f.dropout : 1.0) * (masked ? f.mask : 1.0);
 }
 

@@ -4,15 +4,13 @@
 // plain time.
 #pragma once
 
-#include <string_view>
-
 #include "habitat/trace.h"
 
 namespace habitat {
 
 // The factor on a fused attention op's plain forecast for its dropout (dropout_p > 0) and its
-// mask (an attn_mask, attn_bias or bias tensor). `stem`: the aten name without "aten::" (its
-// backend, flash, memory-efficient or cuDNN, and its pass). 1 for a plain call.
-double attention_variant_scale(std::string_view stem, const OpRecord& op, bool fp32);
+// mask (an attn_mask, attn_bias or bias tensor). `backend`: the attention family's column (0
+// flash, 1 memory-efficient, 2 cuDNN). 1 for a plain call.
+double attention_variant_scale(const OpRecord& op, double backend, bool backward, bool fp32);
 
 }  // namespace habitat

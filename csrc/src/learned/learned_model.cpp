@@ -203,7 +203,7 @@ std::vector<LearnedPart> attention_parts(const std::string& name, const OpRecord
               {"backward", backward ? 1.0 : 0.0},
               {"elem_bytes", eb},
               {"backend", backend}},
-             attention_variant_scale(name, op, eb >= 4.0)}};
+             attention_variant_scale(op, backend, backward, eb >= 4.0)}};
   }
   // A causal mask lets fused kernels skip the score tiles it hides; the math path computes
   // every score and masks them after.

@@ -105,6 +105,12 @@ Argument tensor_argument(std::string name, TensorMeta t) {
   return a;
 }
 
+// A 16-bit floating-point dtype name (bfloat16, float16 or half; "torch." prefix allowed).
+bool sixteen_bit(std::string_view dtype) {
+  if (dtype.starts_with("torch.")) dtype.remove_prefix(6);
+  return dtype == "bfloat16" || dtype == "float16" || dtype == "half";
+}
+
 // The kinds of kernel cuDNN runs for an RNN layer, each costed as the engine's op of the same
 // shape: a GEMM [m, k] x [k, n] (aten::mm), an element-wise cell kernel over [m, n] reading two
 // operands, the gates and the state (aten::add), a weight layout transform of an [m, n] matrix
@@ -148,7 +154,7 @@ OpRecord rnn_part(const OpRecord& layer, const PrecisionFlags& flags, RnnKernel 
 // network's shapes on one GPU measured these: factors, not a model. TF32 off (true FP32 GEMMs):
 // never measured, no factor.
 double cudnn_rnn_scale(const std::string& dtype, bool tf32, bool backward) {
-  if (dtype == "bfloat16" || dtype == "float16" || dtype == "half") return backward ? 1.08 : 1.18;
+  if (sixteen_bit(dtype)) return backward ? 1.08 : 1.18;
   if (tf32) return backward ? 1.13 : 1.27;
   return 1.0;
 }
@@ -532,8 +538,7 @@ Mapping map_cpu_step(const Step& step, const OpIndex& index_of, const TraceOrigi
 
 std::string cuda_attention_op(std::string_view dtype, const Device& target, bool backward,
                               bool masked) {
-  if (dtype.starts_with("torch.")) dtype.remove_prefix(6);
-  const bool half = dtype == "bfloat16" || dtype == "float16" || dtype == "half";
+  const bool half = sixteen_bit(dtype);
   const int cc = target.compute_capability();
   std::string backend = "efficient";
   if (half && (cc == 90 || (cc >= 100 && cc < 110))) {
