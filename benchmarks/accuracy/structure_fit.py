@@ -68,10 +68,12 @@ class Phase:
 
 
 def run(doc: str, argv: list[str] | None, h100: Path, h200: Path, load: Callable[[Path, str], list[Any]],
-        phases: list[Phase]) -> int:
+        phases: list[Phase], fitted: dict[str, dict[str, float]] | None = None) -> int:
     """The fit scripts' command line: each phase fitted on the H100's rows outside the held-out
     fifth (rows have `gpu`, `phase`, `held`), and its errors printed on those rows, on the
-    held-out fifth and on the H200's rows, each also per group."""
+    held-out fifth and on the H200's rows, each also per group. Phases are fitted in turn, each
+    one's constants stored in `fitted` under its name, where a later phase's model may read
+    them."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--h100", type=Path, default=h100)
     ap.add_argument("--h200", type=Path, default=h200)
@@ -83,6 +85,8 @@ def run(doc: str, argv: list[str] | None, h100: Path, h200: Path, load: Callable
         mine = [r for r in rows if r.phase == phase.name]
         c = fit(phase.constants, phase.start, phase.model, [r for r in mine if r.gpu == "H100" and not r.held],
                 devices)
+        if fitted is not None:
+            fitted[phase.name] = c
         print(f"== {phase.name}: constants")
         for k, v in c.items():
             print(f"  {k:28s} {v:10.3f}")

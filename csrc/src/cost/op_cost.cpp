@@ -68,6 +68,31 @@ bool is_out_overload(std::string_view overload) {
 
 }  // namespace
 
+namespace op_cost {
+
+std::optional<OpContext> aten_context(const OpRecord& op, const PrecisionFlags& flags) {
+  constexpr std::string_view kNamespace = "aten::";
+  std::string_view name = op.name;
+  if (!name.starts_with(kNamespace)) return std::nullopt;
+  name.remove_prefix(kNamespace.size());
+  OpContext ctx{
+      .op = op, .stem = name, .allow_tf32 = flags.tf32(MatrixFamily::Matmul), .flags = flags};
+  // aten::add_ is the in-place add; dunder names (aten::__and__) are not in-place.
+  if (name.size() > 1 && name.ends_with('_') && !name.ends_with("__")) {
+    ctx.in_place = true;
+    ctx.stem.remove_suffix(1);
+  }
+  if (is_out_overload(op.overload)) {
+    // out= arguments are always the schema's last ones, one per returned tensor
+    // (one Tensor[] for ops that return nothing).
+    ctx.out_variant = true;
+    ctx.n_outs = std::min(op.args.size(), std::max<std::size_t>(op.outputs.size(), 1));
+  }
+  return ctx;
+}
+
+}  // namespace op_cost
+
 const char* to_string(OpClass c) {
   for (const auto& [value, name] : kClassNames) {
     if (value == c) return name;
@@ -91,8 +116,7 @@ OpCost estimate_cost(const OpRecord& op, const PrecisionFlags& flags) {
   const bool allow_tf32 = flags.tf32(MatrixFamily::Matmul);
   // Kernels torch.compile generated carry their own cost description.
   if (auto fused = fused_kernel_cost(op, allow_tf32)) return *fused;
-  constexpr std::string_view kNamespace = "aten::";
-  std::string_view name = op.name;
+  const std::string_view name = op.name;
   // record_function markers (profiler::_record_function_enter_new/_exit) are host-only.
   if (name.starts_with("profiler::_record_function")) return op_cost::no_kernel_cost();
   // A compiled graph's run: its work is its fused records and the aten ops inside it.
@@ -100,22 +124,9 @@ OpCost estimate_cost(const OpRecord& op, const PrecisionFlags& flags) {
   // c10d collectives are communication, forecast per cluster (habitat/collectives.h and
   // habitat.analysis.parallel), not compute of one GPU.
   if (name.starts_with("c10d::")) return op_cost::no_kernel_cost();
-  if (!name.starts_with(kNamespace)) return OpCost{};
-  name.remove_prefix(kNamespace.size());
-
-  OpContext ctx{.op = op, .stem = name, .allow_tf32 = allow_tf32, .flags = flags};
-  // aten::add_ is the in-place add; dunder names (aten::__and__) are not in-place.
-  if (name.size() > 1 && name.ends_with('_') && !name.ends_with("__")) {
-    ctx.in_place = true;
-    ctx.stem.remove_suffix(1);
-  }
-  if (is_out_overload(op.overload)) {
-    // out= arguments are always the schema's last ones, one per returned tensor
-    // (one Tensor[] for ops that return nothing).
-    ctx.out_variant = true;
-    ctx.n_outs = std::min(op.args.size(), std::max<std::size_t>(op.outputs.size(), 1));
-  }
-
+  const std::optional<OpContext> context = op_cost::aten_context(op, flags);
+  if (!context) return OpCost{};
+  const OpContext& ctx = *context;
   const RuleTable& table = rules();
   const std::string stem(ctx.stem);
   auto it = op.overload.empty() ? table.end() : table.find(stem + "." + op.overload);

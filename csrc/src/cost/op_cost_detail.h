@@ -31,6 +31,10 @@ struct OpContext {
   op_args::Args inputs() const { return op_args::Args(op.args).first(n_inputs()); }
 };
 
+// The context of an aten:: op (its stem, in-place and out= forms); nullopt for other
+// namespaces.
+std::optional<OpContext> aten_context(const OpRecord& op, const PrecisionFlags& flags);
+
 // A rule turns an op call into its cost; `param` carries a per-op constant (FLOPs per
 // element for point-wise ops, the transposed flag for conv_transpose, ...).
 struct OpRule {

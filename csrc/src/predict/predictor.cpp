@@ -20,6 +20,7 @@
 #include "predict/embedding_kernels.h"
 #include "predict/kernel_overlap.h"
 #include "predict/loss_kernels.h"
+#include "predict/multi_tensor_kernels.h"
 #include "predict/op_key.h"
 #include "predict/optimizer_state.h"
 #include "predict/shape_efficiency.h"
@@ -159,6 +160,7 @@ class OpPredictor {
     // by bytes.
     if (auto t = embedding_kernels_us(op, target)) return {*t, Method::Roofline};
     if (auto t = nll_loss_kernels_us(op, target)) return {*t, Method::Roofline};
+    if (auto t = multi_tensor_kernels_us(op, cost, target)) return {*t, Method::Roofline};
     double t = roofline_estimate_us(cost, target, measured(op, cost));
     // A copy from a strided source, or a cat of strided inputs, runs ATen's element-bound loop
     // (cost/aten_loops.h).

@@ -47,11 +47,17 @@ from habitat.data.trace import load_trace, tensor_args
 #: Re-recorded when a first optimizer step's state creation was left out of its forecast
 #: (csrc/src/predict/optimizer_state.h): the first step's eight zeros_like fills (Adam's moments
 #: of the MLP's four parameters) go, and it is forecast as the second, on every GPU.
+#: Re-recorded when multi-tensor kernels took their launch model (csrc/src/predict/
+#: multi_tensor_kernels.cpp: per launch a fixed part, the bytes and the longest block's dependent
+#: steps) instead of the measured-roofline table, whose per-op fixed parts (up to 11.6 us) were
+#: fitted on real models' steps of several launches each: the MLP's Adam update, eight one-launch
+#: foreach ops over four small tensors, comes down from ~46 us to ~10 us on every GPU (the
+#: collection's 2-tensor AdamW rows measured 1.5 us per launch); the order stays.
 RECORDED_MS = {
-    "A100": (0.0871317392133803, 0.0871317392133803),
-    "H100": (0.07437670512087773, 0.07437670512087773),
-    "L4": (0.1174961679294743, 0.1174961679294743),
-    "T4": (0.09734599527780305, 0.09734599527780305),
+    "A100": (0.05147728919807557, 0.05147728919807557),
+    "H100": (0.03786865163682455, 0.03786865163682455),
+    "L4": (0.08102285272692711, 0.08102285272692711),
+    "T4": (0.061441950422843845, 0.061441950422843845),
 }
 
 
