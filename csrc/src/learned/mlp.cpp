@@ -99,7 +99,14 @@ Mlp Mlp::from_tensors(const SafeTensorsFile& file, int layers, const std::string
         b.shape[0] != w.shape[0]) {
       fail(what, prefix + " has shape inconsistent with its input width " + std::to_string(width));
     }
-    Layer layer{width, static_cast<int>(w.shape[0]), w.data, b.data};
+    Layer layer{width, static_cast<int>(w.shape[0]), w.data, b.data, {}};
+    for (int o = 0; o < layer.out; ++o) {
+      const float* row = layer.weight.data() + static_cast<size_t>(o) * layer.in;
+      int lo = 0, hi = layer.in;
+      while (lo < hi && row[lo] == 0.0f) ++lo;
+      while (hi > lo && row[hi - 1] == 0.0f) --hi;
+      layer.nonzero.emplace_back(lo, hi);
+    }
     width = layer.out;
     mlp.layers_.push_back(std::move(layer));
   }
@@ -124,8 +131,9 @@ double Mlp::forward(const std::vector<double>& features) const {
     next.assign(layer.out, 0.0f);
     for (int o = 0; o < layer.out; ++o) {
       const float* row = layer.weight.data() + static_cast<size_t>(o) * layer.in;
+      const auto [lo, hi] = layer.nonzero[static_cast<size_t>(o)];
       float acc = 0.0f;
-      for (int i = 0; i < layer.in; ++i) acc += row[i] * h[i];
+      for (int i = lo; i < hi; ++i) acc += row[i] * h[i];
       acc += layer.bias[o];
       next[o] = (l + 1 < layers_.size()) ? std::max(acc, 0.0f) : acc;
     }

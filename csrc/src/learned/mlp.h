@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace habitat {
@@ -29,6 +30,10 @@ class Mlp {
     int out = 0;
     std::vector<float> weight;  // [out][in], row-major
     std::vector<float> bias;    // [out]
+    // Each row's first and one-past-last nonzero column: an ensemble is stored as one network
+    // whose hidden layers are block-diagonal (8 members of 128: 1/8 of each row is nonzero), and
+    // the exact zeros outside the block add nothing to a row's sum.
+    std::vector<std::pair<int, int>> nonzero;
   };
 
   // Tensors "norm.mean", "norm.std", "layers.<i>.weight" [out,in], "layers.<i>.bias" [out]

@@ -65,6 +65,24 @@ TEST(Mlp, ForwardMatchesHandComputation) {
   EXPECT_THROW(mlp.forward({1.0}), std::invalid_argument);
 }
 
+TEST(Mlp, ZeroRunsOfARowAddNothing) {
+  // An ensemble is stored block-diagonal (mlp.h): rows with leading or trailing zeros, and a
+  // row of zeros, give what the dense sum gives.
+  const std::string bytes = safetensors_bytes({
+      {"norm.mean", {{2}, {1.0f, 2.0f}}},
+      {"norm.std", {{2}, {2.0f, 4.0f}}},
+      {"layers.0.weight", {{4, 2}, {1.0f, -1.0f, 0.5f, 2.0f, 0.0f, 0.0f, 0.0f, 3.0f}}},
+      {"layers.0.bias", {{4}, {0.0f, -1.0f, 0.5f, 0.0f}}},
+      {"layers.1.weight", {{1, 4}, {3.0f, -2.0f, 4.0f, 1.0f}}},
+      {"layers.1.bias", {{1}, {0.25f}}},
+  });
+  const Mlp mlp = Mlp::from_tensors(parse_safetensors(bytes, "blocks"), 2, "blocks");
+  // (5, 2) -> (2, 0); hidden relu(2, 0, 0.5, 0); out 6 + 2 + 0.25
+  EXPECT_NEAR(mlp.forward({5.0, 2.0}), 8.25, 1e-6);
+  // (1, 10) -> (0, 2); hidden relu(-2, 3, 0.5, 6) = (0, 3, 0.5, 6); out -6 + 2 + 6 + 0.25
+  EXPECT_NEAR(mlp.forward({1.0, 10.0}), 2.25, 1e-6);
+}
+
 TEST(Mlp, RejectsCorruptFiles) {
   std::string bytes = tiny_net();
   EXPECT_THROW(parse_safetensors(bytes.substr(0, 5), "short"), std::runtime_error);
