@@ -1,6 +1,8 @@
 """Cases of the kernel collector for the rest of a training step, in fp32 and bf16: embedding
-lookups and their backward (family embedding), the cross-entropy loss (crossentropy) and one
-AdamW step over a parameter list, fused and foreach (adamw)."""
+lookups and their backward (family embedding), the cross-entropy loss (crossentropy), one
+AdamW step over a parameter list, fused and foreach (adamw), and the other multi-tensor kernels
+of a training step over such a list (multitensor): an SGD step with momentum, fused and
+foreach, GradScaler's unscale and gradient clipping."""
 from __future__ import annotations
 
 from typing import Any
@@ -93,4 +95,38 @@ def adamw_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
                 except (RuntimeError, NotImplementedError, ValueError):
                     continue
                 cases.append(Case("adamw", "step", prec, {**columns, "Impl": impl}, opt.step))
+    return cases
+
+
+def multitensor_cases(shapes: list[dict[str, Any]], device: str) -> list[Case]:
+    """The multi-tensor kernels of a step besides AdamW's, over the parameter lists of the adamw
+    family (each tensor's gradient, in the precision's dtype), in multitensor_<precision>.csv:
+    `sgd` (one torch.optim.SGD step with momentum 0.9, after a first step made the momentum
+    buffers; `Impl` fused or foreach), `amp_unscale` (GradScaler's unscale of the gradients,
+    torch._amp_foreach_non_finite_check_and_unscale_, on fp32 gradients only as GradScaler
+    requires) and `clip_grad_norm` (torch.nn.utils.clip_grad_norm_ to 1.0 with foreach: a
+    _foreach_norm, the norm of the norms and a _foreach_mul_). Phase step."""
+    cases = []
+    for s in shapes:
+        columns = {k: v for k, v in s.items() if k != "sizes"}
+        for prec in MEMORY_PRECISIONS:
+            params = [torch.randn(n, device=device, dtype=DTYPES[prec], requires_grad=True) for n in s["sizes"]]
+            for p in params:
+                p.grad = torch.randn_like(p)
+            for impl in ADAMW_IMPLEMENTATIONS:
+                opt = torch.optim.SGD(params, lr=1e-4, momentum=0.9, **{impl: True})
+                try:
+                    opt.step()
+                except (RuntimeError, NotImplementedError, ValueError):
+                    continue
+                cases.append(Case("sgd", "step", prec, {**columns, "Impl": impl}, opt.step, "multitensor"))
+            grads = [p.grad for p in params]
+            if prec == "fp32":
+                found_inf = torch.zeros(1, device=device)
+                inv_scale = torch.ones(1, device=device)
+                cases.append(Case("amp_unscale", "step", prec, {**columns, "Impl": "foreach"},
+                                  lambda g=grads, f=found_inf, i=inv_scale:
+                                  torch._amp_foreach_non_finite_check_and_unscale_(g, f, i), "multitensor"))
+            cases.append(Case("clip_grad_norm", "step", prec, {**columns, "Impl": "foreach"},
+                              lambda ps=params: torch.nn.utils.clip_grad_norm_(ps, 1.0, foreach=True), "multitensor"))
     return cases

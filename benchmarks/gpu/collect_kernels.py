@@ -35,6 +35,9 @@ Families (--families, comma-separated, default all; files; shape columns):
   and bwd; crossentropy_*; Tokens, Classes;
 - adamw: one AdamW step over a list of parameters, fused and foreach (Impl), parameters in fp32
   or bf16; adamw_*; Tensors, Elements, Largest, Chunks, Impl;
+- multitensor: the other multi-tensor kernels of a step over such lists: an SGD step with
+  momentum (OPName sgd; fused and foreach), GradScaler's unscale (amp_unscale, fp32) and
+  clip_grad_norm_ with foreach (clip_grad_norm); multitensor_*; adamw's columns;
 - encoder: attention's cases for encoders' self-attention (sequences of 49-577 tokens, 8-16
   heads of 64), not causal, plain (OPName sdpa), with a padding mask (sdpa_mask) and with
   training's attention dropout, p = 0.1 (sdpa_dropout); sdpa_enc_*; attention's columns, Mask

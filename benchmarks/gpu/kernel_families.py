@@ -16,7 +16,7 @@ from cases_memory import (
     rmsnorm_cases,
     softmax_cases,
 )
-from cases_training import adamw_cases, crossentropy_cases, embedding_cases
+from cases_training import adamw_cases, crossentropy_cases, embedding_cases, multitensor_cases
 from kernel_case import Case
 from kernel_shapes import (
     activation_shapes,
@@ -55,13 +55,13 @@ class Family:
 # first, as they ran then.
 FAMILIES: dict[str, Family] = {
     "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.10),
-    "conv": Family(conv_shapes, conv_cases, "conv", 0.14, 2),
+    "conv": Family(conv_shapes, conv_cases, "conv", 0.12, 2),
     "attention": Family(attention_shapes, attention_cases, "attention", 0.06, 4),
     "elementwise": Family(activation_shapes, elementwise_cases, "memory", 0.02),
     "layernorm": Family(memory_shapes, layernorm_cases, "memory", 0.03),
     "softmax": Family(memory_shapes, softmax_cases, "memory", 0.03),
     "reduction": Family(reduction_shapes, reduction_cases, "memory", 0.03),
-    "batchnorm": Family(batchnorm_shapes, batchnorm_cases, "memory", 0.06),
+    "batchnorm": Family(batchnorm_shapes, batchnorm_cases, "memory", 0.05),
     "gconv": Family(gconv_shapes, gconv_cases, "conv", 0.08, 2),
     "pointwise": Family(pointwise_shapes, pointwise_cases, "conv", 0.08, 2),
     "activation": Family(activation_shapes, activation_cases, "memory", 0.04),
@@ -74,4 +74,5 @@ FAMILIES: dict[str, Family] = {
     "largenorm": Family(large_memory_shapes, large_norm_cases, "memory", 0.02),
     "conv3d": Family(conv3d_shapes, conv3d_cases, "conv", 0.04, 2),
     "vocab": Family(vocab_shapes, vocab_cases, "gemm", 0.04),
+    "multitensor": Family(adamw_shapes, multitensor_cases, "memory", 0.03),
 }

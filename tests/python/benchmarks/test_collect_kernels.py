@@ -53,6 +53,8 @@ DOCUMENTED = {
     "conv3d": (("conv3d",), CONV_PRECISIONS, {"conv3d"}, {"fwd", "bwd_data", "bwd_weight"},
                CONV_COLUMNS + ["Depth", "Layout"]),
     "vocab": (("linearvocab",), ("fp32", "tf32", "bf16", "fp16"), {"linear"}, {"fwd"}, ["B", "M", "N", "K"]),
+    "multitensor": (("multitensor",), PRECISIONS, {"sgd", "amp_unscale", "clip_grad_norm"}, {"step"},
+                    ["Tensors", "Elements", "Largest", "Chunks", "Impl"]),
 }
 
 

@@ -168,6 +168,19 @@ def test_cross_entropy_cases_and_their_aten_parts(kc):
     assert c["nll_loss", "bwd"].run().shape == (12, 7)
 
 
+def test_multitensor_step_cases(kc):
+    shape = {"Tensors": 3, "Elements": 310, "Largest": 300, "Chunks": 3, "sizes": (300, 3, 7)}
+    cases = kc.training.multitensor_cases([shape], "cpu")
+    got = {(c.op, c.precision, c.shape["Impl"]) for c in cases}
+    assert got == ({("sgd", p, i) for p in ("fp32", "bf16") for i in ("fused", "foreach")}
+                   | {("amp_unscale", "fp32", "foreach")}
+                   | {("clip_grad_norm", p, "foreach") for p in ("fp32", "bf16")})
+    assert all(c.phase == "step" and "sizes" not in c.shape for c in cases)
+    assert {c.file for c in cases} == {"multitensor_fp32", "multitensor_bf16"}
+    for case in cases:
+        case.run()  # each runs again as timed: SGD's momentum buffers exist, the grads stay
+
+
 def test_adamw_step_cases(kc):
     shape = {"Tensors": 3, "Elements": 310, "Largest": 300, "Chunks": 3, "sizes": (300, 3, 7)}
     cases = kc.training.adamw_cases([shape], "cpu")
