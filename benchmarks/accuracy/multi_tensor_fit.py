@@ -120,15 +120,31 @@ def step_launches(sizes: list[int], impl: str, elem: int) -> list[tuple[Launch, 
     return out
 
 
+LIST_COLUMNS = ("Tensors", "Elements", "Largest", "Chunks")
+
+
+def parameter_lists(gpu: str, family: str = STEM) -> dict[tuple[int, ...], list[int]]:
+    """The parameter lists the collector drew for `family` on `gpu`'s collection, by their
+    LIST_COLUMNS values."""
+    return {tuple(s[c] for c in LIST_COLUMNS): list(s["sizes"])
+            for s in adamw_shapes(DRAWN, random.Random(f"{SEEDS[gpu]}/{family}"))}
+
+
+def list_of(drawn: dict[tuple[int, ...], list[int]], row: dict[str, str], where: Path) -> list[int]:
+    """The drawn list of a CSV row, matched by its LIST_COLUMNS."""
+    key = tuple(int(row[c]) for c in LIST_COLUMNS)
+    if key not in drawn:
+        raise SystemExit(f"{where}: no drawn parameter list has {dict(zip(LIST_COLUMNS, key))} (another seed or "
+                         "count?)")
+    return drawn[key]
+
+
 def load(directory: Path, gpu: str) -> list[Row]:
-    drawn = {(s["Tensors"], s["Elements"], s["Largest"], s["Chunks"]): list(s["sizes"])
-             for s in adamw_shapes(DRAWN, random.Random(f"{SEEDS[gpu]}/adamw"))}
+    drawn = parameter_lists(gpu)
     rows = []
     for elem, r in collection_rows(directory, STEM):
-        shape = {k: int(r[k]) for k in ("Tensors", "Elements", "Largest", "Chunks")}
-        sizes = drawn.get(tuple(shape.values()))
-        if sizes is None:
-            raise SystemExit(f"{directory}: no drawn parameter list has {shape} (another seed or count?)")
+        shape = {k: int(r[k]) for k in LIST_COLUMNS}
+        sizes = list_of(drawn, r, directory)
         counters = launches([1] * len(sizes), 1, False) if r["Impl"] == "fused" else []
         rows.append(Row(gpu, r["Impl"], elem, step_launches(sizes, r["Impl"], elem), counters,
                         float(r["Kernel Latency"]) * 1000, held_out(STEM, shape)))
