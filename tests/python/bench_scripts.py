@@ -7,8 +7,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+# A traced op's fields that differ between two runs of the same step.
+RUN_FIELDS = {"storage", "start_us", "wall_us", "overhead_us", "own_before_us"}
 
 
 def load_script(relative: str, name: str) -> ModuleType:
@@ -33,3 +36,13 @@ def loaded_script(relative: str, name: str) -> Iterator[ModuleType]:
     finally:
         sys.modules.pop(name, None)
         sys.path[:] = path
+
+
+def without_run_fields(value: Any) -> Any:
+    """A traced step's ops (or any part of them) without RUN_FIELDS: two traces of the same
+    work compare equal."""
+    if isinstance(value, dict):
+        return {k: without_run_fields(v) for k, v in value.items() if k not in RUN_FIELDS}
+    if isinstance(value, list):
+        return [without_run_fields(v) for v in value]
+    return value

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any
 
 import pytest
-from bench_scripts import loaded_script
+from bench_scripts import loaded_script, without_run_fields
 
 # One row per kind of template: sizes small enough to trace directly, with equal sizes (channels
 # == width), size-1 dims and a strided conv among them.
@@ -33,21 +32,12 @@ ROWS = [
     ("embedding", "embedding", "bwd", "fp32", {"Vocab": 50, "Dim": 16, "Tokens": 30}),
     ("crossentropy", "cross_entropy", "fwd+bwd", "fp32", {"Tokens": 12, "Classes": 10}),
 ]
-IGNORED = {"storage", "start_us", "wall_us", "overhead_us", "own_before_us"}
 
 
 @pytest.fixture(scope="module")
 def fs():
     with loaded_script("benchmarks/accuracy/family_steps.py", "family_steps") as module:
         yield module
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items() if k not in IGNORED}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
 
 
 @pytest.mark.parametrize("stem,op,phase,precision,shape", ROWS, ids=[f"{r[0]}-{r[2]}-{r[3]}" for r in ROWS])
@@ -61,7 +51,7 @@ def test_a_templated_step_is_the_step_traced_at_the_rows_sizes(fs, stem, op, pha
     run = fs._case(row, shape)
     with precision_context(precision), record_step(0) as rec:
         run()
-    assert _clean(templated) == _clean(rec.step["ops"])
+    assert without_run_fields(templated) == without_run_fields(rec.step["ops"])
 
 
 def test_template_sizes_map_primes_to_the_rows_sizes(fs) -> None:

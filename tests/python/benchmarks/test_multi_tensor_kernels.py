@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from bench_scripts import loaded_script
+from bench_scripts import loaded_script, without_run_fields
 
-IGNORED = {"storage", "start_us", "wall_us", "overhead_us", "own_before_us"}
 # 12 tensors: two past a chunk, one of 11 elements (a template prime), and one of 1 (a size-1
 # tensor takes other view ops in clip_grad_norm_'s trace: the same kernels, compared by forecast).
 SIZES = [300, 3, 7, 2, 70000, 12, 5, 64, 2, 9, 131072, 11]
@@ -19,14 +18,6 @@ WITH_ONE = SIZES[:3] + [1] + SIZES[4:]
 def mt():
     with loaded_script("benchmarks/accuracy/multi_tensor_kernels.py", "multi_tensor_kernels") as module:
         yield module
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items() if k not in IGNORED}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
 
 
 CASES = [("adamw", "adamw", "foreach", "fp32"), ("adamw", "adamw", "fused", "bf16"),
@@ -50,7 +41,7 @@ def _traced(mt, row: dict[str, Any]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("case", CASES, ids=["-".join(c[1:]) for c in CASES])
 def test_a_templated_step_is_the_step_traced_at_the_rows_list(mt, case) -> None:
     row = _row(*case, SIZES)
-    assert _clean(mt.Templates().step_ops(row)) == _clean(_traced(mt, row))
+    assert without_run_fields(mt.Templates().step_ops(row)) == without_run_fields(_traced(mt, row))
 
 
 @pytest.mark.parametrize("case", CASES, ids=["-".join(c[1:]) for c in CASES])
