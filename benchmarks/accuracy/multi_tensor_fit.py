@@ -158,12 +158,10 @@ def launch_us(c: dict[str, float], launch: Launch, bytes_per_element: int, devic
             + steps * c["cycles_per_step"] / device.clock_mhz)
 
 
-def phases(counters: dict[str, dict[str, float]]) -> tuple[list[Phase], dict[str, dict[str, float]]]:
+def phases(counters: dict[str, dict[str, float]]) -> list[Phase]:
     """The foreach phase, then the fused one, whose step-counter launches (a _foreach_add_ of
     float32 scalars, as the engine forecasts it) take the 32-bit foreach constants: `counters`
-    holds them once fitted (the 32-bit run's own store)."""
-    fitted: dict[str, dict[str, float]] = {}
-
+    holds them once the 32-bit foreach phase is fitted."""
     def model(c: dict[str, float], r: Row, device) -> float:
         us = sum(launch_us(c, launch, moved, device) for launch, moved in r.launches)
         return us + sum(launch_us(counters["foreach"], launch, 4 * 2, device) for launch in r.counters)
@@ -171,18 +169,15 @@ def phases(counters: dict[str, dict[str, float]]) -> tuple[list[Phase], dict[str
     def group(r: Row) -> str:
         return f"{r.elem * 8}-bit"
     constants = ("fixed_us", "bandwidth_share", "cycles_per_step")
-    return [Phase(impl, constants, [1.5, 0.8, 700.0], model, group) for impl in ("foreach", "fused")], fitted
+    return [Phase(impl, constants, [1.5, 0.8, 700.0], model, group) for impl in ("foreach", "fused")]
 
 
 def main(argv: list[str] | None = None) -> int:
-    counters: dict[str, dict[str, float]] = {}
+    counters: dict[str, dict[str, float]] = {}  # the 32-bit run's fitted constants, by phase
     for elem in (4, 2):
         print(f"#### {elem * 8}-bit parameters")
-        width_phases, fitted = phases(counters)
-        if elem == 4:
-            fitted = counters
         run(__doc__, argv, H100, H200, lambda d, gpu, e=elem: [r for r in load(d, gpu) if r.elem == e],
-            width_phases, fitted)
+            phases(counters), counters if elem == 4 else None)
     return 0
 
 
