@@ -155,10 +155,10 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
       {"elem_bytes", elem_bytes(*x)},
       {"grad", 0.0},
       // cuDNN runs channels-last when the input or the weight is (PyTorch's
-      // cudnn_conv_suggest_memory_format); otherwise NCHW. Grouped convolutions
-      // (none in the recorded traces) are not assumed to transform.
-      {"nchw",
-       channels_last(*x) || channels_last(*w) || int_arg(op, "groups", 1) != 1 ? 0.0 : 1.0}};
+      // cudnn_conv_suggest_memory_format); otherwise NCHW, through the layout transforms
+      // grouped convolutions too: on the H100 collections' grouped NCHW rows the transforms
+      // are a median 42-50 % of a bf16 pass's device time, 23-44 % of a TF32 one's.
+      {"nchw", channels_last(*x) || channels_last(*w) ? 0.0 : 1.0}};
   if (!backward) {
     if (transposed) shape["grad"] = 1.0;
     return {{LearnedFamily::Conv, shape}};
