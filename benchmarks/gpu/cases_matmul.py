@@ -38,6 +38,12 @@ def vocab_cases(shapes: list[tuple[str, dict[str, int]]], device: str) -> list[C
     return [dataclasses.replace(c, stem="linearvocab") for c in gemm_cases(shapes, device)]
 
 
+def netgemm_cases(shapes: list[tuple[str, dict[str, int]]], device: str) -> list[Case]:
+    """gemm's cases of transformer layers' shapes (kernel_shapes.netgemm_shapes), in their own
+    files, gemmnet_<precision>.csv (OPName linear or bmm: the GEMM model's rows)."""
+    return [dataclasses.replace(c, stem="gemmnet") for c in gemm_cases(shapes, device)]
+
+
 def sdpa_backends() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
     """Backend name -> a context manager forcing it, for the backends this torch has."""
     try:

@@ -35,6 +35,9 @@ Families (--families, comma-separated, default all; files; shape columns):
   and bwd; crossentropy_*; Tokens, Classes;
 - adamw: one AdamW step over a list of parameters, fused and foreach (Impl), parameters in fp32
   or bf16; adamw_*; Tensors, Elements, Largest, Chunks, Impl;
+- netgemm: gemm's cases at transformer layers' shapes (widths 512-4096, multiples of 128; tokens
+  1024-16384; the three passes of the QKV, output and feed-forward layers, and attention's bmm);
+  gemmnet_* (OPName linear, bmm); gemm's columns;
 - multitensor: the other multi-tensor kernels of a step over such lists: an SGD step with
   momentum (OPName sgd; fused and foreach), GradScaler's unscale (amp_unscale, fp32) and
   clip_grad_norm_ with foreach (clip_grad_norm); multitensor_*; adamw's columns;

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cases_conv import batchnorm_cases, conv3d_cases, conv_cases, gconv_cases, pointwise_cases, stem_cases
-from cases_matmul import attention_cases, encoder_attention_cases, gemm_cases, vocab_cases
+from cases_matmul import attention_cases, encoder_attention_cases, gemm_cases, netgemm_cases, vocab_cases
 from cases_memory import (
     activation_cases,
     elementwise_cases,
@@ -32,6 +32,7 @@ from kernel_shapes import (
     gemm_shapes,
     large_memory_shapes,
     memory_shapes,
+    netgemm_shapes,
     pointwise_shapes,
     reduction_shapes,
     stem_shapes,
@@ -54,7 +55,7 @@ class Family:
 # In the default order of --families (all of them): the families of the 2026-11 collections
 # first, as they ran then.
 FAMILIES: dict[str, Family] = {
-    "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.10),
+    "gemm": Family(gemm_shapes, gemm_cases, "gemm", 0.07),
     "conv": Family(conv_shapes, conv_cases, "conv", 0.12, 2),
     "attention": Family(attention_shapes, attention_cases, "attention", 0.06, 4),
     "elementwise": Family(activation_shapes, elementwise_cases, "memory", 0.02),
@@ -75,4 +76,5 @@ FAMILIES: dict[str, Family] = {
     "conv3d": Family(conv3d_shapes, conv3d_cases, "conv", 0.04, 2),
     "vocab": Family(vocab_shapes, vocab_cases, "gemm", 0.04),
     "multitensor": Family(adamw_shapes, multitensor_cases, "memory", 0.03),
+    "netgemm": Family(netgemm_shapes, netgemm_cases, "gemm", 0.03),
 }

@@ -305,6 +305,49 @@ def vocab_shapes(n: int, rng: random.Random, small: bool = False) -> list[tuple[
     return out
 
 
+# Transformer layers as real networks size them: hidden widths, their feed-forward widths (4x, or
+# LLaMA's SwiGLU width, 8/3 x rounded up to 256), heads of 64, and training's tokens per step.
+NET_HIDDEN = (512, 768, 1024, 1280, 1536, 2048, 2560, 4096)
+NET_TOKENS = (1024, 2048, 4096, 8192, 16384)
+NET_SEQUENCES = (128, 256, 512, 1024, 2048)
+
+
+def netgemm_shapes(n: int, rng: random.Random, small: bool = False) -> list[tuple[str, Shape]]:
+    """The GEMMs a transformer layer's training step runs, at real networks' widths (all multiples
+    of 128: whole tiles, which the gemm family's draws, multiples of 8, seldom are), as the gemm
+    family's rows (op, {B, M, N, K}), N the reduction: a linear layer's forward, data gradient
+    (M tokens, reducing its output width) and weight gradient (M its output width, reducing the
+    tokens), in turn, over the QKV, attention output and feed-forward layers; every fourth an
+    attention bmm (scores, reducing the 64-wide head, or scores times values, reducing the
+    sequence). T5-small's fp32 [8192, 512] x [512, 512] GEMMs ran 15 % faster in its training step
+    than the forecast from the collections' rows of that size (benchmarks/results/
+    real-models-cpu-trace.md)."""
+    out = []
+    for i in range(n):
+        hidden = rng.choice(NET_HIDDEN) if not small else rng.choice((32, 64))
+        if i % 4 == 3:
+            seq = rng.choice(NET_SEQUENCES) if not small else rng.choice((16, 32))
+            heads = hidden // 64 if not small else 2
+            b = heads * max(1, (rng.choice(NET_TOKENS) if not small else 64) // seq)
+            while b > 1 and b * seq * (seq + 128) > CAPS["flat"]:
+                b //= 2
+            shape = {"B": b, "M": seq, "N": 64, "K": seq} if (i // 4) % 2 == 0 else \
+                {"B": b, "M": seq, "N": seq, "K": 64}
+            out.append(("bmm", shape))
+            continue
+        ffn = rng.choice((4 * hidden, -(-8 * hidden // 3 // 256) * 256))
+        d_in, d_out = rng.choice(((hidden, 3 * hidden), (hidden, hidden), (hidden, ffn), (ffn, hidden)))
+        tokens = rng.choice(NET_TOKENS) if not small else rng.choice((32, 64))
+        while tokens > 128 and tokens * (d_in + d_out) + d_in * d_out > CAPS["flat"]:
+            tokens //= 2
+        pass_ = i % 4  # 0 forward, 1 data gradient, 2 weight gradient
+        shape = ({"B": 1, "M": tokens, "N": d_in, "K": d_out} if pass_ == 0 else
+                 {"B": 1, "M": tokens, "N": d_out, "K": d_in} if pass_ == 1 else
+                 {"B": 1, "M": d_out, "N": tokens, "K": d_in})
+        out.append(("linear", shape))
+    return out
+
+
 # 3-D convolutions of video networks (R3D-18, R(2+1)D, X3D, SlowFast's slow path, VideoMAE's
 # tubelet embedding) and volumetric ones (3-D U-Nets): frames per clip, and cube filters.
 CONV3D_DEPTHS = (2, 4, 8, 16, 32)

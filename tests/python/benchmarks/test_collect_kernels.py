@@ -55,6 +55,7 @@ DOCUMENTED = {
     "vocab": (("linearvocab",), ("fp32", "tf32", "bf16", "fp16"), {"linear"}, {"fwd"}, ["B", "M", "N", "K"]),
     "multitensor": (("multitensor",), PRECISIONS, {"sgd", "amp_unscale", "clip_grad_norm"}, {"step"},
                     ["Tensors", "Elements", "Largest", "Chunks", "Impl"]),
+    "netgemm": (("gemmnet",), ("fp32", "tf32", "bf16", "fp16"), {"linear", "bmm"}, {"fwd"}, ["B", "M", "N", "K"]),
 }
 
 
@@ -257,8 +258,8 @@ def test_new_families_files_load_beside_the_known_ones(dry_run):
     norms = [r for stem in ("ln", "rms", "ln_large", "rms_large") for p in PRECISIONS
              for r in _rows(out / f"{stem}_{p}.csv")[1]]
     assert len(tables["layernorm"]) == len(norms) and {"rms", "rms_bwd"} <= set(tables["layernorm"].op.tolist())
-    # a language-model head's GEMMs are linear rows of the GEMM model
-    gemm = [r for stem in ("bmm", "linear", "linearvocab") for p in ("fp32", "tf32", "bf16", "fp16")
+    # a language-model head's GEMMs and transformer layers' are rows of the GEMM model
+    gemm = [r for stem in ("bmm", "linear", "linearvocab", "gemmnet") for p in ("fp32", "tf32", "bf16", "fp16")
             for r in _rows(out / f"{stem}_{p}.csv")[1]]
     assert len(tables["gemm"]) == len(gemm) and "linear" in set(tables["gemm"].op.tolist())
 
