@@ -37,6 +37,9 @@ const LaunchConstants& constants_for(const op_cost::MultiTensorWork& work) {
 
 std::optional<double> multi_tensor_kernels_us(const OpRecord& op, const OpCost& cost,
                                               const Device& device) {
+  // Every multi-tensor op is costed as an optimizer op (cost/op_cost_optimizer.cpp): the others
+  // skip the name parsing below.
+  if (cost.op_class != OpClass::Optimizer) return std::nullopt;
   if (device.boost_clock_mhz <= 0 || device.memory_bandwidth_gbs <= 0) return std::nullopt;
   const std::optional<op_cost::MultiTensorWork> work = op_cost::multi_tensor_work(op);
   if (!work || work->launches.empty()) return std::nullopt;
