@@ -132,7 +132,8 @@ def unseen(rows: list[Row], weights: Path, data: Path) -> list[Row]:
     for r in rows:
         op = loader_op(r)
         family = OP_FAMILY.get(op)
-        if family is not None:
+        depthwise = r.op == "gconv" and r.shape["Groups"] == r.shape["Input_Channel"]  # a table's
+        if family is not None and not depthwise:
             if family not in held:
                 held[family] = learned_held_keys(family, weights, data)
             keys = held[family]
@@ -142,8 +143,6 @@ def unseen(rows: list[Row], weights: Path, data: Path) -> list[Row]:
         elif (r.op not in family_table.FIT_OPS and r.op not in family_table.STRUCTURE_FIT_OPS) \
                 or family_table.held_out(r.stem, r.shape):
             out.append(r)
-        elif r.op == "gconv" and r.shape["Groups"] != r.shape["Input_Channel"]:
-            out.append(r)  # grouped: the conv model's, not a table sample
     return out
 
 

@@ -32,8 +32,9 @@ std::optional<LearnedFamily> learned_family_from_string(std::string_view name);
 
 // Shape columns of each family, in the Python order:
 //   gemm         b, m, n, k, elem_bytes  (C[b,m,n] = A[b,m,k] @ B[b,k,n])
-//   conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes, grad
-//                (grad 0: forward, 1: input gradient, 2: weight gradient)
+//   conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes, grad, groups
+//                (grad 0: forward, 1: input gradient, 2: weight gradient; groups: 1 when
+//                left out)
 //   elementwise  n, inputs, transcendental, elem_bytes
 //   softmax      rows, cols, elem_bytes
 //   layernorm    rows, cols, elem_bytes
@@ -54,8 +55,8 @@ inline double conv_output_size(double size, double padding, double kernel, doubl
   return std::floor((size + 2.0 * padding - kernel) / stride) + 1.0;
 }
 inline double conv_tensor_elements(double batch, double cin, double cout, double kernel,
-                                   double input_side, double out_size) {
-  return batch * cin * input_side * input_side + cout * cin * kernel * kernel +
+                                   double input_side, double out_size, double groups) {
+  return batch * cin * input_side * input_side + cout * cin / groups * kernel * kernel +
          batch * cout * out_size * out_size;
 }
 // The rows (and columns) of the input a pass touches: a filter narrower than its stride reads

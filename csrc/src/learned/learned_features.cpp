@@ -165,28 +165,35 @@ double gemm_features(const Column& col, double eb, const Device& dev, const Roof
 }
 
 // The conv family (features.py): a square 2-d convolution as its implicit GEMM, forward or
-// either gradient.
+// either gradient. A grouped one is `groups` independent convolutions of cin / groups -> cout /
+// groups channels: its channel, implicit-GEMM and alignment features are one group's, its tiles
+// all groups'.
 double conv_features(const Column& col, double eb, const Device& dev, const Roof& roof,
                      Precision precision, std::vector<double>& x) {
   const double batch = col("batch", false), cin = col("cin", false), cout = col("cout", false),
-               r = col("kernel", false);
+               r = col("kernel", false), groups = col("groups", false);
+  if (groups < 1 || std::fmod(cin, groups) != 0 || std::fmod(cout, groups) != 0) {
+    throw std::invalid_argument(
+        "conv column 'groups' must be at least 1 and divide both cin and cout");
+  }
   const double size = col("size", false), stride = col("stride", false), pad = col("padding", true);
   const double out_size = conv_output_size(size, pad, r, stride);
   if (!(out_size > 0)) throw std::invalid_argument("conv shape gives an empty output");
-  const double gm = batch * out_size * out_size, gn = cout, gk = cin * r * r;
-  const double flops = 2.0 * gm * gn * gk;
+  const double cin_g = cin / groups, cout_g = cout / groups;
+  const double gm = batch * out_size * out_size, gn = cout_g, gk = cin_g * r * r;
+  const double flops = 2.0 * gm * gn * gk * groups;
   const double grad = col("grad", true);
   if (grad != 0 && grad != 1 && grad != 2) {
     throw std::invalid_argument(
         "conv column 'grad' must be 0 (forward), 1 (data gradient) or 2 (weight gradient)");
   }
-  const double bytes =
-      eb * conv_tensor_elements(batch, cin, cout, r,
-                                conv_input_extent(size, r, stride, out_size, grad), out_size);
-  x = {log2c(batch), log2c(cin), log2c(cout), r, stride, log2c(size), log2c(gm), log2c(gk)};
-  const double roofline_us = gemm_core(1.0, gm, gn, flops, bytes, dev, roof, x);
-  x.insert(x.end(), {tensor_path(dev, precision), log2c(eb), log2_align(cin, cout, eb),
-                     grad == 1 ? 1.0 : 0.0, grad == 2 ? 1.0 : 0.0});
+  const double bytes = eb * conv_tensor_elements(batch, cin, cout, r,
+                                                 conv_input_extent(size, r, stride, out_size, grad),
+                                                 out_size, groups);
+  x = {log2c(batch), log2c(cin_g), log2c(cout_g), r, stride, log2c(size), log2c(gm), log2c(gk)};
+  const double roofline_us = gemm_core(groups, gm, gn, flops, bytes, dev, roof, x);
+  x.insert(x.end(), {tensor_path(dev, precision), log2c(eb), log2_align(cin_g, cout_g, eb),
+                     grad == 1 ? 1.0 : 0.0, grad == 2 ? 1.0 : 0.0, log2c(groups)});
   return roofline_us;
 }
 
@@ -327,7 +334,8 @@ const std::vector<std::string>& shape_columns(LearnedFamily f) {
   static const std::map<LearnedFamily, std::vector<std::string>> columns{
       {LearnedFamily::Gemm, {"b", "m", "n", "k", "elem_bytes"}},
       {LearnedFamily::Conv,
-       {"batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes", "grad"}},
+       {"batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes", "grad",
+        "groups"}},
       {LearnedFamily::Elementwise, {"n", "inputs", "transcendental", "elem_bytes"}},
       {LearnedFamily::Softmax, {"rows", "cols", "elem_bytes", "backward", "log"}},
       {LearnedFamily::LayerNorm, {"rows", "cols", "elem_bytes", "backward"}},
@@ -356,7 +364,7 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
                                     "log2_size", "log2_gemm_m", "log2_gemm_k"},
                                    kGemmCore),
                             kPrecisionFeatures),
-                     {"grad_data", "grad_weight"}),
+                     {"grad_data", "grad_weight", "log2_groups"}),
               kDeviceFeatures)},
       {LearnedFamily::Elementwise,
        concat(concat({"log2_n", "inputs", "transcendental", "log2_t_memory_us",
@@ -389,9 +397,12 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
 LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& shape,
                                          const Device& dev, Precision precision) {
   auto col = [&](const std::string& name, bool allow_zero = false) {
-    // A softmax shape without `log` is a softmax's, not a log-softmax's (features.py
-    // OPTIONAL_COLUMNS).
-    if (f == LearnedFamily::Softmax && name == "log" && !shape.contains(name)) return 0.0;
+    // Columns a shape may leave out (features.py OPTIONAL_COLUMNS): a softmax shape without
+    // `log` is a softmax's, not a log-softmax's; a conv one without `groups` is ungrouped.
+    if (!shape.contains(name)) {
+      if (f == LearnedFamily::Softmax && name == "log") return 0.0;
+      if (f == LearnedFamily::Conv && name == "groups") return 1.0;
+    }
     auto it = shape.find(name);
     if (it == shape.end()) {
       throw std::invalid_argument(std::string(to_string(f)) + " shape lacks column '" + name + "'");

@@ -81,6 +81,12 @@ bool channels_last(const TensorMeta& t) {
   return !t.contiguous && (rank == 4 || rank == 5) && t.strides.size() == rank && t.strides[1] == 1;
 }
 
+// A conv shape's groups (features.py OPTIONAL_COLUMNS: 1 when left out).
+double conv_groups(const LearnedShape& shape) {
+  const auto it = shape.find("groups");
+  return it == shape.end() ? 1.0 : it->second;
+}
+
 // cuDNN's NCHW <-> NHWC layout transforms around a tensor-core convolution pass
 // (python/habitat/learned/conv_layout.py states the evidence and the constants, which the conv
 // model's metadata carries; benchmarks/accuracy/conv_layout.py --collection fits them): given
@@ -100,8 +106,8 @@ double conv_transform_us(const LearnedShape& shape, const Device& target, Precis
     return 0.0;
   const double k = shape.at("kernel"), size = shape.at("size"), eb = shape.at("elem_bytes");
   const double out = conv_output_size(size, shape.at("padding"), k, shape.at("stride"));
-  const double elements =
-      conv_tensor_elements(shape.at("batch"), shape.at("cin"), shape.at("cout"), k, size, out);
+  const double elements = conv_tensor_elements(shape.at("batch"), shape.at("cin"), shape.at("cout"),
+                                               k, size, out, conv_groups(shape));
   // The share of the nearest listed element width.
   double share = 1.0, distance = std::numeric_limits<double>::infinity();
   for (const auto& [width, s] : cost.bandwidth_share_by_element_bytes) {
@@ -141,13 +147,14 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
   // one the roofline too (PyTorch's own DepthwiseConv3d.cu kernels, which no collection measured).
   if (op_cost::is_depthwise_conv(op)) return {};
   if (image.shape.size() == 5 && groups > 1 && w->shape[1] == 1) return {};
-  // A grouped one is `groups` independent convolutions of cin/groups -> cout/groups channels,
-  // which cuDNN runs as one batch: the learned shape is that problem over batch x groups images.
-  // Per group: w is [cout, cin / groups, ...], transposed [ci, co / groups, ...].
+  // A grouped one is `groups` independent convolutions of cin/groups -> cout/groups channels
+  // (the conv model's features are one group's, and the number of groups). w is [cout, cin /
+  // groups, ...], transposed [ci, co / groups, ...].
   LearnedShape shape{
-      {"batch", static_cast<double>(image.shape[0]) * groups},
-      {"cin", static_cast<double>(w->shape[1])},            // transposed: co / groups
-      {"cout", static_cast<double>(w->shape[0]) / groups},  // transposed: ci / groups
+      {"batch", static_cast<double>(image.shape[0])},
+      {"cin", static_cast<double>(w->shape[1]) * groups},  // transposed: co
+      {"cout", static_cast<double>(w->shape[0])},          // transposed: ci
+      {"groups", groups},
       {"kernel", square->kernel},
       {"size", square->size},
       {"stride", square->stride},
@@ -601,7 +608,10 @@ std::optional<double> LearnedModels::nchw_pointwise_gemm_us(const LearnedShape& 
       conv.at("kernel") != 1.0 || conv.at("stride") != 1.0 || conv.at("padding") != 0.0) {
     return std::nullopt;
   }
-  const double batch = conv.at("batch"), cin = conv.at("cin"), cout = conv.at("cout");
+  // one GEMM per image and group
+  const double groups = conv_groups(conv);
+  const double batch = conv.at("batch") * groups, cin = conv.at("cin") / groups,
+               cout = conv.at("cout") / groups;
   const double pixels = conv.at("size") * conv.at("size"), eb = conv.at("elem_bytes");
   const double grad = conv.at("grad");
   if (grad == 2.0) {

@@ -43,6 +43,7 @@ from habitat.learned.neusight import (
     ELEM_BYTES,
     OP_FAMILY,
     SDPA_BACKENDS,
+    is_depthwise,
     load_sdpa,
     row_shape,
 )
@@ -78,7 +79,7 @@ def read_rows(data: Path, family: str) -> list[dict]:
             for r in csv.DictReader(f):
                 phase = r.get("Phase") or "fwd"
                 op = r["OPName"] if phase == "fwd" else f"{r['OPName']}_{phase}"
-                if OP_FAMILY.get(op) != family or "Kernel Latency" not in r:
+                if OP_FAMILY.get(op) != family or "Kernel Latency" not in r or is_depthwise(r):
                     continue
                 if family == "conv" and phase != "fwd" and phase not in CONV_GRAD:
                     continue
@@ -107,17 +108,24 @@ def pointwise_gemm_shape(conv: dict[str, float]) -> dict[str, float] | None:
     if conv["kernel"] != 1 or conv["stride"] != 1 or conv["padding"] != 0:
         return None
     pixels = conv["size"] ** 2
+    batch, cin, cout = _per_group(conv)
     if conv["grad"] == 2:
-        return {"b": conv["batch"], "m": conv["cout"], "k": pixels, "n": conv["cin"],
-                "elem_bytes": conv["elem_bytes"]}
-    m, k = (conv["cin"], conv["cout"]) if conv["grad"] == 1 else (conv["cout"], conv["cin"])
-    return {"b": conv["batch"], "m": m, "k": k, "n": pixels, "elem_bytes": conv["elem_bytes"]}
+        return {"b": batch, "m": cout, "k": pixels, "n": cin, "elem_bytes": conv["elem_bytes"]}
+    m, k = (cin, cout) if conv["grad"] == 1 else (cout, cin)
+    return {"b": batch, "m": m, "k": k, "n": pixels, "elem_bytes": conv["elem_bytes"]}
+
+
+def _per_group(conv: dict[str, float]) -> tuple[float, float, float]:
+    """Images x groups, and one group's input and output channels."""
+    g = conv.get("groups", 1.0)
+    return conv["batch"] * g, conv["cin"] / g, conv["cout"] / g
 
 
 def pointwise_reduce_shape(conv: dict[str, float]) -> dict[str, float]:
     """The sum of a weight gradient's per-image fp32 partials over the batch (cuDNN's
     reduce_wgrad_nchw_helper), as a reduction part."""
-    return {"rows": conv["cout"] * conv["cin"], "cols": conv["batch"], "elem_bytes": 4.0, "strided": 1.0}
+    batch, cin, cout = _per_group(conv)
+    return {"rows": cout * cin, "cols": batch, "elem_bytes": 4.0, "strided": 1.0}
 
 
 def forecast(model: EfficiencyMLP, rows: list[dict], devices: DeviceTable,

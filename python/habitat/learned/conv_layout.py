@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from habitat.learned.features import conv_tensor_elements
+
 if TYPE_CHECKING:
     from habitat.learned.devices import DeviceSpec, DeviceTable
     from habitat.learned.neusight import KernelArrays
@@ -53,9 +55,9 @@ def tensor_elements(shapes: dict[str, np.ndarray]) -> np.ndarray:
     """Elements of the input, weight and output of each conv row (features.SHAPE_COLUMNS conv)."""
     s = {c: np.asarray(shapes[c], dtype=np.float64) for c in ("batch", "cin", "cout", "kernel", "size",
                                                               "stride", "padding")}
+    groups = np.asarray(shapes.get("groups", 1.0), dtype=np.float64)
     out = np.floor((s["size"] + 2.0 * s["padding"] - s["kernel"]) / s["stride"]) + 1.0
-    return (s["batch"] * s["cin"] * s["size"] ** 2 + s["cout"] * s["cin"] * s["kernel"] ** 2
-            + s["batch"] * s["cout"] * out ** 2)
+    return conv_tensor_elements(s["batch"], s["cin"], s["cout"], s["kernel"], s["size"], out, groups)
 
 
 def bandwidth_share(elem_bytes: np.ndarray) -> np.ndarray:

@@ -14,8 +14,9 @@ time it forecasts is never below the roofline (up to the head's 1/E_MAX slack). 
 columns per family (all numbers, one row per op):
 
 gemm         b, m, n, k, elem_bytes       C[b,m,n] = A[b,m,k] @ B[b,k,n] (k: reduction)
-conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes, grad  (square 2-D;
-             grad 0: forward, 1: input (data) gradient, 2: weight gradient)
+conv         batch, cin, cout, kernel, size, stride, padding, elem_bytes, grad, groups  (square
+             2-D; grad 0: forward, 1: input (data) gradient, 2: weight gradient; groups: cin and
+             cout split into that many independent convolutions, 1 when left out)
 elementwise  n, inputs, transcendental, elem_bytes   (inputs: tensors read of size n)
 softmax      rows, cols, elem_bytes, backward, log   (row-wise over the last dim; backward 1: the
              gradient op, _softmax_backward_data; log 1: log-softmax; a shape without `log` is
@@ -40,7 +41,7 @@ FAMILIES = ("gemm", "conv", "elementwise", "softmax", "layernorm", "attention", 
 
 SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "gemm": ("b", "m", "n", "k", "elem_bytes"),
-    "conv": ("batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes", "grad"),
+    "conv": ("batch", "cin", "cout", "kernel", "size", "stride", "padding", "elem_bytes", "grad", "groups"),
     "elementwise": ("n", "inputs", "transcendental", "elem_bytes"),
     "softmax": ("rows", "cols", "elem_bytes", "backward", "log"),
     "layernorm": ("rows", "cols", "elem_bytes", "backward"),
@@ -49,7 +50,7 @@ SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "batchnorm": ("count", "channels", "elem_bytes", "backward", "channels_last"),
 }
 # Columns a shape may leave out, and their value then (a softmax that is not a log-softmax).
-OPTIONAL_COLUMNS: dict[str, dict[str, float]] = {"softmax": {"log": 0.0}}
+OPTIONAL_COLUMNS: dict[str, dict[str, float]] = {"softmax": {"log": 0.0}, "conv": {"groups": 1.0}}
 
 # The device enters only through quantities relative to the op (roofline times, waves,
 # intensity over the ridge point, bytes over L2): with five training GPUs, absolute device
@@ -82,7 +83,7 @@ ROW_FLAGS = {"softmax": ("backward", "log"), "layernorm": ("backward",), "reduct
 FEATURE_NAMES: dict[str, tuple[str, ...]] = {
     "gemm": ("log2_b", "log2_m", "log2_n", "log2_k") + _GEMM_CORE + _PRECISION + ("simt_lanes",) + DEVICE_FEATURES,
     "conv": ("log2_batch", "log2_cin", "log2_cout", "kernel", "stride", "log2_size",
-             "log2_gemm_m", "log2_gemm_k") + _GEMM_CORE + _PRECISION + ("grad_data", "grad_weight")
+             "log2_gemm_m", "log2_gemm_k") + _GEMM_CORE + _PRECISION + ("grad_data", "grad_weight", "log2_groups")
             + DEVICE_FEATURES,
     "elementwise": ("log2_n", "inputs", "transcendental", "log2_t_memory_us",
                     "log2_bytes_over_l2", "log2_blocks_per_sm") + _MEMORY + DEVICE_FEATURES,
@@ -224,6 +225,20 @@ def conv_input_extent(size: np.ndarray, kernel: np.ndarray, stride: np.ndarray, 
     return np.where(grad == 1, size, read)
 
 
+def conv_tensor_elements(batch: np.ndarray, cin: np.ndarray, cout: np.ndarray, kernel: np.ndarray,
+                         input_side: np.ndarray, out: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Elements of a conv's input (`input_side` rows and columns of it), weight (cout x cin /
+    groups x kernel^2) and output. Mirrors csrc/include/habitat/learned_features.h."""
+    return (batch * cin * input_side * input_side + cout * cin / groups * kernel * kernel
+            + batch * cout * out * out)
+
+
+def _check_groups(s: dict[str, np.ndarray]) -> None:
+    g = s["groups"]
+    if np.any((g < 1) | (np.mod(s["cin"], g) != 0) | (np.mod(s["cout"], g) != 0)):
+        raise ValueError("conv column 'groups' must be at least 1 and divide both cin and cout")
+
+
 def _memory_cols(elem_bytes: np.ndarray, dev: DeviceSpec) -> list[np.ndarray]:
     return [_log2(elem_bytes), np.full(len(elem_bytes), np.log2(dev.bandwidth_gbs / dev.sms))]
 
@@ -248,10 +263,11 @@ def work(family: str, shapes: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
         return 2.0 * b * m * n * k, eb * b * (m * k + k * n + m * n)
     if family == "conv":
         batch, cin, cout, r, size = s["batch"], s["cin"], s["cout"], s["kernel"], s["size"]
+        _check_groups(s)
         out = _conv_out(s)
-        flops = 2.0 * (batch * out * out) * cout * (cin * r * r)
+        flops = 2.0 * (batch * out * out) * cout * (cin / s["groups"] * r * r)
         extent = conv_input_extent(size, r, s["stride"], out, s["grad"])
-        return flops, eb * (batch * cin * extent * extent + cout * cin * r * r + batch * cout * out * out)
+        return flops, eb * conv_tensor_elements(batch, cin, cout, r, extent, out, s["groups"])
     if family == "elementwise":
         n, inputs, trans = s["n"], s["inputs"], s["transcendental"]
         return n * (1.0 + TRANSCENDENTAL_FLOPS * trans), eb * n * (inputs + 1.0)
@@ -304,18 +320,22 @@ def compute(family: str, shapes: dict[str, np.ndarray], dev: DeviceSpec,
                                                                log2_align(k, n, s["elem_bytes"]),
                                                                simt_lanes(dev, tensor)]
     elif family == "conv":
-        batch, cin, cout, r = s["batch"], s["cin"], s["cout"], s["kernel"]
+        # A grouped convolution is `groups` independent ones of cin / groups -> cout / groups
+        # channels: its channel, implicit-GEMM and alignment features are one group's, its
+        # tiles (waves) all groups', and log2_groups tells the grouped kernels apart.
+        groups = s["groups"]
+        batch, cin, cout, r = s["batch"], s["cin"] / groups, s["cout"] / groups, s["kernel"]
         size, stride = s["size"], s["stride"]
         out = _conv_out(s)
         gm, gn, gk = batch * out * out, cout, cin * r * r
-        core, t_roof = _gemm_core(np.ones_like(gm), gm, gn, gk, flops, nbytes, dev, prec)
+        core, t_roof = _gemm_core(groups, gm, gn, gk, flops, nbytes, dev, prec)
         grad = s["grad"]
         if np.any((grad != 0) & (grad != 1) & (grad != 2)):
             raise ValueError("conv column 'grad' must be 0 (forward), 1 (data gradient) or 2 (weight gradient)")
         cols = ([_log2(batch), _log2(cin), _log2(cout), r, stride, _log2(size), _log2(gm), _log2(gk)] + core
                 + [tensor_path(dev, prec), _log2(s["elem_bytes"]), log2_align(cin, cout, s["elem_bytes"]),
                    (grad == 1).astype(np.float64),
-                   (grad == 2).astype(np.float64)])
+                   (grad == 2).astype(np.float64), _log2(groups)])
     elif family == "attention":
         bh, l, sk, e = s["batch_heads"], s["l"], s["s"], s["e"]
         for c in ("causal", "backward"):

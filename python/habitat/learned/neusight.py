@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from habitat.learned import kernel_paths
-from habitat.learned.features import SHAPE_COLUMNS
+from habitat.learned.features import OPTIONAL_COLUMNS, SHAPE_COLUMNS
 
 # Element-wise op -> (input tensors of size n, transcendental)
 ELEMENTWISE_OPS: dict[str, tuple[int, int]] = {
@@ -28,6 +28,9 @@ CONV_GRAD = {"fwd": 0.0, "bwd_data": 1.0, "bwd_weight": 2.0}
 OP_FAMILY.update({"conv_bwd_data": "conv", "conv_bwd_weight": "conv", "sdpa": "attention", "sdpa_bwd": "attention",
                   # 3-D convolutions (collect_kernels.py --families conv3d) as their square stand-ins
                   "conv3d": "conv", "conv3d_bwd_data": "conv", "conv3d_bwd_weight": "conv",
+                  # grouped ones (--families gconv; its depthwise rows are not read: the engine
+                  # forecasts those by the measured roofline, csrc/src/cost/depthwise.h)
+                  "gconv": "conv", "gconv_bwd_data": "conv", "gconv_bwd_weight": "conv",
                   "softmax_bwd": "softmax", "ln_bwd": "layernorm", "sum": "reduction", "mean": "reduction",
                   "bn": "batchnorm", "bn_bwd": "batchnorm", "log_softmax": "softmax", "log_softmax_bwd": "softmax",
                   # torch's fused RMS norm runs the layer-norm kernels without the mean on CUDA
@@ -63,8 +66,9 @@ class KernelTable:
         self.device.append(device)
         self.latency_us.append(latency_us)
         self.blocks.append(blocks)
+        optional = OPTIONAL_COLUMNS.get(self.family, {})
         for c in SHAPE_COLUMNS[self.family]:
-            self.shapes.setdefault(c, []).append(float(shape[c]))
+            self.shapes.setdefault(c, []).append(float(shape[c] if c in shape or c not in optional else optional[c]))
 
     def arrays(self) -> "KernelArrays":
         return KernelArrays(self.family, np.array(self.op), np.array(self.device),
@@ -138,8 +142,12 @@ class KernelArrays:
         precision, element width, pass or attention backend, so a split on these keys holds a
         shape out in every precision, pass and backend at once (leave-shapes-out)."""
         base = np.array([o.split("_bwd")[0] for o in self.op], dtype=object)
+        optional = OPTIONAL_COLUMNS.get(self.family, {})
         for c in problem_columns(self.family):
-            base = base + "|" + self.shapes[c].astype(np.int64).astype(str).astype(object)
+            part = "|" + self.shapes[c].astype(np.int64).astype(str).astype(object)
+            # a column that came after the split was drawn is left out at its default value,
+            # so that the keys (and the split) of the problems before it stay as they were
+            base = base + (np.where(self.shapes[c] == optional[c], "", part) if c in optional else part)
         return base.astype(str)
 
 
@@ -155,7 +163,18 @@ def problem_columns(family: str) -> tuple[str, ...]:
 
 def problem_key(op: str, shape: dict[str, float]) -> str:
     """KernelArrays.problem_keys of one row (its op and shape columns)."""
-    return "|".join([op.split("_bwd")[0]] + [str(int(shape[c])) for c in problem_columns(OP_FAMILY[op])])
+    family = OP_FAMILY[op]
+    optional = OPTIONAL_COLUMNS.get(family, {})
+    return "|".join([op.split("_bwd")[0]] + [str(int(shape.get(c, optional.get(c, 0.0))))
+                                             for c in problem_columns(family)
+                                             if c not in optional or shape.get(c, optional[c]) != optional[c]])
+
+
+def is_depthwise(row: dict[str, str]) -> bool:
+    """A collected conv row whose every group is one input channel (csrc/src/cost/depthwise.h
+    is_depthwise_conv)."""
+    groups = float(row.get("Groups") or 1)
+    return groups > 1 and groups == float(row["Input_Channel"])
 
 
 def cube_conv_stand_in(depth: float, size: float, kernel: float, stride: float, padding: float) -> dict[str, float]:
@@ -186,7 +205,7 @@ def row_shape(op: str, row: dict[str, str], elem_bytes: float = 4.0) -> dict[str
             window = cube_conv_stand_in(float(row["Depth"]), **window)
         return {"batch": float(row["B"]), "cin": float(row["Input_Channel"]),
                 "cout": float(row["Output_Channel"]), **window, "elem_bytes": elem_bytes,
-                "grad": CONV_GRAD[row.get("Phase") or "fwd"]}
+                "grad": CONV_GRAD[row.get("Phase") or "fwd"], "groups": float(row.get("Groups") or 1)}
     if family == "reduction":  # collect_kernels.py: sum or mean of a B x H tensor over Dim
         outer = row["Dim"] == "0"
         b, h = float(row["B"]), float(row["H"])
@@ -245,7 +264,7 @@ def _read(path: Path, tables: dict[str, KernelTable], ops: set[str] | None, timi
                 raise ValueError(f"{path}: unknown conv Phase {phase!r} (known: {', '.join(CONV_GRAD)})")
             if phase != "fwd":  # a backward pass is an op of its own (not in OP_FAMILY: not read)
                 op = f"{op}_{phase}"
-            if op not in OP_FAMILY or (ops is not None and op not in ops):
+            if op not in OP_FAMILY or (ops is not None and op not in ops) or is_depthwise(row):
                 continue
             precision = row.get("Precision") or "fp32"
             if precision not in ELEM_BYTES:

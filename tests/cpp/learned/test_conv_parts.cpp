@@ -84,17 +84,18 @@ TEST(ConvParts, TransposedAndDirectPassesCostTheSameFlops) {
 
 // A grouped convolution is `groups` independent convolutions, which cuDNN runs as one batch: the
 // learned shape is the per-group problem over batch x groups images (the same FLOPs).
-TEST(ConvParts, AGroupedConvolutionIsItsPerGroupProblemOverBatchTimesGroups) {
+TEST(ConvParts, AGroupedConvolutionKeepsItsChannelsAndNamesItsGroups) {
   const OpRecord o = op("aten::convolution", "",
                         {tensor("input", T({8, 64, 16, 16})), tensor("weight", T({128, 16, 3, 3})),
                          ints("stride", {1, 1}), ints("padding", {1, 1}), integer("groups", 4)},
                         {T({8, 128, 16, 16})});
   const LearnedShape s = the_part(o);
-  EXPECT_EQ(s.at("batch"), 32);
-  EXPECT_EQ(s.at("cin"), 16);
-  EXPECT_EQ(s.at("cout"), 32);
+  EXPECT_EQ(s.at("batch"), 8);
+  EXPECT_EQ(s.at("cin"), 64);
+  EXPECT_EQ(s.at("cout"), 128);
+  EXPECT_EQ(s.at("groups"), 4);
   const double out = 16 * 16;
-  EXPECT_DOUBLE_EQ(2.0 * s.at("batch") * out * s.at("cout") * s.at("cin") * 9,
+  EXPECT_DOUBLE_EQ(2.0 * s.at("batch") * out * s.at("cout") * (s.at("cin") / 4) * 9,
                    estimate_cost(o).flops);
 }
 

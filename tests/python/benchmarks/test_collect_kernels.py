@@ -14,6 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from bench_scripts import loaded_script
 
@@ -239,17 +240,20 @@ def test_cpu_dry_run_memory_bound_families_load_as_training_rows(dry_run, tmp_pa
 
 
 def test_new_families_files_load_beside_the_known_ones(dry_run):
-    """The loader reads a whole collection: 1x1 convolutions, patch embeddings and 3-D
-    convolutions (as their square stand-ins) as conv rows, the activation family's relu, gelu and
-    tanh forward rows as element-wise rows; the rest (grouped conv, the backward ops, batch norm,
-    embedding, losses, AdamW) waits for its models."""
-    from habitat.learned.neusight import load_precision_kernels
+    """The loader reads a whole collection: 1x1, grouped (not depthwise: the roofline table's)
+    convolutions, patch embeddings and 3-D convolutions (as their square stand-ins) as conv
+    rows, the activation family's relu, gelu and tanh forward rows as element-wise rows; the rest
+    (the backward ops, batch norm, embedding, losses, AdamW) waits for its models."""
+    from habitat.learned.neusight import is_depthwise, load_precision_kernels
     out = dry_run[0]
     tables = load_precision_kernels(out, timing="kernel")
-    conv = [r for stem in ("conv", "conv1x1", "convstem", "conv3d") for p in CONV_PRECISIONS
-            for r in _rows(out / f"{stem}_{p}.csv")[1]]
+    conv = [r for stem in ("conv", "conv1x1", "convstem", "conv3d", "gconv") for p in CONV_PRECISIONS
+            for r in _rows(out / f"{stem}_{p}.csv")[1] if not is_depthwise(r)]
     assert len(tables["conv"]) == len(conv)
-    assert {"conv3d", "conv3d_bwd_data", "conv3d_bwd_weight"} <= set(tables["conv"].op.tolist())
+    assert {"conv3d", "conv3d_bwd_data", "conv3d_bwd_weight", "gconv"} <= set(tables["conv"].op.tolist())
+    grouped = tables["conv"].op == "gconv"
+    assert (tables["conv"].shapes["groups"][grouped] > 1).all()
+    assert (tables["conv"].shapes["groups"][~np.char.startswith(tables["conv"].op.astype(str), "gconv")] == 1).all()
     elementwise = [r for stem in NEUSIGHT_OPS for p in PRECISIONS for r in _rows(out / f"{stem}_{p}.csv")[1]]
     activations = [r for p in PRECISIONS for r in _rows(out / f"activation_{p}.csv")[1]
                    if r["Phase"] == "fwd" and r["OPName"] in NEUSIGHT_OPS]

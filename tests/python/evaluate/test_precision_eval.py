@@ -4,6 +4,7 @@ evaluation scores exactly the models' held-out split, from the repository alone 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -62,9 +63,12 @@ def test_every_collection_of_a_models_split_is_scored_on_its_own_held_out_rows()
 
 
 def test_a_collection_outside_the_split_asks_for_all_rows(tmp_path: Path) -> None:
+    # rows the conv model trained on, in a collection its split does not name
+    other = tmp_path / "H100-SXM5-80GB-elsewhere"
+    other.mkdir()
+    shutil.copy(ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB-2026-11-26" / "conv_bf16.csv", other)
     with pytest.raises(ValueError, match="--all-rows"):
-        precision.evaluate(ROOT / "benchmarks" / "results" / "kernels" / "H100-SXM5-80GB-2026-11-26-families",
-                           WEIGHTS, default_table(), families=("conv",))
+        precision.evaluate(other, WEIGHTS, default_table(), families=("conv",))
 
 
 def test_a_collection_some_models_trained_on_scores_theirs_and_names_the_rest() -> None:

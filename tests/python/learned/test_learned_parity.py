@@ -28,9 +28,11 @@ def _random_shapes(family: str, n: int, rng: np.random.Generator) -> dict[str, n
         s.update(b=dims(1, 64), **{d: np.where(rng.random(n) < 0.25, np.ceil(v / 16) * 16, v)
                                    for d, v in (("m", dims(1, 65536)), ("n", dims(1, 65536)), ("k", dims(1, 16384)))})
     elif family == "conv":
-        s.update(batch=dims(1, 64), cin=dims(3, 512), cout=dims(8, 512), kernel=rng.choice([1.0, 3.0, 7.0], n),
+        groups = rng.choice([1.0, 1.0, 2.0, 4.0, 32.0], n)  # channels a multiple of the groups
+        s.update(batch=dims(1, 64), cin=np.ceil(dims(3, 512) / groups) * groups,
+                 cout=np.ceil(dims(8, 512) / groups) * groups, kernel=rng.choice([1.0, 3.0, 7.0], n),
                  size=dims(8, 224), stride=rng.choice([1.0, 2.0], n), padding=rng.choice([0.0, 1.0, 3.0], n),
-                 grad=rng.choice([0.0, 1.0, 2.0], n))
+                 grad=rng.choice([0.0, 1.0, 2.0], n), groups=groups)
     elif family == "elementwise":
         s.update(n=dims(1, 1e9), inputs=rng.choice([1.0, 2.0, 3.0], n), transcendental=rng.choice([0.0, 1.0], n))
     elif family == "attention":
@@ -60,6 +62,18 @@ def test_cpp_features_match_python(family: str, precision: str) -> None:
             cx, ct = _engine.learned_features(family, row, gpu, precision, str(DEFAULT_DB))
             np.testing.assert_allclose(cx, x[i], rtol=1e-9, atol=1e-9)
             assert ct == pytest.approx(t_roof[i], rel=1e-9)
+
+
+def test_a_conv_shape_without_groups_is_ungrouped_in_both() -> None:
+    shape = {"batch": 8.0, "cin": 64.0, "cout": 128.0, "kernel": 3.0, "size": 32.0, "stride": 1.0,
+             "padding": 1.0, "elem_bytes": 2.0, "grad": 0.0}
+    dev = default_table().find("H100-SXM5-80GB")
+    x, t = feats.compute("conv", {c: np.array([v]) for c, v in shape.items()}, dev, "bf16")
+    x1, t1 = feats.compute("conv", {c: np.array([v]) for c, v in {**shape, "groups": 1.0}.items()}, dev, "bf16")
+    np.testing.assert_array_equal(x, x1)
+    cx, ct = _engine.learned_features("conv", shape, "H100-SXM5-80GB", "bf16", str(DEFAULT_DB))
+    np.testing.assert_allclose(cx, x[0], rtol=1e-9, atol=1e-9)
+    assert ct == pytest.approx(t[0], rel=1e-9) and t[0] == t1[0]
 
 
 @pytest.mark.skipif(not (WEIGHTS / "gemm.safetensors").is_file(), reason="weights not trained")

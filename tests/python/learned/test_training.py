@@ -80,6 +80,54 @@ def test_a_held_out_shape_is_held_out_in_every_precision_and_pass(tmp_path: Path
     assert len(set(c.problem_keys().tolist())) == 1  # three passes, one problem
 
 
+def _conv_rows(root: Path, problems: list[tuple[str, int, int]]) -> None:
+    """conv and gconv rows (op, channels, groups), each a forward pass in bf16."""
+    with open(root / "conv_bf16.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(COLS + ["B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride",
+                           "Padding", "Groups"])
+        for i, (op, channels, groups) in enumerate(problems):
+            w.writerow([op, 0.1, H100, 1, 1, 1, 128, 1, 1, "bf16", "fwd", 8 + i, channels, channels, 3, 28, 1, 1,
+                        groups])
+
+
+def test_grouped_rows_are_drawn_apart_and_leave_the_dense_split_as_it_was(tmp_path: Path) -> None:
+    dense = [("conv", 64, 1)] * 20
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _conv_rows(tmp_path / "a", dense)
+    # grouped rows added; a depthwise one (groups == channels) is the roofline table's, not read
+    _conv_rows(tmp_path / "b", dense + [("gconv", 64, 4)] * 10 + [("gconv", 64, 64)])
+    before, after = load_precision_kernels(tmp_path / "a")["conv"], load_precision_kernels(tmp_path / "b")["conv"]
+    assert len(after) == 30 and set(after.shapes["groups"][after.op == "gconv"]) == {4.0}
+    # a dense problem's key is as it was before the groups column existed
+    assert before.problem_keys()[0] == "conv|8|64|64|3|28|1|1"
+    assert after.problem_keys()[20] == "gconv|28|64|64|3|28|1|1|4"
+    held_before, held_after = leave_shapes_out(before), leave_shapes_out(after)
+    np.testing.assert_array_equal(held_after[:20], held_before)
+    assert held_after[20:].sum() == 2  # a fifth of the grouped problems, drawn on their own
+
+
+def test_a_grouped_conv_is_one_groups_problem_with_the_whole_weight() -> None:
+    names = feats.FEATURE_NAMES["conv"]
+    col = {n: i for i, n in enumerate(names)}
+    h100 = default_table().find("H100-SXM5-80GB")
+    shape = {"batch": 8.0, "cin": 256.0, "cout": 512.0, "kernel": 3.0, "size": 28.0, "stride": 1.0,
+             "padding": 1.0, "elem_bytes": 2.0, "grad": 0.0}
+    def of(**changes: float):
+        return feats.compute("conv", {c: np.array([v]) for c, v in {**shape, **changes}.items()}, h100, "bf16")
+    x, t = of(groups=32.0)
+    assert x[0, col["log2_groups"]] == 5.0
+    assert x[0, col["log2_cin"]] == 3.0 and x[0, col["log2_cout"]] == 4.0  # 8 -> 16 channels a group
+    flops, nbytes = feats.work("conv", {c: np.array([v]) for c, v in {**shape, "groups": 32.0}.items()})
+    assert flops[0] == 2.0 * 8 * 28 * 28 * 512 * 8 * 9  # a 32nd of the dense convolution's
+    assert nbytes[0] == 2.0 * (8 * 256 * 28 * 28 + 512 * 8 * 9 + 8 * 512 * 28 * 28)
+    x1, _ = of(groups=1.0)
+    assert x1[0, col["log2_groups"]] == 0.0 and x1[0, col["log2_cin"]] == 8.0
+    with pytest.raises(ValueError, match="groups"):
+        of(groups=3.0)  # divides neither 256 nor 512
+
+
 def _gemm(k: float, n: float, eb: float) -> dict[str, np.ndarray]:
     return {"b": np.array([1.0]), "m": np.array([512.0]), "n": np.array([n]), "k": np.array([k]),
             "elem_bytes": np.array([eb])}
