@@ -85,6 +85,10 @@ class LearnedModels : public ShapeModel {
   // layout transforms); nullopt for other passes or without a GEMM model.
   std::optional<double> nchw_pointwise_gemm_us(const LearnedShape& conv, const Device& target,
                                                Precision precision) const;
+  // A 16-bit NCHW 2-D forward convolution pass on cuDNN's SIMT kernels (no layout
+  // transforms), as the FP32 pass of the same problem; nullopt for other passes.
+  std::optional<double> nchw_simt_forward_us(const LearnedShape& conv, const Device& target,
+                                             Precision precision) const;
 
   std::map<LearnedFamily, FamilyModel> models_;
   RooflineTable roofline_table_;

@@ -165,7 +165,9 @@ std::vector<LearnedPart> conv_parts(const std::string& name, const OpRecord& op)
       // cudnn_conv_suggest_memory_format); otherwise NCHW, through the layout transforms
       // grouped convolutions too: on the H100 collections' grouped NCHW rows the transforms
       // are a median 42-50 % of a bf16 pass's device time, 23-44 % of a TF32 one's.
-      {"nchw", channels_last(*x) || channels_last(*w) ? 0.0 : 1.0}};
+      {"nchw", channels_last(*x) || channels_last(*w) ? 0.0 : 1.0},
+      // not a model column: 2 or 3 (nchw_simt_forward_us)
+      {"spatial_dims", static_cast<double>(image.shape.size()) - 2.0}};
   if (!backward) {
     if (transposed) shape["grad"] = 1.0;
     return {{LearnedFamily::Conv, shape}};
@@ -634,6 +636,26 @@ std::optional<double> LearnedModels::nchw_pointwise_gemm_us(const LearnedShape& 
   return predict_family_us(LearnedFamily::Gemm, gemm, target, precision);
 }
 
+// cuDNN runs some 16-bit NCHW 2-D forward passes on its SIMT kernels
+// (precomputed_convolve_sgemm and kin, reading the NCHW tensors as they lie) where those beat the
+// tensor-core pass between layout transforms: 23 of the 125 bf16 NCHW 2-D forward rows of the
+// H100 and H200 collections, 3 of their 250 backward ones, none of the 3-D rows. Such a pass took
+// 0.85-1.39x the fp32 row of its problem (median 1.00 to 1.16 per collection), so it is forecast as
+// that FP32 pass.
+std::optional<double> LearnedModels::nchw_simt_forward_us(const LearnedShape& conv,
+                                                          const Device& target,
+                                                          Precision precision) const {
+  if (precision != Precision::Bf16Tensor && precision != Precision::Fp16Tensor) return std::nullopt;
+  const auto nchw = conv.find("nchw"), dims = conv.find("spatial_dims");
+  if (nchw == conv.end() || nchw->second != 1.0 || conv.at("grad") != 0.0 ||
+      (dims != conv.end() && dims->second != 2.0)) {
+    return std::nullopt;
+  }
+  LearnedShape fp32 = conv;
+  fp32["elem_bytes"] = 4.0;
+  return part_us({LearnedFamily::Conv, fp32}, target, Precision::Fp32Simt);
+}
+
 namespace {
 
 // The learned model forecasts ATen's vectorized kernel; its other two are bound by elements.
@@ -674,6 +696,7 @@ std::optional<double> LearnedModels::predict_us(const OpRecord& op, const OpCost
         if (const auto gemm = nchw_pointwise_gemm_us(part.shape, target, p)) {
           t = std::min(*t, *gemm);
         }
+        if (const auto simt = nchw_simt_forward_us(part.shape, target, p)) t = std::min(*t, *simt);
       }
     } catch (const std::invalid_argument&) {
       return std::nullopt;  // degenerate shape (zero-size tensor): let the caller fall back

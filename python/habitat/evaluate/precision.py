@@ -51,6 +51,7 @@ from habitat.learned.train import TEST_FRACTION, leave_shapes_out
 
 DEFAULT_DATA = Path("benchmarks") / "results" / "kernels" / "H100-SXM5-80GB-2026-11-26"  # in the checkout
 FAMILIES = ("gemm", "conv", "attention", "layernorm", "softmax")
+SIXTEEN_BIT = ("bf16", "fp16")
 
 
 def default_data() -> Path:
@@ -139,16 +140,13 @@ def forecast(model: EfficiencyMLP, rows: list[dict], devices: DeviceTable,
         sub = [rows[i] for i in idx]
         own = _predict(model, sub, p, devices)
         if model.family == "conv":
-            nchw = np.array([r["layout"] in ("nchw", "") for r in sub])
-            if p in conv_layout.TRANSFORM_PRECISIONS:
-                for j, r in enumerate(sub):
-                    if nchw[j]:
-                        own[j] += float(conv_layout.transform_us(
-                            {c: np.array([v]) for c, v in r["shape"].items()}, devices.find(r["device"]))[0])
+            _add_transforms(own, sub, p, devices)
         if p == "tf32" and model.family in ("gemm", "conv"):
             simt = np.array([model.family == "conv" or r["shape"]["b"] > 1 for r in sub])
             if simt.any():
                 own[simt] = np.minimum(own[simt], _predict(model, [r for r, s in zip(sub, simt) if s], "fp32", devices))
+        if p in SIXTEEN_BIT and model.family == "conv":
+            _take_simt_forward(own, sub, model, devices)
         if model.family == "conv" and gemm is not None and reduction is not None \
                 and p in conv_layout.TRANSFORM_PRECISIONS:
             _take_pointwise_gemm(own, sub, p, devices, gemm, reduction)
@@ -158,6 +156,27 @@ def forecast(model: EfficiencyMLP, rows: list[dict], devices: DeviceTable,
                 own = np.where(calls, harness.harness_time("attention", backward_floor_us(model, p), own), own)
         out[idx] = own
     return out
+
+
+def _add_transforms(own: np.ndarray, rows: list[dict], precision: str, devices: DeviceTable) -> None:
+    """cuDNN's layout transforms around each NCHW conv row's tensor-core pass (`own`, in place)."""
+    if precision not in conv_layout.TRANSFORM_PRECISIONS:
+        return
+    for j, r in enumerate(rows):
+        if r["layout"] in ("nchw", ""):
+            own[j] += float(conv_layout.transform_us(
+                {c: np.array([v]) for c, v in r["shape"].items()}, devices.find(r["device"]))[0])
+
+
+def _take_simt_forward(own: np.ndarray, rows: list[dict], model: EfficiencyMLP, devices: DeviceTable) -> None:
+    """Each 16-bit NCHW 2-D forward conv row's forecast (`own`, in place): the faster of its
+    pass and its FP32 twin's, as cuDNN's SIMT kernels run some (learned_model.cpp
+    nchw_simt_forward_us)."""
+    simt = np.array([r["layout"] in ("nchw", "") and r["shape"]["grad"] == 0
+                     and not r["op"].startswith("conv3d") for r in rows])
+    if simt.any():
+        fp32 = [{**r, "shape": {**r["shape"], "elem_bytes": 4.0}} for r, s in zip(rows, simt) if s]
+        own[simt] = np.minimum(own[simt], _predict(model, fp32, "fp32", devices))
 
 
 def _take_pointwise_gemm(own: np.ndarray, rows: list[dict], precision: str, devices: DeviceTable,

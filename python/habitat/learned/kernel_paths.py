@@ -41,6 +41,8 @@ def ran_simt(kernels: str) -> bool:
 
 def path_precision(precision: str, kernels: str) -> str:
     """The precision of the units a row's kernels ran on: fp32 for a tf32 row that ran FP32 SIMT
-    kernels, the row's own precision otherwise (16-bit rows always run tensor-core kernels on
-    the GPUs measured; a 16-bit SIMT kernel is too rare to model apart)."""
+    kernels, the row's own precision otherwise (16-bit rows ran tensor-core kernels on the GPUs
+    measured but 23 of the 125 bf16 NCHW 2-D forward convolution rows, on SIMT kernels in about
+    their fp32 twins' time: too few to model apart; the engine takes the FP32 pass's forecast
+    where it is the faster, csrc/src/learned/learned_model.cpp nchw_simt_forward_us)."""
     return "fp32" if precision == "tf32" and ran_simt(kernels) else precision

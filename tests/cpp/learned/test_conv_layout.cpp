@@ -170,6 +170,36 @@ TEST(ConvLayout, AnNchwPointwiseConvolutionIsAtMostItsGemm) {
   EXPECT_LE(t, std::max(t_gemm, roofline) * (1 + 1e-9));
 }
 
+// cuDNN runs some 16-bit NCHW forward passes on SIMT kernels, no layout transforms, in about the
+// FP32 pass's time: such a forward is at most its FP32 twin's forecast; its backward passes and a
+// channels-last forward keep the tensor-core forecast (the 1x1 stride-2 shape of the H100's
+// 2026-11-26 collection, 392 -> 16 channels at 85 x 85, which ran so in 51 us).
+TEST(ConvLayout, ASixteenBitNchwForwardIsAtMostItsFp32Pass) {
+  if (!std::filesystem::exists(kWeights + "/conv.safetensors")) GTEST_SKIP() << "no weights";
+  const LearnedModels models = LearnedModels::load(kWeights);
+  const Device& d = db().find("H100-SXM5-80GB");
+  auto strided = [](const std::string& dtype, bool cl) {
+    TensorMeta x = T({21, 392, 85, 85}, dtype), w = T({16, 392, 1, 1}, dtype);
+    TensorMeta y = T({21, 16, 43, 43}, dtype);
+    if (cl) x = channels_last(x), w = channels_last(w), y = channels_last(y);
+    return op(
+        "aten::convolution", "",
+        {tensor("input", x), tensor("weight", w), ints("stride", {2, 2}), ints("padding", {0, 0})},
+        {y});
+  };
+  const OpRecord bf16 = strided("bfloat16", false), fp32 = strided("float32", false);
+  const double t_bf16 = *models.predict_us(bf16, estimate_cost(bf16), d);
+  const double t_fp32 = *models.predict_us(fp32, estimate_cost(fp32), d);
+  EXPECT_LE(t_bf16, t_fp32 * (1 + 1e-9));
+  // the tensor-core pass alone: what the channels-last forward is forecast, no transforms
+  const OpRecord cl = strided("bfloat16", true);
+  const std::vector<LearnedPart> parts = learned_parts(bf16, estimate_cost(bf16));
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].shape.at("spatial_dims"), 2.0);
+  const double t_cl = *models.predict_us(cl, estimate_cost(cl), d);
+  EXPECT_GE(t_bf16 * (1 + 1e-9), std::min(t_fp32, t_cl));
+}
+
 // Its weight gradient runs one GEMM per image into fp32 partials and cuDNN's
 // reduce_wgrad_nchw_helper sums them over the batch: at most that batched GEMM plus the reduction
 // model's column sum, and more than one GEMM over every image's pixels would take (the shape of
