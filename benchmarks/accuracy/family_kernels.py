@@ -5,6 +5,7 @@ the CPU as a user's step would record it (family_steps.py), forecast by the engi
 collection's GPU with the installed weights, against the kernels measured (`Kernel Latency`).
 
     python benchmarks/accuracy/family_kernels.py [--data DIR] [--gpu NAME] [--json OUT] [--holdout]
+        [--ops a,b] [--rows OUT] [--before ROWS]
 
 Per group (CSV op, phase, precision, layout): rows, mean |error| %, signed mean %, the error of
 the group's summed time, and the method the engine forecast the op by (habitat.data.op_rows
@@ -12,7 +13,9 @@ METHODS: learned_shape, roofline). `--holdout` scores only the rows no fitted pa
 installed weights saw: for a learned model trained on this collection (its metadata's sources),
 the rows of the problems its leave-shapes-out split held out (habitat.learned.train, recomputed
 from the metadata); for roofline.json, the rows habitat.learned.family_table kept out; every row
-of a family no model trained on here.
+of a family no model trained on here. `--rows` writes each row's measured and forecast time;
+`--before` reads such a file written by another build (its engine and weights) and scores it on
+the same rows, beside this build's forecasts: a change's before and after on one set of rows.
 """
 from __future__ import annotations
 
@@ -153,7 +156,19 @@ def group_of(r: Row) -> tuple[str, str, str, str]:
     return (op, r.phase, r.precision, str(r.shape.get("Layout", "")))
 
 
-def table(rows: list[Row], pred: np.ndarray, methods: list[str]) -> list[dict[str, Any]]:
+def row_key(r: Row) -> str:
+    """A row's identity across builds: its file stem, op, phase, precision and shape columns."""
+    return "|".join([r.stem, r.op, r.phase, r.precision] + [f"{k}={r.shape[k]}" for k in sorted(r.shape)])
+
+
+def before_of(rows: list[Row], path: Path) -> np.ndarray:
+    """Each row's forecast in the `--rows` file of another build (NaN where it has none)."""
+    earlier = {e["key"]: e["forecast_us"] for e in json.loads(path.read_text())}
+    return np.array([earlier.get(row_key(r), np.nan) for r in rows])
+
+
+def table(rows: list[Row], pred: np.ndarray, methods: list[str],
+          before: np.ndarray | None = None) -> list[dict[str, Any]]:
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i, r in enumerate(rows):
         groups[group_of(r)].append(i)
@@ -168,15 +183,22 @@ def table(rows: list[Row], pred: np.ndarray, methods: list[str]) -> list[dict[st
                     "mean_abs_pct": float(np.mean(np.abs(err))), "signed_pct": float(np.mean(err)),
                     "sum_pct": float((pred[idx].sum() / meas.sum() - 1) * 100),
                     "method": max(counts, key=counts.__getitem__)})
+        if before is not None:
+            was = (before[idx] - meas) / meas * 100
+            out[-1]["before_mean_abs_pct"] = float(np.nanmean(np.abs(was))) if np.isfinite(was).any() else None
     return out
 
 
 def print_table(groups: list[dict[str, Any]], gpu: str) -> None:
-    print(f"| op | phase | precision | layout | rows | mean abs % | signed % | summed % | method ({gpu}) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    before = any("before_mean_abs_pct" in g for g in groups)
+    extra = " before: mean abs % |" if before else ""
+    print(f"| op | phase | precision | layout | rows |{extra} mean abs % | signed % | summed % | method ({gpu}) |")
+    print("|---|---|---|---|---|" + ("---|" if before else "") + "---|---|---|---|")
     for g in groups:
-        print(f"| {g['op']} | {g['phase']} | {g['precision']} | {g['layout'] or '-'} | {g['rows']} "
-              f"| {g['mean_abs_pct']:.1f} | {g['signed_pct']:+.1f} | {g['sum_pct']:+.1f} | {g['method']} |")
+        was = g.get("before_mean_abs_pct")
+        cell = (f" {was:.1f} |" if was is not None else " - |") if before else ""
+        print(f"| {g['op']} | {g['phase']} | {g['precision']} | {g['layout'] or '-'} | {g['rows']} |{cell}"
+              f" {g['mean_abs_pct']:.1f} | {g['signed_pct']:+.1f} | {g['sum_pct']:+.1f} | {g['method']} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None, help="write the groups here")
     p.add_argument("--holdout", action="store_true", help="only the held-out shapes of the collection")
     p.add_argument("--ops", default=None, help="comma-separated OPNames (default: all)")
+    p.add_argument("--rows", type=Path, default=None, help="write each row's measured and forecast time here")
+    p.add_argument("--before", type=Path, default=None,
+                   help="a --rows file of another build: its mean |error| on the same rows, per group")
     args = p.parse_args(argv)
     rows = read_rows(args.data)
     if args.ops:
@@ -199,11 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     templates = Templates()
     pred, methods = forecast(rows, args.gpu, templates)
-    groups = table(rows, pred, methods)
+    groups = table(rows, pred, methods, before_of(rows, args.before) if args.before else None)
     print_table(groups, args.gpu)
     print(f"\n{len(rows)} rows, {len(templates)} traced templates, {time.perf_counter() - t0:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(groups, indent=1) + "\n")
+    if args.rows:
+        args.rows.write_text(json.dumps([{"key": row_key(r), "measured_us": r.measured_us, "forecast_us": float(p)}
+                                         for r, p in zip(rows, pred)]) + "\n")
     return 0
 
 

@@ -4,8 +4,10 @@ sizes, op for op; benchmarks/accuracy/family_kernels.py reads a collection and f
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from bench_scripts import loaded_script, without_run_fields
 
@@ -79,8 +81,16 @@ def test_family_kernels_forecasts_a_collection(tmp_path: Path) -> None:
         assert [r.measured_us for r in rows] == pytest.approx([6.0, 8.0, 2.0])
         pred, methods = fk.forecast(rows, "H100-SXM5-80GB", fk.Templates())
         groups = fk.table(rows, pred, methods)
+        # another build's forecasts of the same rows, read back by key: its error beside ours
+        (tmp_path / "before.json").write_text(json.dumps(
+            [{"key": fk.row_key(r), "measured_us": r.measured_us, "forecast_us": 2 * r.measured_us} for r in rows[:2]]))
+        before = fk.before_of(rows, tmp_path / "before.json")
+        with_before = fk.table(rows, pred, methods, before)
     assert len(groups) == 1 and groups[0]["rows"] == 3 and groups[0]["op"] == "sum"
     assert all(p > 0 for p in pred)
+    assert list(before[:2]) == [12.0, 16.0] and np.isnan(before[2])
+    assert with_before[0]["before_mean_abs_pct"] == pytest.approx(100.0)  # the rows it has
+    assert "before_mean_abs_pct" not in groups[0]
 
 
 @pytest.mark.parametrize("shape", [
