@@ -128,15 +128,14 @@ def learned_held_keys(family: str, weights: Path, data: Path) -> set[str] | None
 def unseen(rows: list[Row], weights: Path, data: Path) -> list[Row]:
     """The rows no fitted part of `weights` saw (module docstring)."""
     from habitat.learned import family_table
-    from habitat.learned.neusight import ELEM_BYTES, OP_FAMILY, problem_key, row_shape
+    from habitat.learned.neusight import ELEM_BYTES, OP_FAMILY, is_depthwise, problem_key, row_shape
 
     held: dict[str, set[str] | None] = {}
     out = []
     for r in rows:
         op = loader_op(r)
         family = OP_FAMILY.get(op)
-        depthwise = r.op == "gconv" and r.shape["Groups"] == r.shape["Input_Channel"]  # a table's
-        if family is not None and not depthwise:
+        if family is not None and not is_depthwise(r.shape):  # a depthwise row is the table's
             if family not in held:
                 held[family] = learned_held_keys(family, weights, data)
             keys = held[family]
@@ -152,7 +151,9 @@ def unseen(rows: list[Row], weights: Path, data: Path) -> list[Row]:
 def group_of(r: Row) -> tuple[str, str, str, str]:
     op = r.op
     if r.op == "gconv":
-        op = "gconv depthwise" if r.shape["Groups"] == r.shape["Input_Channel"] else "gconv grouped"
+        from habitat.learned.neusight import is_depthwise
+
+        op = "gconv depthwise" if is_depthwise(r.shape) else "gconv grouped"
     return (op, r.phase, r.precision, str(r.shape.get("Layout", "")))
 
 

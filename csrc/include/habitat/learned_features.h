@@ -46,6 +46,9 @@ std::optional<LearnedFamily> learned_family_from_string(std::string_view name);
 //                channel, statistics over count = N x H x W elements)
 using LearnedShape = std::map<std::string, double>;
 const std::vector<std::string>& shape_columns(LearnedFamily f);
+// The value of a column a shape may leave out (features.py OPTIONAL_COLUMNS: a softmax's `log`
+// 0, a conv's `groups` 1); nullopt for a column every shape must have.
+std::optional<double> optional_column_default(LearnedFamily f, std::string_view name);
 const std::vector<std::string>& feature_names(LearnedFamily f);
 
 // A square convolution's output side, and the elements of its input, weight and output (the

@@ -347,6 +347,14 @@ const std::vector<std::string>& shape_columns(LearnedFamily f) {
   return columns.at(f);
 }
 
+std::optional<double> optional_column_default(LearnedFamily f, std::string_view name) {
+  // A softmax shape without `log` is a softmax's, not a log-softmax's; a conv one without
+  // `groups` is ungrouped.
+  if (f == LearnedFamily::Softmax && name == "log") return 0.0;
+  if (f == LearnedFamily::Conv && name == "groups") return 1.0;
+  return std::nullopt;
+}
+
 const std::vector<std::string>& feature_names(LearnedFamily f) {
   static const std::vector<std::string> row_features = concat(
       concat(
@@ -397,11 +405,8 @@ const std::vector<std::string>& feature_names(LearnedFamily f) {
 LearnedFeatures compute_learned_features(LearnedFamily f, const LearnedShape& shape,
                                          const Device& dev, Precision precision) {
   auto col = [&](const std::string& name, bool allow_zero = false) {
-    // Columns a shape may leave out (features.py OPTIONAL_COLUMNS): a softmax shape without
-    // `log` is a softmax's, not a log-softmax's; a conv one without `groups` is ungrouped.
     if (!shape.contains(name)) {
-      if (f == LearnedFamily::Softmax && name == "log") return 0.0;
-      if (f == LearnedFamily::Conv && name == "groups") return 1.0;
+      if (const auto fallback = optional_column_default(f, name)) return *fallback;
     }
     auto it = shape.find(name);
     if (it == shape.end()) {

@@ -81,10 +81,10 @@ bool channels_last(const TensorMeta& t) {
   return !t.contiguous && (rank == 4 || rank == 5) && t.strides.size() == rank && t.strides[1] == 1;
 }
 
-// A conv shape's groups (features.py OPTIONAL_COLUMNS: 1 when left out).
+// A conv shape's groups (optional_column_default when left out).
 double conv_groups(const LearnedShape& shape) {
   const auto it = shape.find("groups");
-  return it == shape.end() ? 1.0 : it->second;
+  return it == shape.end() ? *optional_column_default(LearnedFamily::Conv, "groups") : it->second;
 }
 
 // cuDNN's NCHW <-> NHWC layout transforms around a tensor-core convolution pass

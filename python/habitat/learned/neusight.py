@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,9 +171,9 @@ def problem_key(op: str, shape: dict[str, float]) -> str:
                                              if c not in optional or shape.get(c, optional[c]) != optional[c]])
 
 
-def is_depthwise(row: dict[str, str]) -> bool:
-    """A collected conv row whose every group is one input channel (csrc/src/cost/depthwise.h
-    is_depthwise_conv)."""
+def is_depthwise(row: Mapping[str, str | float]) -> bool:
+    """A collected conv row (its CSV columns, as read or as numbers) whose every group is one
+    input channel (csrc/src/cost/depthwise.h is_depthwise_conv)."""
     groups = float(row.get("Groups") or 1)
     return groups > 1 and groups == float(row["Input_Channel"])
 
